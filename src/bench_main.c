@@ -1,0 +1,60 @@
+/* tasp-bench: how fast the simulator is.  Times, per point, the sweep of a
+ * scenario and single TASP points at growing GPU counts, and prints events
+ * and flows per second.  Figures, not assertions: tests stay timing-free. */
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "scenario.h"
+#include "sim.h"
+#include "sizes.h"
+
+static void bench_scenario(const char *file) {
+  scenario_overrides ov = {0};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(file, &ov, &err);
+  if (!s) { fprintf(stderr, "tasp-bench: %s\n", err->message); exit(2); }
+  sim_opts so = {.jobs = 1};
+  gint64 t0 = g_get_monotonic_time();
+  GPtrArray *res = sim_run_all(s, &so);
+  double wall = (double)(g_get_monotonic_time() - t0) * 1e-6;
+  uint64_t events = 0, flows = 0;
+  double slowest = 0;
+  for (guint i = 0; i < res->len; i++) {
+    sim_result *r = res->pdata[i];
+    events += r->r->events;
+    flows += r->r->flows;
+    if (r->wall_s > slowest) slowest = r->wall_s;
+  }
+  printf("sweep %-28s points %4u  wall %8.3f s (one thread)  per point %8.3f ms  "
+         "slowest %8.3f ms  events/s %.3g  flows %" G_GUINT64_FORMAT "\n",
+         file, res->len, wall, 1e3 * wall / res->len, 1e3 * slowest, events / wall, flows);
+  g_ptr_array_free(res, TRUE);
+  scenario_free(s);
+}
+
+static void bench_point(const char *topo, uint32_t gpus, const char *seq, const char *mask) {
+  g_autofree char *sp = g_strdup_printf("%u", gpus);
+  scenario_overrides ov = {.topology = topo, .sched = "tasp", .seq = seq, .sp = sp, .mask = mask};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(NULL, &ov, &err);
+  if (!s) { fprintf(stderr, "tasp-bench: %s\n", err->message); exit(2); }
+  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  exec_opts eo = {0};
+  sim_result *r = sim_run_point(s->topo, pt, &eo);
+  printf("point tasp %-10s gpus %4u seq %-5s %-6s wall %8.3f s  events %10" G_GUINT64_FORMAT
+         "  events/s %.3g  flows %" G_GUINT64_FORMAT "  max-min solves %" G_GUINT64_FORMAT
+         "  step %.3f ms\n", topo, gpus, seq, mask, r->wall_s, r->r->events,
+         r->r->events / r->wall_s, r->r->flows, r->r->solves, r->r->step_s * 1e3);
+  sim_result_free(r);
+  scenario_free(s);
+}
+
+int main(int argc, char **argv) {
+  const char *scen = argc > 1 ? argv[1] : "scenarios/h100x8.json";
+  bench_scenario(scen);
+  bench_point("h100x8", 8, "128K", "causal");
+  bench_point("h100x8x8", 64, "1M", "causal");
+  bench_point("h100x8x32", 256, "1M", "causal");
+  return 0;
+}

@@ -1,0 +1,160 @@
+/* compute: roofline or measured-table kernel times. */
+#include "compute.h"
+
+#include <math.h>
+
+void compute_model_init(compute_model *m) {
+  memset(m, 0, sizeof *m);
+  m->efficiency = 1.0;
+  /* backward/forward time measured 2.7-3.0x on H200 flash attention
+   * (shared/calibration/h200x4/compute-n4.jsonl); 2.8 is its middle */
+  m->bwd_ratio = 2.8;
+  for (int c = 0; c < 2; c++) m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+}
+
+void compute_model_clear(compute_model *m) {
+  for (int c = 0; c < 2; c++)
+    if (m->points[c]) g_array_free(m->points[c], TRUE);
+  memset(m, 0, sizeof *m);
+}
+
+double compute_attn_flops(double batch, double heads, double head_dim, double sq,
+                          double sk, bool causal) {
+  double f = 4.0 * batch * heads * sq * sk * head_dim;
+  return causal ? f / 2 : f;
+}
+
+static int cmp_point(gconstpointer a, gconstpointer b) {
+  double x = ((const compute_point *)a)->flops, y = ((const compute_point *)b)->flops;
+  return (x > y) - (x < y);
+}
+
+static bool parse_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  static const char *const keys[] = {"batch", "heads", "head_dim", "sq", "sk", "causal",
+                                     "fwd_ms", "bwd_ms", NULL};
+  if (!json_object_is_type(p, json_type_object)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected an object",
+                w.file, w.path);
+    return false;
+  }
+  if (!json_check_keys(p, w, keys, err)) return false;
+  uint32_t b, h, d, sq, sk;
+  double fwd, bwd;
+  json_object *c;
+  if (!json_get_u32(p, w, "batch", false, 1, 1, &b, err) ||
+      !json_get_u32(p, w, "heads", true, 0, 1, &h, err) ||
+      !json_get_u32(p, w, "head_dim", true, 0, 1, &d, err) ||
+      !json_get_u32(p, w, "sq", true, 0, 1, &sq, err) ||
+      !json_get_u32(p, w, "sk", true, 0, 1, &sk, err) ||
+      !json_get_double(p, w, "fwd_ms", true, 0, 0, &fwd, err) ||
+      !json_get_double(p, w, "bwd_ms", false, 0, -1, &bwd, err))
+    return false;
+  bool causal = false;
+  if (json_object_object_get_ex(p, "causal", &c)) {
+    if (!json_object_is_type(c, json_type_boolean)) {
+      g_autofree char *f = json_path_join(w.path, "causal");
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected true or false",
+                  w.file, f);
+      return false;
+    }
+    causal = json_object_get_boolean(c);
+  }
+  compute_point pt = {compute_attn_flops(b, h, d, sq, sk, causal), fwd * 1e-3, bwd * 1e-3};
+  g_array_append_val(m->points[causal], pt);
+  return true;
+}
+
+bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GError **err) {
+  static const char *const keys[] = {"model", "peak_tflops", "efficiency", "launch_us",
+                                     "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
+                                     "table", "source", "host_us", "merge_host_us", NULL};
+  if (!json_check_keys(obj, w, keys, err)) return false;
+  const char *model;
+  double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
+  if (!json_get_string(obj, w, "model", true, NULL, &model, err)) return false;
+  if (g_strcmp0(model, "roofline") && g_strcmp0(model, "table")) {
+    g_autofree char *f = json_path_join(w.path, "model");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: field '%s': expected \"roofline\" or \"table\", got \"%s\"", w.file, f,
+                model);
+    return false;
+  }
+  m->table = strcmp(model, "table") == 0;
+  if (!json_get_double(obj, w, "peak_tflops", !m->table, 1000, 0, &peak, err) ||
+      !json_get_double(obj, w, "efficiency", false, 1.0, 0, &m->efficiency, err) ||
+      !json_get_double(obj, w, "launch_us", false, 0, -1, &launch_us, err) ||
+      !json_get_double(obj, w, "bwd_ratio", false, m->bwd_ratio, 0, &m->bwd_ratio, err) ||
+      !json_get_double(obj, w, "merge_fixed_us", false, 0, -1, &merge_fixed_us, err) ||
+      !json_get_double(obj, w, "merge_ns_per_kelem", false, 0, -1, &merge_ns_per_kelem, err) ||
+      !json_get_double(obj, w, "host_us", false, 0, -1, &host_us, err) ||
+      !json_get_double(obj, w, "merge_host_us", false, 0, -1, &merge_host_us, err))
+    return false;
+  if (m->efficiency > 1.0) {
+    g_autofree char *f = json_path_join(w.path, "efficiency");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: field '%s': expected a fraction in (0, 1], got %g", w.file, f,
+                m->efficiency);
+    return false;
+  }
+  m->peak_flops = peak * 1e12;
+  m->launch_s = launch_us * 1e-6;
+  m->merge_fixed_s = merge_fixed_us * 1e-6;
+  m->merge_s_per_elem = merge_ns_per_kelem * 1e-12;
+  m->host_s = host_us * 1e-6;
+  m->merge_host_s = merge_host_us * 1e-6;
+  json_object *table = NULL;
+  if (!json_get_typed(obj, w, "table", m->table, json_type_array, &table, err)) return false;
+  if (table) {
+    g_autofree char *tpath = json_path_join(w.path, "table");
+    size_t n = json_object_array_length(table);
+    for (size_t i = 0; i < n; i++) {
+      g_autofree char *idx = g_strdup_printf("[%zu]", i);
+      g_autofree char *ppath = json_path_join(tpath, idx);
+      json_where pw = {w.file, ppath};
+      if (!parse_point(json_object_array_get_idx(table, i), pw, m, err)) return false;
+    }
+    if (m->table && m->points[0]->len + m->points[1]->len < 2) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "%s: field '%s': expected at least 2 measured kernels", w.file, tpath);
+      return false;
+    }
+    for (int c = 0; c < 2; c++) g_array_sort(m->points[c], cmp_point);
+  }
+  return true;
+}
+
+static double point_s(const compute_point *p, bool backward, double ratio) {
+  if (!backward) return p->fwd_s;
+  return p->bwd_s > 0 ? p->bwd_s : ratio * p->fwd_s;
+}
+
+/* Piecewise log-log interpolation over one mask's measured points. */
+static double table_s(const GArray *pts, double flops, bool backward, double ratio) {
+  const compute_point *p = (const compute_point *)pts->data;
+  guint n = pts->len;
+  if (flops <= p[0].flops) return point_s(&p[0], backward, ratio) * (1 + flops / p[0].flops) / 2;
+  if (flops >= p[n - 1].flops) return point_s(&p[n - 1], backward, ratio) * flops / p[n - 1].flops;
+  guint i = 1;
+  while (p[i].flops < flops) i++;
+  double x0 = log(p[i - 1].flops), x1 = log(p[i].flops);
+  double y0 = log(point_s(&p[i - 1], backward, ratio)), y1 = log(point_s(&p[i], backward, ratio));
+  if (x1 == x0) return exp(y1);
+  return exp(y0 + (y1 - y0) * (log(flops) - x0) / (x1 - x0));
+}
+
+double compute_attn_s(const compute_model *m, double flops, bool causal, bool backward) {
+  if (flops <= 0) return 0;
+  if (m->table) {
+    const GArray *pts = m->points[causal];
+    if (pts->len == 0) pts = m->points[!causal];
+    if (pts->len == 1) return point_s(&g_array_index(pts, compute_point, 0), backward, m->bwd_ratio) *
+                              flops / g_array_index(pts, compute_point, 0).flops;
+    return table_s(pts, flops, backward, m->bwd_ratio);
+  }
+  double t = flops / (m->peak_flops * m->efficiency);
+  return m->launch_s + (backward ? m->bwd_ratio * t : t);
+}
+
+double compute_merge_s(const compute_model *m, double elems) {
+  return m->merge_fixed_s + m->merge_s_per_elem * elems;
+}

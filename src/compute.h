@@ -1,0 +1,53 @@
+/* compute: how long one attention kernel, or one output merge, takes.
+ *
+ * Two models.  `roofline`: launch cost + FLOPs / (peak x efficiency).
+ * `table`: kernel times measured on the target GPU, interpolated in
+ * log(time) over log(FLOPs), separately for causal and full kernels;
+ * beyond the largest point time grows linearly with FLOPs (the kernel is
+ * saturated), below the smallest it shrinks towards half the smallest time
+ * (launch-bound).  FLOPs are nominal: 4·B·H·sq·sk·D, half that when causal,
+ * as the measurements count them (shared/calibration/h200x4/README.md).
+ * Backward: its own measured times where given, else a ratio to forward. */
+#ifndef TASP_COMPUTE_H
+#define TASP_COMPUTE_H
+
+#include <glib.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "jsonio.h"
+
+typedef struct {
+  double flops;   /* nominal FLOPs of the measured kernel */
+  double fwd_s;
+  double bwd_s;   /* 0 when not measured */
+} compute_point;
+
+typedef struct {
+  bool table;             /* false: roofline */
+  double peak_flops;      /* FLOP/s */
+  double efficiency;      /* fraction of peak an attention kernel reaches */
+  double launch_s;        /* per kernel, roofline only (a table includes it) */
+  double bwd_ratio;       /* backward / forward time where not measured */
+  double merge_fixed_s;   /* log-sum-exp merge of one block output: fixed part */
+  double merge_s_per_elem;/* ... and per output element (B·sq·H·D) */
+  double host_s;          /* host time to issue one kernel (framework overhead) */
+  double merge_host_s;    /* host time to issue one merge (several small ops) */
+  GArray *points[2];      /* compute_point, ascending flops; [0] full, [1] causal */
+} compute_model;
+
+void compute_model_init(compute_model *m);
+void compute_model_clear(compute_model *m);
+
+/* Read the "compute" object of a topology file. */
+bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GError **err);
+
+/* Nominal FLOPs of one kernel. */
+double compute_attn_flops(double batch, double heads, double head_dim, double sq,
+                          double sk, bool causal);
+/* Seconds for one kernel of the given nominal FLOPs. */
+double compute_attn_s(const compute_model *m, double flops, bool causal, bool backward);
+/* Seconds to merge a block output of `elems` elements into the running one. */
+double compute_merge_s(const compute_model *m, double elems);
+
+#endif

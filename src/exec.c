@@ -1,0 +1,266 @@
+/* exec: dependency-driven replay of a plan. */
+#include "exec.h"
+
+#include "compute.h"
+#include "engine.h"
+#include "net.h"
+
+typedef struct {
+  const plan *p;
+  const topology *t;
+  const workload *w;
+  exec_opts opts;
+  engine *eng;
+  net *net;
+  uint32_t *waiting;        /* unfinished predecessors per task */
+  uint32_t *succ_off, *succ;
+  uint32_t *flows_left;     /* per task (comm) */
+  double *start_s;
+  double *issue_s;          /* when the host has issued the task (all its GPUs) */
+  uint32_t *comm_active;    /* per GPU: groups in flight */
+  double *comm_since;
+  uint32_t *stamp;          /* per GPU, for de-duplicating a group's GPUs */
+  uint32_t stamp_now;
+  exec_result *r;
+} exec_state;
+
+static void start_task(exec_state *s, uint32_t id);
+static void ready_task(exec_state *s, uint32_t id);
+
+static void span(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0) {
+  if (!s->opts.keep_trace) return;
+  exec_span sp = {gpu, comm, (uint8_t)t->kind, t->backward, t->step, t0, engine_now(s->eng)};
+  g_array_append_val(s->r->spans, sp);
+}
+
+/* Calls fn for every GPU taking part in comm task t, each once. */
+static void for_group_gpus(exec_state *s, const plan_task *t,
+                           void (*fn)(exec_state *, uint32_t, const plan_task *)) {
+  s->stamp_now++;
+  for (uint32_t i = 0; i < t->n_xfer; i++) {
+    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
+    uint32_t g2[2] = {x->src, x->dst};
+    for (int k = 0; k < 2; k++) {
+      if (s->stamp[g2[k]] == s->stamp_now) continue;
+      s->stamp[g2[k]] = s->stamp_now;
+      fn(s, g2[k], t);
+    }
+  }
+}
+
+static void gpu_comm_begin(exec_state *s, uint32_t g, const plan_task *t) {
+  (void)t;
+  if (s->comm_active[g]++ == 0) s->comm_since[g] = engine_now(s->eng);
+}
+
+static double task_start_of(exec_state *s, const plan_task *t) {
+  return s->start_s[t - (const plan_task *)s->p->tasks->data];
+}
+
+static void gpu_comm_end(exec_state *s, uint32_t g, const plan_task *t) {
+  double now = engine_now(s->eng);
+  if (--s->comm_active[g] == 0) s->r->gpu_comm_s[g] += now - s->comm_since[g];
+  if (now > s->r->gpu_finish_s[g]) s->r->gpu_finish_s[g] = now;
+  span(s, g, true, t, task_start_of(s, t));
+}
+
+static void task_done(void *ctx, uint64_t arg) {
+  exec_state *s = ctx;
+  uint32_t id = (uint32_t)arg;
+  const plan_task *t = plan_task_at(s->p, id);
+  double now = engine_now(s->eng);
+  if (t->kind == TASK_COMM) {
+    for_group_gpus(s, t, gpu_comm_end);
+  } else {
+    if (now > s->r->gpu_finish_s[t->gpu]) s->r->gpu_finish_s[t->gpu] = now;
+    span(s, t->gpu, false, t, s->start_s[id]);
+  }
+  for (uint32_t i = s->succ_off[id]; i < s->succ_off[id + 1]; i++)
+    if (--s->waiting[s->succ[i]] == 0) ready_task(s, s->succ[i]);
+}
+
+static void flow_done(void *ctx, uint64_t arg) {
+  exec_state *s = ctx;
+  if (--s->flows_left[arg] == 0) task_done(s, arg);
+}
+
+static void comm_launched(void *ctx, uint64_t arg) {
+  exec_state *s = ctx;
+  const plan_task *t = plan_task_at(s->p, (uint32_t)arg);
+  s->flows_left[arg] = t->n_xfer;
+  for (uint32_t i = 0; i < t->n_xfer; i++) {
+    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
+    uint32_t hops;
+    const uint32_t *route = topo_route_chans(s->t, x->src, x->dst, &hops);
+    size_t pair = (size_t)x->src * s->t->n_gpus + x->dst;
+    net_flow_start(s->net, route, hops, s->t->route_latency_s[pair], x->bytes,
+                   s->t->route_cap_Bps[pair], flow_done, s, arg);
+  }
+}
+
+static double compute_time(exec_state *s, const plan_task *t) {
+  if (s->opts.no_compute) return 0;
+  const workload *w = s->w;
+  if (t->kind == TASK_MERGE)
+    return compute_merge_s(&s->t->compute,
+                           (double)w->batch * t->sq * w->heads * w->head_dim);
+  double flops = compute_attn_flops(w->batch, w->heads, w->head_dim, t->sq, t->sk, t->causal);
+  return compute_attn_s(&s->t->compute, flops, t->causal, t->backward);
+}
+
+static void start_task(exec_state *s, uint32_t id) {
+  const plan_task *t = plan_task_at(s->p, id);
+  double now = engine_now(s->eng);
+  s->start_s[id] = now;
+  if (t->kind == TASK_COMM) {
+    if (t->n_xfer == 0) {  /* a pure synchronisation point */
+      engine_at(s->eng, now, task_done, s, id);
+      return;
+    }
+    for_group_gpus(s, t, gpu_comm_begin);
+    if (s->opts.no_comm) engine_at(s->eng, now, task_done, s, id);
+    else engine_at(s->eng, now + s->t->launch_s, comm_launched, s, id);
+    return;
+  }
+  double d = compute_time(s, t);
+  s->r->gpu_compute_s[t->gpu] += d;
+  if (t->kind == TASK_ATTN)
+    s->r->flops += compute_attn_flops(s->w->batch, s->w->heads, s->w->head_dim, t->sq, t->sk,
+                                      t->causal);
+  engine_at(s->eng, now + d, task_done, s, id);
+}
+
+static void start_event(void *ctx, uint64_t arg) { start_task(ctx, (uint32_t)arg); }
+
+/* Dependencies met: start once the host has issued it too. */
+static void ready_task(exec_state *s, uint32_t id) {
+  if (s->issue_s[id] > engine_now(s->eng)) engine_at(s->eng, s->issue_s[id], start_event, s, id);
+  else start_task(s, id);
+}
+
+/* The host thread of each GPU issues its tasks in plan order and never
+ * waits for the GPU (PyTorch's stream semantics: a NCCL wait() makes the
+ * stream wait, not the host), so issue times are known before the run.
+ * A group starts once every GPU in it has issued it. */
+static double *issue_times(const plan *p, const topology *t, const exec_opts *o) {
+  guint nt = p->tasks->len;
+  double *issue = g_new0(double, nt);
+  g_autofree double *host = g_new0(double, p->n_gpus);
+  for (guint i = 0; i < nt; i++) {
+    const plan_task *k = plan_task_at(p, i);
+    if (k->kind == TASK_COMM) {
+      if (o->no_comm) continue;
+      g_autofree uint8_t *in = g_new0(uint8_t, p->n_gpus);
+      for (uint32_t x = 0; x < k->n_xfer; x++) {
+        const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
+        in[tx->src] = in[tx->dst] = 1;
+      }
+      for (uint32_t g = 0; g < p->n_gpus; g++)
+        if (in[g]) {
+          host[g] += t->comm_host_s;
+          if (host[g] > issue[i]) issue[i] = host[g];
+        }
+    } else if (!o->no_compute) {
+      host[k->gpu] += k->kind == TASK_MERGE ? t->compute.merge_host_s : t->compute.host_s;
+      issue[i] = host[k->gpu];
+    }
+  }
+  return issue;
+}
+
+static void on_rate(void *ctx, uint32_t chan, double t_s, double rate) {
+  exec_state *s = ctx;
+  exec_rate r = {chan, t_s, rate};
+  g_array_append_val(s->r->rates, r);
+}
+
+static void build_successors(exec_state *s) {
+  const plan *p = s->p;
+  guint n = p->tasks->len;
+  s->succ_off = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < n; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    s->waiting[i] = t->n_dep;
+    for (uint32_t d = 0; d < t->n_dep; d++) s->succ_off[p->deps[t->dep_off + d] + 1]++;
+  }
+  for (guint i = 0; i < n; i++) s->succ_off[i + 1] += s->succ_off[i];
+  g_autofree uint32_t *fill = g_new0(uint32_t, n);
+  s->succ = g_new(uint32_t, s->succ_off[n] + 1);
+  for (guint i = 0; i < n; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    for (uint32_t d = 0; d < t->n_dep; d++) {
+      uint32_t from = p->deps[t->dep_off + d];
+      s->succ[s->succ_off[from] + fill[from]++] = i;
+    }
+  }
+}
+
+exec_result *exec_run(const plan *p, const topology *t, const workload *w,
+                      const exec_opts *opts) {
+  exec_result *r = g_new0(exec_result, 1);
+  uint32_t n = p->n_gpus, nc = t->channels->len;
+  guint nt = p->tasks->len;
+  r->n_gpus = n;
+  r->n_chan = nc;
+  r->gpu_compute_s = g_new0(double, n);
+  r->gpu_comm_s = g_new0(double, n);
+  r->gpu_finish_s = g_new0(double, n);
+  r->chan_bytes = g_new0(double, nc);
+  r->chan_busy_s = g_new0(double, nc);
+  r->tasks = nt;
+  if (opts->keep_trace) {
+    r->spans = g_array_new(FALSE, FALSE, sizeof(exec_span));
+    r->rates = g_array_new(FALSE, FALSE, sizeof(exec_rate));
+  }
+  g_autofree double *caps = g_new(double, nc);
+  for (uint32_t c = 0; c < nc; c++) caps[c] = topo_chan(t, c)->cap_Bps;
+
+  exec_state s = {.p = p, .t = t, .w = w, .opts = *opts, .r = r};
+  s.eng = engine_new();
+  s.net = net_new(s.eng, nc, caps);
+  if (opts->keep_trace) net_set_rate_observer(s.net, on_rate, &s);
+  s.waiting = g_new0(uint32_t, nt);
+  s.flows_left = g_new0(uint32_t, nt);
+  s.start_s = g_new0(double, nt);
+  s.issue_s = issue_times(p, t, opts);
+  s.comm_active = g_new0(uint32_t, n);
+  s.comm_since = g_new0(double, n);
+  s.stamp = g_new0(uint32_t, n);
+  build_successors(&s);
+
+  for (guint i = 0; i < nt; i++)
+    if (s.waiting[i] == 0) ready_task(&s, i);
+  engine_run(s.eng);
+
+  r->step_s = engine_now(s.eng);
+  for (uint32_t g = 0; g < n; g++) {
+    if (r->gpu_compute_s[g] > r->compute_s) r->compute_s = r->gpu_compute_s[g];
+    if (r->gpu_comm_s[g] > r->comm_s) r->comm_s = r->gpu_comm_s[g];
+    if (r->gpu_finish_s[g] > r->gpu_finish_s[r->last_gpu]) r->last_gpu = g;
+  }
+  r->exposed_s = r->step_s - r->gpu_compute_s[r->last_gpu];
+  if (r->exposed_s < 0) r->exposed_s = 0;
+  for (uint32_t c = 0; c < nc; c++) {
+    r->chan_bytes[c] = net_chan_bytes(s.net, c);
+    r->chan_busy_s[c] = net_chan_busy_s(s.net, c);
+  }
+  r->events = engine_events(s.eng);
+  r->flows = net_flows_started(s.net);
+  r->solves = net_solves(s.net);
+
+  net_free(s.net);
+  engine_free(s.eng);
+  g_free(s.waiting); g_free(s.flows_left); g_free(s.start_s); g_free(s.issue_s);
+  g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp);
+  g_free(s.succ_off); g_free(s.succ);
+  return r;
+}
+
+void exec_result_free(exec_result *r) {
+  if (!r) return;
+  g_free(r->gpu_compute_s); g_free(r->gpu_comm_s); g_free(r->gpu_finish_s);
+  g_free(r->chan_bytes); g_free(r->chan_busy_s);
+  if (r->spans) g_array_free(r->spans, TRUE);
+  if (r->rates) g_array_free(r->rates, TRUE);
+  g_free(r);
+}

@@ -1,0 +1,58 @@
+/* exec: replays a plan on the engine, the network and the compute model.
+ *
+ * A task starts when every task it depends on has finished.  Compute
+ * tasks take the compute model's time; a communication group waits its
+ * launch cost, then starts one flow per transfer over the topology's
+ * route and finishes when the last flow is delivered.  The result holds
+ * what the report needs: step time, per-GPU busy times, per-channel bytes
+ * and busy time, and, when asked, the spans and rates for a trace. */
+#ifndef TASP_EXEC_H
+#define TASP_EXEC_H
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "plan.h"
+#include "topology.h"
+#include "workload.h"
+
+typedef struct {
+  bool no_compute;  /* compute takes no time (communication only) */
+  bool no_comm;     /* communication takes no time (compute only) */
+  bool keep_trace;  /* record spans and channel rates */
+} exec_opts;
+
+typedef struct {
+  uint32_t gpu;
+  uint8_t comm;     /* 0 compute track, 1 communication track */
+  uint8_t kind;     /* task_kind */
+  uint8_t backward;
+  uint32_t step;
+  double t0_s, t1_s;
+} exec_span;
+
+typedef struct {
+  uint32_t chan;
+  double t_s, rate_Bps;
+} exec_rate;
+
+typedef struct {
+  double step_s;       /* last task's end */
+  double compute_s;    /* compute busy time of the busiest GPU */
+  double comm_s;       /* time the busiest GPU has communication in flight */
+  double exposed_s;    /* step_s minus compute busy of the GPU finishing last */
+  uint32_t last_gpu;
+  uint32_t n_gpus, n_chan;
+  double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s;
+  double *chan_bytes, *chan_busy_s;
+  double flops;        /* nominal FLOPs of all attention kernels */
+  uint64_t events, flows, solves, tasks;
+  GArray *spans;       /* exec_span, with keep_trace */
+  GArray *rates;       /* exec_rate, with keep_trace */
+} exec_result;
+
+exec_result *exec_run(const plan *p, const topology *t, const workload *w,
+                      const exec_opts *opts);
+void exec_result_free(exec_result *r);
+
+#endif

@@ -1,0 +1,90 @@
+/* tasp-sim: command line.  Parses options and calls the library. */
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "scenario.h"
+#include "sim.h"
+
+static int fail(const char *msg) {
+  fprintf(stderr, "tasp-sim: error: %s\n", msg);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  scenario_overrides ov = {0};
+  char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
+  gboolean quiet = FALSE, version = FALSE, no_compute = FALSE, no_comm = FALSE;
+  gint jobs = 0;
+  GOptionEntry entries[] = {
+      {"topology", 't', 0, G_OPTION_ARG_STRING, &ov.topology,
+       "Topology file, or the name of a bundled one (h100x8, mi300x8, ...)", "FILE"},
+      {"sched", 0, 0, G_OPTION_ARG_STRING, &ov.sched, "Schedulers, comma separated", "LIST"},
+      {"seq", 0, 0, G_OPTION_ARG_STRING, &ov.seq, "Sequence lengths (32K,128K,1M)", "LIST"},
+      {"sp", 0, 0, G_OPTION_ARG_STRING, &ov.sp, "SP degrees (2,4,8)", "LIST"},
+      {"heads", 0, 0, G_OPTION_ARG_STRING, &ov.heads, "Query heads", "N"},
+      {"kv-heads", 0, 0, G_OPTION_ARG_STRING, &ov.kv_heads, "Key/value heads", "N"},
+      {"head-dim", 0, 0, G_OPTION_ARG_STRING, &ov.head_dim, "Head dimension", "N"},
+      {"batch", 0, 0, G_OPTION_ARG_STRING, &ov.batch, "Batch size", "N"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &ov.dtype, "bf16, fp16, fp32 or fp8", "TYPE"},
+      {"mask", 0, 0, G_OPTION_ARG_STRING, &ov.mask, "full, causal, or both (full,causal)", "MASK"},
+      {"pass", 0, 0, G_OPTION_ARG_STRING, &ov.pass, "fwd, bwd or fwdbwd", "PASS"},
+      {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "Write the results as CSV (- for stdout)", "FILE"},
+      {"links", 0, 0, G_OPTION_ARG_FILENAME, &links,
+       "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace,
+       "Write a Chrome/Perfetto trace of the timeline", "FILE"},
+      {"no-compute", 0, 0, G_OPTION_ARG_NONE, &no_compute, "What-if: compute takes no time", NULL},
+      {"no-comm", 0, 0, G_OPTION_ARG_NONE, &no_comm, "What-if: communication takes no time", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs, "Threads for a sweep (default: one per CPU)", "N"},
+      {"shard", 0, 0, G_OPTION_ARG_STRING, &shard,
+       "Run shard I of N (0-based): every N-th point group, for spreading a sweep", "I/N"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Print no table", NULL},
+      {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_autoptr(GOptionContext) ctx = g_option_context_new("[SCENARIO.json]");
+  g_option_context_set_summary(ctx,
+      "Predicts the time of one attention layer under sequence-parallel schedulers\n"
+      "(ring, zigzag, tasp) on a GPU interconnect. Options override the scenario file.");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_autoptr(GError) err = NULL;
+  if (!g_option_context_parse(ctx, &argc, &argv, &err)) return fail(err->message);
+  if (version) {
+    printf("tasp-sim %s\n", TASP_VERSION);
+    return 0;
+  }
+  if (argc > 2) return fail("expected at most one scenario file");
+  if (no_compute && no_comm) return fail("--no-compute and --no-comm together leave nothing");
+  if (jobs < 0) return fail("option '--jobs': expected a whole number >= 0");
+  sim_opts so = {.exec = {.no_compute = no_compute, .no_comm = no_comm, .keep_trace = trace != NULL},
+                 .jobs = (unsigned)jobs};
+  if (shard) {
+    unsigned i, n;
+    char tail;
+    if (sscanf(shard, "%u/%u%c", &i, &n, &tail) != 2 || n == 0 || i >= n)
+      return fail("option '--shard': expected I/N with 0 <= I < N, such as 0/4");
+    so.shard = i;
+    so.shards = n;
+  }
+
+  scenario *s = scenario_load(argc == 2 ? argv[1] : NULL, &ov, &err);
+  if (!s) return fail(err->message);
+  so.progress = isatty(STDERR_FILENO) && s->points->len >= 50 && !quiet;
+  GPtrArray *results = sim_run_all(s, &so);
+  report_ctx rc = {s, results};
+
+  int status = 0;
+  bool to_stdout = (csv && !strcmp(csv, "-")) || (links && !strcmp(links, "-"));
+  if (!quiet && !to_stdout) report_table(stdout, &rc);
+  if (csv && !report_write(csv, report_csv, &rc, &err)) status = 1;
+  if (!status && links && !report_write(links, report_links, &rc, &err)) status = 1;
+  if (!status && trace && !report_write(trace, report_trace, &rc, &err)) status = 1;
+  if (status) fprintf(stderr, "tasp-sim: error: %s\n", err->message);
+  g_ptr_array_free(results, TRUE);
+  scenario_free(s);
+  g_free(csv); g_free(trace); g_free(links); g_free(shard);
+  return status;
+}

@@ -1,0 +1,126 @@
+/* maxmin: progressive filling over channels and per-flow caps. */
+#include "maxmin.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdlib.h>
+
+struct maxmin_work {
+  double *left;       /* capacity not yet given to fixed flows, per channel */
+  uint32_t *count;    /* unfixed flows per channel */
+  uint32_t *adj_off;  /* channel -> flows, CSR */
+  uint32_t *adj;
+  uint32_t *by_cap;   /* capped flows, ascending cap */
+  uint8_t *fixed;
+  size_t chan_cap, flow_cap, adj_cap;
+};
+
+maxmin_work *maxmin_work_new(void) { return g_new0(maxmin_work, 1); }
+
+void maxmin_work_free(maxmin_work *w) {
+  if (!w) return;
+  g_free(w->left); g_free(w->count); g_free(w->adj_off); g_free(w->adj);
+  g_free(w->by_cap); g_free(w->fixed);
+  g_free(w);
+}
+
+static void reserve(maxmin_work *w, size_t n_chan, size_t n_flows, size_t n_adj) {
+  if (n_chan + 1 > w->chan_cap) {
+    w->chan_cap = (n_chan + 1) * 2;
+    w->left = g_renew(double, w->left, w->chan_cap);
+    w->count = g_renew(uint32_t, w->count, w->chan_cap);
+    w->adj_off = g_renew(uint32_t, w->adj_off, w->chan_cap);
+  }
+  if (n_flows + 1 > w->flow_cap) {
+    w->flow_cap = (n_flows + 1) * 2;
+    w->by_cap = g_renew(uint32_t, w->by_cap, w->flow_cap);
+    w->fixed = g_renew(uint8_t, w->fixed, w->flow_cap);
+  }
+  if (n_adj + 1 > w->adj_cap) {
+    w->adj_cap = (n_adj + 1) * 2;
+    w->adj = g_renew(uint32_t, w->adj, w->adj_cap);
+  }
+}
+
+/* qsort has no context argument; thread-local keeps parallel sweeps safe */
+static _Thread_local const maxmin_flow *sort_flows;
+static int cmp_cap(const void *a, const void *b) {
+  double x = sort_flows[*(const uint32_t *)a].cap;
+  double y = sort_flows[*(const uint32_t *)b].cap;
+  if (x != y) return x < y ? -1 : 1;
+  /* equal caps: keep index order so the result never depends on qsort */
+  return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static gboolean has_cap(const maxmin_flow *f) { return f->cap > 0 && isfinite(f->cap); }
+
+/* Give flow f the rate r and take it off its channels. */
+static void fix_flow(maxmin_work *w, const maxmin_flow *flows, uint32_t f, double r,
+                     double *rate) {
+  w->fixed[f] = 1;
+  rate[f] = r;
+  for (uint32_t h = 0; h < flows[f].n_chan; h++) {
+    uint32_t c = flows[f].chan[h];
+    w->left[c] -= r;
+    if (w->left[c] < 0) w->left[c] = 0;
+    w->count[c]--;
+  }
+}
+
+void maxmin_solve(maxmin_work *w, size_t n_chan, const double *cap,
+                  size_t n_flows, const maxmin_flow *flows, double *rate) {
+  size_t n_adj = 0;
+  for (size_t f = 0; f < n_flows; f++) n_adj += flows[f].n_chan;
+  reserve(w, n_chan, n_flows, n_adj);
+
+  for (size_t c = 0; c < n_chan; c++) { w->left[c] = cap[c]; w->count[c] = 0; }
+  for (size_t f = 0; f < n_flows; f++)
+    for (uint32_t h = 0; h < flows[f].n_chan; h++) w->count[flows[f].chan[h]]++;
+  w->adj_off[0] = 0;
+  for (size_t c = 0; c < n_chan; c++) w->adj_off[c + 1] = w->adj_off[c] + w->count[c];
+  for (size_t c = 0; c < n_chan; c++) w->count[c] = 0;
+  for (size_t f = 0; f < n_flows; f++)
+    for (uint32_t h = 0; h < flows[f].n_chan; h++) {
+      uint32_t c = flows[f].chan[h];
+      w->adj[w->adj_off[c] + w->count[c]++] = (uint32_t)f;
+    }
+
+  size_t n_capped = 0, unfixed = n_flows;
+  for (size_t f = 0; f < n_flows; f++) {
+    w->fixed[f] = 0;
+    if (has_cap(&flows[f])) w->by_cap[n_capped++] = (uint32_t)f;
+  }
+  sort_flows = flows;
+  qsort(w->by_cap, n_capped, sizeof(uint32_t), cmp_cap);
+  size_t next_cap = 0;
+
+  /* flows that cross no channel are limited by their cap alone */
+  for (size_t f = 0; f < n_flows; f++)
+    if (flows[f].n_chan == 0) {
+      fix_flow(w, flows, (uint32_t)f, has_cap(&flows[f]) ? flows[f].cap : INFINITY, rate);
+      unfixed--;
+    }
+
+  while (unfixed > 0) {
+    double share = INFINITY;
+    size_t bottleneck = n_chan;
+    for (size_t c = 0; c < n_chan; c++) {
+      if (w->count[c] == 0) continue;
+      double s = w->left[c] / w->count[c];
+      if (s < share) { share = s; bottleneck = c; }
+    }
+    while (next_cap < n_capped && w->fixed[w->by_cap[next_cap]]) next_cap++;
+    if (next_cap < n_capped && flows[w->by_cap[next_cap]].cap <= share) {
+      fix_flow(w, flows, w->by_cap[next_cap], flows[w->by_cap[next_cap]].cap, rate);
+      unfixed--;
+      continue;
+    }
+    g_assert(bottleneck < n_chan);
+    for (uint32_t i = w->adj_off[bottleneck]; i < w->adj_off[bottleneck + 1]; i++) {
+      uint32_t f = w->adj[i];
+      if (w->fixed[f]) continue;
+      fix_flow(w, flows, f, share, rate);
+      unfixed--;
+    }
+  }
+}

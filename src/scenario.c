@@ -1,0 +1,324 @@
+/* scenario: scenario files, overrides, checks and sweep expansion. */
+#include "scenario.h"
+
+#include <string.h>
+
+#include "sizes.h"
+
+const char *pass_name(pass_kind p) {
+  return p == PASS_FWD ? "fwd" : p == PASS_BWD ? "bwd" : "fwdbwd";
+}
+
+char *scenario_find_topology(const char *name) {
+  if (g_file_test(name, G_FILE_TEST_EXISTS) || strchr(name, '/')) return g_strdup(name);
+  const char *dir = g_getenv("TASP_TOPOLOGY_DIR");
+  g_autofree char *base = g_str_has_suffix(name, ".json") ? g_strdup(name)
+                                                          : g_strconcat(name, ".json", NULL);
+  g_autofree char *p = g_build_filename(dir ? dir : TASP_DATA_DIR "/topologies", base, NULL);
+  if (g_file_test(p, G_FILE_TEST_EXISTS)) return g_steal_pointer(&p);
+  return g_strdup(name);
+}
+
+/* Where a value came from, for messages. */
+typedef struct {
+  const char *file;  /* scenario file or "command line" */
+  const char *field; /* field path or option */
+} origin;
+
+static bool bad(GError **err, origin o, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static bool bad(GError **err, origin o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *what = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  bool cli = strcmp(o.file, "command line") == 0;
+  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: %s '%s': %s", o.file,
+              cli ? "option" : "field", o.field, what);
+  return false;
+}
+
+/* A list given as one value or an array in the file, or as a comma list on
+ * the command line (which wins).  Items come back as strings. */
+static bool get_list(json_object *root, const char *file, const char *key, const char *cli,
+                     const char *option, const char *def, GPtrArray *out, origin *o,
+                     GError **err) {
+  if (cli) {
+    *o = (origin){"command line", option};
+    g_auto(GStrv) parts = g_strsplit(cli, ",", -1);
+    for (char **p = parts; *p; p++) g_ptr_array_add(out, g_strdup(g_strstrip(*p)));
+    return true;
+  }
+  *o = (origin){file ? file : "command line", file ? key : option};
+  json_object *v = NULL;
+  if (!root || !json_object_object_get_ex(root, key, &v)) {
+    if (!def) return bad(err, *o, "missing");
+    g_auto(GStrv) parts = g_strsplit(def, ",", -1);
+    for (char **p = parts; *p; p++) g_ptr_array_add(out, g_strdup(*p));
+    return true;
+  }
+  size_t n = json_object_is_type(v, json_type_array) ? json_object_array_length(v) : 1;
+  if (n == 0) return bad(err, *o, "expected at least one value");
+  for (size_t i = 0; i < n; i++) {
+    json_object *it = json_object_is_type(v, json_type_array) ? json_object_array_get_idx(v, i) : v;
+    if (json_object_is_type(it, json_type_string))
+      g_ptr_array_add(out, g_strdup(json_object_get_string(it)));
+    else if (json_object_is_type(it, json_type_int))
+      g_ptr_array_add(out, g_strdup_printf("%" G_GINT64_FORMAT, json_object_get_int64(it)));
+    else
+      return bad(err, *o, "expected a string or a whole number, or an array of them");
+  }
+  return true;
+}
+
+static bool parse_u32(const char *text, origin o, uint32_t min, uint32_t *out, GError **err) {
+  uint64_t v;
+  if (!size_parse(text, &v) || v < min || v > UINT32_MAX)
+    return bad(err, o, "expected a whole number >= %u, got \"%s\"", min, text);
+  *out = (uint32_t)v;
+  return true;
+}
+
+/* One shape field: command line, else the file's model object, else default. */
+static bool shape_field(json_object *model, const char *file, const char *key,
+                        const char *cli, const char *option, uint32_t def, uint32_t *out,
+                        GError **err) {
+  if (cli) return parse_u32(cli, (origin){"command line", option}, 1, out, err);
+  if (!model) { *out = def; return true; }
+  g_autofree char *path = g_strconcat("model.", key, NULL);
+  json_object *v;
+  if (!json_object_object_get_ex(model, key, &v)) { *out = def; return true; }
+  if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+      json_object_get_int64(v) > UINT32_MAX)
+    return bad(err, (origin){file, path}, "expected a whole number >= 1");
+  *out = (uint32_t)json_object_get_int64(v);
+  return true;
+}
+
+static bool parse_dtype(const char *d, origin o, workload *m, GError **err) {
+  if (!strcmp(d, "bf16") || !strcmp(d, "fp16")) m->elem_bytes = 2;
+  else if (!strcmp(d, "fp32")) m->elem_bytes = 4;
+  else if (!strcmp(d, "fp8")) m->elem_bytes = 1;
+  else return bad(err, o, "expected bf16, fp16, fp32 or fp8, got \"%s\"", d);
+  m->dtype = !strcmp(d, "bf16") ? "bf16" : !strcmp(d, "fp16") ? "fp16"
+             : !strcmp(d, "fp32") ? "fp32" : "fp8";
+  return true;
+}
+
+static bool load_model(scenario *s, json_object *root, const scenario_overrides *ov,
+                       GError **err) {
+  const char *file = s->file;
+  json_object *model = NULL;
+  if (root) {
+    json_where w = {file, ""};
+    if (!json_get_typed(root, w, "model", false, json_type_object, &model, err)) return false;
+    static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
+                                       "name", NULL};
+    json_where mw = {file, "model"};
+    if (model && !json_check_keys(model, mw, keys, err)) return false;
+  }
+  workload *m = &s->model;
+  /* defaults: attention of Llama-3-8B (32 heads, 8 KV heads, head dim 128) */
+  if (!shape_field(model, file, "batch", ov->batch, "--batch", 1, &m->batch, err) ||
+      !shape_field(model, file, "heads", ov->heads, "--heads", 32, &m->heads, err) ||
+      !shape_field(model, file, "kv_heads", ov->kv_heads, "--kv-heads", m->heads, &m->kv_heads,
+                   err) ||
+      !shape_field(model, file, "head_dim", ov->head_dim, "--head-dim", 128, &m->head_dim, err))
+    return false;
+  if (!ov->kv_heads && !(model && json_object_object_get_ex(model, "kv_heads", NULL)) &&
+      !ov->heads && !model)
+    m->kv_heads = 8;
+  const char *dtype = "bf16";
+  origin od = {"command line", "--dtype"};
+  if (ov->dtype) dtype = ov->dtype;
+  else if (model) {
+    json_object *v;
+    od = (origin){file, "model.dtype"};
+    if (json_object_object_get_ex(model, "dtype", &v)) {
+      if (!json_object_is_type(v, json_type_string)) return bad(err, od, "expected a string");
+      dtype = json_object_get_string(v);
+    }
+  }
+  if (!parse_dtype(dtype, od, m, err)) return false;
+  if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
+    origin o = ov->kv_heads ? (origin){"command line", "--kv-heads"}
+                            : (origin){file ? file : "command line", file ? "model.kv_heads" : "--kv-heads"};
+    return bad(err, o, "expected a divisor of the %u query heads, got %u", m->heads, m->kv_heads);
+  }
+  return true;
+}
+
+static bool load_topology(scenario *s, json_object *root, const scenario_overrides *ov,
+                          GError **err) {
+  g_autofree char *path = NULL;
+  if (ov->topology) {
+    path = scenario_find_topology(ov->topology);
+  } else {
+    const char *rel;
+    json_where w = {s->file, ""};
+    if (!root) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "no scenario file and no --topology: give one or both (see --help)");
+      return false;
+    }
+    if (!json_get_string(root, w, "topology", true, NULL, &rel, err)) return false;
+    if (g_path_is_absolute(rel)) path = g_strdup(rel);
+    else {
+      g_autofree char *dir = g_path_get_dirname(s->file);
+      path = g_build_filename(dir, rel, NULL);
+    }
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+      g_autofree char *alt = scenario_find_topology(rel);
+      if (g_file_test(alt, G_FILE_TEST_EXISTS)) { g_free(path); path = g_steal_pointer(&alt); }
+      else return bad(err, (origin){s->file, "topology"},
+                      "topology file \"%s\" not found (looked for %s)", rel, path);
+    }
+  }
+  s->topo = topo_load(path, err);
+  return s->topo != NULL;
+}
+
+static bool load_sweep(scenario *s, json_object *root, const scenario_overrides *ov,
+                       GError **err) {
+  origin o;
+  g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
+
+  if (!get_list(root, s->file, "seq_len", ov->seq, "--seq", "128K", items, &o, err)) return false;
+  for (guint i = 0; i < items->len; i++) {
+    uint64_t v;
+    if (!size_parse(items->pdata[i], &v))
+      return bad(err, o, "expected a positive token count such as 32768, 32K or 1M, got \"%s\"",
+                 (char *)items->pdata[i]);
+    g_array_append_val(s->seqs, v);
+  }
+  g_ptr_array_set_size(items, 0);
+  if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
+  for (guint i = 0; i < items->len; i++) {
+    uint32_t v;
+    if (!parse_u32(items->pdata[i], o, 1, &v, err)) return false;
+    if (v > s->topo->n_gpus)
+      return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
+                 s->topo->n_gpus, s->topo->name, s->topo->file);
+    g_array_append_val(s->sps, v);
+  }
+  g_ptr_array_set_size(items, 0);
+  if (!get_list(root, s->file, "mask", ov->mask, "--mask", "causal", items, &o, err)) return false;
+  for (guint i = 0; i < items->len; i++) {
+    const char *m = items->pdata[i];
+    if (strcmp(m, "full") && strcmp(m, "causal"))
+      return bad(err, o, "expected full or causal, got \"%s\"", m);
+    gboolean c = strcmp(m, "causal") == 0;
+    g_array_append_val(s->masks, c);
+  }
+  g_ptr_array_set_size(items, 0);
+  if (!get_list(root, s->file, "pass", ov->pass, "--pass", "fwd", items, &o, err)) return false;
+  for (guint i = 0; i < items->len; i++) {
+    const char *m = items->pdata[i];
+    pass_kind p;
+    if (!strcmp(m, "fwd")) p = PASS_FWD;
+    else if (!strcmp(m, "bwd")) p = PASS_BWD;
+    else if (!strcmp(m, "fwdbwd")) p = PASS_FWDBWD;
+    else return bad(err, o, "expected fwd, bwd or fwdbwd, got \"%s\"", m);
+    g_array_append_val(s->passes, p);
+  }
+  g_ptr_array_set_size(items, 0);
+  if (!get_list(root, s->file, "schedulers", ov->sched, "--sched", "ring,zigzag,tasp", items,
+                &o, err))
+    return false;
+  for (guint i = 0; i < items->len; i++) {
+    const sched_ops *so = sched_find(items->pdata[i]);
+    if (!so) {
+      g_autofree char *names = sched_names();
+      return bad(err, o, "unknown scheduler \"%s\"; expected one of: %s",
+                 (char *)items->pdata[i], names);
+    }
+    g_ptr_array_add(s->scheds, (gpointer)so);
+  }
+  return true;
+}
+
+/* Expand and check every point; a ring baseline is added (hidden) where
+ * ring is not asked for, so every row has its speedup. */
+static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
+  bool has_ring = false;
+  for (guint k = 0; k < s->scheds->len; k++) has_ring |= s->scheds->pdata[k] == &sched_ring;
+  for (guint a = 0; a < s->masks->len; a++)
+    for (guint b = 0; b < s->passes->len; b++)
+      for (guint i = 0; i < s->seqs->len; i++)
+        for (guint j = 0; j < s->sps->len; j++) {
+          workload w = s->model;
+          w.causal = g_array_index(s->masks, gboolean, a);
+          w.pass = g_array_index(s->passes, pass_kind, b);
+          w.seq_len = g_array_index(s->seqs, uint64_t, i);
+          w.gpus = g_array_index(s->sps, uint32_t, j);
+          for (guint k = 0; k <= s->scheds->len; k++) {
+            scenario_point p = {w, NULL, false};
+            if (k == s->scheds->len) {
+              if (has_ring) break;
+              p.sched = &sched_ring;
+              p.hidden = true;
+            } else {
+              p.sched = s->scheds->pdata[k];
+            }
+            g_autoptr(GError) e = NULL;
+            if (!p.sched->check(&p.w, s->topo, &e)) {
+              origin o = ov->seq ? (origin){"command line", "--seq"}
+                                 : (origin){s->file ? s->file : "command line",
+                                            s->file ? "seq_len" : "--seq"};
+              g_autofree char *seq = size_format(w.seq_len);
+              return bad(err, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
+                         e->message);
+            }
+            g_array_append_val(s->points, p);
+          }
+        }
+  return true;
+}
+
+scenario *scenario_load(const char *file, const scenario_overrides *ov, GError **err) {
+  scenario *s = g_new0(scenario, 1);
+  s->file = g_strdup(file);
+  s->seqs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  s->sps = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  s->masks = g_array_new(FALSE, FALSE, sizeof(gboolean));
+  s->passes = g_array_new(FALSE, FALSE, sizeof(pass_kind));
+  s->scheds = g_ptr_array_new();
+  s->points = g_array_new(FALSE, FALSE, sizeof(scenario_point));
+  g_autoptr(json_object) root = NULL;
+  bool ok = true;
+  if (file) {
+    root = json_read_file(file, err);
+    ok = root != NULL;
+    if (ok) {
+      static const char *const keys[] = {"name", "description", "topology", "model", "seq_len",
+                                         "sp", "mask", "pass", "schedulers", NULL};
+      json_where w = {file, ""};
+      const char *name;
+      ok = json_check_keys(root, w, keys, err) &&
+           json_get_string(root, w, "name", false, NULL, &name, err);
+      if (ok) s->name = g_strdup(name);
+    }
+  }
+  ok = ok && load_model(s, root, ov, err) && load_topology(s, root, ov, err) &&
+       load_sweep(s, root, ov, err) && expand(s, ov, err);
+  if (!ok) {
+    scenario_free(s);
+    return NULL;
+  }
+  if (!s->name) s->name = g_strdup(s->topo->name);
+  return s;
+}
+
+void scenario_free(scenario *s) {
+  if (!s) return;
+  g_free(s->file);
+  g_free(s->name);
+  topo_free(s->topo);
+  g_array_free(s->seqs, TRUE);
+  g_array_free(s->sps, TRUE);
+  g_array_free(s->masks, TRUE);
+  g_array_free(s->passes, TRUE);
+  g_ptr_array_free(s->scheds, TRUE);
+  g_array_free(s->points, TRUE);
+  g_free(s);
+}

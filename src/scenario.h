@@ -1,0 +1,50 @@
+/* scenario: what to simulate.  Reads a scenario file, applies command-line
+ * overrides, checks everything, and expands the sweep into points.
+ *
+ * Every problem is found before anything runs, and reported with the file
+ * (or "command line"), the field (or option) and what was expected. */
+#ifndef TASP_SCENARIO_H
+#define TASP_SCENARIO_H
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "sched/sched.h"
+#include "topology.h"
+#include "workload.h"
+
+/* Command-line overrides; NULL / 0 where not given. */
+typedef struct {
+  const char *topology;
+  const char *sched, *seq, *sp, *mask, *pass, *dtype;
+  const char *heads, *kv_heads, *head_dim, *batch;
+} scenario_overrides;
+
+typedef struct {
+  workload w;                /* gpus = SP degree */
+  const sched_ops *sched;
+  bool hidden;               /* run only as the ring baseline for speedups */
+} scenario_point;
+
+typedef struct {
+  char *file;                /* NULL without a scenario file */
+  char *name;
+  topology *topo;
+  workload model;            /* shape; gpus and seq_len unset */
+  GArray *seqs;              /* uint64 */
+  GArray *sps;               /* uint32 */
+  GArray *masks;             /* gboolean causal */
+  GArray *passes;            /* pass_kind */
+  GPtrArray *scheds;         /* const sched_ops * */
+  GArray *points;            /* scenario_point, in output order */
+} scenario;
+
+scenario *scenario_load(const char *file, const scenario_overrides *ov, GError **err);
+void scenario_free(scenario *s);
+
+const char *pass_name(pass_kind p);
+
+/* Where bundled topologies live (for --topology NAME). */
+char *scenario_find_topology(const char *name_or_file);
+
+#endif

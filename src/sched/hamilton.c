@@ -1,0 +1,279 @@
+/* hamilton: Walecki cycles, rainbow-path splicing and verification. */
+#include "hamilton.h"
+
+#include <string.h>
+
+#include "jsonio.h"
+
+void ham_clear(ham_decomp *d) {
+  g_free(d->succ);
+  memset(d, 0, sizeof *d);
+}
+
+/* Walecki: n = 2m+1 vertices; vertex 2m is the hub; the zigzag path
+ * 0, 1, 2m-1, 2, 2m-2, ..., m over Z_2m and its m rotations give m
+ * undirected Hamiltonian cycles; both directions give 2m directed ones. */
+static void walecki(uint32_t n, uint32_t *succ) {
+  uint32_t m = (n - 1) / 2, z = 2 * m, hub = z;
+  g_autofree uint32_t *path = g_new(uint32_t, z);
+  path[0] = 0;
+  for (uint32_t j = 1; j <= m; j++) {
+    path[2 * j - 1] = j % z;
+    if (2 * j < z) path[2 * j] = (z - j) % z;
+  }
+  for (uint32_t i = 0; i < m; i++) {
+    uint32_t *fw = succ + (size_t)(2 * i) * n, *bw = succ + (size_t)(2 * i + 1) * n;
+    uint32_t prev = hub;
+    for (uint32_t p = 0; p < z; p++) {
+      uint32_t v = (path[p] + i) % z;
+      fw[prev] = v;
+      bw[v] = prev;
+      prev = v;
+    }
+    fw[prev] = hub;
+    bw[hub] = prev;
+  }
+}
+
+/* Depth-first search for a Hamiltonian path of the n-vertex digraph whose
+ * edges are coloured by cycle (colour k: v -> succ[k*n+v]) that uses every
+ * colour once.  Deterministic: candidates are tried fewest-onward-options
+ * first, ties by colour. */
+typedef struct {
+  uint32_t n, colours;
+  const uint32_t *succ;
+  uint8_t *visited, *used;
+  uint32_t *path_v, *path_c;
+  uint32_t *cand, *score; /* colours x colours: one row of candidates per depth */
+  uint64_t budget;
+} rainbow;
+
+static uint32_t onward(const rainbow *r, uint32_t v) {
+  uint32_t c = 0;
+  for (uint32_t k = 0; k < r->colours; k++)
+    if (!r->used[k] && !r->visited[r->succ[(size_t)k * r->n + v]]) c++;
+  return c;
+}
+
+static bool rainbow_dfs(rainbow *r, uint32_t v, uint32_t depth) {
+  if (depth == r->colours) return true;
+  if (r->budget == 0) return false;
+  r->budget--;
+  uint32_t *cand = r->cand + (size_t)depth * r->colours;
+  uint32_t *score = r->score + (size_t)depth * r->colours, nc = 0;
+  for (uint32_t k = 0; k < r->colours; k++) {
+    uint32_t w = r->succ[(size_t)k * r->n + v];
+    if (r->used[k] || r->visited[w]) continue;
+    r->used[k] = 1;
+    r->visited[w] = 1;
+    score[nc] = onward(r, w);
+    r->visited[w] = 0;
+    r->used[k] = 0;
+    if (score[nc] == 0 && depth + 1 < r->colours) continue;  /* dead end */
+    cand[nc++] = k;
+  }
+  /* insertion sort by score: fewest onward options first */
+  for (uint32_t i = 1; i < nc; i++)
+    for (uint32_t j = i; j > 0 && score[j] < score[j - 1]; j--) {
+      uint32_t s = score[j]; score[j] = score[j - 1]; score[j - 1] = s;
+      uint32_t c = cand[j]; cand[j] = cand[j - 1]; cand[j - 1] = c;
+    }
+  for (uint32_t i = 0; i < nc; i++) {
+    uint32_t k = cand[i], w = r->succ[(size_t)k * r->n + v];
+    r->used[k] = 1;
+    r->visited[w] = 1;
+    r->path_v[depth + 1] = w;
+    r->path_c[depth] = k;
+    if (rainbow_dfs(r, w, depth + 1)) return true;
+    r->used[k] = 0;
+    r->visited[w] = 0;
+  }
+  return false;
+}
+
+/* Splice vertex `hub` into cycle k at its edge a -> succ(a). */
+static void splice(uint32_t *cyc_new, const uint32_t *cyc_old, uint32_t n_old, uint32_t hub,
+                   uint32_t a) {
+  for (uint32_t v = 0; v < n_old; v++) cyc_new[v] = cyc_old[v];
+  cyc_new[hub] = cyc_old[a];
+  cyc_new[a] = hub;
+}
+
+/* Fallback: pick, for each cycle, an edge so that tails and heads are all
+ * distinct (backtracking over cycles). */
+static bool distinct_edges(const uint32_t *succ, uint32_t n, uint32_t k, uint32_t colours,
+                           uint8_t *tail_used, uint8_t *head_used, uint32_t *pick) {
+  if (k == colours) return true;
+  for (uint32_t a = 0; a < n; a++) {
+    uint32_t b = succ[(size_t)k * n + a];
+    if (tail_used[a] || head_used[b]) continue;
+    tail_used[a] = head_used[b] = 1;
+    pick[k] = a;
+    if (distinct_edges(succ, n, k + 1, colours, tail_used, head_used, pick)) return true;
+    tail_used[a] = head_used[b] = 0;
+  }
+  return false;
+}
+
+uint32_t ham_complete(uint32_t n, ham_decomp *out) {
+  memset(out, 0, sizeof *out);
+  out->n = n;
+  if (n < 2) return 0;
+  if (n == 2) {
+    out->n_cycles = 1;
+    out->succ = g_new(uint32_t, 2);
+    out->succ[0] = 1;
+    out->succ[1] = 0;
+    return 1;
+  }
+  if (n % 2 == 1) {
+    out->n_cycles = n - 1;
+    out->succ = g_new(uint32_t, (size_t)n * (n - 1));
+    walecki(n, out->succ);
+    return out->n_cycles;
+  }
+  /* n even: from K_{n-1}* (n-2 cycles) */
+  uint32_t m = n - 1, colours = n - 2, hub = n - 1;
+  g_autofree uint32_t *base = g_new(uint32_t, (size_t)m * colours);
+  walecki(m, base);
+  rainbow r = {m, colours, base, g_new0(uint8_t, m), g_new0(uint8_t, colours),
+               g_new(uint32_t, m), g_new(uint32_t, colours),
+               g_new(uint32_t, (size_t)colours * colours),
+               g_new(uint32_t, (size_t)colours * colours), 200000};
+  bool found = false;
+  for (uint32_t start = 0; start < m && !found; start++) {
+    memset(r.visited, 0, m);
+    memset(r.used, 0, colours);
+    r.visited[start] = 1;
+    r.path_v[0] = start;
+    r.budget = 200000;
+    found = rainbow_dfs(&r, start, 0);
+  }
+  if (found) {
+    out->n_cycles = n - 1;
+    out->succ = g_new(uint32_t, (size_t)n * (n - 1));
+    for (uint32_t d = 0; d < colours; d++) {
+      uint32_t k = r.path_c[d];
+      splice(out->succ + (size_t)k * n, base + (size_t)k * m, m, hub, r.path_v[d]);
+    }
+    uint32_t *last = out->succ + (size_t)colours * n;
+    for (uint32_t d = 0; d < colours; d++) last[r.path_v[d]] = r.path_v[d + 1];
+    last[r.path_v[colours]] = hub;
+    last[hub] = r.path_v[0];
+  } else {
+    g_autofree uint8_t *tu = g_new0(uint8_t, m), *hu = g_new0(uint8_t, m);
+    g_autofree uint32_t *pick = g_new(uint32_t, colours);
+    gboolean ok = distinct_edges(base, m, 0, colours, tu, hu, pick);
+    g_assert(ok); /* a transversal always exists for Walecki's cycles */
+    out->n_cycles = colours;
+    out->succ = g_new(uint32_t, (size_t)n * colours);
+    for (uint32_t k = 0; k < colours; k++)
+      splice(out->succ + (size_t)k * n, base + (size_t)k * m, m, hub, pick[k]);
+  }
+  g_free(r.visited); g_free(r.used); g_free(r.path_v); g_free(r.path_c);
+  g_free(r.cand); g_free(r.score);
+  return out->n_cycles;
+}
+
+bool ham_verify(const ham_decomp *d, const uint8_t *adj, GError **err) {
+  uint32_t n = d->n;
+  g_autofree uint8_t *edge = g_new0(uint8_t, (size_t)n * n);
+  g_autofree uint8_t *seen = g_new(uint8_t, n);
+  for (uint32_t k = 0; k < d->n_cycles; k++) {
+    const uint32_t *s = d->succ + (size_t)k * n;
+    memset(seen, 0, n);
+    uint32_t v = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      if (s[v] >= n || seen[v]) {
+        g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                    "cycle %u is not Hamiltonian: vertex %u reached twice or leaves the graph", k, v);
+        return false;
+      }
+      seen[v] = 1;
+      uint32_t w = s[v];
+      if (w == v || edge[(size_t)v * n + w]) {
+        g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                    "edge %u -> %u is used twice (cycle %u)", v, w, k);
+        return false;
+      }
+      if (adj && !adj[(size_t)v * n + w]) {
+        g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                    "edge %u -> %u of cycle %u is not a direct link", v, w, k);
+        return false;
+      }
+      edge[(size_t)v * n + w] = 1;
+      v = w;
+    }
+    if (v != 0) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "cycle %u does not close after %u steps",
+                  k, n);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* One Hamiltonian cycle through the edges left in adj, by depth-first
+ * search from vertex 0, fewest-onward-options first, within a budget. */
+typedef struct {
+  uint32_t n;
+  uint8_t *adj, *visited;
+  uint32_t *order;
+  uint64_t budget;
+} cycle_search;
+
+static uint32_t free_out(const cycle_search *c, uint32_t v) {
+  uint32_t k = 0;
+  for (uint32_t w = 0; w < c->n; w++) k += c->adj[(size_t)v * c->n + w] && !c->visited[w];
+  return k;
+}
+
+static bool cycle_dfs(cycle_search *c, uint32_t v, uint32_t depth) {
+  if (depth == c->n) return c->adj[(size_t)v * c->n + c->order[0]];
+  if (c->budget == 0) return false;
+  c->budget--;
+  g_autofree uint32_t *cand = g_new(uint32_t, c->n);
+  g_autofree uint32_t *score = g_new(uint32_t, c->n);
+  uint32_t nc = 0;
+  for (uint32_t w = 0; w < c->n; w++) {
+    if (!c->adj[(size_t)v * c->n + w] || c->visited[w]) continue;
+    cand[nc] = w;
+    score[nc++] = free_out(c, w);
+  }
+  for (uint32_t i = 1; i < nc; i++)
+    for (uint32_t j = i; j > 0 && score[j] < score[j - 1]; j--) {
+      uint32_t s = score[j]; score[j] = score[j - 1]; score[j - 1] = s;
+      uint32_t x = cand[j]; cand[j] = cand[j - 1]; cand[j - 1] = x;
+    }
+  for (uint32_t i = 0; i < nc; i++) {
+    c->visited[cand[i]] = 1;
+    c->order[depth] = cand[i];
+    if (cycle_dfs(c, cand[i], depth + 1)) return true;
+    c->visited[cand[i]] = 0;
+  }
+  return false;
+}
+
+uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_decomp *out) {
+  memset(out, 0, sizeof *out);
+  out->n = n;
+  if (n < 2) return 0;
+  cycle_search c = {n, g_memdup2(adj, (size_t)n * n), g_new0(uint8_t, n), g_new(uint32_t, n), 0};
+  out->succ = g_new(uint32_t, (size_t)n * (max_cycles ? max_cycles : 1));
+  while (out->n_cycles < max_cycles) {
+    memset(c.visited, 0, n);
+    c.visited[0] = 1;
+    c.order[0] = 0;
+    c.budget = 100000;
+    if (!cycle_dfs(&c, 0, 1)) break;
+    uint32_t *s = out->succ + (size_t)out->n_cycles * n;
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t v = c.order[i], w = c.order[(i + 1) % n];
+      s[v] = w;
+      c.adj[(size_t)v * n + w] = 0;
+    }
+    out->n_cycles++;
+  }
+  g_free(c.adj); g_free(c.visited); g_free(c.order);
+  return out->n_cycles;
+}

@@ -1,0 +1,42 @@
+/* hamilton: edge-disjoint directed Hamiltonian cycles for TASP.
+ *
+ * TASP (Wang et al. 2025, arXiv 2509.26541) splits the all-to-all of a
+ * complete directed graph K_n* into n-1 edge-disjoint directed Hamiltonian
+ * cycles.  Such a decomposition exists for every n except 4 and 6
+ * (Tillson 1980).  We compute it:
+ *  - n odd: Walecki's decomposition of the undirected K_n into (n-1)/2
+ *    Hamiltonian cycles, each taken in both directions;
+ *  - n even: decompose K_{n-1}* as above (n-2 cycles), then find a
+ *    Hamiltonian path of K_{n-1}* that takes exactly one edge from each
+ *    cycle ("rainbow" path, found by a depth-first search); the new vertex
+ *    is spliced into every cycle at its path edge, and the path closed
+ *    through the new vertex is the last cycle.
+ * Where no such path exists (n = 4, 6) the new vertex is spliced in at a
+ * set of edges with distinct tails and heads: n-2 cycles, the largest
+ * number there is for these n.  Every result is verified before use. */
+#ifndef TASP_HAMILTON_H
+#define TASP_HAMILTON_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+  uint32_t n;         /* vertices (GPUs) */
+  uint32_t n_cycles;
+  uint32_t *succ;     /* succ[k*n + v]: next vertex after v on cycle k */
+} ham_decomp;
+
+/* Decompose K_n* (n >= 2).  Returns the number of cycles found (n-1 when a
+ * full decomposition exists). */
+uint32_t ham_complete(uint32_t n, ham_decomp *out);
+/* Edge-disjoint directed Hamiltonian cycles using only edges allowed by
+ * adj (n*n, adj[u*n+v] != 0), found by search; up to max_cycles. */
+uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_decomp *out);
+void ham_clear(ham_decomp *d);
+
+/* Check: each cycle visits every vertex once; no directed edge is used
+ * twice; every edge is allowed by adj (NULL: all).  Message on failure. */
+bool ham_verify(const ham_decomp *d, const uint8_t *adj, GError **err);
+
+#endif

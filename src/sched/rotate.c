@@ -1,0 +1,90 @@
+/* rotate: steps of overlapped transfer and compute. */
+#include "rotate.h"
+
+struct rotate_emit {
+  plan *p;
+  const workload *w;
+  uint32_t comm;          /* group being filled */
+  uint32_t gpu, step;
+  bool backward;
+  int64_t arrived;        /* comm group that brought this step's KV, -1 none */
+  bool *started;          /* per GPU: has a kernel in this phase */
+  GArray *step_kernels;   /* kernels of the current step (uint32) */
+};
+
+void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes) {
+  plan_xfer_add(e->p, e->comm, src, dst, bytes);
+}
+
+void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
+                   const plan_seg *k, uint32_t nk) {
+  uint32_t id = plan_attn(e->p, e->gpu, e->step, causal, e->backward, q, nq, k, nk);
+  if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
+  g_array_append_val(e->step_kernels, id);
+  if (!e->backward && e->started[e->gpu])
+    plan_merge(e->p, e->gpu, e->step, plan_task_at(e->p, id)->sq);
+  e->started[e->gpu] = true;
+}
+
+/* A communication group for the given step's pattern, after `after`. */
+static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *e,
+                          uint32_t step, int64_t after) {
+  e->comm = plan_comm(e->p, step);
+  ops->xfers(self, e, step);
+  if (after >= 0) plan_dep(e->p, (uint32_t)after, e->comm);
+  return e->comm;
+}
+
+/* One pass; `after` is a task the pass must wait for (-1 none). Returns the
+ * last communication group. */
+static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *e,
+                          bool backward, int64_t after) {
+  uint32_t n = e->p->n_gpus;
+  e->backward = backward;
+  e->arrived = after;
+  memset(e->started, 0, n * sizeof(bool));
+  int64_t kv_prev = after, dkv_prev = after;
+  for (uint32_t t = 0; t < ops->n_steps; t++) {
+    int64_t kv = -1;
+    if (t + 1 < ops->n_steps) kv = add_group(ops, self, e, t, kv_prev);
+    g_array_set_size(e->step_kernels, 0);
+    e->step = t;
+    for (uint32_t g = 0; g < n; g++) {
+      e->gpu = g;
+      ops->kernels(self, e, g, t);
+    }
+    if (backward) {
+      uint32_t d = add_group(ops, self, e, t, dkv_prev);
+      for (guint i = 0; i < e->step_kernels->len; i++)
+        plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), d);
+      dkv_prev = d;
+    }
+    e->arrived = kv;
+    if (kv >= 0) kv_prev = kv;
+  }
+  return backward ? dkv_prev : kv_prev;
+}
+
+plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
+                   bool record_segs) {
+  plan *p = plan_new(w->gpus, record_segs);
+  rotate_emit e = {.p = p, .w = w, .started = g_new0(bool, w->gpus),
+                   .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
+  int64_t last = -1;
+  if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
+  if (w->pass != PASS_FWD) {
+    /* the backward pass starts once every GPU's forward is done */
+    if (w->pass == PASS_FWDBWD) {
+      uint32_t barrier = plan_comm(p, ops->n_steps);
+      for (uint32_t g = 0; g < w->gpus; g++)
+        if (p->last_compute[g] >= 0) plan_dep(p, (uint32_t)p->last_compute[g], barrier);
+      if (last >= 0) plan_dep(p, (uint32_t)last, barrier);
+      last = barrier;
+    }
+    build_pass(ops, self, &e, true, last);
+  }
+  g_free(e.started);
+  g_array_free(e.step_kernels, TRUE);
+  plan_finish(p);
+  return p;
+}

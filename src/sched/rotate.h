@@ -1,0 +1,37 @@
+/* rotate: the plan shape shared by ring-like schedulers.
+ *
+ * Ring, Zigzag-Ring and TASP all work in steps: at step t every GPU
+ * attends its queries to the keys and values it holds, while the KV it
+ * holds moves one hop along one ring (or along several rings at once) for
+ * step t+1.  Double buffering: the transfer of step t overlaps the compute
+ * of step t; compute of step t+1 waits for it (ring_flash_attn's
+ * send_recv_kv / wait pattern).  Forward: after every kernel but a GPU's
+ * first, its block output is merged into the running output (log-sum-exp).
+ * Backward: KV moves as in forward, and the dK/dV accumulator of the KV
+ * just used follows it one hop after the step's kernels (so it moves
+ * n_steps times, the last one home).  A scheduler supplies only the
+ * transfers of a step and the kernels of a GPU at a step. */
+#ifndef TASP_ROTATE_H
+#define TASP_ROTATE_H
+
+#include "sched.h"
+
+typedef struct rotate_emit rotate_emit;
+
+typedef struct {
+  uint32_t n_steps;
+  /* Transfers that move what each GPU holds at `step` one hop on. */
+  void (*xfers)(const void *self, rotate_emit *e, uint32_t step);
+  /* Kernels of GPU `gpu` at `step`, by rotate_kernel(). */
+  void (*kernels)(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
+} rotate_ops;
+
+void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes);
+void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
+                   const plan_seg *k, uint32_t nk);
+
+/* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd). */
+plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
+                   bool record_segs);
+
+#endif

@@ -1,0 +1,43 @@
+/* sched: the scheduler interface and registry.
+ *
+ * A scheduler turns a workload into a plan: which attention kernels each
+ * GPU runs, which transfers move between which GPUs, and in which order.
+ * It knows nothing of channels or time (only which GPU pairs are direct
+ * neighbours, for topology-aware decompositions); the engine says when.
+ * Adding a scheduler is adding a file with a `const sched_ops` and a line
+ * in sched.c. */
+#ifndef TASP_SCHED_H
+#define TASP_SCHED_H
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "plan.h"
+#include "topology.h"
+#include "workload.h"
+
+typedef struct sched_ops {
+  const char *name;
+  const char *summary;
+  /* Can this scheduler run this workload here?  A clear error if not. */
+  bool (*check)(const workload *w, const topology *t, GError **err);
+  /* The plan (plan_finish already called).  record_segs: keep token
+   * segments of every kernel (tests). */
+  plan *(*build)(const workload *w, const topology *t, bool record_segs);
+} sched_ops;
+
+const sched_ops *sched_find(const char *name);
+/* NULL-terminated list of all schedulers. */
+const sched_ops *const *sched_all(void);
+/* "ring, zigzag, tasp" */
+char *sched_names(void);
+
+/* Shared checks: sequence divisible into `parts` equal pieces per GPU
+ * group, with at least one token per piece. */
+bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err);
+
+extern const sched_ops sched_ring;
+extern const sched_ops sched_zigzag;
+extern const sched_ops sched_tasp;
+
+#endif

@@ -1,0 +1,186 @@
+/* tasp: TASP / Hamilton Attention (Wang et al. 2025, arXiv 2509.26541).
+ *
+ * The GPUs' complete directed graph K_n* is split into edge-disjoint
+ * directed Hamiltonian cycles (hamilton.h); each GPU's KV is cut into one
+ * sub-chunk per cycle and sub-chunk m travels around cycle m.  Every step
+ * is therefore one all-to-all: each GPU sends one sub-chunk to each of its
+ * successors, the same bytes as one ring step spread over every peer at
+ * once.  n-1 steps bring every sub-chunk to every GPU once.
+ *
+ * Kernels: step 0 attends the local chunk; later steps attend the
+ * concatenated received sub-chunks in one kernel (full mask) or two
+ * (causal).  Causal layout: the zigzag layout of Zigzag-Ring with each of
+ * a GPU's two chunks cut into k pieces, sub-chunk m = piece m of both
+ * chunks (2·n·k pieces in all, 2·n·(n-1) for a full decomposition).  A
+ * sub-chunk from a lower-ranked origin is attended by all local queries
+ * against its first half; from a higher-ranked origin by the second half
+ * of the queries against all of it: both blocks are wholly unmasked.
+ *
+ * On a topology whose GPUs are not all directly linked (a torus), the
+ * cycles are searched over direct links only. */
+#include <string.h>
+
+#include "hamilton.h"
+#include "rotate.h"
+
+typedef struct {
+  const workload *w;
+  ham_decomp d;
+  uint32_t *pos;    /* pos[m*n+v]: position of v on cycle m, from vertex 0 */
+  uint32_t *order;  /* order[m*n+i]: vertex at position i of cycle m */
+  uint64_t span;    /* tokens per chunk: S/2N causal (two chunks), S/N full */
+} tasp_self;
+
+static uint32_t origin(const tasp_self *s, uint32_t m, uint32_t gpu, uint32_t step) {
+  uint32_t n = s->w->gpus;
+  uint32_t p = s->pos[(size_t)m * n + gpu];
+  return s->order[(size_t)m * n + (p + n - step % n) % n];
+}
+
+/* Piece m of k of the chunk starting at `start`. */
+static plan_seg piece(const tasp_self *s, uint64_t start, uint32_t m) {
+  uint64_t k = s->d.n_cycles;
+  uint64_t a = s->span * m / k, b = s->span * (m + 1) / k;
+  return (plan_seg){start + a, b - a};
+}
+
+/* Segments of sub-chunk m of GPU g: one piece (full) or two (causal). */
+static uint32_t subchunk(const tasp_self *s, uint32_t g, uint32_t m, plan_seg out[2]) {
+  uint32_t n = s->w->gpus;
+  out[0] = piece(s, g * s->span, m);
+  if (!s->w->causal) return 1;
+  out[1] = piece(s, (2 * n - 1 - g) * s->span, m);
+  return 2;
+}
+
+static void tasp_xfers(const void *self, rotate_emit *e, uint32_t step) {
+  const tasp_self *s = self;
+  uint32_t n = s->w->gpus;
+  for (uint32_t g = 0; g < n; g++)
+    for (uint32_t m = 0; m < s->d.n_cycles; m++) {
+      plan_seg seg[2];
+      uint32_t ns = subchunk(s, origin(s, m, g, step), m, seg);
+      double tokens = 0;
+      for (uint32_t i = 0; i < ns; i++) tokens += (double)seg[i].len;
+      rotate_xfer(e, g, s->d.succ[(size_t)m * n + g], workload_kv_bytes(s->w, tokens));
+    }
+}
+
+static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
+  const tasp_self *s = self;
+  uint32_t n = s->w->gpus, k = s->d.n_cycles;
+  plan_seg local[2];
+  uint32_t nl = s->w->causal ? 2 : 1;
+  local[0] = (plan_seg){gpu * s->span, s->span};
+  if (s->w->causal) local[1] = (plan_seg){(2 * n - 1 - gpu) * s->span, s->span};
+  if (step == 0) {
+    rotate_kernel(e, s->w->causal, local, nl, local, nl);
+    return;
+  }
+  g_autofree plan_seg *low = g_new(plan_seg, 2 * (size_t)k);
+  g_autofree plan_seg *high = g_new(plan_seg, 2 * (size_t)k);
+  uint32_t nlow = 0, nhigh = 0;
+  for (uint32_t m = 0; m < k; m++) {
+    uint32_t o = origin(s, m, gpu, step);
+    plan_seg seg[2];
+    uint32_t ns = subchunk(s, o, m, seg);
+    if (!s->w->causal) { low[nlow++] = seg[0]; continue; }
+    if (o < gpu) low[nlow++] = seg[0];
+    else { high[nhigh++] = seg[0]; high[nhigh++] = seg[1]; }
+    (void)ns;
+  }
+  if (nlow) rotate_kernel(e, false, local, nl, low, nlow);
+  if (nhigh) rotate_kernel(e, false, &local[1], 1, high, nhigh);
+}
+
+/* Decomposition for the first w->gpus GPUs of the topology. */
+static uint32_t tasp_decompose(const workload *w, const topology *t, ham_decomp *d) {
+  uint32_t n = w->gpus, N = t->n_gpus;
+  g_autofree uint8_t *adj = g_new0(uint8_t, (size_t)n * n);
+  bool complete = true;
+  for (uint32_t u = 0; u < n; u++)
+    for (uint32_t v = 0; v < n; v++) {
+      adj[(size_t)u * n + v] = u != v && t->direct[(size_t)u * N + v];
+      if (u != v && !adj[(size_t)u * n + v]) complete = false;
+    }
+  if (complete) return ham_complete(n, d);
+  uint32_t out_min = n;
+  for (uint32_t u = 0; u < n; u++) {
+    uint32_t deg = 0;
+    for (uint32_t v = 0; v < n; v++) deg += adj[(size_t)u * n + v];
+    if (deg < out_min) out_min = deg;
+  }
+  return ham_sparse(n, adj, out_min, d);
+}
+
+static bool tasp_check(const workload *w, const topology *t, GError **err) {
+  if (w->gpus < 2) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "tasp needs an SP degree of at least 2");
+    return false;
+  }
+  if (w->gpus > 512) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "tasp supports at most 512 GPUs, got %u",
+                w->gpus);
+    return false;
+  }
+  ham_decomp d;
+  uint32_t k = tasp_decompose(w, t, &d);
+  ham_clear(&d);
+  if (k == 0) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "tasp: no Hamiltonian cycle over the direct links of the first %u GPUs of "
+                "topology %s was found", w->gpus, t->name);
+    return false;
+  }
+  uint64_t parts = w->causal ? 2 : 1;
+  if (!sched_check_divisible(w, parts, "tasp cuts the sequence into equal chunks per GPU", err))
+    return false;
+  if (w->seq_len / (parts * w->gpus) < k) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "tasp: sequence length %" G_GUINT64_FORMAT " is too short for %u GPUs: each "
+                "chunk of %" G_GUINT64_FORMAT " tokens must split into %u sub-chunks",
+                w->seq_len, w->gpus, w->seq_len / (parts * w->gpus), k);
+    return false;
+  }
+  return true;
+}
+
+static plan *tasp_build(const workload *w, const topology *t, bool record_segs) {
+  tasp_self s = {.w = w};
+  uint32_t n = w->gpus;
+  uint32_t k = tasp_decompose(w, t, &s.d);
+  g_autoptr(GError) err = NULL;
+  gboolean ok = ham_verify(&s.d, NULL, &err);
+  g_assert(ok && k > 0);  /* a decomposition we made and could not verify is our bug */
+  s.span = w->seq_len / ((w->causal ? 2 : 1) * (uint64_t)n);
+  s.pos = g_new(uint32_t, (size_t)k * n);
+  s.order = g_new(uint32_t, (size_t)k * n);
+  for (uint32_t m = 0; m < k; m++) {
+    uint32_t v = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      s.order[(size_t)m * n + i] = v;
+      s.pos[(size_t)m * n + v] = i;
+      v = s.d.succ[(size_t)m * n + v];
+    }
+  }
+  rotate_ops ops = {n, tasp_xfers, tasp_kernels};
+  plan *p = rotate_build(&ops, &s, w, record_segs);
+  bool complete_graph = true;
+  for (uint32_t u = 0; u < n && complete_graph; u++)
+    for (uint32_t v = 0; v < n; v++)
+      if (u != v && !t->direct[(size_t)u * t->n_gpus + v]) { complete_graph = false; break; }
+  if (complete_graph && k < n - 1)
+    g_string_printf(p->note, "tasp: K_%u* has no decomposition into %u Hamiltonian cycles "
+                    "(Tillson 1980); using %u edge-disjoint cycles", n, n - 1, k);
+  else if (!complete_graph)
+    g_string_printf(p->note, "tasp: %u edge-disjoint Hamiltonian cycles over direct links",
+                    k);
+  g_free(s.pos);
+  g_free(s.order);
+  ham_clear(&s.d);
+  return p;
+}
+
+const sched_ops sched_tasp = {
+    "tasp", "TASP: Hamiltonian decomposition into concurrent rings, one all-to-all per step",
+    tasp_check, tasp_build};

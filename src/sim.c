@@ -1,0 +1,119 @@
+/* sim: one point, and a whole sweep on a thread pool. */
+#include "sim.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+uint8_t *sim_channels_available(const topology *t, uint32_t gpus) {
+  uint8_t *avail = g_new0(uint8_t, t->channels->len);
+  for (uint32_t i = 0; i < gpus; i++)
+    for (uint32_t j = 0; j < gpus; j++) {
+      uint32_t n;
+      const uint32_t *r = topo_route_chans(t, i, j, &n);
+      for (uint32_t h = 0; h < n; h++) avail[r[h]] = 1;
+    }
+  return avail;
+}
+
+sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o) {
+  gint64 t0 = g_get_monotonic_time();
+  sim_result *res = g_new0(sim_result, 1);
+  res->pt = *pt;
+  plan *p = pt->sched->build(&pt->w, t, false);
+  if (p->note->len) res->note = g_strdup(p->note->str);
+  res->r = exec_run(p, t, &pt->w, o);
+  plan_free(p);
+  double sum = 0;
+  unsigned used = 0;
+  for (uint32_t c = 0; c < res->r->n_chan; c++) {
+    if (res->r->chan_bytes[c] <= 0 || res->r->step_s <= 0) continue;
+    double u = res->r->chan_bytes[c] / (topo_chan(t, c)->cap_Bps * res->r->step_s);
+    sum += u;
+    used++;
+    if (u > res->max_util) res->max_util = u;
+  }
+  res->mean_util = used ? sum / used : 0;
+  res->wall_s = (double)(g_get_monotonic_time() - t0) * 1e-6;
+  return res;
+}
+
+void sim_result_free(sim_result *r) {
+  if (!r) return;
+  exec_result_free(r->r);
+  g_free(r->note);
+  g_free(r);
+}
+
+typedef struct {
+  const scenario *s;
+  const sim_opts *o;
+  sim_result **out;
+  GMutex lock;
+  guint done, total;
+} pool_ctx;
+
+static void run_one(gpointer data, gpointer user) {
+  pool_ctx *c = user;
+  guint i = GPOINTER_TO_UINT(data) - 1;
+  const scenario_point *pt = &g_array_index(c->s->points, scenario_point, i);
+  c->out[i] = sim_run_point(c->s->topo, pt, &c->o->exec);
+  g_mutex_lock(&c->lock);
+  c->done++;
+  if (c->o->progress)
+    fprintf(stderr, "\rtasp-sim: %u/%u points", c->done, c->total);
+  g_mutex_unlock(&c->lock);
+}
+
+static bool same_point(const workload *a, const workload *b) {
+  return a->seq_len == b->seq_len && a->gpus == b->gpus && a->causal == b->causal &&
+         a->pass == b->pass;
+}
+
+GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
+  guint n = s->points->len;
+  pool_ctx c = {s, o, g_new0(sim_result *, n), {0}, 0, 0};
+  g_mutex_init(&c.lock);
+  /* a shard takes whole groups (one seq x SP x mask x pass), so a shard's
+   * rows carry their ring speedups and shards concatenate into the sweep */
+  g_autofree guint *group = g_new(guint, n);
+  guint g = 0;
+  for (guint i = 0; i < n; i++) {
+    const scenario_point *p = &g_array_index(s->points, scenario_point, i);
+    if (i > 0 && !same_point(&p->w, &g_array_index(s->points, scenario_point, i - 1).w)) g++;
+    group[i] = g;
+  }
+  g_autofree gboolean *mine = g_new0(gboolean, n);
+  for (guint i = 0; i < n; i++) {
+    mine[i] = o->shards == 0 || group[i] % o->shards == o->shard;
+    c.total += mine[i];
+  }
+  unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
+  if (jobs > 1 && c.total > 1) {
+    GThreadPool *pool = g_thread_pool_new(run_one, &c, (gint)jobs, TRUE, NULL);
+    for (guint i = 0; i < n; i++)
+      if (mine[i]) g_thread_pool_push(pool, GUINT_TO_POINTER(i + 1), NULL);
+    g_thread_pool_free(pool, FALSE, TRUE);
+  } else {
+    for (guint i = 0; i < n; i++)
+      if (mine[i]) run_one(GUINT_TO_POINTER(i + 1), &c);
+  }
+  if (o->progress && c.total) fprintf(stderr, "\r\033[K");
+  g_mutex_clear(&c.lock);
+
+  GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)sim_result_free);
+  for (guint i = 0; i < n; i++) {
+    if (!c.out[i]) continue;
+    sim_result *ring = NULL;
+    for (guint j = 0; j < n; j++)
+      if (group[j] == group[i] && c.out[j] && c.out[j]->pt.sched == &sched_ring) ring = c.out[j];
+    c.out[i]->speedup_vs_ring =
+        ring && c.out[i]->r->step_s > 0 ? ring->r->step_s / c.out[i]->r->step_s : 0;
+  }
+  for (guint i = 0; i < n; i++) {
+    if (!c.out[i]) continue;
+    if (c.out[i]->pt.hidden) sim_result_free(c.out[i]);
+    else g_ptr_array_add(out, c.out[i]);
+  }
+  g_free(c.out);
+  return out;
+}

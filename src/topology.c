@@ -1,0 +1,232 @@
+/* topology: loading, checking and querying topology files. */
+#include "topology.h"
+
+#include <string.h>
+
+topology *topo_new(const char *name, uint32_t n_gpus) {
+  topology *t = g_new0(topology, 1);
+  t->name = g_strdup(name);
+  t->n_gpus = n_gpus;
+  t->gpus_per_node = n_gpus;
+  t->channels = g_array_new(FALSE, FALSE, sizeof(topo_channel));
+  t->route_chan = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  compute_model_init(&t->compute);
+  return t;
+}
+
+void topo_free(topology *t) {
+  if (!t) return;
+  for (guint i = 0; i < t->channels->len; i++) {
+    topo_channel *c = &g_array_index(t->channels, topo_channel, i);
+    g_free(c->name);
+    g_free(c->kind);
+  }
+  g_array_free(t->channels, TRUE);
+  g_array_free(t->route_chan, TRUE);
+  g_free(t->route_off);
+  g_free(t->route_latency_s);
+  g_free(t->route_cap_Bps);
+  g_free(t->direct);
+  compute_model_clear(&t->compute);
+  g_free(t->name);
+  g_free(t->file);
+  g_free(t->description);
+  g_free(t);
+}
+
+uint32_t topo_add_channel(topology *t, const char *name, const char *kind, double cap_Bps,
+                          double latency_s) {
+  topo_channel c = {g_strdup(name), g_strdup(kind), cap_Bps, latency_s};
+  g_array_append_val(t->channels, c);
+  return t->channels->len - 1;
+}
+
+void topo_routes_begin(topology *t) {
+  size_t pairs = (size_t)t->n_gpus * t->n_gpus;
+  t->route_off = g_new0(uint32_t, pairs + 1);
+  t->route_latency_s = g_new0(double, pairs);
+  t->route_cap_Bps = g_new0(double, pairs);
+  t->direct = g_new0(uint8_t, pairs);
+  g_array_set_size(t->route_chan, 0);
+}
+
+void topo_route(topology *t, uint32_t src, uint32_t dst, const uint32_t *chans, uint32_t n,
+                double cap_Bps) {
+  size_t p = (size_t)src * t->n_gpus + dst;
+  g_array_append_vals(t->route_chan, chans, n);
+  t->route_off[p + 1] = t->route_chan->len;
+  double lat = 0;
+  for (uint32_t h = 0; h < n; h++) lat += topo_chan(t, chans[h])->latency_s;
+  t->route_latency_s[p] = lat;
+  t->route_cap_Bps[p] = cap_Bps;
+}
+
+void topo_routes_done(topology *t) {
+  /* pairs never given a route (i == i) keep an empty route */
+  size_t pairs = (size_t)t->n_gpus * t->n_gpus;
+  for (size_t p = 1; p <= pairs; p++)
+    if (t->route_off[p] < t->route_off[p - 1]) t->route_off[p] = t->route_off[p - 1];
+}
+
+const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, uint32_t *n) {
+  size_t p = (size_t)src * t->n_gpus + dst;
+  *n = t->route_off[p + 1] - t->route_off[p];
+  return &g_array_index(t->route_chan, uint32_t, t->route_off[p]);
+}
+
+const topo_channel *topo_chan(const topology *t, uint32_t c) {
+  return &g_array_index(t->channels, topo_channel, c);
+}
+
+static bool input_error(GError **err, const char *file, const char *path, const char *fmt,
+                        ...) G_GNUC_PRINTF(4, 5);
+static bool input_error(GError **err, const char *file, const char *path, const char *fmt,
+                        ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *what = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s", file, path, what);
+  return false;
+}
+
+/* Explicit channels and routes. */
+static bool parse_explicit(topology *t, json_object *root, json_where w, double flow_cap_Bps,
+                           GError **err) {
+  json_object *chans, *routes;
+  if (!json_get_typed(root, w, "channels", true, json_type_array, &chans, err) ||
+      !json_get_typed(root, w, "routes", true, json_type_array, &routes, err))
+    return false;
+  g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
+  for (size_t i = 0; i < json_object_array_length(chans); i++) {
+    g_autofree char *path = g_strdup_printf("channels[%zu]", i);
+    json_where cw = {w.file, path};
+    json_object *c = json_object_array_get_idx(chans, i);
+    static const char *const keys[] = {"name", "kind", "gbps", "latency_us", NULL};
+    const char *name, *kind;
+    double gbps, lat_us;
+    if (!json_object_is_type(c, json_type_object))
+      return input_error(err, w.file, path, "expected an object");
+    if (!json_check_keys(c, cw, keys, err) ||
+        !json_get_string(c, cw, "name", true, NULL, &name, err) ||
+        !json_get_string(c, cw, "kind", false, "link", &kind, err) ||
+        !json_get_double(c, cw, "gbps", true, 0, 0, &gbps, err) ||
+        !json_get_double(c, cw, "latency_us", false, 0, -1, &lat_us, err))
+      return false;
+    if (g_hash_table_contains(by_name, name))
+      return input_error(err, w.file, path, "channel name \"%s\" is used twice", name);
+    uint32_t id = topo_add_channel(t, name, kind, gbps * 1e9, lat_us * 1e-6);
+    g_hash_table_insert(by_name, (gpointer)topo_chan(t, id)->name, GUINT_TO_POINTER(id + 1));
+  }
+  uint32_t n = t->n_gpus;
+  g_autofree int32_t *route_of = g_new(int32_t, (size_t)n * n);
+  for (size_t p = 0; p < (size_t)n * n; p++) route_of[p] = -1;
+  for (size_t i = 0; i < json_object_array_length(routes); i++) {
+    g_autofree char *path = g_strdup_printf("routes[%zu]", i);
+    json_where rw = {w.file, path};
+    json_object *r = json_object_array_get_idx(routes, i), *via;
+    static const char *const keys[] = {"src", "dst", "via", "flow_cap_gbps", NULL};
+    uint32_t src, dst;
+    double cap;
+    if (!json_object_is_type(r, json_type_object))
+      return input_error(err, w.file, path, "expected an object");
+    if (!json_check_keys(r, rw, keys, err) ||
+        !json_get_u32(r, rw, "src", true, 0, 0, &src, err) ||
+        !json_get_u32(r, rw, "dst", true, 0, 0, &dst, err) ||
+        !json_get_typed(r, rw, "via", true, json_type_array, &via, err) ||
+        !json_get_double(r, rw, "flow_cap_gbps", false, 0, -1, &cap, err))
+      return false;
+    if (src >= n || dst >= n || src == dst)
+      return input_error(err, w.file, path,
+                         "expected two different GPUs below %u, got src %u dst %u", n, src, dst);
+    if (route_of[(size_t)src * n + dst] >= 0)
+      return input_error(err, w.file, path, "route %u -> %u is given twice", src, dst);
+    route_of[(size_t)src * n + dst] = (int32_t)i;
+    size_t hops = json_object_array_length(via);
+    if (hops == 0 || hops > 8)
+      return input_error(err, w.file, path, "'via' must list 1 to 8 channel names");
+    for (size_t h = 0; h < hops; h++) {
+      json_object *v = json_object_array_get_idx(via, h);
+      if (!json_object_is_type(v, json_type_string) ||
+          !g_hash_table_contains(by_name, json_object_get_string(v)))
+        return input_error(err, w.file, path, "via[%zu]: expected the name of a channel", h);
+    }
+  }
+  topo_routes_begin(t);
+  for (uint32_t s = 0; s < n; s++)
+    for (uint32_t d = 0; d < n; d++) {
+      if (s == d) { topo_route(t, s, d, NULL, 0, 0); continue; }
+      int32_t ri = route_of[(size_t)s * n + d];
+      if (ri < 0)
+        return input_error(err, w.file, "routes", "no route from GPU %u to GPU %u: every "
+                           "ordered pair of GPUs needs one", s, d);
+      json_object *r = json_object_array_get_idx(routes, (size_t)ri), *via, *capv;
+      json_object_object_get_ex(r, "via", &via);
+      uint32_t hop_ids[8];
+      uint32_t hops = (uint32_t)json_object_array_length(via);
+      for (uint32_t h = 0; h < hops; h++)
+        hop_ids[h] = GPOINTER_TO_UINT(g_hash_table_lookup(
+                         by_name, json_object_get_string(json_object_array_get_idx(via, h)))) - 1;
+      double cap = flow_cap_Bps;
+      if (json_object_object_get_ex(r, "flow_cap_gbps", &capv)) cap = json_object_get_double(capv) * 1e9;
+      topo_route(t, s, d, hop_ids, hops, cap);
+      if (hops == 1) t->direct[(size_t)s * n + d] = 1;
+    }
+  topo_routes_done(t);
+  return true;
+}
+
+topology *topo_load(const char *file, GError **err) {
+  g_autoptr(json_object) root = json_read_file(file, err);
+  if (!root) return NULL;
+  json_where w = {file, ""};
+  static const char *const keys[] = {"name", "description", "sources", "gpus", "generator",
+                                     "channels", "routes", "comm", "compute", NULL};
+  if (!json_check_keys(root, w, keys, err)) return NULL;
+  const char *name, *desc;
+  json_object *gen, *comm, *comp;
+  if (!json_get_string(root, w, "name", true, NULL, &name, err) ||
+      !json_get_string(root, w, "description", false, "", &desc, err) ||
+      !json_get_typed(root, w, "generator", false, json_type_object, &gen, err) ||
+      !json_get_typed(root, w, "comm", true, json_type_object, &comm, err) ||
+      !json_get_typed(root, w, "compute", true, json_type_object, &comp, err))
+    return NULL;
+
+  json_where cw = {file, "comm"};
+  static const char *const comm_keys[] = {"launch_us", "flow_cap_gbps",
+                                          "inter_node_flow_cap_gbps", "host_us", "source", NULL};
+  double launch_us, cap_gbps, inter_gbps, host_us;
+  if (!json_check_keys(comm, cw, comm_keys, err) ||
+      !json_get_double(comm, cw, "launch_us", true, 0, -1, &launch_us, err) ||
+      !json_get_double(comm, cw, "flow_cap_gbps", false, 0, -1, &cap_gbps, err) ||
+      !json_get_double(comm, cw, "inter_node_flow_cap_gbps", false, 0, -1, &inter_gbps, err) ||
+      !json_get_double(comm, cw, "host_us", false, 0, -1, &host_us, err))
+    return NULL;
+
+  uint32_t n_gpus = 0;
+  json_object *gv;
+  if (gen) {
+    if (json_object_object_get_ex(root, "channels", &gv) ||
+        json_object_object_get_ex(root, "routes", &gv)) {
+      input_error(err, file, "generator", "give either a generator or channels and routes, "
+                  "not both");
+      return NULL;
+    }
+  } else if (!json_get_u32(root, w, "gpus", true, 0, 1, &n_gpus, err)) {
+    return NULL;
+  }
+  topology *t = topo_new(name, n_gpus);
+  t->file = g_strdup(file);
+  t->description = g_strdup(desc);
+  t->launch_s = launch_us * 1e-6;
+  t->comm_host_s = host_us * 1e-6;
+  json_where gw = {file, "generator"}, pw = {file, "compute"};
+  bool ok = gen ? topo_generate(t, gen, gw, cap_gbps * 1e9, inter_gbps * 1e9, err)
+                : parse_explicit(t, root, w, cap_gbps * 1e9, err);
+  if (ok) ok = compute_model_parse(comp, pw, &t->compute, err);
+  if (!ok) {
+    topo_free(t);
+    return NULL;
+  }
+  return t;
+}

@@ -1,0 +1,68 @@
+/* topology: the GPUs, the directed channels between them, and the route
+ * every ordered GPU pair takes.
+ *
+ * Read from a topology file that either names a generator (nvswitch,
+ * full_mesh, multi_node, torus) with its parameters or lists channels and
+ * routes explicitly; the file also carries the communication constants
+ * (launch cost, per-flow caps) and the compute model of its GPUs.  The
+ * format is documented in README.md. */
+#ifndef TASP_TOPOLOGY_H
+#define TASP_TOPOLOGY_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compute.h"
+#include "jsonio.h"
+
+typedef struct {
+  char *name;       /* e.g. "gpu3.nvl.tx" */
+  char *kind;       /* e.g. "nvswitch_port", "xgmi", "nic" */
+  double cap_Bps;
+  double latency_s;
+} topo_channel;
+
+typedef struct topology {
+  char *name;
+  char *file;
+  char *description;
+  uint32_t n_gpus;
+  uint32_t gpus_per_node;  /* GPUs sharing a node (all of them on one node) */
+  GArray *channels;        /* topo_channel */
+  /* route from GPU i to GPU j: channels route_chan[route_off[i*n+j] ..
+   * route_off[i*n+j+1]) */
+  uint32_t *route_off;
+  GArray *route_chan;      /* uint32 */
+  double *route_latency_s; /* sum of the route's channel latencies */
+  double *route_cap_Bps;   /* per-flow cap on the route, 0 = none */
+  /* torus-like topologies: direct neighbours (adjacency for TASP) */
+  uint8_t *direct;         /* n*n: 1 when i->j is one hop on one link */
+  double launch_s;         /* device-side fixed cost of one communication group */
+  double comm_host_s;      /* host time to issue one group, per GPU taking part */
+  compute_model compute;
+} topology;
+
+/* Load and check a topology file. */
+topology *topo_load(const char *file, GError **err);
+void topo_free(topology *t);
+
+/* For generators and tests: an empty topology of n GPUs. */
+topology *topo_new(const char *name, uint32_t n_gpus);
+uint32_t topo_add_channel(topology *t, const char *name, const char *kind, double cap_Bps,
+                          double latency_s);
+/* Start filling routes; then topo_route(i, j, ...) for every ordered pair in
+ * row-major order (i, then j), and topo_routes_done. */
+void topo_routes_begin(topology *t);
+void topo_route(topology *t, uint32_t src, uint32_t dst, const uint32_t *chans, uint32_t n,
+                double cap_Bps);
+void topo_routes_done(topology *t);
+
+const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, uint32_t *n);
+const topo_channel *topo_chan(const topology *t, uint32_t c);
+
+/* Generators (topo_gen.c).  Each reads its "generator" object. */
+bool topo_generate(topology *t, json_object *gen, json_where w, double flow_cap_Bps,
+                   double inter_cap_Bps, GError **err);
+
+#endif

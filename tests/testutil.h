@@ -1,0 +1,23 @@
+/* testutil: a CUnit runner shared by the test programs. */
+#ifndef TASP_TESTUTIL_H
+#define TASP_TESTUTIL_H
+
+#include <CUnit/Basic.h>
+#include <glib.h>
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  void (*fn)(void);
+} test_case;
+
+/* Runs the cases as one suite; returns the process exit status. */
+int test_run(const char *suite, const test_case *cases);
+
+#define TEST(fn) {#fn, fn}
+#define CU_ASSERT_CLOSE(a, b, rel) \
+  CU_ASSERT(fabs((a) - (b)) <= (rel) * fmax(fabs(a), fabs(b)) + 1e-300)
+
+#endif
