@@ -25,8 +25,41 @@ double compute_attn_flops(double batch, double heads, double head_dim, double sq
 }
 
 static int cmp_point(gconstpointer a, gconstpointer b) {
-  double x = ((const compute_point *)a)->flops, y = ((const compute_point *)b)->flops;
-  return (x > y) - (x < y);
+  const compute_point *p = a, *q = b;
+  if (p->aspect != q->aspect) return (p->aspect > q->aspect) - (p->aspect < q->aspect);
+  return (p->flops > q->flops) - (p->flops < q->flops);
+}
+
+/* Sort by (aspect, FLOPs); repeated kernels become one point at the
+ * geometric mean of their times; then, within an aspect, times are made
+ * non-decreasing (a running maximum), so the interpolation is monotone
+ * even where measurement noise is not. */
+static void tidy_points(GArray *pts) {
+  g_array_sort(pts, cmp_point);
+  guint out = 0;
+  for (guint i = 0; i < pts->len;) {
+    compute_point *p = &g_array_index(pts, compute_point, i);
+    double lf = 0, lb = 0;
+    guint j = i;
+    bool has_bwd = true;
+    for (; j < pts->len && g_array_index(pts, compute_point, j).flops == p->flops &&
+           g_array_index(pts, compute_point, j).aspect == p->aspect; j++) {
+      lf += log(g_array_index(pts, compute_point, j).fwd_s);
+      double b = g_array_index(pts, compute_point, j).bwd_s;
+      if (b > 0) lb += log(b); else has_bwd = false;
+    }
+    compute_point merged = {p->aspect, p->flops, exp(lf / (j - i)), has_bwd ? exp(lb / (j - i)) : 0};
+    g_array_index(pts, compute_point, out++) = merged;
+    i = j;
+  }
+  g_array_set_size(pts, out);
+  for (guint i = 1; i < pts->len; i++) {
+    compute_point *a = &g_array_index(pts, compute_point, i - 1);
+    compute_point *b = &g_array_index(pts, compute_point, i);
+    if (a->aspect != b->aspect) continue;
+    if (b->fwd_s < a->fwd_s) b->fwd_s = a->fwd_s;
+    if (b->bwd_s > 0 && b->bwd_s < a->bwd_s) b->bwd_s = a->bwd_s;
+  }
 }
 
 static bool parse_point(json_object *p, json_where w, compute_model *m, GError **err) {
@@ -59,7 +92,8 @@ static bool parse_point(json_object *p, json_where w, compute_model *m, GError *
     }
     causal = json_object_get_boolean(c);
   }
-  compute_point pt = {compute_attn_flops(b, h, d, sq, sk, causal), fwd * 1e-3, bwd * 1e-3};
+  compute_point pt = {log2((double)sk / sq), compute_attn_flops(b, h, d, sq, sk, causal),
+                      fwd * 1e-3, bwd * 1e-3};
   g_array_append_val(m->points[causal], pt);
   return true;
 }
@@ -118,7 +152,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                   "%s: field '%s': expected at least 2 measured kernels", w.file, tpath);
       return false;
     }
-    for (int c = 0; c < 2; c++) g_array_sort(m->points[c], cmp_point);
+    for (int c = 0; c < 2; c++) tidy_points(m->points[c]);
   }
   return true;
 }
@@ -128,28 +162,48 @@ static double point_s(const compute_point *p, bool backward, double ratio) {
   return p->bwd_s > 0 ? p->bwd_s : ratio * p->fwd_s;
 }
 
-/* Piecewise log-log interpolation over one mask's measured points. */
-static double table_s(const GArray *pts, double flops, bool backward, double ratio) {
-  const compute_point *p = (const compute_point *)pts->data;
-  guint n = pts->len;
-  if (flops <= p[0].flops) return point_s(&p[0], backward, ratio) * (1 + flops / p[0].flops) / 2;
+/* Piecewise log-log interpolation over the n points of one aspect. */
+static double class_s(const compute_point *p, guint n, double flops, bool backward, double ratio) {
+  if (n == 1 || flops <= p[0].flops) {
+    double t0 = point_s(&p[0], backward, ratio);
+    return n == 1 ? t0 * flops / p[0].flops : t0 * (1 + flops / p[0].flops) / 2;
+  }
   if (flops >= p[n - 1].flops) return point_s(&p[n - 1], backward, ratio) * flops / p[n - 1].flops;
   guint i = 1;
   while (p[i].flops < flops) i++;
   double x0 = log(p[i - 1].flops), x1 = log(p[i].flops);
   double y0 = log(point_s(&p[i - 1], backward, ratio)), y1 = log(point_s(&p[i], backward, ratio));
-  if (x1 == x0) return exp(y1);
   return exp(y0 + (y1 - y0) * (log(flops) - x0) / (x1 - x0));
 }
 
-double compute_attn_s(const compute_model *m, double flops, bool causal, bool backward) {
+/* Interpolate between the two measured aspects around `aspect`. */
+static double table_s(const GArray *pts, double flops, double aspect, bool backward,
+                      double ratio) {
+  const compute_point *p = (const compute_point *)pts->data;
+  guint n = pts->len, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
+  for (guint i = 0; i < n;) {
+    guint j = i;
+    while (j < n && p[j].aspect == p[i].aspect) j++;
+    if (p[i].aspect <= aspect || lo_n == 0) { lo_start = i; lo_n = j - i; }
+    if (p[i].aspect >= aspect && hi_n == 0) { hi_start = i; hi_n = j - i; }
+    i = j;
+  }
+  if (hi_n == 0) { hi_start = lo_start; hi_n = lo_n; }
+  double a0 = p[lo_start].aspect, a1 = p[hi_start].aspect;
+  double t0 = class_s(p + lo_start, lo_n, flops, backward, ratio);
+  if (a1 <= a0 || aspect <= a0) return t0;
+  double t1 = class_s(p + hi_start, hi_n, flops, backward, ratio);
+  if (aspect >= a1) return t1;
+  return t0 + (t1 - t0) * (aspect - a0) / (a1 - a0);
+}
+
+double compute_attn_s(const compute_model *m, double flops, double sq, double sk, bool causal,
+                      bool backward) {
   if (flops <= 0) return 0;
   if (m->table) {
     const GArray *pts = m->points[causal];
     if (pts->len == 0) pts = m->points[!causal];
-    if (pts->len == 1) return point_s(&g_array_index(pts, compute_point, 0), backward, m->bwd_ratio) *
-                              flops / g_array_index(pts, compute_point, 0).flops;
-    return table_s(pts, flops, backward, m->bwd_ratio);
+    return table_s(pts, flops, log2(sk / sq), backward, m->bwd_ratio);
   }
   double t = flops / (m->peak_flops * m->efficiency);
   return m->launch_s + (backward ? m->bwd_ratio * t : t);

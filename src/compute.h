@@ -5,7 +5,9 @@
  * log(time) over log(FLOPs), separately for causal and full kernels;
  * beyond the largest point time grows linearly with FLOPs (the kernel is
  * saturated), below the smallest it shrinks towards half the smallest time
- * (launch-bound).  FLOPs are nominal: 4·B·H·sq·sk·D, half that when causal,
+ * (launch-bound).  Kernels are grouped by aspect log2(sk/sq); between
+ * measured aspects the time is interpolated linearly, beyond them the
+ * nearest is used.  FLOPs are nominal: 4·B·H·sq·sk·D, half that when causal,
  * as the measurements count them (shared/calibration/h200x4/README.md).
  * Backward: its own measured times where given, else a ratio to forward. */
 #ifndef TASP_COMPUTE_H
@@ -18,6 +20,7 @@
 #include "jsonio.h"
 
 typedef struct {
+  double aspect;  /* log2(sk / sq): backward cost is not symmetric in sq, sk */
   double flops;   /* nominal FLOPs of the measured kernel */
   double fwd_s;
   double bwd_s;   /* 0 when not measured */
@@ -45,8 +48,9 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
 /* Nominal FLOPs of one kernel. */
 double compute_attn_flops(double batch, double heads, double head_dim, double sq,
                           double sk, bool causal);
-/* Seconds for one kernel of the given nominal FLOPs. */
-double compute_attn_s(const compute_model *m, double flops, bool causal, bool backward);
+/* Seconds for one kernel of the given nominal FLOPs and lengths. */
+double compute_attn_s(const compute_model *m, double flops, double sq, double sk, bool causal,
+                      bool backward);
 /* Seconds to merge a block output of `elems` elements into the running one. */
 double compute_merge_s(const compute_model *m, double elems);
 

@@ -105,7 +105,7 @@ static double compute_time(exec_state *s, const plan_task *t) {
     return compute_merge_s(&s->t->compute,
                            (double)w->batch * t->sq * w->heads * w->head_dim);
   double flops = compute_attn_flops(w->batch, w->heads, w->head_dim, t->sq, t->sk, t->causal);
-  return compute_attn_s(&s->t->compute, flops, t->causal, t->backward);
+  return compute_attn_s(&s->t->compute, flops, t->sq, t->sk, t->causal, t->backward);
 }
 
 static void start_task(exec_state *s, uint32_t id) {

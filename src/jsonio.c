@@ -28,6 +28,7 @@ json_object *json_read_file(const char *file, GError **err) {
     return NULL;
   }
   json_tokener *tok = json_tokener_new();
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);  /* no trailing commas, no comments */
   json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
   enum json_tokener_error jerr = json_tokener_get_error(tok);
   if (jerr == json_tokener_success && tok->char_offset < (int)len) {

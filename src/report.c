@@ -141,7 +141,17 @@ void report_links(FILE *f, const report_ctx *c) {
 
 bool report_write(const char *path, void (*fn)(FILE *, const report_ctx *),
                   const report_ctx *c, GError **err) {
-  if (!strcmp(path, "-")) {
+  /* "-" and devices such as /dev/null are written in place */
+  if (!strcmp(path, "-") || (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR))) {
+    if (strcmp(path, "-")) {
+      FILE *f = fopen(path, "w");
+      if (!f) {
+        g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot write: %s", path, g_strerror(errno));
+        return false;
+      }
+      fn(f, c);
+      return fclose(f) == 0;
+    }
     fn(stdout, c);
     fflush(stdout);
     return true;

@@ -1,2 +1,88 @@
 #!/bin/sh
-exit 0
+# The command line as users and CI meet it: the CSV contract, determinism,
+# shards, and bad input (exit status 2, a message naming file and field,
+# no output file written).  Usage: test_cli.sh PATH/TO/tasp-sim
+sim=$1
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util'
+
+"$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
+check "CSV exits 0" "[ $? -eq 0 ]"
+check "CSV header is design.md's" "[ \"\$(head -n 1 $tmp/a.csv)\" = '$header' ]"
+check "one row per point (6 seq x 3 SP x 3 schedulers)" "[ \$(wc -l < $tmp/a.csv) -eq 55 ]"
+"$sim" scenarios/h100x8.json --csv - > "$tmp/b.csv"
+check "two runs give identical bytes" "cmp -s $tmp/a.csv $tmp/b.csv"
+"$sim" scenarios/h100x8.json --csv - --jobs 1 > "$tmp/c.csv"
+check "one thread gives the same bytes as many" "cmp -s $tmp/a.csv $tmp/c.csv"
+check "ring rows have speedup 1" "[ \$(grep -c '^ring,.*,1.0000,' $tmp/a.csv) -eq 18 ]"
+
+"$sim" scenarios/h100x8.json --shard 0/2 --csv "$tmp/s0.csv" --quiet
+"$sim" scenarios/h100x8.json --shard 1/2 --csv "$tmp/s1.csv" --quiet
+(tail -n +2 "$tmp/s0.csv"; tail -n +2 "$tmp/s1.csv") | sort > "$tmp/shards"
+tail -n +2 "$tmp/a.csv" | sort > "$tmp/whole"
+check "shards concatenate into the whole sweep" "cmp -s $tmp/shards $tmp/whole"
+
+"$sim" scenarios/h100x8.json > "$tmp/table"
+check "table lists every scheduler and the links line" \
+  "grep -q ' tasp ' $tmp/table && grep -q 'links ring' $tmp/table && grep -q 'busiest' $tmp/table"
+
+# On MI300X's mesh a ring uses 8 of 56 links; TASP all of them.
+"$sim" --topology mi300x8 --seq 32K --sp 8 --sched ring,tasp --heads 32 --kv-heads 32 \
+  --links "$tmp/links.csv" --csv "$tmp/mi.csv" --quiet
+check "ring leaves 48 of 56 mesh links idle" \
+  "[ \$(grep -c '^ring,.*,0.0000\$' $tmp/links.csv) -eq 48 ]"
+check "tasp leaves none idle" "[ \$(grep -c '^tasp,.*,0.0000\$' $tmp/links.csv) -eq 0 ]"
+check "tasp beats ring on the mesh at 32K over 8 GPUs" \
+  "awk -F, '\$1==\"tasp\" && \$16 > 1.5 {f=1} END {exit !f}' $tmp/mi.csv"
+
+"$sim" --topology h100x8 --seq 64K --sp 4 --trace "$tmp/t.json" --quiet
+check "trace written" "[ -s $tmp/t.json ]"
+if command -v python3 >/dev/null; then
+  check "trace is JSON with spans and counters" \
+    "python3 -c 'import json,sys; e=json.load(open(\"$tmp/t.json\"))[\"traceEvents\"]; sys.exit(not (any(x[\"ph\"]==\"X\" for x in e) and any(x[\"ph\"]==\"C\" for x in e)))'"
+fi
+"$sim" --version | grep -q '^tasp-sim [0-9]'
+check "--version" "[ $? -eq 0 ]"
+"$sim" --help | grep -q -- '--no-compute'
+check "--help lists options" "[ $? -eq 0 ]"
+"$sim" --topology h100x8 --seq 128K --sp 8 --no-compute --csv - | tail -n 1 | grep -q '^tasp,.*,0.000000,'
+check "--no-compute leaves compute at zero" "[ $? -eq 0 ]"
+
+# Bad input: exit 2, one message naming file and field, nothing written.
+expect_error() { # name, expected text, args...
+  name=$1; want=$2; shift 2
+  rm -f "$tmp/out.csv"
+  "$sim" "$@" --csv "$tmp/out.csv" > "$tmp/stdout" 2> "$tmp/stderr"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -qF -- "$want" "$tmp/stderr" && [ ! -e "$tmp/out.csv" ] \
+     && [ ! -s "$tmp/stdout" ] && [ "$(ls "$tmp" | grep -c 'out.csv')" -eq 0 ]; then
+    ok "$name"
+  else
+    bad "$name (rc $rc): $(cat "$tmp/stderr")"
+  fi
+}
+expect_error "malformed scenario JSON" "tests/bad/scen_syntax.json: line 3: malformed JSON" tests/bad/scen_syntax.json
+expect_error "missing scenario file" "tests/bad/none.json: cannot read" tests/bad/none.json
+expect_error "unknown scheduler" "field 'schedulers': unknown scheduler" tests/bad/scen_sched.json
+expect_error "SP beyond topology" "field 'sp': SP degree 16 exceeds" tests/bad/scen_sp.json
+expect_error "indivisible sequence" "not divisible" tests/bad/scen_indivisible.json
+expect_error "mistyped field" "field 'model.heads'" tests/bad/scen_heads.json
+expect_error "bad topology file" "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json
+expect_error "unknown topology" "nosuch: cannot read" --topology nosuch
+expect_error "bad --seq" "option '--seq'" scenarios/h100x8.json --seq 12Q
+expect_error "zero --sp" "option '--sp'" scenarios/h100x8.json --sp 0
+expect_error "bad --mask" "option '--mask': expected full or causal" scenarios/h100x8.json --mask diagonal
+expect_error "bad --shard" "option '--shard'" scenarios/h100x8.json --shard 3/2
+expect_error "unknown option" "Unknown option" scenarios/h100x8.json --frobnicate
+expect_error "tasp chunk too short" "too short" --topology h100x8 --sched tasp --sp 8 --seq 48 --mask full
+
+echo "cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

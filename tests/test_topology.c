@@ -1,3 +1,121 @@
+/* topology: bundled files load, generators build the right channels and
+ * routes, explicit files are checked. */
+#include "topology.h"
 #include "testutil.h"
-static void t_none(void){CU_ASSERT(1);}
-int main(void){static const test_case c[]={TEST(t_none),{0,0}};return test_run("topology",c);}
+
+static topology *load(const char *f) {
+  g_autoptr(GError) err = NULL;
+  topology *t = topo_load(f, &err);
+  if (!t) fprintf(stderr, "%s\n", err->message);
+  return t;
+}
+
+static void t_bundled_load(void) {
+  static const char *files[] = {"topologies/h100x8.json", "topologies/mi300x8.json",
+                                "topologies/h100x8x2.json", "topologies/h100x8x4.json",
+                                "topologies/h200x4.json", "topologies/gb200nvl72.json",
+                                "topologies/torus4x4.json"};
+  for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+    topology *t = load(files[i]);
+    CU_ASSERT_PTR_NOT_NULL(t);
+    topo_free(t);
+  }
+}
+
+static void t_nvswitch_routes(void) {
+  topology *t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->n_gpus, 8);
+  CU_ASSERT_EQUAL(t->channels->len, 16);
+  uint32_t n;
+  const uint32_t *r = topo_route_chans(t, 2, 5, &n);
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[0])->name, "gpu2.nvl.tx");
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[1])->name, "gpu5.nvl.rx");
+  topo_route_chans(t, 3, 3, &n);
+  CU_ASSERT_EQUAL(n, 0);
+  topo_free(t);
+}
+
+static void t_mesh_and_multinode(void) {
+  topology *t = load("topologies/mi300x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->channels->len, 56);
+  uint32_t n;
+  const uint32_t *r = topo_route_chans(t, 6, 1, &n);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[0])->name, "gpu6->gpu1");
+  topo_free(t);
+  t = load("topologies/h100x8x2.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->n_gpus, 16);
+  r = topo_route_chans(t, 1, 9, &n);  /* across nodes: NIC to NIC */
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[0])->kind, "nic");
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[1])->name, "gpu9.nic.rx");
+  r = topo_route_chans(t, 1, 6, &n);  /* inside a node: NVSwitch */
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[0])->kind, "nvswitch_port");
+  topo_free(t);
+}
+
+/* Torus: dimension-order shortest routes; only neighbours are direct. */
+static void t_torus(void) {
+  topology *t = load("topologies/torus4x4.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->n_gpus, 16);
+  CU_ASSERT_EQUAL(t->channels->len, 64);
+  uint32_t n;
+  topo_route_chans(t, 0, 1, &n);
+  CU_ASSERT_EQUAL(n, 1);
+  topo_route_chans(t, 0, 3, &n);   /* wraps around: one hop back */
+  CU_ASSERT_EQUAL(n, 1);
+  topo_route_chans(t, 0, 10, &n);  /* (2,2): two hops each way */
+  CU_ASSERT_EQUAL(n, 4);
+  CU_ASSERT_TRUE(t->direct[0 * 16 + 4]);
+  CU_ASSERT_FALSE(t->direct[0 * 16 + 5]);
+  topo_free(t);
+}
+
+/* Each malformed file fails with the file, the field and the expectation. */
+static void t_bad_files(void) {
+  static const struct { const char *file, *needle; } cases[] = {
+      {"tests/bad/topo_syntax.json", "malformed JSON"},
+      {"tests/bad/topo_no_comm.json", "field 'comm': missing"},
+      {"tests/bad/topo_neg_port.json", "field 'generator.port_gbps': expected a number greater than 0"},
+      {"tests/bad/topo_kind.json", "field 'generator.kind': expected one of"},
+      {"tests/bad/topo_missing_route.json", "no route from GPU 1 to GPU 0"},
+      {"tests/bad/topo_unknown_channel.json", "expected the name of a channel"},
+      {"tests/bad/topo_typo.json", "field 'comm.lanch_us': unknown field"},
+      {"tests/bad/does_not_exist.json", "cannot read"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(GError) err = NULL;
+    topology *t = topo_load(cases[i].file, &err);
+    CU_ASSERT_PTR_NULL(t);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    bool ok = strstr(err->message, cases[i].needle) && strstr(err->message, cases[i].file);
+    if (!ok) fprintf(stderr, "%s: got \"%s\"\n", cases[i].file, err->message);
+    CU_ASSERT_TRUE(ok);
+    topo_free(t);
+  }
+}
+
+static void t_explicit_file(void) {
+  topology *t = load("tests/data/topo_explicit.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->n_gpus, 2);
+  uint32_t n;
+  const uint32_t *r = topo_route_chans(t, 1, 0, &n);
+  CU_ASSERT_EQUAL(n, 1);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t, r[0])->name, "b->a");
+  CU_ASSERT_DOUBLE_EQUAL(t->route_cap_Bps[1 * 2 + 0], 10e9, 1);
+  CU_ASSERT_DOUBLE_EQUAL(t->route_latency_s[0 * 2 + 1], 2e-6, 1e-12);
+  topo_free(t);
+}
+
+int main(void) {
+  static const test_case cases[] = {TEST(t_bundled_load), TEST(t_nvswitch_routes),
+                                    TEST(t_mesh_and_multinode), TEST(t_torus),
+                                    TEST(t_bad_files), TEST(t_explicit_file), {NULL, NULL}};
+  return test_run("topology", cases);
+}

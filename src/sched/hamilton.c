@@ -45,6 +45,7 @@ typedef struct {
   uint8_t *visited, *used;
   uint32_t *path_v, *path_c;
   uint32_t *cand, *score; /* colours x colours: one row of candidates per depth */
+  uint32_t *perm;         /* colour order of this attempt */
   uint64_t budget;
 } rainbow;
 
@@ -61,7 +62,8 @@ static bool rainbow_dfs(rainbow *r, uint32_t v, uint32_t depth) {
   r->budget--;
   uint32_t *cand = r->cand + (size_t)depth * r->colours;
   uint32_t *score = r->score + (size_t)depth * r->colours, nc = 0;
-  for (uint32_t k = 0; k < r->colours; k++) {
+  for (uint32_t kk = 0; kk < r->colours; kk++) {
+    uint32_t k = r->perm[kk];
     uint32_t w = r->succ[(size_t)k * r->n + v];
     if (r->used[k] || r->visited[w]) continue;
     r->used[k] = 1;
@@ -99,20 +101,18 @@ static void splice(uint32_t *cyc_new, const uint32_t *cyc_old, uint32_t n_old, u
   cyc_new[a] = hub;
 }
 
-/* Fallback: pick, for each cycle, an edge so that tails and heads are all
- * distinct (backtracking over cycles). */
-static bool distinct_edges(const uint32_t *succ, uint32_t n, uint32_t k, uint32_t colours,
-                           uint8_t *tail_used, uint8_t *head_used, uint32_t *pick) {
-  if (k == colours) return true;
-  for (uint32_t a = 0; a < n; a++) {
-    uint32_t b = succ[(size_t)k * n + a];
-    if (tail_used[a] || head_used[b]) continue;
-    tail_used[a] = head_used[b] = 1;
-    pick[k] = a;
-    if (distinct_edges(succ, n, k + 1, colours, tail_used, head_used, pick)) return true;
-    tail_used[a] = head_used[b] = 0;
+/* Fallback: one edge per Walecki cycle, tails all distinct and heads all
+ * distinct, so splicing the new vertex in at them keeps every cycle
+ * Hamiltonian and the cycles edge-disjoint.  Forward cycle i holds
+ * i -> i+1 (its first two path vertices); backward cycle i holds
+ * q+i -> q+i+1 (its last two, reversed); tails and heads cover Z_2q once
+ * each.  (m = 2q+1 vertices, hub 2q.) */
+static void walecki_transversal(uint32_t m, uint32_t *pick) {
+  uint32_t q = (m - 1) / 2, z = 2 * q;
+  for (uint32_t i = 0; i < q; i++) {
+    pick[2 * i] = i;
+    pick[2 * i + 1] = (q + i) % z;
   }
-  return false;
 }
 
 uint32_t ham_complete(uint32_t n, ham_decomp *out) {
@@ -139,15 +139,22 @@ uint32_t ham_complete(uint32_t n, ham_decomp *out) {
   rainbow r = {m, colours, base, g_new0(uint8_t, m), g_new0(uint8_t, colours),
                g_new(uint32_t, m), g_new(uint32_t, colours),
                g_new(uint32_t, (size_t)colours * colours),
-               g_new(uint32_t, (size_t)colours * colours), 200000};
+               g_new(uint32_t, (size_t)colours * colours), g_new(uint32_t, colours), 0};
+  /* Depth-first from each start in turn, within a total budget: found at
+   * once up to n = 64 (and in seconds at 128); past the budget the n-2
+   * cycle fallback below is used and the caller says so. */
   bool found = false;
-  for (uint32_t start = 0; start < m && !found; start++) {
+  uint64_t total = 400000;
+  for (uint32_t k = 0; k < colours; k++) r.perm[k] = k;
+  for (uint32_t start = 0; start < m && !found && total > 0; start++) {
     memset(r.visited, 0, m);
     memset(r.used, 0, colours);
     r.visited[start] = 1;
     r.path_v[0] = start;
-    r.budget = 200000;
+    r.budget = total < 100000 ? total : 100000;
+    uint64_t before = r.budget;
     found = rainbow_dfs(&r, start, 0);
+    total -= before - r.budget;
   }
   if (found) {
     out->n_cycles = n - 1;
@@ -161,17 +168,15 @@ uint32_t ham_complete(uint32_t n, ham_decomp *out) {
     last[r.path_v[colours]] = hub;
     last[hub] = r.path_v[0];
   } else {
-    g_autofree uint8_t *tu = g_new0(uint8_t, m), *hu = g_new0(uint8_t, m);
     g_autofree uint32_t *pick = g_new(uint32_t, colours);
-    gboolean ok = distinct_edges(base, m, 0, colours, tu, hu, pick);
-    g_assert(ok); /* a transversal always exists for Walecki's cycles */
+    walecki_transversal(m, pick);
     out->n_cycles = colours;
     out->succ = g_new(uint32_t, (size_t)n * colours);
     for (uint32_t k = 0; k < colours; k++)
       splice(out->succ + (size_t)k * n, base + (size_t)k * m, m, hub, pick[k]);
   }
   g_free(r.visited); g_free(r.used); g_free(r.path_v); g_free(r.path_c);
-  g_free(r.cand); g_free(r.score);
+  g_free(r.cand); g_free(r.score); g_free(r.perm);
   return out->n_cycles;
 }
 

@@ -93,6 +93,26 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
   if (nhigh) rotate_kernel(e, false, &local[1], 1, high, nhigh);
 }
 
+/* Decompositions of K_n* are the same for every point of a sweep: made
+ * once per n and process, copied out under a lock (sweeps run threads). */
+static GMutex cache_lock;
+static GHashTable *cache; /* n -> ham_decomp* */
+
+static uint32_t complete_cached(uint32_t n, ham_decomp *d) {
+  g_mutex_lock(&cache_lock);
+  if (!cache) cache = g_hash_table_new(g_direct_hash, g_direct_equal);
+  ham_decomp *c = g_hash_table_lookup(cache, GUINT_TO_POINTER(n));
+  if (!c) {
+    c = g_new(ham_decomp, 1);
+    ham_complete(n, c);
+    g_hash_table_insert(cache, GUINT_TO_POINTER(n), c);
+  }
+  *d = *c;
+  d->succ = g_memdup2(c->succ, (size_t)c->n_cycles * n * sizeof(uint32_t));
+  g_mutex_unlock(&cache_lock);
+  return d->n_cycles;
+}
+
 /* Decomposition for the first w->gpus GPUs of the topology. */
 static uint32_t tasp_decompose(const workload *w, const topology *t, ham_decomp *d) {
   uint32_t n = w->gpus, N = t->n_gpus;
@@ -103,7 +123,7 @@ static uint32_t tasp_decompose(const workload *w, const topology *t, ham_decomp 
       adj[(size_t)u * n + v] = u != v && t->direct[(size_t)u * N + v];
       if (u != v && !adj[(size_t)u * n + v]) complete = false;
     }
-  if (complete) return ham_complete(n, d);
+  if (complete) return complete_cached(n, d);
   uint32_t out_min = n;
   for (uint32_t u = 0; u < n; u++) {
     uint32_t deg = 0;
@@ -169,9 +189,12 @@ static plan *tasp_build(const workload *w, const topology *t, bool record_segs) 
   for (uint32_t u = 0; u < n && complete_graph; u++)
     for (uint32_t v = 0; v < n; v++)
       if (u != v && !t->direct[(size_t)u * t->n_gpus + v]) { complete_graph = false; break; }
-  if (complete_graph && k < n - 1)
+  if (complete_graph && k < n - 1 && (n == 4 || n == 6))
     g_string_printf(p->note, "tasp: K_%u* has no decomposition into %u Hamiltonian cycles "
                     "(Tillson 1980); using %u edge-disjoint cycles", n, n - 1, k);
+  else if (complete_graph && k < n - 1)
+    g_string_printf(p->note, "tasp: no decomposition of K_%u* into %u Hamiltonian cycles was "
+                    "found within the search budget; using %u edge-disjoint cycles", n, n - 1, k);
   else if (!complete_graph)
     g_string_printf(p->note, "tasp: %u edge-disjoint Hamiltonian cycles over direct links",
                     k);

@@ -1,0 +1,16 @@
+#!/bin/sh
+# Installs what tasp-sim needs on Debian (as root, or with sudo) and builds
+# it into build/.  Safe to run again.
+set -e
+cd "$(dirname "$0")/.."
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+pkgs="cmake gcc make pkg-config libglib2.0-dev libjson-c-dev libcunit1-dev libsimgrid-dev g++"
+missing=
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$(nproc)"
