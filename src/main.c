@@ -15,23 +15,26 @@ static int fail(const char *msg) {
 }
 
 int main(int argc, char **argv) {
-  scenario_overrides ov = {0};
-  char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
+  /* option strings are owned here and freed on every return */
+  g_autofree char *topology = NULL, *sched = NULL, *seq = NULL, *sp = NULL, *heads = NULL,
+                  *kv_heads = NULL, *head_dim = NULL, *batch = NULL, *dtype = NULL,
+                  *mask = NULL, *pass = NULL;
+  g_autofree char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
   gboolean quiet = FALSE, version = FALSE, no_compute = FALSE, no_comm = FALSE;
   gint jobs = 0;
   GOptionEntry entries[] = {
-      {"topology", 't', 0, G_OPTION_ARG_STRING, &ov.topology,
+      {"topology", 't', 0, G_OPTION_ARG_STRING, &topology,
        "Topology file, or the name of a bundled one (h100x8, mi300x8, ...)", "FILE"},
-      {"sched", 0, 0, G_OPTION_ARG_STRING, &ov.sched, "Schedulers, comma separated", "LIST"},
-      {"seq", 0, 0, G_OPTION_ARG_STRING, &ov.seq, "Sequence lengths (32K,128K,1M)", "LIST"},
-      {"sp", 0, 0, G_OPTION_ARG_STRING, &ov.sp, "SP degrees (2,4,8)", "LIST"},
-      {"heads", 0, 0, G_OPTION_ARG_STRING, &ov.heads, "Query heads", "N"},
-      {"kv-heads", 0, 0, G_OPTION_ARG_STRING, &ov.kv_heads, "Key/value heads", "N"},
-      {"head-dim", 0, 0, G_OPTION_ARG_STRING, &ov.head_dim, "Head dimension", "N"},
-      {"batch", 0, 0, G_OPTION_ARG_STRING, &ov.batch, "Batch size", "N"},
-      {"dtype", 0, 0, G_OPTION_ARG_STRING, &ov.dtype, "bf16, fp16, fp32 or fp8", "TYPE"},
-      {"mask", 0, 0, G_OPTION_ARG_STRING, &ov.mask, "full, causal, or both (full,causal)", "MASK"},
-      {"pass", 0, 0, G_OPTION_ARG_STRING, &ov.pass, "fwd, bwd or fwdbwd", "PASS"},
+      {"sched", 0, 0, G_OPTION_ARG_STRING, &sched, "Schedulers, comma separated", "LIST"},
+      {"seq", 0, 0, G_OPTION_ARG_STRING, &seq, "Sequence lengths (32K,128K,1M)", "LIST"},
+      {"sp", 0, 0, G_OPTION_ARG_STRING, &sp, "SP degrees (2,4,8)", "LIST"},
+      {"heads", 0, 0, G_OPTION_ARG_STRING, &heads, "Query heads", "N"},
+      {"kv-heads", 0, 0, G_OPTION_ARG_STRING, &kv_heads, "Key/value heads", "N"},
+      {"head-dim", 0, 0, G_OPTION_ARG_STRING, &head_dim, "Head dimension", "N"},
+      {"batch", 0, 0, G_OPTION_ARG_STRING, &batch, "Batch size", "N"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "bf16, fp16, fp32 or fp8", "TYPE"},
+      {"mask", 0, 0, G_OPTION_ARG_STRING, &mask, "full, causal, or both (full,causal)", "MASK"},
+      {"pass", 0, 0, G_OPTION_ARG_STRING, &pass, "fwd, bwd or fwdbwd", "PASS"},
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "Write the results as CSV (- for stdout)", "FILE"},
       {"links", 0, 0, G_OPTION_ARG_FILENAME, &links,
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
@@ -52,6 +55,8 @@ int main(int argc, char **argv) {
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_autoptr(GError) err = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &err)) return fail(err->message);
+  scenario_overrides ov = {topology, sched, seq, sp, mask, pass, dtype,
+                           heads, kv_heads, head_dim, batch};
   if (version) {
     printf("tasp-sim %s\n", TASP_VERSION);
     return 0;
@@ -85,6 +90,5 @@ int main(int argc, char **argv) {
   if (status) fprintf(stderr, "tasp-sim: error: %s\n", err->message);
   g_ptr_array_free(results, TRUE);
   scenario_free(s);
-  g_free(csv); g_free(trace); g_free(links); g_free(shard);
   return status;
 }
