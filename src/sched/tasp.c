@@ -83,11 +83,10 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
   for (uint32_t m = 0; m < k; m++) {
     uint32_t o = origin(s, m, gpu, step);
     plan_seg seg[2];
-    uint32_t ns = subchunk(s, o, m, seg);
+    subchunk(s, o, m, seg);
     if (!s->w->causal) { low[nlow++] = seg[0]; continue; }
-    if (o < gpu) low[nlow++] = seg[0];
+    if (o < gpu) low[nlow++] = seg[0];   /* first half only */
     else { high[nhigh++] = seg[0]; high[nhigh++] = seg[1]; }
-    (void)ns;
   }
   if (nlow) rotate_kernel(e, false, local, nl, low, nlow);
   if (nhigh) rotate_kernel(e, false, &local[1], 1, high, nhigh);
