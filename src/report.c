@@ -141,34 +141,26 @@ void report_links(FILE *f, const report_ctx *c) {
 
 bool report_write(const char *path, void (*fn)(FILE *, const report_ctx *),
                   const report_ctx *c, GError **err) {
-  /* "-" and devices such as /dev/null are written in place */
-  if (!strcmp(path, "-") || (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR))) {
-    if (strcmp(path, "-")) {
-      FILE *f = fopen(path, "w");
-      if (!f) {
-        g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot write: %s", path, g_strerror(errno));
-        return false;
-      }
-      fn(f, c);
-      return fclose(f) == 0;
-    }
+  if (!strcmp(path, "-")) {
     fn(stdout, c);
     fflush(stdout);
     return true;
   }
-  g_autofree char *tmp = g_strdup_printf("%s.tmp.%d", path, (int)getpid());
+  /* a regular file appears only when complete (temporary name, renamed);
+   * a device such as /dev/null is written in place */
+  bool atomic = !g_file_test(path, G_FILE_TEST_EXISTS) || g_file_test(path, G_FILE_TEST_IS_REGULAR);
+  g_autofree char *tmp = atomic ? g_strdup_printf("%s.tmp.%d", path, (int)getpid()) : g_strdup(path);
   FILE *f = fopen(tmp, "w");
-  if (!f) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot write: %s", path, g_strerror(errno));
-    return false;
+  bool ok = f != NULL;
+  if (ok) {
+    fn(f, c);
+    ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
   }
-  fn(f, c);
-  bool ok = !ferror(f);
-  ok = fclose(f) == 0 && ok;
-  if (!ok || g_rename(tmp, path) != 0) {
+  if (ok && atomic) ok = g_rename(tmp, path) == 0;
+  if (!ok) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot write: %s", path, g_strerror(errno));
-    g_unlink(tmp);
-    return false;
+    if (atomic) g_unlink(tmp);
   }
-  return true;
+  return ok;
 }
