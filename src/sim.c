@@ -101,13 +101,16 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
   g_mutex_clear(&c.lock);
 
   GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)sim_result_free);
-  for (guint i = 0; i < n; i++) {
-    if (!c.out[i]) continue;
+  /* groups are contiguous: find each group's ring, then give its rows
+   * their speedups (linear in the number of points) */
+  for (guint start = 0, end; start < n; start = end) {
     sim_result *ring = NULL;
-    for (guint j = 0; j < n; j++)
-      if (group[j] == group[i] && c.out[j] && c.out[j]->pt.sched == &sched_ring) ring = c.out[j];
-    c.out[i]->speedup_vs_ring =
-        ring && c.out[i]->r->step_s > 0 ? ring->r->step_s / c.out[i]->r->step_s : 0;
+    for (end = start; end < n && group[end] == group[start]; end++)
+      if (c.out[end] && c.out[end]->pt.sched == &sched_ring) ring = c.out[end];
+    for (guint i = start; i < end; i++)
+      if (c.out[i])
+        c.out[i]->speedup_vs_ring =
+            ring && c.out[i]->r->step_s > 0 ? ring->r->step_s / c.out[i]->r->step_s : 0;
   }
   for (guint i = 0; i < n; i++) {
     if (!c.out[i]) continue;
