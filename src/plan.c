@@ -94,10 +94,15 @@ uint32_t plan_comm(plan *p, uint32_t step) {
 }
 
 void plan_xfer_add(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes) {
+  plan_xfer_add_msgs(p, comm, src, dst, bytes, 1);
+}
+
+void plan_xfer_add_msgs(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes,
+                        uint32_t msgs) {
   plan_task *t = plan_task_at(p, comm);
   /* transfers of a group are added while it is the newest group */
   g_assert(t->kind == TASK_COMM && t->xfer_off + t->n_xfer == p->xfers->len);
-  plan_xfer x = {src, dst, bytes};
+  plan_xfer x = {src, dst, bytes, msgs};
   g_array_append_val(p->xfers, x);
   t->n_xfer++;
 }

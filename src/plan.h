@@ -18,7 +18,12 @@
 typedef enum { TASK_ATTN, TASK_MERGE, TASK_COMM } task_kind;
 
 typedef struct { uint64_t start, len; } plan_seg;
-typedef struct { uint32_t src, dst; double bytes; } plan_xfer;
+/* A transfer; `msgs` is how many messages it is issued as (a piece per
+ * contiguous token range): point-to-point groups pay per message. */
+typedef struct { uint32_t src, dst; double bytes; uint32_t msgs; } plan_xfer;
+/* How a communication group is issued: grouped send/receive
+ * (batch_isend_irecv, as ring_flash_attn does) or one collective call. */
+typedef enum { COMM_P2P, COMM_COLLECTIVE } comm_api;
 
 typedef struct {
   task_kind kind;
@@ -29,6 +34,7 @@ typedef struct {
   double sq, sk;       /* attention: query and key lengths; merge: rows in sq */
   double pairs;        /* attention: (query, key) token pairs computed */
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
+  comm_api api;                   /* comm */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
 } plan_task;
@@ -57,6 +63,9 @@ uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, double rows);
 /* An empty communication group; add transfers with plan_xfer_add. */
 uint32_t plan_comm(plan *p, uint32_t step);
 void plan_xfer_add(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes);
+/* The same, issued as `msgs` messages. */
+void plan_xfer_add_msgs(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes,
+                        uint32_t msgs);
 void plan_dep(plan *p, uint32_t before, uint32_t after);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);

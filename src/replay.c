@@ -74,6 +74,8 @@ double replay_predict(const topology *t, const replay_case *c) {
   if (c->n < 2 || c->n > t->n_gpus) return -1;
   plan *p = plan_new(c->n, false);
   uint32_t comm = plan_comm(p, 0);
+  /* batch_isend_irecv is grouped send/receive; every other API one call */
+  if (strcmp(c->api, "batch_p2p")) plan_task_at(p, comm)->api = COMM_COLLECTIVE;
   if (!add_pattern(p, comm, c)) {
     plan_free(p);
     return -1;

@@ -22,13 +22,15 @@ static double median(GArray *a) {
 }
 
 int main(int argc, char **argv) {
-  double port = 0, cap = -1, host = -1, launch = -1;
+  double port = 0, cap = -1, host = -1, launch = -1, p2p_launch = -1, p2p_msg = -1;
   gboolean quiet = FALSE;
   GOptionEntry entries[] = {
       {"port-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &port, "Override every NVSwitch port capacity", "GB/s"},
       {"flow-cap-gbps", 0, 0, G_OPTION_ARG_DOUBLE, &cap, "Override the per-flow cap (0: none)", "GB/s"},
       {"host-us", 0, 0, G_OPTION_ARG_DOUBLE, &host, "Override the host cost of a group", "us"},
-      {"launch-us", 0, 0, G_OPTION_ARG_DOUBLE, &launch, "Override the device launch cost", "us"},
+      {"launch-us", 0, 0, G_OPTION_ARG_DOUBLE, &launch, "Override the device launch cost of a collective", "us"},
+      {"p2p-launch-us", 0, 0, G_OPTION_ARG_DOUBLE, &p2p_launch, "Override the device launch cost of grouped send/receive", "us"},
+      {"p2p-msg-us", 0, 0, G_OPTION_ARG_DOUBLE, &p2p_msg, "Override its cost per message of the busiest GPU", "us"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "Summary line only", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   g_autoptr(GOptionContext) ctx = g_option_context_new("TOPOLOGY.json LINKS.jsonl...");
@@ -47,6 +49,8 @@ int main(int argc, char **argv) {
   for (size_t p = 0; cap >= 0 && p < (size_t)t->n_gpus * t->n_gpus; p++) t->route_cap_Bps[p] = cap * 1e9;
   if (host >= 0) t->comm_host_s = host * 1e-6;
   if (launch >= 0) t->launch_s = launch * 1e-6;
+  if (p2p_launch >= 0) t->p2p_launch_s = p2p_launch * 1e-6;
+  if (p2p_msg >= 0) t->p2p_msg_s = p2p_msg * 1e-6;
 
   g_autoptr(GArray) cases = g_array_new(FALSE, FALSE, sizeof(replay_case));
   for (int i = 2; i < argc; i++)

@@ -193,11 +193,14 @@ topology *topo_load(const char *file, GError **err) {
     return NULL;
 
   json_where cw = {file, "comm"};
-  static const char *const comm_keys[] = {"launch_us", "flow_cap_gbps",
-                                          "inter_node_flow_cap_gbps", "host_us", "source", NULL};
-  double launch_us, cap_gbps, inter_gbps, host_us;
+  static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
+                                          "flow_cap_gbps", "inter_node_flow_cap_gbps",
+                                          "host_us", "kernel_blocks_comm", "source", NULL};
+  double launch_us, p2p_launch_us, p2p_msg_us, cap_gbps, inter_gbps, host_us;
   if (!json_check_keys(comm, cw, comm_keys, err) ||
       !json_get_double(comm, cw, "launch_us", true, 0, -1, &launch_us, err) ||
+      !json_get_double(comm, cw, "p2p_launch_us", false, -1, -1, &p2p_launch_us, err) ||
+      !json_get_double(comm, cw, "p2p_msg_us", false, 0, -1, &p2p_msg_us, err) ||
       !json_get_double(comm, cw, "flow_cap_gbps", false, 0, -1, &cap_gbps, err) ||
       !json_get_double(comm, cw, "inter_node_flow_cap_gbps", false, 0, -1, &inter_gbps, err) ||
       !json_get_double(comm, cw, "host_us", false, 0, -1, &host_us, err))
@@ -219,6 +222,18 @@ topology *topo_load(const char *file, GError **err) {
   t->file = g_strdup(file);
   t->description = g_strdup(desc);
   t->launch_s = launch_us * 1e-6;
+  /* without p2p constants, grouped send/receive costs what a collective does */
+  t->p2p_launch_s = (p2p_launch_us < 0 ? launch_us : p2p_launch_us) * 1e-6;
+  t->p2p_msg_s = p2p_msg_us * 1e-6;
+  json_object *kb;
+  if (json_object_object_get_ex(comm, "kernel_blocks_comm", &kb)) {
+    if (!json_object_is_type(kb, json_type_boolean)) {
+      input_error(err, file, "comm.kernel_blocks_comm", "expected true or false");
+      topo_free(t);
+      return NULL;
+    }
+    t->kernel_blocks_comm = json_object_get_boolean(kb);
+  }
   t->comm_host_s = host_us * 1e-6;
   json_where gw = {file, "generator"}, pw = {file, "compute"};
   bool ok = gen ? topo_generate(t, gen, gw, cap_gbps * 1e9, inter_gbps * 1e9, err)

@@ -38,7 +38,10 @@ typedef struct topology {
   double *route_cap_Bps;   /* per-flow cap on the route, 0 = none */
   /* torus-like topologies: direct neighbours (adjacency for TASP) */
   uint8_t *direct;         /* n*n: 1 when i->j is one hop on one link */
-  double launch_s;         /* device-side fixed cost of one communication group */
+  double launch_s;         /* device-side fixed cost of one collective group */
+  double p2p_launch_s;     /* the same for a grouped send/receive... */
+  double p2p_msg_s;        /* ...plus this per message of its busiest GPU */
+  bool kernel_blocks_comm; /* transfers wait for running attention kernels */
   double comm_host_s;      /* host time to issue one group, per GPU taking part */
   compute_model compute;
 } topology;

@@ -19,7 +19,7 @@ static topology *switch_topo(uint32_t n, double bw, double lat, double launch) {
       t->direct[s * n + d] = s != d;
     }
   topo_routes_done(t);
-  t->launch_s = launch;
+  t->launch_s = t->p2p_launch_s = launch;
   t->compute.peak_flops = 100e12;
   t->compute.efficiency = 0.5;
   t->compute.launch_s = 3e-6;
@@ -53,6 +53,39 @@ static void t_comm_only_ring(void) {
     exec_result_free(r);
     plan_free(p);
     topo_free(t);
+  }
+}
+
+/* Grouped send/receive pays per message of its busiest GPU: a ring step
+ * has one message out and one in per GPU; a causal TASP step on 5 GPUs has
+ * 4 cycles x 2 pieces out and as many in.  A collective group pays none. */
+static void t_p2p_message_cost(void) {
+  double bw = 100e9, lat = 4e-6, launch = 20e-6, msg = 5e-6;
+  uint32_t n = 5;
+  workload w = llama(n, 840 * 128, true);
+  for (int s = 0; s < 2; s++) {
+    const sched_ops *sc = s ? &sched_tasp : &sched_ring;
+    double per_step_msgs = s ? 16 : 2;
+    double base = 0, with = 0;
+    for (int pass = 0; pass < 2; pass++) {
+      topology *t = switch_topo(n, bw, lat, launch);
+      if (pass) t->p2p_msg_s = msg;
+      plan *p = sc->build(&w, t, false);
+      exec_opts o = {.no_compute = true};
+      exec_result *r = exec_run(p, t, &w, &o);
+      *(pass ? &with : &base) = r->step_s;
+      if (pass) { /* as collectives, the same groups pay no message cost */
+        for (guint i = 0; i < p->tasks->len; i++)
+          if (plan_task_at(p, i)->kind == TASK_COMM) plan_task_at(p, i)->api = COMM_COLLECTIVE;
+        exec_result *c = exec_run(p, t, &w, &o);
+        CU_ASSERT_CLOSE(c->step_s, base, 1e-9);
+        exec_result_free(c);
+      }
+      exec_result_free(r);
+      plan_free(p);
+      topo_free(t);
+    }
+    CU_ASSERT_CLOSE(with - base, (n - 1) * per_step_msgs * msg, 1e-9);
   }
 }
 
@@ -170,6 +203,7 @@ static void t_deterministic(void) {
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
-                                    TEST(t_host_issue), TEST(t_deterministic), {NULL, NULL}};
+                                    TEST(t_host_issue), TEST(t_deterministic),
+                                    TEST(t_p2p_message_cost), {NULL, NULL}};
   return test_run("exec", cases);
 }

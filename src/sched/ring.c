@@ -18,7 +18,7 @@ static void ring_xfers(const void *self, rotate_emit *e, uint32_t step) {
   (void)step;
   uint32_t n = r->w->gpus;
   for (uint32_t i = 0; i < n; i++)
-    rotate_xfer(e, i, (i + 1) % n, workload_kv_bytes(r->w, (double)r->chunk));
+    rotate_xfer(e, i, (i + 1) % n, workload_kv_bytes(r->w, (double)r->chunk), 1);
 }
 
 static void ring_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
@@ -36,10 +36,9 @@ static bool ring_check(const workload *w, const topology *t, GError **err) {
 }
 
 static plan *ring_build(const workload *w, const topology *t, bool record_segs) {
-  (void)t;
   ring_self self = {w, w->seq_len / w->gpus};
   rotate_ops ops = {w->gpus, ring_xfers, ring_kernels};
-  return rotate_build(&ops, &self, w, record_segs);
+  return rotate_build(&ops, &self, w, t, record_segs);
 }
 
 const sched_ops sched_ring = {

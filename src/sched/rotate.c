@@ -1,19 +1,22 @@
 /* rotate: steps of overlapped transfer and compute. */
 #include "rotate.h"
 
+#include <string.h>
+
 struct rotate_emit {
   plan *p;
   const workload *w;
   uint32_t comm;          /* group being filled */
   uint32_t gpu, step;
   bool backward;
+  bool kernel_blocks_comm;
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
 };
 
-void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes) {
-  plan_xfer_add(e->p, e->comm, src, dst, bytes);
+void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
+  plan_xfer_add_msgs(e->p, e->comm, src, dst, bytes, msgs);
 }
 
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
@@ -26,12 +29,22 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
   e->started[e->gpu] = true;
 }
 
-/* A communication group for the given step's pattern, after `after`. */
+/* A communication group for the given step's pattern, after `after` and
+ * after the compute tasks `issued` (per GPU, -1 none) that its GPUs had
+ * issued before it: PyTorch makes the NCCL stream wait for the current
+ * stream when a call is issued, so a step's transfer cannot start before
+ * the previous step's kernels and merges are done. */
 static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *e,
-                          uint32_t step, int64_t after) {
+                          uint32_t step, int64_t after, const int64_t *issued) {
   e->comm = plan_comm(e->p, step);
   ops->xfers(self, e, step);
   if (after >= 0) plan_dep(e->p, (uint32_t)after, e->comm);
+  const plan_task *c = plan_task_at(e->p, e->comm);
+  for (uint32_t i = 0; i < c->n_xfer; i++) {
+    const plan_xfer *x = &g_array_index(e->p->xfers, plan_xfer, c->xfer_off + i);
+    if (issued[x->src] >= 0 && issued[x->src] != after)
+      plan_dep(e->p, (uint32_t)issued[x->src], e->comm);
+  }
   return e->comm;
 }
 
@@ -44,17 +57,31 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;
+  g_autofree int64_t *issued = g_new(int64_t, n);
   for (uint32_t t = 0; t < ops->n_steps; t++) {
     int64_t kv = -1;
-    if (t + 1 < ops->n_steps) kv = add_group(ops, self, e, t, kv_prev);
+    bool more = t + 1 < ops->n_steps;
+    memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
+    if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
     for (uint32_t g = 0; g < n; g++) {
       e->gpu = g;
       ops->kernels(self, e, g, t);
     }
+    if (more && e->kernel_blocks_comm) {
+      /* The transfer is issued before the kernels but gets no SMs while a
+       * flash-attention kernel holds them all: measured on H200 as no
+       * overlap at all (calibration/h200x4-tool passes with and without
+       * communication differ by the whole transfer time).  Emitted after
+       * the kernels so that it can depend on them. */
+      kv = add_group(ops, self, e, t, kv_prev, issued);
+      for (guint i = 0; i < e->step_kernels->len; i++)
+        plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), (uint32_t)kv);
+    }
     if (backward) {
-      uint32_t d = add_group(ops, self, e, t, dkv_prev);
+      memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
+      uint32_t d = add_group(ops, self, e, t, dkv_prev, issued);
       for (guint i = 0; i < e->step_kernels->len; i++)
         plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), d);
       dkv_prev = d;
@@ -66,9 +93,10 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
 }
 
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
-                   bool record_segs) {
+                   const topology *t, bool record_segs) {
   plan *p = plan_new(w->gpus, record_segs);
-  rotate_emit e = {.p = p, .w = w, .started = g_new0(bool, w->gpus),
+  rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
+                   .started = g_new0(bool, w->gpus),
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);

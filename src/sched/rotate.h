@@ -26,12 +26,15 @@ typedef struct {
   void (*kernels)(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
 } rotate_ops;
 
-void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes);
+/* A transfer of the group being filled, issued as `msgs` messages. */
+void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs);
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
                    const plan_seg *k, uint32_t nk);
 
-/* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd). */
+/* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd) on t:
+ * where t->kernel_blocks_comm, a step's transfer starts only after the
+ * step's attention kernels on its GPUs. */
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
-                   bool record_segs);
+                   const topology *t, bool record_segs);
 
 #endif

@@ -62,7 +62,8 @@ static void tasp_xfers(const void *self, rotate_emit *e, uint32_t step) {
       uint32_t ns = subchunk(s, origin(s, m, g, step), m, seg);
       double tokens = 0;
       for (uint32_t i = 0; i < ns; i++) tokens += (double)seg[i].len;
-      rotate_xfer(e, g, s->d.succ[(size_t)m * n + g], workload_kv_bytes(s->w, tokens));
+      /* one message per contiguous piece (scripts/calibrate's TASP pass) */
+      rotate_xfer(e, g, s->d.succ[(size_t)m * n + g], workload_kv_bytes(s->w, tokens), ns);
     }
 }
 
@@ -183,7 +184,7 @@ static plan *tasp_build(const workload *w, const topology *t, bool record_segs) 
     }
   }
   rotate_ops ops = {n, tasp_xfers, tasp_kernels};
-  plan *p = rotate_build(&ops, &s, w, record_segs);
+  plan *p = rotate_build(&ops, &s, w, t, record_segs);
   bool complete_graph = true;
   for (uint32_t u = 0; u < n && complete_graph; u++)
     for (uint32_t v = 0; v < n; v++)

@@ -25,7 +25,7 @@ static void zigzag_xfers(const void *self, rotate_emit *e, uint32_t step) {
   (void)step;
   uint32_t n = z->w->gpus;
   for (uint32_t i = 0; i < n; i++)
-    rotate_xfer(e, i, (i + 1) % n, workload_kv_bytes(z->w, 2.0 * (double)z->half));
+    rotate_xfer(e, i, (i + 1) % n, workload_kv_bytes(z->w, 2.0 * (double)z->half), 1);
 }
 
 static void zigzag_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
@@ -46,10 +46,9 @@ static bool zigzag_check(const workload *w, const topology *t, GError **err) {
 }
 
 static plan *zigzag_build(const workload *w, const topology *t, bool record_segs) {
-  (void)t;
   zigzag_self self = {w, w->seq_len / (2 * (uint64_t)w->gpus)};
   rotate_ops ops = {w->gpus, zigzag_xfers, zigzag_kernels};
-  return rotate_build(&ops, &self, w, record_segs);
+  return rotate_build(&ops, &self, w, t, record_segs);
 }
 
 const sched_ops sched_zigzag = {

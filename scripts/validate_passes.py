@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Compare measured whole passes (scripts/calibrate: passes-nN.jsonl) with
+tasp-sim's predictions on a topology.
+
+usage: scripts/validate_passes.py TOPOLOGY.json PASSES.jsonl [--sim build/tasp-sim]
+           [--markdown] [--max-median PCT]
+
+Prints one row per measured pass (measured ms, predicted ms, error) and the
+median |error|, over all passes and over those with communication.  With
+--max-median the exit status is 1 when the median over all passes exceeds
+PCT (a test uses this).  Passes timed without their communication are
+predicted with --no-comm.
+"""
+import argparse
+import csv
+import io
+import json
+import statistics
+import subprocess
+import sys
+
+
+def predict(sim, topo, rows):
+    """{(sched, mask, seq, comm): predicted ms} for the measured rows."""
+    out = {}
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["mask"], r["comm"], r["n"], r["B"], r["H"], r["D"], r["pass"]),
+                          set()).add((r["sched"], r["seq"]))
+    for (mask, comm, n, B, H, D, pas), pts in sorted(groups.items()):
+        scheds = sorted({s for s, _ in pts})
+        seqs = sorted({q for _, q in pts})
+        args = [sim, "--topology", topo, "--sched", ",".join(scheds),
+                "--seq", ",".join(map(str, seqs)), "--sp", str(n), "--batch", str(B),
+                "--heads", str(H), "--kv-heads", str(H), "--head-dim", str(D),
+                "--mask", mask, "--pass", pas, "--csv", "-", "--quiet", "--jobs", "1"]
+        if not comm:
+            args.append("--no-comm")
+        res = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+        for c in csv.DictReader(io.StringIO(res)):
+            out[(c["scheduler"], mask, int(c["seq_len"]), comm)] = float(c["step_ms"])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("topology")
+    ap.add_argument("passes")
+    ap.add_argument("--sim", default="build/tasp-sim")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--max-median", type=float)
+    a = ap.parse_args()
+    rows = [json.loads(line) for line in open(a.passes) if line.strip()]
+    pred = predict(a.sim, a.topology, rows)
+    errs, errs_comm = [], []
+    if a.markdown:
+        print("| schedule | mask | tokens/GPU | comm | measured ms | predicted ms | error |")
+        print("|---|---|---:|---|---:|---:|---:|")
+    else:
+        print(f"{'sched':7} {'mask':6} {'tok/GPU':>7} {'comm':5} {'measured':>10} "
+              f"{'predicted':>10} {'error':>7}")
+    for r in rows:
+        p = pred[(r["sched"], r["mask"], r["seq"], r["comm"])]
+        e = p / r["ms"] - 1
+        errs.append(abs(e))
+        if r["comm"]:
+            errs_comm.append(abs(e))
+        comm = "yes" if r["comm"] else "no"
+        if a.markdown:
+            print(f"| {r['sched']} | {r['mask']} | {r['tokens_per_gpu']} | {comm} | "
+                  f"{r['ms']:.3f} | {p:.3f} | {100 * e:+.1f}% |")
+        else:
+            print(f"{r['sched']:7} {r['mask']:6} {r['tokens_per_gpu']:7d} {comm:5} "
+                  f"{r['ms']:10.3f} {p:10.3f} {100 * e:+6.1f}%")
+    med, med_comm = 100 * statistics.median(errs), 100 * statistics.median(errs_comm)
+    print(f"\nmedian |error|: {med:.2f}% over {len(errs)} passes, {med_comm:.2f}% over the "
+          f"{len(errs_comm)} with communication; max {100 * max(errs):.1f}%")
+    if a.max_median is not None and med > a.max_median:
+        print(f"validate: median |error| {med:.2f}% exceeds {a.max_median}%", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

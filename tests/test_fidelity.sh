@@ -1,0 +1,32 @@
+#!/bin/sh
+# Fidelity against the committed H200 measurements: re-runs the link replay
+# and the whole-pass validation and fails when a median error passes its
+# target (README "Fidelity").  usage: tests/test_fidelity.sh BUILD_DIR
+B=${1:-build}
+pass=0 fail=0
+check() { # name, measured %, limit %
+  if awk -v m="$2" -v l="$3" 'BEGIN { exit !(m != "" && m + 0 <= l + 0) }'; then
+    pass=$((pass + 1)); echo "ok   $1: $2% <= $3%"
+  else
+    fail=$((fail + 1)); echo "FAIL $1: '$2'% > $3%"
+  fi
+}
+replay() { # topology, dir -> "big all"
+  "$B/tasp-replay" --quiet "$1" "$2"/links-n*.jsonl |
+    sed -n 's/.*: \([0-9.]*\)% for messages >= 4 MiB .* \([0-9.]*\)% over all.*/\1 \2/p'
+}
+set -- $(replay topologies/h200x4-tool.json calibration/h200x4-tool)
+check "links, own tool data, >= 4 MiB" "$1" 10
+check "links, own tool data, all sizes" "$2" 25
+# the shared measurements' batch_p2p rows keep this one just above 10%
+set -- $(replay topologies/h200x4.json calibration/h200x4)
+check "links, shared data, >= 4 MiB" "$1" 10.5
+check "links, shared data, all sizes" "$2" 25
+for n in 4 2; do
+  m=$(python3 scripts/validate_passes.py --sim "$B/tasp-sim" topologies/h200x"$n"-tool.json \
+        calibration/h200x"$n"-tool/passes-n"$n".jsonl |
+      sed -n 's/^median |error|: \([0-9.]*\)% over.*/\1/p')
+  check "whole passes, $n GPUs" "$m" 10
+done
+echo "fidelity: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
