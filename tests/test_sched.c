@@ -1,5 +1,6 @@
 /* sched: every schedule computes exactly the pairs the global mask needs,
  * with the right mask, and moves as many bytes as it receives. */
+#include "sched/hamilton.h"
 #include "sched/sched.h"
 #include "testutil.h"
 
@@ -115,8 +116,11 @@ static void check_structure(const plan *p, const workload *w) {
   g_free(merge);
 }
 
-static void check_sched(const sched_ops *s, uint32_t n, bool causal, pass_kind pass) {
+/* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
+static void check_sched_nodes(const sched_ops *s, uint32_t n, uint32_t per_node, bool causal,
+                              pass_kind pass) {
   topology *t = complete_topo(n);
+  if (per_node) t->gpus_per_node = per_node;
   /* granularity: one piece of TASP's causal layout (2n(n-1) pieces) */
   uint64_t g = 3, pieces = 2 * (uint64_t)n * (n > 1 ? n - 1 : 1);
   workload w = shape(n, g * pieces, causal, pass);
@@ -127,13 +131,52 @@ static void check_sched(const sched_ops *s, uint32_t n, bool causal, pass_kind p
   plan *p = s->build(&w, t, true);
   /* TASP pieces are 1/k of a chunk; n = 4, 6 use fewer cycles: finer grid */
   uint64_t gran = g;
-  if (s == &sched_tasp && (n == 4 || n == 6)) gran = 1;
+  if ((s == &sched_tasp || s == &sched_tasp_mkm) && (n % 2 == 0 || per_node)) gran = 1;
   if (pass == PASS_FWD || pass == PASS_FWDBWD) check_coverage(p, &w, gran, what, false);
   if (pass != PASS_FWD) check_coverage(p, &w, gran, what, true);
   check_bytes(p, &w, what);
   check_structure(p, &w);
   plan_free(p);
   topo_free(t);
+}
+
+static void check_sched(const sched_ops *s, uint32_t n, bool causal, pass_kind pass) {
+  check_sched_nodes(s, n, 0, causal, pass);
+}
+
+/* (m-K_m-m)^u: m edge-disjoint Hamiltonian cycles (fewer where K_{m+1}*
+ * has none), each GPU leaving its node on exactly one of them, and the
+ * schedule over them covers the mask exactly. */
+static void t_tasp_node_chain(void) {
+  static const uint32_t mu[][2] = {{2, 2}, {3, 3}, {4, 2}, {5, 2}, {8, 2}, {8, 4}, {7, 3}};
+  for (size_t c = 0; c < sizeof mu / sizeof mu[0]; c++) {
+    uint32_t m = mu[c][0], u = mu[c][1], n = m * u;
+    ham_decomp d;
+    uint32_t k = ham_node_chain(m, u, &d);
+    CU_ASSERT_EQUAL(k, (m + 1 == 4 || m + 1 == 6) ? m - 1 : m);
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_TRUE(ham_verify(&d, NULL, &err));
+    uint32_t *nic_out = g_new0(uint32_t, n), *nic_in = g_new0(uint32_t, n);
+    for (uint32_t j = 0; j < k; j++)
+      for (uint32_t v = 0; v < n; v++) {
+        uint32_t w = d.succ[(size_t)j * n + v];
+        if (v / m != w / m) {
+          nic_out[v]++;
+          nic_in[w]++;
+          CU_ASSERT_EQUAL(w / m, (v / m + 1) % u); /* next node only */
+        }
+      }
+    for (uint32_t v = 0; v < n; v++) {
+      CU_ASSERT(nic_out[v] <= 1 && nic_in[v] <= 1);
+      if (k == m) CU_ASSERT(nic_out[v] == 1 && nic_in[v] == 1);
+    }
+    g_free(nic_out);
+    g_free(nic_in);
+    ham_clear(&d);
+    if (n <= 16)
+      for (int causal = 0; causal < 2; causal++)
+        check_sched_nodes(&sched_tasp_mkm, n, m, causal, PASS_FWDBWD);
+  }
 }
 
 static void t_all_schedulers_cover_mask(void) {
@@ -217,6 +260,7 @@ int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
+                                    TEST(t_tasp_node_chain),
                                     {NULL, NULL}};
   return test_run("sched", cases);
 }

@@ -282,3 +282,27 @@ uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_dec
   g_free(c.adj); g_free(c.visited); g_free(c.order);
   return out->n_cycles;
 }
+
+uint32_t ham_node_chain(uint32_t m, uint32_t u, ham_decomp *out) {
+  memset(out, 0, sizeof *out);
+  uint32_t n = m * u;
+  out->n = n;
+  if (m < 2 || u < 1) return 0;
+  ham_decomp big;
+  uint32_t k = ham_complete(m + 1, &big);
+  out->n_cycles = k;
+  out->succ = g_new(uint32_t, (size_t)k * n);
+  const uint32_t hub = m;
+  for (uint32_t j = 0; j < k; j++) {
+    const uint32_t *nx = big.succ + (size_t)j * (m + 1);
+    uint32_t s = nx[hub], e = s;
+    while (nx[e] != hub) e = nx[e];
+    uint32_t *sc = out->succ + (size_t)j * n;
+    for (uint32_t a = 0; a < u; a++) {
+      for (uint32_t v = s; v != e; v = nx[v]) sc[a * m + v] = a * m + nx[v];
+      sc[a * m + e] = ((a + 1) % u) * m + s;  /* over the NIC to the next node */
+    }
+  }
+  ham_clear(&big);
+  return k;
+}

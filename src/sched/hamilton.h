@@ -33,6 +33,15 @@ uint32_t ham_complete(uint32_t n, ham_decomp *out);
 /* Edge-disjoint directed Hamiltonian cycles using only edges allowed by
  * adj (n*n, adj[u*n+v] != 0), found by search; up to max_cycles. */
 uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_decomp *out);
+/* The (m-K_m-m)^u decomposition of u nodes of m GPUs (GPU a*m+i is GPU i
+ * of node a): cycle j runs a Hamiltonian path P_j through every node's
+ * K_m* (P_j from s_j to e_j) and leaves each node from e_j for s_j of the
+ * next node, so every GPU sends over its NIC on exactly one cycle.  The
+ * paths come from a decomposition of K_{m+1}* with vertex m removed from
+ * every cycle: m edge-disjoint paths covering K_m*, whose starts (and
+ * ends) are all different.  Returns the number of cycles (m, or fewer
+ * where K_{m+1}* has no full decomposition: m+1 = 4, 6). */
+uint32_t ham_node_chain(uint32_t m, uint32_t u, ham_decomp *out);
 void ham_clear(ham_decomp *d);
 
 /* Check: each cycle visits every vertex once; no directed edge is used

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const sched_ops *const all[] = {&sched_ring, &sched_zigzag, &sched_tasp, NULL};
+static const sched_ops *const all[] = {&sched_ring, &sched_zigzag, &sched_tasp, &sched_tasp_mkm, NULL};
 
 const sched_ops *const *sched_all(void) { return all; }
 

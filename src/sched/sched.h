@@ -39,5 +39,6 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
 extern const sched_ops sched_ring;
 extern const sched_ops sched_zigzag;
 extern const sched_ops sched_tasp;
+extern const sched_ops sched_tasp_mkm;
 
 #endif

@@ -17,7 +17,12 @@
  * of the queries against all of it: both blocks are wholly unmasked.
  *
  * On a topology whose GPUs are not all directly linked (a torus), the
- * cycles are searched over direct links only. */
+ * cycles are searched over direct links only.
+ *
+ * tasp-mkm: on u nodes of m GPUs, the paper's (m-K_m-m)^u decomposition
+ * instead of K_{m x u}* (ham_node_chain): m cycles, each crossing every
+ * node along a Hamiltonian path and leaving it over one NIC, so a step
+ * puts 1/m of a chunk on each NIC where K_{m x u}* puts about a whole one. */
 #include <string.h>
 
 #include "hamilton.h"
@@ -113,9 +118,18 @@ static uint32_t complete_cached(uint32_t n, ham_decomp *d) {
   return d->n_cycles;
 }
 
+/* Whether tasp-mkm chains nodes here: at least two whole nodes. */
+static bool chains_nodes(const workload *w, const topology *t) {
+  uint32_t m = t->gpus_per_node;
+  return m >= 2 && w->gpus > m && w->gpus % m == 0;
+}
+
 /* Decomposition for the first w->gpus GPUs of the topology. */
-static uint32_t tasp_decompose(const workload *w, const topology *t, ham_decomp *d) {
+static uint32_t tasp_decompose(const workload *w, const topology *t, bool nodes,
+                               ham_decomp *d) {
   uint32_t n = w->gpus, N = t->n_gpus;
+  if (nodes && chains_nodes(w, t))
+    return ham_node_chain(t->gpus_per_node, n / t->gpus_per_node, d);
   g_autofree uint8_t *adj = g_new0(uint8_t, (size_t)n * n);
   bool complete = true;
   for (uint32_t u = 0; u < n; u++)
@@ -133,7 +147,7 @@ static uint32_t tasp_decompose(const workload *w, const topology *t, ham_decomp 
   return ham_sparse(n, adj, out_min, d);
 }
 
-static bool tasp_check(const workload *w, const topology *t, GError **err) {
+static bool check_any(const workload *w, const topology *t, bool nodes, GError **err) {
   if (w->gpus < 2) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "tasp needs an SP degree of at least 2");
     return false;
@@ -144,7 +158,7 @@ static bool tasp_check(const workload *w, const topology *t, GError **err) {
     return false;
   }
   ham_decomp d;
-  uint32_t k = tasp_decompose(w, t, &d);
+  uint32_t k = tasp_decompose(w, t, nodes, &d);
   ham_clear(&d);
   if (k == 0) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
@@ -165,10 +179,10 @@ static bool tasp_check(const workload *w, const topology *t, GError **err) {
   return true;
 }
 
-static plan *tasp_build(const workload *w, const topology *t, bool record_segs) {
+static plan *build_any(const workload *w, const topology *t, bool nodes, bool record_segs) {
   tasp_self s = {.w = w};
   uint32_t n = w->gpus;
-  uint32_t k = tasp_decompose(w, t, &s.d);
+  uint32_t k = tasp_decompose(w, t, nodes, &s.d);
   g_autoptr(GError) err = NULL;
   gboolean ok = ham_verify(&s.d, NULL, &err);
   g_assert(ok && k > 0);  /* a decomposition we made and could not verify is our bug */
@@ -189,7 +203,11 @@ static plan *tasp_build(const workload *w, const topology *t, bool record_segs) 
   for (uint32_t u = 0; u < n && complete_graph; u++)
     for (uint32_t v = 0; v < n; v++)
       if (u != v && !t->direct[(size_t)u * t->n_gpus + v]) { complete_graph = false; break; }
-  if (complete_graph && k < n - 1 && (n == 4 || n == 6))
+  if (nodes && chains_nodes(w, t))
+    g_string_printf(p->note, "tasp-mkm: (%u-K_%u-%u)^%u: %u edge-disjoint Hamiltonian cycles, "
+                    "each GPU sends over its NIC on one", t->gpus_per_node, t->gpus_per_node,
+                    t->gpus_per_node, n / t->gpus_per_node, k);
+  else if (complete_graph && k < n - 1 && (n == 4 || n == 6))
     g_string_printf(p->note, "tasp: K_%u* has no decomposition into %u Hamiltonian cycles "
                     "(Tillson 1980); using %u edge-disjoint cycles", n, n - 1, k);
   else if (complete_graph && k < n - 1)
@@ -204,6 +222,22 @@ static plan *tasp_build(const workload *w, const topology *t, bool record_segs) 
   return p;
 }
 
+static bool tasp_check(const workload *w, const topology *t, GError **err) {
+  return check_any(w, t, false, err);
+}
+static plan *tasp_build(const workload *w, const topology *t, bool record_segs) {
+  return build_any(w, t, false, record_segs);
+}
+static bool mkm_check(const workload *w, const topology *t, GError **err) {
+  return check_any(w, t, true, err);
+}
+static plan *mkm_build(const workload *w, const topology *t, bool record_segs) {
+  return build_any(w, t, true, record_segs);
+}
+
 const sched_ops sched_tasp = {
     "tasp", "TASP: Hamiltonian decomposition into concurrent rings, one all-to-all per step",
     tasp_check, tasp_build};
+const sched_ops sched_tasp_mkm = {
+    "tasp-mkm", "TASP over (m-K_m-m)^u: Hamiltonian paths in each node chained through the NICs",
+    mkm_check, mkm_build};
