@@ -218,13 +218,17 @@ bool ham_verify(const ham_decomp *d, const uint8_t *adj, GError **err) {
   return true;
 }
 
-/* One Hamiltonian cycle through the edges left in adj, by depth-first
- * search from vertex 0, fewest-onward-options first, within a budget. */
-typedef struct {
+/* Hamiltonian cycles through the edges left in adj, by depth-first search
+ * from vertex 0, fewest-onward-options first, within a budget shared by
+ * nested searches.  Each cycle found is offered to accept (NULL: take the
+ * first); the search goes on while accept refuses. */
+typedef struct cycle_search {
   uint32_t n;
   uint8_t *adj, *visited;
   uint32_t *order;
-  uint64_t budget;
+  uint64_t *budget;
+  bool (*accept)(struct cycle_search *c);
+  void *ctx;
 } cycle_search;
 
 static uint32_t free_out(const cycle_search *c, uint32_t v) {
@@ -234,9 +238,10 @@ static uint32_t free_out(const cycle_search *c, uint32_t v) {
 }
 
 static bool cycle_dfs(cycle_search *c, uint32_t v, uint32_t depth) {
-  if (depth == c->n) return c->adj[(size_t)v * c->n + c->order[0]];
-  if (c->budget == 0) return false;
-  c->budget--;
+  if (depth == c->n)
+    return c->adj[(size_t)v * c->n + c->order[0]] && (!c->accept || c->accept(c));
+  if (*c->budget == 0) return false;
+  (*c->budget)--;
   g_autofree uint32_t *cand = g_new(uint32_t, c->n);
   g_autofree uint32_t *score = g_new(uint32_t, c->n);
   uint32_t nc = 0;
@@ -259,17 +264,85 @@ static bool cycle_dfs(cycle_search *c, uint32_t v, uint32_t depth) {
   return false;
 }
 
+/* Undirected decomposition: `want` edge-disjoint Hamiltonian cycles of a
+ * symmetric adjacency, each cycle chosen so that the rest can still be
+ * completed (backtracking over the first cycles). */
+typedef struct {
+  uint32_t n, want, found;
+  uint8_t *adj;     /* symmetric; cycles found are removed */
+  uint32_t *cycles; /* want * n vertex orders */
+  uint64_t budget;
+} undirected_search;
+
+static void set_cycle_edges(uint8_t *adj, uint32_t n, const uint32_t *order, uint8_t val) {
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t v = order[i], w = order[(i + 1) % n];
+    adj[(size_t)v * n + w] = adj[(size_t)w * n + v] = val;
+  }
+}
+
+static bool undirected_level(undirected_search *u);
+
+static bool undirected_accept(cycle_search *c) {
+  undirected_search *u = c->ctx;
+  uint32_t n = u->n;
+  if (n > 2 && c->order[1] > c->order[n - 1]) return false; /* the same cycle reversed */
+  memcpy(u->cycles + (size_t)u->found * n, c->order, n * sizeof(uint32_t));
+  set_cycle_edges(u->adj, n, c->order, 0);
+  u->found++;
+  if (u->found == u->want || undirected_level(u)) return true;
+  u->found--;
+  set_cycle_edges(u->adj, n, u->cycles + (size_t)u->found * n, 1);
+  return false;
+}
+
+static bool undirected_level(undirected_search *u) {
+  cycle_search c = {u->n, u->adj, g_new0(uint8_t, u->n), g_new(uint32_t, u->n), &u->budget,
+                    undirected_accept, u};
+  c.visited[0] = 1;
+  c.order[0] = 0;
+  bool ok = cycle_dfs(&c, 0, 1);
+  g_free(c.visited);
+  g_free(c.order);
+  return ok;
+}
+
 uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_decomp *out) {
   memset(out, 0, sizeof *out);
   out->n = n;
   if (n < 2) return 0;
-  cycle_search c = {n, g_memdup2(adj, (size_t)n * n), g_new0(uint8_t, n), g_new(uint32_t, n), 0};
+  uint64_t budget = 0;
+  cycle_search c = {n, g_memdup2(adj, (size_t)n * n), g_new0(uint8_t, n), g_new(uint32_t, n),
+                    &budget, NULL, NULL};
   out->succ = g_new(uint32_t, (size_t)n * (max_cycles ? max_cycles : 1));
+  /* Links in both directions (a torus): an undirected decomposition taken
+   * in both directions reaches the bound, one cycle per out-link of a GPU
+   * (Kotzig: C_m x C_n has 2 Hamiltonian cycles; Foregger: 3 for 3-D). */
+  bool symmetric = n > 2;
+  for (size_t i = 0; i < (size_t)n * n && symmetric; i++)
+    symmetric = adj[i] == adj[(i % n) * n + i / n];
+  for (uint32_t want = symmetric ? max_cycles / 2 : 0; want > 0; want--) {
+    undirected_search u = {n, want, 0, c.adj, g_new(uint32_t, (size_t)want * n), 2000000};
+    if (undirected_level(&u)) {
+      for (uint32_t k = 0; k < want; k++) {
+        const uint32_t *ord = u.cycles + (size_t)k * n;
+        uint32_t *fw = out->succ + (size_t)(2 * k) * n, *bw = fw + n;
+        for (uint32_t i = 0; i < n; i++) {
+          fw[ord[i]] = ord[(i + 1) % n];
+          bw[ord[(i + 1) % n]] = ord[i];
+        }
+      }
+      out->n_cycles = 2 * want;
+      g_free(u.cycles);
+      break;
+    }
+    g_free(u.cycles);
+  }
   while (out->n_cycles < max_cycles) {
     memset(c.visited, 0, n);
     c.visited[0] = 1;
     c.order[0] = 0;
-    c.budget = 100000;
+    budget = 100000;
     if (!cycle_dfs(&c, 0, 1)) break;
     uint32_t *s = out->succ + (size_t)out->n_cycles * n;
     for (uint32_t i = 0; i < n; i++) {

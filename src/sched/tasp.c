@@ -98,23 +98,37 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
   if (nhigh) rotate_kernel(e, false, &local[1], 1, high, nhigh);
 }
 
-/* Decompositions of K_n* are the same for every point of a sweep: made
- * once per n and process, copied out under a lock (sweeps run threads). */
+/* Decompositions depend only on (kind, n, GPUs per node, adjacency), the
+ * same for every point of a sweep: made once per process and copied out
+ * under a lock (sweeps run threads; a torus search can take a second). */
 static GMutex cache_lock;
-static GHashTable *cache; /* n -> ham_decomp* */
+static GHashTable *cache; /* GBytes key -> ham_decomp* */
 
-static uint32_t complete_cached(uint32_t n, ham_decomp *d) {
+typedef enum { DECOMP_COMPLETE, DECOMP_SPARSE, DECOMP_NODES } decomp_kind;
+
+static uint32_t decompose_cached(decomp_kind kind, uint32_t n, uint32_t per_node,
+                                 uint32_t out_min, const uint8_t *adj, ham_decomp *d) {
+  uint32_t head[4] = {kind, n, per_node, out_min};
+  GByteArray *k = g_byte_array_new();
+  g_byte_array_append(k, (const guint8 *)head, sizeof head);
+  if (kind == DECOMP_SPARSE) g_byte_array_append(k, adj, n * n);
+  GBytes *key = g_byte_array_free_to_bytes(k);
   g_mutex_lock(&cache_lock);
-  if (!cache) cache = g_hash_table_new(g_direct_hash, g_direct_equal);
-  ham_decomp *c = g_hash_table_lookup(cache, GUINT_TO_POINTER(n));
+  if (!cache)
+    cache = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref,
+                                  NULL);
+  ham_decomp *c = g_hash_table_lookup(cache, key);
   if (!c) {
     c = g_new(ham_decomp, 1);
-    ham_complete(n, c);
-    g_hash_table_insert(cache, GUINT_TO_POINTER(n), c);
+    if (kind == DECOMP_COMPLETE) ham_complete(n, c);
+    else if (kind == DECOMP_NODES) ham_node_chain(per_node, n / per_node, c);
+    else ham_sparse(n, adj, out_min, c);
+    g_hash_table_insert(cache, g_bytes_ref(key), c);
   }
   *d = *c;
   d->succ = g_memdup2(c->succ, (size_t)c->n_cycles * n * sizeof(uint32_t));
   g_mutex_unlock(&cache_lock);
+  g_bytes_unref(key);
   return d->n_cycles;
 }
 
@@ -124,27 +138,26 @@ static bool chains_nodes(const workload *w, const topology *t) {
   return m >= 2 && w->gpus > m && w->gpus % m == 0;
 }
 
-/* Decomposition for the first w->gpus GPUs of the topology. */
+/* Decomposition for the first w->gpus GPUs of the topology; *out_links:
+ * the fewest direct out-links of a GPU (an upper bound on the cycles). */
 static uint32_t tasp_decompose(const workload *w, const topology *t, bool nodes,
-                               ham_decomp *d) {
+                               ham_decomp *d, uint32_t *out_links) {
   uint32_t n = w->gpus, N = t->n_gpus;
-  if (nodes && chains_nodes(w, t))
-    return ham_node_chain(t->gpus_per_node, n / t->gpus_per_node, d);
   g_autofree uint8_t *adj = g_new0(uint8_t, (size_t)n * n);
-  bool complete = true;
-  for (uint32_t u = 0; u < n; u++)
-    for (uint32_t v = 0; v < n; v++) {
-      adj[(size_t)u * n + v] = u != v && t->direct[(size_t)u * N + v];
-      if (u != v && !adj[(size_t)u * n + v]) complete = false;
-    }
-  if (complete) return complete_cached(n, d);
   uint32_t out_min = n;
   for (uint32_t u = 0; u < n; u++) {
     uint32_t deg = 0;
-    for (uint32_t v = 0; v < n; v++) deg += adj[(size_t)u * n + v];
+    for (uint32_t v = 0; v < n; v++) {
+      adj[(size_t)u * n + v] = u != v && t->direct[(size_t)u * N + v];
+      deg += adj[(size_t)u * n + v];
+    }
     if (deg < out_min) out_min = deg;
   }
-  return ham_sparse(n, adj, out_min, d);
+  if (out_links) *out_links = out_min;
+  if (nodes && chains_nodes(w, t))
+    return decompose_cached(DECOMP_NODES, n, t->gpus_per_node, 0, NULL, d);
+  if (out_min == n - 1) return decompose_cached(DECOMP_COMPLETE, n, 0, 0, NULL, d);
+  return decompose_cached(DECOMP_SPARSE, n, 0, out_min, adj, d);
 }
 
 static bool check_any(const workload *w, const topology *t, bool nodes, GError **err) {
@@ -158,7 +171,7 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
     return false;
   }
   ham_decomp d;
-  uint32_t k = tasp_decompose(w, t, nodes, &d);
+  uint32_t k = tasp_decompose(w, t, nodes, &d, NULL);
   ham_clear(&d);
   if (k == 0) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
@@ -182,7 +195,8 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
 static plan *build_any(const workload *w, const topology *t, bool nodes, bool record_segs) {
   tasp_self s = {.w = w};
   uint32_t n = w->gpus;
-  uint32_t k = tasp_decompose(w, t, nodes, &s.d);
+  uint32_t links;
+  uint32_t k = tasp_decompose(w, t, nodes, &s.d, &links);
   g_autoptr(GError) err = NULL;
   gboolean ok = ham_verify(&s.d, NULL, &err);
   g_assert(ok && k > 0);  /* a decomposition we made and could not verify is our bug */
@@ -199,10 +213,7 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   }
   rotate_ops ops = {n, tasp_xfers, tasp_kernels};
   plan *p = rotate_build(&ops, &s, w, t, record_segs);
-  bool complete_graph = true;
-  for (uint32_t u = 0; u < n && complete_graph; u++)
-    for (uint32_t v = 0; v < n; v++)
-      if (u != v && !t->direct[(size_t)u * t->n_gpus + v]) { complete_graph = false; break; }
+  bool complete_graph = links == n - 1;
   if (nodes && chains_nodes(w, t))
     g_string_printf(p->note, "tasp-mkm: (%u-K_%u-%u)^%u: %u edge-disjoint Hamiltonian cycles, "
                     "each GPU sends over its NIC on one", t->gpus_per_node, t->gpus_per_node,
@@ -213,9 +224,14 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   else if (complete_graph && k < n - 1)
     g_string_printf(p->note, "tasp: no decomposition of K_%u* into %u Hamiltonian cycles was "
                     "found within the search budget; using %u edge-disjoint cycles", n, n - 1, k);
+  else if (!complete_graph && k == links)
+    /* a cycle leaves every GPU by one of its out-links: no more can exist */
+    g_string_printf(p->note, "tasp: %u edge-disjoint Hamiltonian cycles over direct links, "
+                    "the most there can be (one per out-link of a GPU)", k);
   else if (!complete_graph)
-    g_string_printf(p->note, "tasp: %u edge-disjoint Hamiltonian cycles over direct links",
-                    k);
+    g_string_printf(p->note, "tasp: %u edge-disjoint Hamiltonian cycles over direct links; at "
+                    "most %u could exist (out-links of a GPU), no more were found within the "
+                    "search budget", k, links);
   g_free(s.pos);
   g_free(s.order);
   ham_clear(&s.d);
