@@ -20,20 +20,31 @@ import subprocess
 import sys
 
 
+def measured_cycles(r):
+    """The Hamiltonian cycles the measured TASP pass used: the record's
+    tasp_cycles, or calibrate.py's choice (a ring and its reverse)."""
+    if "tasp_cycles" in r:
+        return r["tasp_cycles"]
+    ring = list(range(r["n"]))
+    cycles = [ring, ring[:1] + ring[:0:-1]] if r["n"] > 2 else [ring]
+    return ",".join("-".join(map(str, c)) for c in cycles)
+
+
 def predict(sim, topo, rows):
     """{(sched, mask, seq, comm): predicted ms} for the measured rows."""
     out = {}
     groups = {}
     for r in rows:
-        groups.setdefault((r["mask"], r["comm"], r["n"], r["B"], r["H"], r["D"], r["pass"]),
-                          set()).add((r["sched"], r["seq"]))
-    for (mask, comm, n, B, H, D, pas), pts in sorted(groups.items()):
+        groups.setdefault((r["mask"], r["comm"], r["n"], r["B"], r["H"], r["D"], r["pass"],
+                           measured_cycles(r)), set()).add((r["sched"], r["seq"]))
+    for (mask, comm, n, B, H, D, pas, cycles), pts in sorted(groups.items()):
         scheds = sorted({s for s, _ in pts})
         seqs = sorted({q for _, q in pts})
         args = [sim, "--topology", topo, "--sched", ",".join(scheds),
                 "--seq", ",".join(map(str, seqs)), "--sp", str(n), "--batch", str(B),
                 "--heads", str(H), "--kv-heads", str(H), "--head-dim", str(D),
-                "--mask", mask, "--pass", pas, "--csv", "-", "--quiet", "--jobs", "1"]
+                "--mask", mask, "--pass", pas, "--csv", "-", "--quiet", "--jobs", "1",
+                "--tasp-cycles", cycles]
         if not comm:
             args.append("--no-comm")
         res = subprocess.run(args, check=True, capture_output=True, text=True).stdout

@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
   /* option strings are owned here and freed on every return */
   g_autofree char *topology = NULL, *sched = NULL, *seq = NULL, *sp = NULL, *heads = NULL,
                   *kv_heads = NULL, *head_dim = NULL, *batch = NULL, *dtype = NULL,
-                  *mask = NULL, *pass = NULL;
+                  *mask = NULL, *pass = NULL, *tasp_cycles = NULL;
   g_autofree char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
   gboolean quiet = FALSE, version = FALSE, no_compute = FALSE, no_comm = FALSE;
   gint jobs = 0;
@@ -35,6 +35,8 @@ int main(int argc, char **argv) {
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "bf16, fp16, fp32 or fp8", "TYPE"},
       {"mask", 0, 0, G_OPTION_ARG_STRING, &mask, "full, causal, or both (full,causal)", "MASK"},
       {"pass", 0, 0, G_OPTION_ARG_STRING, &pass, "fwd, bwd or fwdbwd", "PASS"},
+      {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &tasp_cycles,
+       "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "Write the results as CSV (- for stdout)", "FILE"},
       {"links", 0, 0, G_OPTION_ARG_FILENAME, &links,
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
@@ -56,7 +58,7 @@ int main(int argc, char **argv) {
   g_autoptr(GError) err = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &err)) return fail(err->message);
   scenario_overrides ov = {topology, sched, seq, sp, mask, pass, dtype,
-                           heads, kv_heads, head_dim, batch};
+                           heads, kv_heads, head_dim, batch, tasp_cycles};
   if (version) {
     printf("tasp-sim %s\n", TASP_VERSION);
     return 0;

@@ -139,6 +139,7 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
     }
   }
   if (!parse_dtype(dtype, od, m, err)) return false;
+  m->tasp_cycles = s->tasp_cycles;
   if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
     origin o = ov->kv_heads ? (origin){"command line", "--kv-heads"}
                             : (origin){file ? file : "command line", file ? "model.kv_heads" : "--kv-heads"};
@@ -265,6 +266,9 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
               origin o = ov->seq ? (origin){"command line", "--seq"}
                                  : (origin){s->file ? s->file : "command line",
                                             s->file ? "seq_len" : "--seq"};
+              if (g_str_has_prefix(e->message, "tasp_cycles"))
+                o = ov->tasp_cycles ? (origin){"command line", "--tasp-cycles"}
+                                    : (origin){s->file, "tasp_cycles"};
               g_autofree char *seq = size_format(w.seq_len);
               return bad(err, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
                          e->message);
@@ -291,13 +295,20 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     ok = root != NULL;
     if (ok) {
       static const char *const keys[] = {"name", "description", "topology", "model", "seq_len",
-                                         "sp", "mask", "pass", "schedulers", NULL};
+                                         "sp", "mask", "pass", "schedulers", "tasp_cycles",
+                                         NULL};
       json_where w = {file, ""};
-      const char *name;
+      const char *name, *cycles;
       ok = json_check_keys(root, w, keys, err) &&
-           json_get_string(root, w, "name", false, NULL, &name, err);
+           json_get_string(root, w, "name", false, NULL, &name, err) &&
+           json_get_string(root, w, "tasp_cycles", false, NULL, &cycles, err);
       if (ok) s->name = g_strdup(name);
+      if (ok && cycles) s->tasp_cycles = g_strdup(cycles);
     }
+  }
+  if (ov->tasp_cycles) {
+    g_free(s->tasp_cycles);
+    s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
   ok = ok && load_model(s, root, ov, err) && load_topology(s, root, ov, err) &&
        load_sweep(s, root, ov, err) && expand(s, ov, err);
@@ -313,6 +324,7 @@ void scenario_free(scenario *s) {
   if (!s) return;
   g_free(s->file);
   g_free(s->name);
+  g_free(s->tasp_cycles);
   topo_free(s->topo);
   g_array_free(s->seqs, TRUE);
   g_array_free(s->sps, TRUE);

@@ -18,6 +18,7 @@ typedef struct {
   const char *topology;
   const char *sched, *seq, *sp, *mask, *pass, *dtype;
   const char *heads, *kv_heads, *head_dim, *batch;
+  const char *tasp_cycles;
 } scenario_overrides;
 
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
   char *name;
   topology *topo;
   workload model;            /* shape; gpus and seq_len unset */
+  char *tasp_cycles;         /* owned; model.tasp_cycles points here */
   GArray *seqs;              /* uint64 */
   GArray *sps;               /* uint32 */
   GArray *masks;             /* gboolean causal */

@@ -16,6 +16,9 @@ typedef struct {
   const char *dtype;
   bool causal;
   pass_kind pass;
+  /* TASP's cycles as given by the user ("0-1-2-3,0-3-2-1"), NULL: found by
+   * tasp-sim.  To reproduce a particular implementation's labelling. */
+  const char *tasp_cycles;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -83,6 +83,22 @@ expect_error "bad --mask" "option '--mask': expected full or causal" scenarios/h
 expect_error "bad --shard" "option '--shard'" scenarios/h100x8.json --shard 3/2
 expect_error "unknown option" "Unknown option" scenarios/h100x8.json --frobnicate
 expect_error "tasp chunk too short" "too short" --topology h100x8 --sched tasp --sp 8 --seq 48 --mask full
+expect_error "--tasp-cycles not a permutation" "is not an order of the 4 GPUs" \
+  --topology h200x4 --sched tasp --sp 4 --seq 6K --tasp-cycles 0-1-2,0-3-2-1
+expect_error "--tasp-cycles sharing an edge" "edge 3 -> 0 is used twice" \
+  --topology h200x4 --sched tasp --sp 4 --seq 6K --tasp-cycles 0-1-2-3,0-2-1-3
+
+# Given cycles: the measured program's labelling (ring and reverse) needs
+# two kernels on GPUs 1 and 2 at odd steps, tasp-sim's own one: slower.
+"$sim" --topology h200x4 --sched tasp --sp 4 --seq 6K --heads 32 --kv-heads 32 --csv - \
+  --tasp-cycles 0-1-2-3,0-3-2-1 > "$tmp/given.csv"
+"$sim" --topology h200x4 --sched tasp --sp 4 --seq 6K --tasp-cycles 0-1-2-3,0-3-2-1 > "$tmp/given.txt"
+"$sim" --topology h200x4 --sched tasp --sp 4 --seq 6K --heads 32 --kv-heads 32 --csv - \
+  > "$tmp/own.csv"
+check "--tasp-cycles is used and said" \
+  "grep -q 'cycles given by tasp_cycles' $tmp/given.txt && awk -F, 'NR==2 {g=\$12} END {exit !(g > 0)}' $tmp/given.csv"
+check "the ring-and-reverse labelling is slower under a causal mask" \
+  "[ \$(paste -d, $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$30)}') -eq 1 ]"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,5 +1,7 @@
 /* sched: every schedule computes exactly the pairs the global mask needs,
  * with the right mask, and moves as many bytes as it receives. */
+#include <string.h>
+
 #include "sched/hamilton.h"
 #include "sched/sched.h"
 #include "testutil.h"
@@ -179,6 +181,37 @@ static void t_tasp_node_chain(void) {
   }
 }
 
+/* Cycles given by the user (a ring and its reverse; the 4 step sizes mod
+ * 5) are used as given, and the schedule still covers the mask exactly. */
+static void t_tasp_given_cycles(void) {
+  static const struct { uint32_t n; const char *spec; } cases[] = {
+      {4, "0-1-2-3,0-3-2-1"}, {5, "0-1-2-3-4,0-2-4-1-3,0-3-1-4-2,0-4-3-2-1"}};
+  for (size_t c = 0; c < 2; c++) {
+    uint32_t n = cases[c].n;
+    topology *t = complete_topo(n);
+    for (int causal = 0; causal < 2; causal++) {
+      workload w = shape(n, 2 * n * 12, causal, PASS_FWDBWD);
+      w.tasp_cycles = cases[c].spec;
+      g_autoptr(GError) err = NULL;
+      CU_ASSERT_TRUE(sched_tasp.check(&w, t, &err));
+      plan *p = sched_tasp.build(&w, t, true);
+      CU_ASSERT(strstr(p->note->str, "given by tasp_cycles") != NULL);
+      /* step 1 of the first cycle: GPU 0 sends to GPU 1 */
+      bool to_next = false;
+      for (guint i = 0; i < p->xfers->len; i++) {
+        const plan_xfer *x = &g_array_index(p->xfers, plan_xfer, i);
+        to_next |= x->src == 0 && x->dst == 1;
+      }
+      CU_ASSERT_TRUE(to_next);
+      check_coverage(p, &w, 1, "given cycles", false);
+      check_coverage(p, &w, 1, "given cycles", true);
+      check_bytes(p, &w, "given cycles");
+      plan_free(p);
+    }
+    topo_free(t);
+  }
+}
+
 static void t_all_schedulers_cover_mask(void) {
   for (const sched_ops *const *s = sched_all(); *s; s++)
     for (uint32_t n = 2; n <= 8; n++)
@@ -260,7 +293,7 @@ int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
-                                    TEST(t_tasp_node_chain),
+                                    TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     {NULL, NULL}};
   return test_run("sched", cases);
 }

@@ -496,6 +496,9 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters):
                                  "mask": "causal" if causal else "full", "pass": "fwd",
                                  "comm": comm,
                                  "comm_api": "batch_p2p",
+                                 "tasp_cycles": ",".join("-".join(map(str, c))
+                                                         for c in p.cycles)
+                                 if sched == "tasp" else None,
                                  "B": B, "H": H, "D": D, "tokens_per_gpu": c,
                                  "seq": c * n, "ms": ms, "ms_min": lo, "ms_max": hi})
                 del p

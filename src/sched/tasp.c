@@ -132,6 +132,47 @@ static uint32_t decompose_cached(decomp_kind kind, uint32_t n, uint32_t per_node
   return d->n_cycles;
 }
 
+/* The user's cycles ("0-1-2-3,0-3-2-1": each a vertex order over the n
+ * GPUs), checked to be edge-disjoint Hamiltonian cycles over direct links. */
+static bool given_cycles(const char *spec, uint32_t n, const uint8_t *adj, ham_decomp *d,
+                         GError **err) {
+  g_auto(GStrv) cycles = g_strsplit(spec, ",", -1);
+  uint32_t k = g_strv_length(cycles);
+  *d = (ham_decomp){n, k, g_new(uint32_t, (size_t)(k ? k : 1) * n)};
+  for (uint32_t j = 0; j < k; j++) {
+    g_auto(GStrv) verts = g_strsplit(cycles[j], "-", -1);
+    g_autofree uint8_t *seen = g_new0(uint8_t, n);
+    uint32_t len = g_strv_length(verts), first = 0, prev = 0;
+    bool ok = len == n;
+    for (uint32_t i = 0; ok && i < len; i++) {
+      guint64 v;
+      ok = g_ascii_string_to_unsigned(g_strstrip(verts[i]), 10, 0, n - 1, &v, NULL) && !seen[v];
+      if (!ok) break;
+      seen[v] = 1;
+      if (i) d->succ[(size_t)j * n + prev] = (uint32_t)v;
+      else first = (uint32_t)v;
+      prev = (uint32_t)v;
+    }
+    if (!ok) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "tasp_cycles: cycle %u (\"%s\") is not "
+                  "an order of the %u GPUs 0..%u, each once, joined by '-'", j + 1, cycles[j], n,
+                  n - 1);
+      ham_clear(d);
+      return false;
+    }
+    d->succ[(size_t)j * n + prev] = first;
+  }
+  g_autoptr(GError) e = NULL;
+  if (k == 0 || !ham_verify(d, adj, &e)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "tasp_cycles: expected edge-disjoint Hamiltonian cycles over direct links: %s",
+                e ? e->message : "no cycle given");
+    ham_clear(d);
+    return false;
+  }
+  return true;
+}
+
 /* Whether tasp-mkm chains nodes here: at least two whole nodes. */
 static bool chains_nodes(const workload *w, const topology *t) {
   uint32_t m = t->gpus_per_node;
@@ -141,7 +182,7 @@ static bool chains_nodes(const workload *w, const topology *t) {
 /* Decomposition for the first w->gpus GPUs of the topology; *out_links:
  * the fewest direct out-links of a GPU (an upper bound on the cycles). */
 static uint32_t tasp_decompose(const workload *w, const topology *t, bool nodes,
-                               ham_decomp *d, uint32_t *out_links) {
+                               ham_decomp *d, uint32_t *out_links, GError **err) {
   uint32_t n = w->gpus, N = t->n_gpus;
   g_autofree uint8_t *adj = g_new0(uint8_t, (size_t)n * n);
   uint32_t out_min = n;
@@ -154,6 +195,8 @@ static uint32_t tasp_decompose(const workload *w, const topology *t, bool nodes,
     if (deg < out_min) out_min = deg;
   }
   if (out_links) *out_links = out_min;
+  if (w->tasp_cycles && !nodes)
+    return given_cycles(w->tasp_cycles, n, adj, d, err) ? d->n_cycles : 0;
   if (nodes && chains_nodes(w, t))
     return decompose_cached(DECOMP_NODES, n, t->gpus_per_node, 0, NULL, d);
   if (out_min == n - 1) return decompose_cached(DECOMP_COMPLETE, n, 0, 0, NULL, d);
@@ -171,8 +214,13 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
     return false;
   }
   ham_decomp d;
-  uint32_t k = tasp_decompose(w, t, nodes, &d, NULL);
+  g_autoptr(GError) e = NULL;
+  uint32_t k = tasp_decompose(w, t, nodes, &d, NULL, &e);
   ham_clear(&d);
+  if (e) {
+    g_propagate_error(err, g_steal_pointer(&e));
+    return false;
+  }
   if (k == 0) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
                 "tasp: no Hamiltonian cycle over the direct links of the first %u GPUs of "
@@ -196,7 +244,7 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   tasp_self s = {.w = w};
   uint32_t n = w->gpus;
   uint32_t links;
-  uint32_t k = tasp_decompose(w, t, nodes, &s.d, &links);
+  uint32_t k = tasp_decompose(w, t, nodes, &s.d, &links, NULL);
   g_autoptr(GError) err = NULL;
   gboolean ok = ham_verify(&s.d, NULL, &err);
   g_assert(ok && k > 0);  /* a decomposition we made and could not verify is our bug */
@@ -214,7 +262,9 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   rotate_ops ops = {n, tasp_xfers, tasp_kernels};
   plan *p = rotate_build(&ops, &s, w, t, record_segs);
   bool complete_graph = links == n - 1;
-  if (nodes && chains_nodes(w, t))
+  if (w->tasp_cycles && !nodes)
+    g_string_printf(p->note, "tasp: the %u cycles given by tasp_cycles", k);
+  else if (nodes && chains_nodes(w, t))
     g_string_printf(p->note, "tasp-mkm: (%u-K_%u-%u)^%u: %u edge-disjoint Hamiltonian cycles, "
                     "each GPU sends over its NIC on one", t->gpus_per_node, t->gpus_per_node,
                     t->gpus_per_node, n / t->gpus_per_node, k);
