@@ -21,6 +21,7 @@ typedef struct {
   double *comm_since;
   uint32_t *stamp;          /* per GPU, for de-duplicating a group's GPUs */
   uint32_t stamp_now;
+  uint32_t *msgs;           /* per GPU, scratch for comm_launch_s (all zero) */
   exec_result *r;
 } exec_state;
 
@@ -105,14 +106,17 @@ static void comm_launched(void *ctx, uint64_t arg) {
 static double comm_launch_s(exec_state *s, const plan_task *t) {
   if (t->api == COMM_COLLECTIVE) return s->t->launch_s;
   if (s->t->p2p_msg_s == 0) return s->t->p2p_launch_s;
-  g_autofree uint32_t *msgs = g_new0(uint32_t, s->p->n_gpus);
-  uint32_t busiest = 0;
+  uint32_t *msgs = s->msgs, busiest = 0;
   for (uint32_t i = 0; i < t->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
     msgs[x->src] += x->msgs;
     msgs[x->dst] += x->msgs;
     if (msgs[x->src] > busiest) busiest = msgs[x->src];
     if (msgs[x->dst] > busiest) busiest = msgs[x->dst];
+  }
+  for (uint32_t i = 0; i < t->n_xfer; i++) {
+    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
+    msgs[x->src] = msgs[x->dst] = 0;
   }
   return s->t->p2p_launch_s + s->t->p2p_msg_s * busiest;
 }
@@ -165,20 +169,22 @@ static double *issue_times(const plan *p, const topology *t, const exec_opts *o)
   guint nt = p->tasks->len;
   double *issue = g_new0(double, nt);
   g_autofree double *host = g_new0(double, p->n_gpus);
+  g_autofree guint *in = g_new0(guint, p->n_gpus); /* i+1: GPU takes part in group i */
   for (guint i = 0; i < nt; i++) {
     const plan_task *k = plan_task_at(p, i);
     if (k->kind == TASK_COMM) {
       if (o->no_comm) continue;
-      g_autofree uint8_t *in = g_new0(uint8_t, p->n_gpus);
       for (uint32_t x = 0; x < k->n_xfer; x++) {
         const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
-        in[tx->src] = in[tx->dst] = 1;
-      }
-      for (uint32_t g = 0; g < p->n_gpus; g++)
-        if (in[g]) {
+        uint32_t g2[2] = {tx->src, tx->dst};
+        for (int e = 0; e < 2; e++) {
+          uint32_t g = g2[e];
+          if (in[g] == i + 1) continue;
+          in[g] = i + 1;
           host[g] += t->comm_host_s;
           if (host[g] > issue[i]) issue[i] = host[g];
         }
+      }
     } else if (!o->no_compute) {
       host[k->gpu] += k->kind == TASK_MERGE ? t->compute.merge_host_s : t->compute.host_s;
       issue[i] = host[k->gpu];
@@ -245,6 +251,7 @@ exec_result *exec_run(const plan *p, const topology *t, const workload *w,
   s.comm_active = g_new0(uint32_t, n);
   s.comm_since = g_new0(double, n);
   s.stamp = g_new0(uint32_t, n);
+  s.msgs = g_new0(uint32_t, n);
   build_successors(&s);
 
   for (guint i = 0; i < nt; i++)
@@ -270,7 +277,7 @@ exec_result *exec_run(const plan *p, const topology *t, const workload *w,
   net_free(s.net);
   engine_free(s.eng);
   g_free(s.waiting); g_free(s.flows_left); g_free(s.start_s); g_free(s.issue_s);
-  g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp);
+  g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp); g_free(s.msgs);
   g_free(s.succ_off); g_free(s.succ);
   return r;
 }

@@ -199,6 +199,14 @@ def merge(acc, lse, blk, blse):
     lse.sub_(F.logsigmoid(lse - blse))
 
 
+def merge_inputs(B, sq, H, D):
+    """A running output and log-sum-exp, and a block's, for timing merge."""
+    return (torch.zeros(B, sq, H, D, dtype=torch.float32, device="cuda"),
+            torch.zeros(B, sq, H, 1, dtype=torch.float32, device="cuda"),
+            torch.randn(B, sq, H, D, dtype=torch.bfloat16, device="cuda"),
+            torch.randn(B, H, sq, dtype=torch.float32, device="cuda"))
+
+
 def attn_flops(B, H, D, sq, sk, causal):
     return 4.0 * B * H * D * sq * sk * (0.5 if causal else 1.0)
 
@@ -239,10 +247,7 @@ def measure_compute(out, n, B, H, D, max_tokens, iters):
     torch.cuda.empty_cache()
     sq = 768
     while sq <= max_tokens:
-        acc = torch.zeros(B, sq, H, D, dtype=torch.float32, device="cuda")
-        lse = torch.zeros(B, sq, H, 1, dtype=torch.float32, device="cuda")
-        blk = torch.randn(B, sq, H, D, dtype=torch.bfloat16, device="cuda")
-        blse = torch.randn(B, H, sq, dtype=torch.float32, device="cuda")
+        acc, lse, blk, blse = merge_inputs(B, sq, H, D)
         ms, lo, hi = timed(lambda: merge(acc, lse, blk, blse), iters, 2)
         out.write(name, {"part": "compute", "n": n, "op": "merge", "B": B, "H": H, "D": D,
                          "sq": sq, "ms": ms, "ms_min": lo, "ms_max": hi})
@@ -274,10 +279,7 @@ def measure_overhead(out, n, rank, B, H, D, max_tokens):
     name = f"overhead-n{n}.jsonl"
     sq = 768
     while sq <= max_tokens:
-        acc = torch.zeros(B, sq, H, D, dtype=torch.float32, device="cuda")
-        lse = torch.zeros(B, sq, H, 1, dtype=torch.float32, device="cuda")
-        blk = torch.randn(B, sq, H, D, dtype=torch.bfloat16, device="cuda")
-        blse = torch.randn(B, H, sq, dtype=torch.float32, device="cuda")
+        acc, lse, blk, blse = merge_inputs(B, sq, H, D)
         host, gpu = split_cost(lambda: merge(acc, lse, blk, blse))
         out.write(name, {"part": "overhead", "n": n, "op": "merge", "B": B, "H": H, "D": D,
                          "sq": sq, "host_us": host, "gpu_us": gpu})
