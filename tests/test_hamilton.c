@@ -69,9 +69,10 @@ static void t_verify_rejects(void) {
 
 /* Tori (links to both neighbours in every dimension): cycles use links
  * only, and as many are found as a GPU has out-links (2 per dimension), the
- * most there can be; 2-D sizes 4x4, 3x5, 8x8 and the 3-D 3x3x3. */
+ * most there can be; 2-D sizes 4x4, 3x5, 8x8 and the 3-D 3x3x3 and 4x4x4
+ * (a TPU v4 cube). */
 static void t_sparse_torus(void) {
-  static const uint32_t dims[][3] = {{4, 4, 1}, {3, 5, 1}, {8, 8, 1}, {3, 3, 3}};
+  static const uint32_t dims[][3] = {{4, 4, 1}, {3, 5, 1}, {8, 8, 1}, {3, 3, 3}, {4, 4, 4}};
   for (size_t c = 0; c < sizeof dims / sizeof dims[0]; c++) {
     const uint32_t *s = dims[c];
     uint32_t n = s[0] * s[1] * s[2], links = s[2] > 1 ? 6 : 4;

@@ -229,6 +229,7 @@ typedef struct cycle_search {
   uint64_t *budget;
   bool (*accept)(struct cycle_search *c);
   void *ctx;
+  GRand *rng;  /* breaks ties between equally good next vertices; NULL: in order */
 } cycle_search;
 
 static uint32_t free_out(const cycle_search *c, uint32_t v) {
@@ -250,6 +251,12 @@ static bool cycle_dfs(cycle_search *c, uint32_t v, uint32_t depth) {
     cand[nc] = w;
     score[nc++] = free_out(c, w);
   }
+  if (c->rng) /* shuffle, then the stable sort below keeps ties shuffled */
+    for (uint32_t i = nc; i > 1; i--) {
+      uint32_t j = (uint32_t)g_rand_int_range(c->rng, 0, (gint32)i);
+      uint32_t s = score[i - 1]; score[i - 1] = score[j]; score[j] = s;
+      uint32_t x = cand[i - 1]; cand[i - 1] = cand[j]; cand[j] = x;
+    }
   for (uint32_t i = 1; i < nc; i++)
     for (uint32_t j = i; j > 0 && score[j] < score[j - 1]; j--) {
       uint32_t s = score[j]; score[j] = score[j - 1]; score[j - 1] = s;
@@ -272,6 +279,7 @@ typedef struct {
   uint8_t *adj;     /* symmetric; cycles found are removed */
   uint32_t *cycles; /* want * n vertex orders */
   uint64_t budget;
+  GRand *rng;
 } undirected_search;
 
 static void set_cycle_edges(uint8_t *adj, uint32_t n, const uint32_t *order, uint8_t val) {
@@ -298,7 +306,7 @@ static bool undirected_accept(cycle_search *c) {
 
 static bool undirected_level(undirected_search *u) {
   cycle_search c = {u->n, u->adj, g_new0(uint8_t, u->n), g_new(uint32_t, u->n), &u->budget,
-                    undirected_accept, u};
+                    undirected_accept, u, u->rng};
   c.visited[0] = 1;
   c.order[0] = 0;
   bool ok = cycle_dfs(&c, 0, 1);
@@ -313,7 +321,7 @@ uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_dec
   if (n < 2) return 0;
   uint64_t budget = 0;
   cycle_search c = {n, g_memdup2(adj, (size_t)n * n), g_new0(uint8_t, n), g_new(uint32_t, n),
-                    &budget, NULL, NULL};
+                    &budget, NULL, NULL, NULL};
   out->succ = g_new(uint32_t, (size_t)n * (max_cycles ? max_cycles : 1));
   /* Links in both directions (a torus): an undirected decomposition taken
    * in both directions reaches the bound, one cycle per out-link of a GPU
@@ -321,9 +329,20 @@ uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_dec
   bool symmetric = n > 2;
   for (size_t i = 0; i < (size_t)n * n && symmetric; i++)
     symmetric = adj[i] == adj[(i % n) * n + i / n];
-  for (uint32_t want = symmetric ? max_cycles / 2 : 0; want > 0; want--) {
-    undirected_search u = {n, want, 0, c.adj, g_new(uint32_t, (size_t)want * n), 2000000};
-    if (undirected_level(&u)) {
+  for (uint32_t want = symmetric ? max_cycles / 2 : 0; want > 0 && !out->n_cycles; want--) {
+    /* restarts with seeded tie-breaking: one unlucky first cycle can leave
+     * a remainder with no Hamiltonian cycle, and depth-first search alone
+     * spends its whole budget under it */
+    bool found = false;
+    undirected_search u = {n, want, 0, c.adj, g_new(uint32_t, (size_t)want * n), 0, NULL};
+    for (uint32_t attempt = 0; attempt < 64 && !found; attempt++) {
+      u.budget = 100000;
+      u.found = 0;
+      u.rng = attempt ? g_rand_new_with_seed(attempt) : NULL;
+      found = undirected_level(&u);
+      if (u.rng) g_rand_free(u.rng);
+    }
+    if (found) {
       for (uint32_t k = 0; k < want; k++) {
         const uint32_t *ord = u.cycles + (size_t)k * n;
         uint32_t *fw = out->succ + (size_t)(2 * k) * n, *bw = fw + n;
@@ -333,8 +352,6 @@ uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_dec
         }
       }
       out->n_cycles = 2 * want;
-      g_free(u.cycles);
-      break;
     }
     g_free(u.cycles);
   }
