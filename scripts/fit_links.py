@@ -5,9 +5,11 @@ Runs tasp-replay (every pattern of the calibration files simulated as one
 communication group) over the NVSwitch port capacity, the per-flow cap and
 the device-side fixed costs of a group (a collective call's, and a grouped
 send/receive's base plus its cost per message of the busiest GPU), by
-coordinate descent on a grid, minimising the median relative error of
-messages >= 4 MiB plus half the median over all sizes; then writes the
-topology file with the fitted constants.
+coordinate descent on a grid from several starting points.  It minimises
+the larger of the two median relative errors, each divided by its target
+(10% for messages >= 4 MiB, 25% over all sizes), so the fit goes for the
+target that is hardest to meet; then it writes the topology file with the
+fitted constants.
 
 The host cost of issuing a group (comm.host_us) is not fitted: an isolated
 transfer only shows host + device cost together, so it is kept as the
@@ -42,23 +44,36 @@ def errors(replay, topo, files, p, host_us):
     return float(m.group(1)), float(m.group(2))
 
 
-def fit(replay, topo, files, host_us, rounds=4):
-    """Coordinate descent; returns (params, median >= 4 MiB %, median all %)."""
-    p = {"port": 330.0, "cap": 280.0, "launch": 20.0, "p2p_launch": 20.0, "p2p_msg": 0.0}
+TARGET_BIG, TARGET_ALL = 10.0, 25.0
+
+
+def fit(replay, topo, files, host_us, rounds=3):
+    """Coordinate descent from each start; returns (params, median >= 4 MiB
+    %, median all %) of the best."""
     cache = {}
 
     def cost(q):
         key = tuple(sorted(q.items()))
         if key not in cache:
             big, every = errors(replay, topo, files, q, host_us)
-            cache[key] = (big + 0.5 * every, big, every)
+            worst = max(big / TARGET_BIG, every / TARGET_ALL)
+            cache[key] = (worst + 1e-4 * (big + every), big, every)
         return cache[key]
 
-    for _ in range(rounds):
-        for name, (_, grid) in PARAMS.items():
-            p[name] = min(grid, key=lambda v: cost({**p, name: v})[0])
-    _, big, every = cost(p)
-    return p, big, every
+    best = None
+    # starts differ in how the fixed cost of grouped send/receive splits
+    # between its base and its cost per message, where descent gets stuck
+    for msg in (0.0, 10.0, 20.0, 30.0):
+        for launch in (0.0, 40.0):
+            p = {"port": 330.0, "cap": 280.0, "launch": launch, "p2p_launch": 60.0,
+                 "p2p_msg": msg}
+            for _ in range(rounds):
+                for name, (_, grid) in PARAMS.items():
+                    p[name] = min(grid, key=lambda v: cost({**p, name: v})[0])
+            if best is None or cost(p)[0] < cost(best)[0]:
+                best = dict(p)
+    _, big, every = cost(best)
+    return best, big, every
 
 
 def apply(t, p, big, every, what):
