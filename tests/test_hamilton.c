@@ -3,7 +3,7 @@
 #include "testutil.h"
 
 static void t_full_decompositions(void) {
-  static const uint32_t ns[] = {2, 3, 5, 7, 8, 9, 10, 12, 16, 32, 64};
+  static const uint32_t ns[] = {2, 3, 5, 7, 8, 9, 10, 12, 16, 32, 64, 66, 72};
   for (size_t i = 0; i < G_N_ELEMENTS(ns); i++) {
     ham_decomp d;
     uint32_t k = ham_complete(ns[i], &d);
