@@ -13,6 +13,7 @@ struct rotate_emit {
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
+  uint8_t *in_group;      /* per GPU, scratch for add_group (all zero) */
 };
 
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
@@ -42,8 +43,12 @@ static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *
   const plan_task *c = plan_task_at(e->p, e->comm);
   for (uint32_t i = 0; i < c->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(e->p->xfers, plan_xfer, c->xfer_off + i);
-    if (issued[x->src] >= 0 && issued[x->src] != after)
-      plan_dep(e->p, (uint32_t)issued[x->src], e->comm);
+    e->in_group[x->src] = e->in_group[x->dst] = 1;
+  }
+  for (uint32_t g = 0; g < e->p->n_gpus; g++) {
+    if (e->in_group[g] && issued[g] >= 0 && issued[g] != after)
+      plan_dep(e->p, (uint32_t)issued[g], e->comm);
+    e->in_group[g] = 0;
   }
   return e->comm;
 }
@@ -96,7 +101,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
                    const topology *t, bool record_segs) {
   plan *p = plan_new(w->gpus, record_segs);
   rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
-                   .started = g_new0(bool, w->gpus),
+                   .started = g_new0(bool, w->gpus), .in_group = g_new0(uint8_t, w->gpus),
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
@@ -112,6 +117,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
     build_pass(ops, self, &e, true, last);
   }
   g_free(e.started);
+  g_free(e.in_group);
   g_array_free(e.step_kernels, TRUE);
   plan_finish(p);
   return p;
