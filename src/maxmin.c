@@ -3,6 +3,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 struct maxmin_work {
@@ -109,12 +110,21 @@ void maxmin_solve(maxmin_work *w, size_t n_chan, const double *cap,
       double s = w->left[c] / w->count[c];
       if (s < share) { share = s; bottleneck = c; }
     }
-    while (next_cap < n_capped && w->fixed[w->by_cap[next_cap]]) next_cap++;
-    if (next_cap < n_capped && flows[w->by_cap[next_cap]].cap <= share) {
-      fix_flow(w, flows, w->by_cap[next_cap], flows[w->by_cap[next_cap]].cap, rate);
+    /* Every capped flow whose cap is at most the current share stops at
+     * its cap.  Fixing one such flow never lowers a channel's share (its
+     * cap is at most every share on its route), so they are all fixed in
+     * one pass, in ascending cap order as one at a time would: same rates,
+     * one channel scan instead of one per flow. */
+    bool capped_any = false;
+    for (; next_cap < n_capped; next_cap++) {
+      uint32_t f = w->by_cap[next_cap];
+      if (w->fixed[f]) continue;
+      if (flows[f].cap > share) break;
+      fix_flow(w, flows, f, flows[f].cap, rate);
       unfixed--;
-      continue;
+      capped_any = true;
     }
+    if (capped_any) continue;
     g_assert(bottleneck < n_chan);
     for (uint32_t i = w->adj_off[bottleneck]; i < w->adj_off[bottleneck + 1]; i++) {
       uint32_t f = w->adj[i];
