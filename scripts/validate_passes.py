@@ -23,7 +23,7 @@ import sys
 def measured_cycles(r):
     """The Hamiltonian cycles the measured TASP pass used: the record's
     tasp_cycles, or calibrate.py's choice (a ring and its reverse)."""
-    if "tasp_cycles" in r:
+    if r.get("tasp_cycles"):
         return r["tasp_cycles"]
     ring = list(range(r["n"]))
     cycles = [ring, ring[:1] + ring[:0:-1]] if r["n"] > 2 else [ring]
@@ -31,7 +31,7 @@ def measured_cycles(r):
 
 
 def predict(sim, topo, rows):
-    """{(sched, mask, seq, comm): predicted ms} for the measured rows."""
+    """{(sched, mask, seq, comm, pass): predicted ms} for the measured rows."""
     out = {}
     groups = {}
     for r in rows:
@@ -49,7 +49,7 @@ def predict(sim, topo, rows):
             args.append("--no-comm")
         res = subprocess.run(args, check=True, capture_output=True, text=True).stdout
         for c in csv.DictReader(io.StringIO(res)):
-            out[(c["scheduler"], mask, int(c["seq_len"]), comm)] = float(c["step_ms"])
+            out[(c["scheduler"], mask, int(c["seq_len"]), comm, pas)] = float(c["step_ms"])
     return out
 
 
@@ -63,29 +63,33 @@ def main():
     a = ap.parse_args()
     rows = [json.loads(line) for line in open(a.passes) if line.strip()]
     pred = predict(a.sim, a.topology, rows)
-    errs, errs_comm = [], []
+    errs, errs_comm, by_pass = [], [], {}
     if a.markdown:
-        print("| schedule | mask | tokens/GPU | comm | measured ms | predicted ms | error |")
-        print("|---|---|---:|---|---:|---:|---:|")
+        print("| pass | schedule | mask | tokens/GPU | comm | measured ms | predicted ms | error |")
+        print("|---|---|---|---:|---|---:|---:|---:|")
     else:
-        print(f"{'sched':7} {'mask':6} {'tok/GPU':>7} {'comm':5} {'measured':>10} "
+        print(f"{'pass':4} {'sched':7} {'mask':6} {'tok/GPU':>7} {'comm':5} {'measured':>10} "
               f"{'predicted':>10} {'error':>7}")
     for r in rows:
-        p = pred[(r["sched"], r["mask"], r["seq"], r["comm"])]
+        p = pred[(r["sched"], r["mask"], r["seq"], r["comm"], r["pass"])]
         e = p / r["ms"] - 1
         errs.append(abs(e))
+        by_pass.setdefault(r["pass"], []).append(abs(e))
         if r["comm"]:
             errs_comm.append(abs(e))
         comm = "yes" if r["comm"] else "no"
         if a.markdown:
-            print(f"| {r['sched']} | {r['mask']} | {r['tokens_per_gpu']} | {comm} | "
+            print(f"| {r['pass']} | {r['sched']} | {r['mask']} | {r['tokens_per_gpu']} | {comm} | "
                   f"{r['ms']:.3f} | {p:.3f} | {100 * e:+.1f}% |")
         else:
-            print(f"{r['sched']:7} {r['mask']:6} {r['tokens_per_gpu']:7d} {comm:5} "
+            print(f"{r['pass']:4} {r['sched']:7} {r['mask']:6} {r['tokens_per_gpu']:7d} {comm:5} "
                   f"{r['ms']:10.3f} {p:10.3f} {100 * e:+6.1f}%")
     med, med_comm = 100 * statistics.median(errs), 100 * statistics.median(errs_comm)
     print(f"\nmedian |error|: {med:.2f}% over {len(errs)} passes, {med_comm:.2f}% over the "
           f"{len(errs_comm)} with communication; max {100 * max(errs):.1f}%")
+    if len(by_pass) > 1:
+        print("by pass: " + ", ".join(f"{k} {100 * statistics.median(v):.2f}% over {len(v)}"
+                                      for k, v in sorted(by_pass.items())))
     if a.max_median is not None and med > a.max_median:
         print(f"validate: median |error| {med:.2f}% exceeds {a.max_median}%", file=sys.stderr)
         sys.exit(1)

@@ -22,10 +22,15 @@ set -- $(replay topologies/h200x4.json calibration/h200x4)
 check "links, shared data, >= 4 MiB" "$1" 10
 check "links, shared data, all sizes" "$2" 25
 for n in 4 2; do
-  m=$(python3 scripts/validate_passes.py --sim "$B/tasp-sim" topologies/h200x"$n"-tool.json \
-        calibration/h200x"$n"-tool/passes-n"$n".jsonl |
-      sed -n 's/^median |error|: \([0-9.]*\)% over.*/\1/p')
+  python3 scripts/validate_passes.py --sim "$B/tasp-sim" topologies/h200x"$n"-tool.json \
+    calibration/h200x"$n"-tool/passes-n"$n".jsonl > "${TMPDIR:-/tmp}/fidelity.$$"
+  m=$(sed -n 's/^median |error|: \([0-9.]*\)% over.*/\1/p' "${TMPDIR:-/tmp}/fidelity.$$")
   check "whole passes, $n GPUs" "$m" 10
+  if grep -q '^by pass: bwd' "${TMPDIR:-/tmp}/fidelity.$$"; then
+    m=$(sed -n 's/^by pass: bwd \([0-9.]*\)% over.*/\1/p' "${TMPDIR:-/tmp}/fidelity.$$")
+    check "backward passes, $n GPUs" "$m" 10
+  fi
+  rm -f "${TMPDIR:-/tmp}/fidelity.$$"
 done
 echo "fidelity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

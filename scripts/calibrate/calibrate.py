@@ -21,7 +21,10 @@ Every measurement is one JSON line (rank 0 writes them):
                      (CUDA events around calls queued behind a busy GPU)
   passes-nN.jsonl    whole forward passes of Ring (full, causal), Zigzag-Ring
                      and TASP-style concurrent rings, with and without their
-                     communication, for validating tasp-sim's predictions
+                     communication, for validating tasp-sim's predictions;
+                     with --backward, their backward passes too.  Every
+                     schedule is first checked against PyTorch autograd
+                     (output, dQ, dK, dV) over the whole sequence
 
 Timing: every timed iteration starts after a barrier; `ms` is the median
 over iterations of the slowest rank's time (CUDA events), ms_min / ms_max
@@ -337,6 +340,7 @@ class Pass:
             self.cycles = [ring, ring[::-1]] if n > 2 else [ring]
             self.k = len(self.cycles)
         self.bufs = [self.kv.clone(), self.kv.clone()]
+        self.setup_schedule()
 
     # KV helpers
     @staticmethod
@@ -347,14 +351,12 @@ class Pass:
     def v_of(kv):
         return kv[:, :, 1]
 
-    def block(self, q_lo, q_hi, kv, causal, first):
-        """Attend q rows [q_lo, q_hi) to kv; merge into the running output."""
-        o, lse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
-        if first:
-            self.acc[:, q_lo:q_hi].copy_(o)
-            self.lse[:, q_lo:q_hi].copy_(lse.transpose(1, 2).unsqueeze(-1))
-        else:
-            merge(self.acc[:, q_lo:q_hi], self.lse[:, q_lo:q_hi], o, lse)
+    def keys(self, buf, segs):
+        """The KV rows segs [(a, b)] of buf as one block: a view for one
+        range, a torch.cat gather for several."""
+        if len(segs) == 1:
+            return buf[:, segs[0][0]:segs[0][1]]
+        return torch.cat([buf[:, a:b] for a, b in segs], dim=1)
 
     def exchange(self, sends, recvs):
         """sends: [(tensor, peer)], recvs: [(tensor, peer)] in one group."""
@@ -364,88 +366,128 @@ class Pass:
         ops += [dist.P2POp(dist.irecv, t, p) for t, p in recvs]
         return dist.batch_isend_irecv(ops)
 
-    def run(self):
-        if self.sched == "tasp":
-            return self.run_tasp()
+    def move(self, src, dst):
+        """Issue one step's move of what src holds into dst (one group)."""
+        return self.exchange([(src[:, a:b], peer) for a, b, peer, _ in self.moves],
+                             [(dst[:, a:b], peer) for a, b, _, peer in self.moves])
+
+    def setup_schedule(self):
+        """moves: [(a, b, to, from)]: each step, rows [a, b) of the rotating
+        buffer go to `to` and arrive from `from`; blocks(t): the kernels of
+        step t as (q_lo, q_hi, key row ranges, causal)."""
         n, r, c = self.n, self.rank, self.c
-        cur = self.kv
-        nxt, prv = (r + 1) % n, (r - 1) % n
-        first = True
-        for t in range(n):
-            reqs = []
-            if t + 1 < n:
-                recv = self.bufs[t % 2]
-                reqs = self.exchange([(cur, nxt)], [(recv, prv)])
-            src = (r - t) % n
-            if self.sched == "ring":
-                if not self.causal or src < r:
-                    self.block(0, c, cur, False, first)
-                    first = False
-                elif src == r:
-                    self.block(0, c, cur, True, first)
-                    first = False
-            else:  # zigzag: rank holds chunks r and 2n-1-r, c/2 tokens each
-                h = c // 2
-                if not self.causal:
-                    self.block(0, c, cur, False, first)
-                elif src == r:
-                    self.block(0, c, cur, True, first)
-                elif src < r:
-                    self.block(0, c, cur[:, :h], False, first)
-                else:
-                    self.block(h, c, cur, False, first)
-                first = False
-            for q in reqs:
-                q.wait()
-            if t + 1 < n and self.comm:
-                cur = self.bufs[t % 2]
-
-    def tasp_layout(self):
-        """Token ranges of sub-chunk m in a rank's KV buffer: piece m of
-        each of the rank's chunks (one chunk full, two chunks causal)."""
-        c, k = self.c, self.k
+        if self.sched != "tasp":
+            self.moves = [(0, c, (r + 1) % n, (r - 1) % n)]
+            return
+        k = self.k
         spans = [(0, c // 2), (c // 2, c)] if self.causal else [(0, c)]
-        return [[(a + (b - a) * m // k, a + (b - a) * (m + 1) // k) for a, b in spans]
-                for m in range(k)]
-
-    def run_tasp(self):
-        """Concurrent rings: each step every sub-chunk moves one hop along
-        its own Hamiltonian cycle, all in one batch_isend_irecv group (one
-        message per contiguous piece: two per sub-chunk when causal)."""
-        n, r, k, c = self.n, self.rank, self.k, self.c
-        lay = self.tasp_layout()
+        # sub-chunk m: piece m of each of the rank's chunks
+        self.lay = [[(a + (b - a) * m // k, a + (b - a) * (m + 1) // k) for a, b in spans]
+                    for m in range(k)]
         succ = [{cyc[i]: cyc[(i + 1) % n] for i in range(n)} for cyc in self.cycles]
         pred = [{v: u for u, v in s.items()} for s in succ]
-        pos = [{v: i for i, v in enumerate(cyc)} for cyc in self.cycles]
-        cur = self.kv
+        self.pos = [{v: i for i, v in enumerate(cyc)} for cyc in self.cycles]
+        self.moves = [(a, b, succ[m][r], pred[m][r]) for m in range(k) for a, b in self.lay[m]]
+
+    def blocks(self, t):
+        n, r, c, h = self.n, self.rank, self.c, self.c // 2
+        whole = [(0, c)]
+        if t == 0:
+            return [(0, c, whole, self.causal)]
+        if not self.causal:
+            return [(0, c, whole, False)]
+        if self.sched == "ring":  # contiguous chunks: later ones are skipped
+            return [(0, c, whole, False)] if (r - t) % n < r else []
+        if self.sched == "zigzag":  # chunks r and 2n-1-r, c/2 tokens each
+            return [(0, c, [(0, h)], False)] if (r - t) % n < r else [(h, c, whole, False)]
+        # TASP: origin of sub-chunk m held now is t hops back along cycle m;
+        # lower origins: all queries x first pieces; higher: second half of
+        # the queries x whole sub-chunks
+        lay, k = self.lay, self.k
+        origin = [self.cycles[m][(self.pos[m][r] - t) % n] for m in range(k)]
+        low = [lay[m][0] for m in range(k) if origin[m] < r]
+        high = [s for m in range(k) if origin[m] > r for s in lay[m]]
+        return ([(0, c, low, False)] if low else []) + ([(h, c, high, False)] if high else [])
+
+    def run(self):
+        """Forward: each step's KV move overlaps its kernels; every block
+        output after the first is merged into the running output."""
+        cur, first = self.kv, True
+        for t in range(self.n):
+            reqs = []
+            if t + 1 < self.n:
+                recv = self.bufs[t % 2]
+                reqs = self.move(cur, recv)
+            for q_lo, q_hi, segs, causal in self.blocks(t):
+                kv = self.keys(cur, segs)
+                o, lse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
+                if first:
+                    self.acc[:, q_lo:q_hi].copy_(o)
+                    self.lse[:, q_lo:q_hi].copy_(lse.transpose(1, 2).unsqueeze(-1))
+                    first = False
+                else:
+                    merge(self.acc[:, q_lo:q_hi], self.lse[:, q_lo:q_hi], o, lse)
+            for q in reqs:
+                q.wait()
+            if t + 1 < self.n and self.comm:
+                cur = recv
+
+    def prepare_backward(self, dout):
+        """Output and log-sum-exp of a forward pass, and the output gradient,
+        for run_backward; the forward's rng tensors for the kernel call."""
+        self.run()
+        self.out = self.acc.to(torch.bfloat16)
+        self.lse_bhs = self.lse.squeeze(-1).transpose(1, 2).contiguous()
+        self.dout = dout
+        self.dq = torch.zeros_like(self.acc)
+        self.dacc = [torch.zeros(self.kv.shape, dtype=torch.float32, device="cuda")
+                     for _ in range(3)]
+        x = self.q[:, :128].transpose(1, 2)
+        self.rng = torch.ops.aten._scaled_dot_product_flash_attention(x, x, x, 0.0, False)
+
+    def run_backward(self):
+        """Backward (ring_flash_attn's pattern): KV moves as in forward; the
+        float32 dK/dV accumulator of the KV held at a step gets that step's
+        block gradients plus what its previous holders added, and moves one
+        hop after the step's kernels, n hops in all, the last one home."""
+        n, r0 = self.n, self.rng
+        cur, dreqs = self.kv, []
+        self.dq.zero_()
+        arrived = self.dacc[2]
         for t in range(n):
             reqs = []
             if t + 1 < n:
                 recv = self.bufs[t % 2]
-                sends = [(cur[:, a:b], succ[m][r]) for m in range(k) for a, b in lay[m]]
-                recvs = [(recv[:, a:b], pred[m][r]) for m in range(k) for a, b in lay[m]]
-                reqs = self.exchange(sends, recvs)
-            if t == 0:
-                self.block(0, c, cur, self.causal, True)
-            elif not self.causal:
-                self.block(0, c, cur, False, False)
-            else:
-                # origin of sub-chunk m held now: t hops back along cycle m;
-                # lower origins: all queries x first pieces; higher origins:
-                # second half of the queries x whole sub-chunks
-                origin = [self.cycles[m][(pos[m][r] - t) % n] for m in range(k)]
-                low = [lay[m][0] for m in range(k) if origin[m] < r]
-                high = [s for m in range(k) if origin[m] > r for s in lay[m]]
-                if low:
-                    kv = torch.cat([cur[:, a:b] for a, b in low], dim=1)
-                    self.block(0, c, kv, False, False)
-                if high:
-                    kv = torch.cat([cur[:, a:b] for a, b in high], dim=1)
-                    self.block(c // 2, c, kv, False, False)
+                reqs = self.move(cur, recv)
+            acc = self.dacc[t % 2]
+            acc.zero_()
+            for q_lo, q_hi, segs, causal in self.blocks(t):
+                kv = self.keys(cur, segs)
+                sl = slice(q_lo, q_hi)
+                dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+                    self.dout[:, sl].transpose(1, 2), self.q[:, sl].transpose(1, 2),
+                    self.k_of(kv).transpose(1, 2), self.v_of(kv).transpose(1, 2),
+                    self.out[:, sl].transpose(1, 2),
+                    self.lse_bhs[:, :, sl].contiguous(), r0[2], r0[3], q_hi - q_lo,
+                    kv.shape[1], 0.0, causal, r0[6], r0[7])
+                self.dq[:, sl] += dq.transpose(1, 2)
+                off = 0
+                for a, b in segs:  # scatter the gathered key gradients back
+                    acc[:, a:b, 0] += dk.transpose(1, 2)[:, off:off + b - a]
+                    acc[:, a:b, 1] += dv.transpose(1, 2)[:, off:off + b - a]
+                    off += b - a
+            for q in dreqs:
+                q.wait()
+            if t > 0 and self.comm:
+                acc += arrived
+            dreqs = self.move(acc, arrived)
             for q in reqs:
                 q.wait()
             if t + 1 < n and self.comm:
                 cur = recv
+        for q in dreqs:
+            q.wait()
+        return arrived if self.comm else self.dacc[(n - 1) % 2]
 
 
 def token_ranges(sched, causal, n, rank, c):
@@ -456,53 +498,73 @@ def token_ranges(sched, causal, n, rank, c):
     return [(rank * h, (rank + 1) * h), ((2 * n - 1 - rank) * h, (2 * n - rank) * h)]
 
 
+SCHEDULES = [("ring", False), ("ring", True), ("zigzag", True), ("tasp", False),
+             ("tasp", True)]
+
+
 def check_passes(n, rank, B, H, D, c):
-    """Each pass's output equals single-GPU attention over the whole
-    sequence: the measured programs are correct implementations."""
+    """Each pass's output, and each backward's dQ, dK and dV, equal
+    single-GPU attention over the whole sequence (PyTorch autograd): the
+    measured programs are correct implementations.  Returns the largest
+    error relative to the reference's largest magnitude."""
     g = torch.Generator(device="cuda").manual_seed(1234)
     S = n * c
     q = torch.randn(B, S, H, D, dtype=torch.bfloat16, device="cuda", generator=g)
     kv = torch.randn(B, S, 2, H, D, dtype=torch.bfloat16, device="cuda", generator=g)
+    dout = torch.randn(B, S, H, D, dtype=torch.bfloat16, device="cuda", generator=g)
     worst = 0.0
-    for sched, causal in [("ring", False), ("ring", True), ("zigzag", True),
-                          ("tasp", False), ("tasp", True)]:
-        ref, _ = flash(q, kv[:, :, 0], kv[:, :, 1], causal)
+    for sched, causal in SCHEDULES:
+        qr, kr, vr = (x.detach().clone().requires_grad_() for x in (q, kv[:, :, 0], kv[:, :, 1]))
+        ref = F.scaled_dot_product_attention(qr.transpose(1, 2), kr.transpose(1, 2),
+                                             vr.transpose(1, 2), is_causal=causal)
+        ref.backward(dout.transpose(1, 2))
+        ref = ref.transpose(1, 2)
         p = Pass(sched, causal, n, rank, B, H, D, c, True)
         rng = token_ranges(sched, causal, n, rank, c)
-        p.q.copy_(torch.cat([q[:, a:b] for a, b in rng], dim=1))
-        p.kv.copy_(torch.cat([kv[:, a:b] for a, b in rng], dim=1))
-        p.run()
-        want = torch.cat([ref[:, a:b] for a, b in rng], dim=1).float()
-        err = torch.tensor([(p.acc - want).abs().max().item()], device="cuda")
-        dist.all_reduce(err, op=dist.ReduceOp.MAX)
-        if err.item() > 2e-2:
-            raise SystemExit(f"calibrate: {sched} {'causal' if causal else 'full'} pass "
-                             f"differs from reference attention by {err.item():.3g}")
-        worst = max(worst, err.item())
+        local = lambda x: torch.cat([x[:, a:b] for a, b in rng], dim=1)  # noqa: E731
+        p.q.copy_(local(q))
+        p.kv.copy_(local(kv))
+        p.prepare_backward(local(dout))
+        dkv = p.run_backward()
+        for what, got, want in [("output", p.acc, local(ref)), ("dQ", p.dq, local(qr.grad)),
+                                ("dK", dkv[:, :, 0], local(kr.grad)),
+                                ("dV", dkv[:, :, 1], local(vr.grad))]:
+            want = want.float()
+            err = torch.tensor([((got - want).abs().max() / want.abs().max()).item()],
+                               device="cuda")
+            dist.all_reduce(err, op=dist.ReduceOp.MAX)
+            if err.item() > 2e-2:
+                raise SystemExit(f"calibrate: {sched} {'causal' if causal else 'full'} {what} "
+                                 f"differs from reference attention by {err.item():.3g}")
+            worst = max(worst, err.item())
+        del p
     return worst
 
 
-def measure_passes(out, n, rank, B, H, D, per_gpu, iters):
+def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward):
     worst = check_passes(n, rank, B, H, D, min(per_gpu))
     if rank == 0:
-        print(f"calibrate: every pass matches reference attention (max |error| {worst:.2g})",
-              flush=True)
+        print(f"calibrate: every pass matches reference attention and its gradients "
+              f"(max relative error {worst:.2g})", flush=True)
     name = f"passes-n{n}.jsonl"
     for c in per_gpu:
-        for sched, causal in [("ring", False), ("ring", True), ("zigzag", True),
-                              ("tasp", False), ("tasp", True)]:
+        for sched, causal in SCHEDULES:
             for comm in (True, False):
                 p = Pass(sched, causal, n, rank, B, H, D, c, comm)
-                ms, lo, hi = timed(p.run, iters, 2)
-                out.write(name, {"part": "pass", "n": n, "sched": sched,
-                                 "mask": "causal" if causal else "full", "pass": "fwd",
-                                 "comm": comm,
-                                 "comm_api": "batch_p2p",
-                                 "tasp_cycles": ",".join("-".join(map(str, c))
-                                                         for c in p.cycles)
-                                 if sched == "tasp" else None,
-                                 "B": B, "H": H, "D": D, "tokens_per_gpu": c,
-                                 "seq": c * n, "ms": ms, "ms_min": lo, "ms_max": hi})
+                runs = [("fwd", p.run)]
+                if backward:
+                    p.prepare_backward(torch.randn_like(p.q))
+                    runs.append(("bwd", p.run_backward))
+                for pas, fn in runs:
+                    ms, lo, hi = timed(fn, iters, 2)
+                    out.write(name, {
+                        "part": "pass", "n": n, "sched": sched,
+                        "mask": "causal" if causal else "full", "pass": pas, "comm": comm,
+                        "comm_api": "batch_p2p",
+                        "tasp_cycles": ",".join("-".join(map(str, cyc)) for cyc in p.cycles)
+                        if sched == "tasp" else None,
+                        "B": B, "H": H, "D": D, "tokens_per_gpu": c, "seq": c * n, "ms": ms,
+                        "ms_min": lo, "ms_max": hi})
                 del p
         torch.cuda.empty_cache()
 
@@ -520,6 +582,9 @@ def main():
                     help="largest query length of the kernel grid")
     ap.add_argument("--pass-tokens", default="1536,3072,6144,12288,24576,49152",
                     help="tokens per GPU of the measured passes")
+    ap.add_argument("--backward", action="store_true",
+                    help="also time the backward passes (after a forward; float32 dK/dV "
+                         "accumulators travel with the KV, as in ring_flash_attn)")
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
@@ -556,7 +621,7 @@ def main():
             measure_overhead(out, n, rank, B, H, D, a.max_tokens)
         elif part == "passes":
             measure_passes(out, n, rank, B, H, D, [int(x) for x in a.pass_tokens.split(",")],
-                           a.iters)
+                           a.iters, a.backward)
         else:
             raise SystemExit(f"calibrate: unknown part {part!r}")
         if rank == 0:

@@ -133,7 +133,7 @@ def main():
             finally:
                 os.unlink(tmp)
             medians[blocks] = statistics.median(
-                abs(pred[(r["sched"], r["mask"], r["seq"], r["comm"])] / r["ms"] - 1)
+                abs(pred[(r["sched"], r["mask"], r["seq"], r["comm"], r["pass"])] / r["ms"] - 1)
                 for r in rows)
             print(f"fit: kernel_blocks_comm {str(blocks).lower()}: median pass |error| "
                   f"{100 * medians[blocks]:.2f}%")
