@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
   /* option strings are owned here and freed on every return */
   g_autofree char *topology = NULL, *sched = NULL, *seq = NULL, *sp = NULL, *heads = NULL,
                   *kv_heads = NULL, *head_dim = NULL, *batch = NULL, *dtype = NULL,
-                  *mask = NULL, *pass = NULL, *tasp_cycles = NULL;
+                  *mask = NULL, *pass = NULL, *tasp_cycles = NULL, *grad_dtype = NULL;
   g_autofree char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
   gboolean quiet = FALSE, version = FALSE, no_compute = FALSE, no_comm = FALSE;
   gint jobs = 0;
@@ -33,6 +33,9 @@ int main(int argc, char **argv) {
       {"head-dim", 0, 0, G_OPTION_ARG_STRING, &head_dim, "Head dimension", "N"},
       {"batch", 0, 0, G_OPTION_ARG_STRING, &batch, "Batch size", "N"},
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "bf16, fp16, fp32 or fp8", "TYPE"},
+      {"grad-dtype", 0, 0, G_OPTION_ARG_STRING, &grad_dtype,
+       "dK/dV accumulators moved in backward: fp32 (default, as ring_flash_attn), bf16 or fp16",
+       "TYPE"},
       {"mask", 0, 0, G_OPTION_ARG_STRING, &mask, "full, causal, or both (full,causal)", "MASK"},
       {"pass", 0, 0, G_OPTION_ARG_STRING, &pass, "fwd, bwd or fwdbwd", "PASS"},
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &tasp_cycles,
@@ -57,7 +60,7 @@ int main(int argc, char **argv) {
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_autoptr(GError) err = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &err)) return fail(err->message);
-  scenario_overrides ov = {topology, sched, seq, sp, mask, pass, dtype,
+  scenario_overrides ov = {topology, sched, seq, sp, mask, pass, dtype, grad_dtype,
                            heads, kv_heads, head_dim, batch, tasp_cycles};
   if (version) {
     printf("tasp-sim %s\n", TASP_VERSION);

@@ -94,6 +94,26 @@ static bool shape_field(json_object *model, const char *file, const char *key,
   return true;
 }
 
+/* A string of the model (key, named path in messages), from the command
+ * line, the file or a default; *o says where it came from. */
+static bool model_string(json_object *model, const char *file, const char *key,
+                         const char *path, const char *given, const char *option,
+                         const char *def, const char **out, origin *o, GError **err) {
+  *out = def;
+  *o = (origin){"command line", option};
+  if (given) {
+    *out = given;
+    return true;
+  }
+  json_object *v;
+  if (model && json_object_object_get_ex(model, key, &v)) {
+    *o = (origin){file, path};
+    if (!json_object_is_type(v, json_type_string)) return bad(err, *o, "expected a string");
+    *out = json_object_get_string(v);
+  }
+  return true;
+}
+
 static bool parse_dtype(const char *d, origin o, workload *m, GError **err) {
   if (!strcmp(d, "bf16") || !strcmp(d, "fp16")) m->elem_bytes = 2;
   else if (!strcmp(d, "fp32")) m->elem_bytes = 4;
@@ -112,7 +132,7 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
     json_where w = {file, ""};
     if (!json_get_typed(root, w, "model", false, json_type_object, &model, err)) return false;
     static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
-                                       "name", NULL};
+                                       "grad_dtype", "name", NULL};
     json_where mw = {file, "model"};
     if (model && !json_check_keys(model, mw, keys, err)) return false;
   }
@@ -127,18 +147,19 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   if (!ov->kv_heads && !(model && json_object_object_get_ex(model, "kv_heads", NULL)) &&
       !ov->heads && !model)
     m->kv_heads = 8;
-  const char *dtype = "bf16";
-  origin od = {"command line", "--dtype"};
-  if (ov->dtype) dtype = ov->dtype;
-  else if (model) {
-    json_object *v;
-    od = (origin){file, "model.dtype"};
-    if (json_object_object_get_ex(model, "dtype", &v)) {
-      if (!json_object_is_type(v, json_type_string)) return bad(err, od, "expected a string");
-      dtype = json_object_get_string(v);
-    }
-  }
-  if (!parse_dtype(dtype, od, m, err)) return false;
+  const char *dtype, *grad;
+  origin od, og;
+  if (!model_string(model, file, "dtype", "model.dtype", ov->dtype, "--dtype", "bf16", &dtype,
+                    &od, err) ||
+      !parse_dtype(dtype, od, m, err))
+    return false;
+  /* dK/dV accumulators: float32 by default, as ring_flash_attn keeps them */
+  if (!model_string(model, file, "grad_dtype", "model.grad_dtype", ov->grad_dtype,
+                    "--grad-dtype", "fp32", &grad, &og, err))
+    return false;
+  if (!strcmp(grad, "fp32")) m->grad_bytes = 4;
+  else if (!strcmp(grad, "bf16") || !strcmp(grad, "fp16")) m->grad_bytes = 2;
+  else return bad(err, og, "expected fp32, bf16 or fp16, got \"%s\"", grad);
   m->tasp_cycles = s->tasp_cycles;
   if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
     origin o = ov->kv_heads ? (origin){"command line", "--kv-heads"}

@@ -16,7 +16,7 @@
 /* Command-line overrides; NULL / 0 where not given. */
 typedef struct {
   const char *topology;
-  const char *sched, *seq, *sp, *mask, *pass, *dtype;
+  const char *sched, *seq, *sp, *mask, *pass, *dtype, *grad_dtype;
   const char *heads, *kv_heads, *head_dim, *batch;
   const char *tasp_cycles;
 } scenario_overrides;

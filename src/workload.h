@@ -13,6 +13,8 @@ typedef struct {
   uint64_t seq_len;    /* S, tokens of the whole sequence */
   uint32_t batch, heads, kv_heads, head_dim;
   uint32_t elem_bytes; /* 2 for bf16/fp16, 4 for fp32 */
+  uint32_t grad_bytes; /* per element of the dK/dV accumulators backward moves
+                          (4: float32, as ring_flash_attn); 0: elem_bytes */
   const char *dtype;
   bool causal;
   pass_kind pass;

@@ -81,6 +81,7 @@ expect_error "bad --seq" "option '--seq'" scenarios/h100x8.json --seq 12Q
 expect_error "zero --sp" "option '--sp'" scenarios/h100x8.json --sp 0
 expect_error "bad --mask" "option '--mask': expected full or causal" scenarios/h100x8.json --mask diagonal
 expect_error "bad --shard" "option '--shard'" scenarios/h100x8.json --shard 3/2
+expect_error "bad --grad-dtype" "option '--grad-dtype': expected fp32, bf16 or fp16" scenarios/h100x8.json --grad-dtype int8
 expect_error "unknown option" "Unknown option" scenarios/h100x8.json --frobnicate
 expect_error "tasp chunk too short" "too short" --topology h100x8 --sched tasp --sp 8 --seq 48 --mask full
 expect_error "--tasp-cycles not a permutation" "is not an order of the 4 GPUs" \

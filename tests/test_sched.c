@@ -20,8 +20,8 @@ static topology *complete_topo(uint32_t n) {
 
 static workload shape(uint32_t n, uint64_t seq, bool causal, pass_kind pass) {
   workload w = {.gpus = n, .seq_len = seq, .batch = 1, .heads = 2, .kv_heads = 1,
-                .head_dim = 4, .elem_bytes = 2, .dtype = "bf16", .causal = causal,
-                .pass = pass};
+                .head_dim = 4, .elem_bytes = 2, .grad_bytes = 4, .dtype = "bf16",
+                .causal = causal, .pass = pass};
   return w;
 }
 
@@ -77,7 +77,8 @@ static void check_coverage(const plan *p, const workload *w, uint64_t g, const c
 }
 
 /* Bytes: per GPU sent == received; in forward each GPU moves the KV of
- * (n-1) chunks' worth; backward adds the dK/dV that follows (n chunks). */
+ * (n-1) chunks' worth; backward adds the dK/dV that follows (n chunks, in
+ * the accumulators' precision: float32 here, twice the bf16 KV). */
 static void check_bytes(const plan *p, const workload *w, const char *what) {
   uint32_t n = w->gpus;
   double *sent = g_new0(double, n), *recv = g_new0(double, n), total = 0;
@@ -91,7 +92,8 @@ static void check_bytes(const plan *p, const workload *w, const char *what) {
   double chunk = workload_kv_bytes(w, (double)w->seq_len / n);
   double per_gpu = 0;
   if (w->pass != PASS_BWD) per_gpu += (n - 1) * chunk;
-  if (w->pass != PASS_FWD) per_gpu += (n - 1) * chunk + n * chunk;
+  double grad = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0;
+  if (w->pass != PASS_FWD) per_gpu += (n - 1) * chunk + n * chunk * grad;
   for (uint32_t g = 0; g < n; g++) {
     CU_ASSERT_DOUBLE_EQUAL(sent[g], recv[g], 1e-6 * chunk);
     CU_ASSERT_DOUBLE_EQUAL(sent[g], per_gpu, 1e-6 * chunk);

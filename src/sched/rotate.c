@@ -10,6 +10,7 @@ struct rotate_emit {
   uint32_t gpu, step;
   bool backward;
   bool kernel_blocks_comm;
+  double byte_scale;      /* dK/dV groups: accumulator bytes per KV byte */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
@@ -17,7 +18,7 @@ struct rotate_emit {
 };
 
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
-  plan_xfer_add_msgs(e->p, e->comm, src, dst, bytes, msgs);
+  plan_xfer_add_msgs(e->p, e->comm, src, dst, bytes * e->byte_scale, msgs);
 }
 
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
@@ -86,7 +87,10 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     }
     if (backward) {
       memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
+      const workload *w = e->w;
+      e->byte_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0;
       uint32_t d = add_group(ops, self, e, t, dkv_prev, issued);
+      e->byte_scale = 1.0;
       for (guint i = 0; i < e->step_kernels->len; i++)
         plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), d);
       dkv_prev = d;
@@ -100,7 +104,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
                    const topology *t, bool record_segs) {
   plan *p = plan_new(w->gpus, record_segs);
-  rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
+  rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm, .byte_scale = 1.0,
                    .started = g_new0(bool, w->gpus), .in_group = g_new0(uint8_t, w->gpus),
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   int64_t last = -1;
