@@ -2,7 +2,7 @@
 """Turn scripts/calibrate/calibrate.py's measurements into a topology file.
 
 usage: scripts/calibrate/fit.py CALIBRATION_DIR --out topologies/NAME.json
-           [--name NAME] [--replay build/tasp-replay]
+           [--name NAME] [--replay build/tasp-replay] [--sim build/tasp-sim]
 
 What comes from where (every constant is measured or fitted, none typed in):
 - comm.host_us: host time of one grouped send/receive call
@@ -86,6 +86,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--name")
     ap.add_argument("--replay", default="build/tasp-replay")
+    ap.add_argument("--sim", default="build/tasp-sim")
     a = ap.parse_args()
     d = a.calibration
     envs = sorted(glob.glob(f"{d}/env-n*.json"), key=lambda p: json.load(open(p))["gpus"])
@@ -128,8 +129,7 @@ def main():
             with open(tmp, "w") as f:
                 json.dump(topo, f)
             try:
-                pred = validate_passes.predict(a.replay.replace("tasp-replay", "tasp-sim"),
-                                               tmp, rows)
+                pred = validate_passes.predict(a.sim, tmp, rows)
             finally:
                 os.unlink(tmp)
             medians[blocks] = statistics.median(

@@ -10,7 +10,8 @@ struct rotate_emit {
   uint32_t gpu, step;
   bool backward;
   bool kernel_blocks_comm;
-  double byte_scale;      /* dK/dV groups: accumulator bytes per KV byte */
+  double grad_scale;      /* dK/dV accumulator bytes per KV byte */
+  double byte_scale;      /* of the group being filled: 1, or grad_scale */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
@@ -35,10 +36,12 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
  * after the compute tasks `issued` (per GPU, -1 none) that its GPUs had
  * issued before it: PyTorch makes the NCCL stream wait for the current
  * stream when a call is issued, so a step's transfer cannot start before
- * the previous step's kernels and merges are done. */
+ * the previous step's kernels and merges are done.  grads: the group moves
+ * dK/dV accumulators, not KV. */
 static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *e,
-                          uint32_t step, int64_t after, const int64_t *issued) {
+                          uint32_t step, int64_t after, const int64_t *issued, bool grads) {
   e->comm = plan_comm(e->p, step);
+  e->byte_scale = grads ? e->grad_scale : 1.0;
   ops->xfers(self, e, step);
   if (after >= 0) plan_dep(e->p, (uint32_t)after, e->comm);
   const plan_task *c = plan_task_at(e->p, e->comm);
@@ -68,7 +71,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     int64_t kv = -1;
     bool more = t + 1 < ops->n_steps;
     memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
-    if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued);
+    if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
     for (uint32_t g = 0; g < n; g++) {
@@ -81,16 +84,13 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
        * overlap at all (calibration/h200x4-tool passes with and without
        * communication differ by the whole transfer time).  Emitted after
        * the kernels so that it can depend on them. */
-      kv = add_group(ops, self, e, t, kv_prev, issued);
+      kv = add_group(ops, self, e, t, kv_prev, issued, false);
       for (guint i = 0; i < e->step_kernels->len; i++)
         plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), (uint32_t)kv);
     }
     if (backward) {
       memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
-      const workload *w = e->w;
-      e->byte_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0;
-      uint32_t d = add_group(ops, self, e, t, dkv_prev, issued);
-      e->byte_scale = 1.0;
+      uint32_t d = add_group(ops, self, e, t, dkv_prev, issued, true);
       for (guint i = 0; i < e->step_kernels->len; i++)
         plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), d);
       dkv_prev = d;
@@ -104,7 +104,8 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
                    const topology *t, bool record_segs) {
   plan *p = plan_new(w->gpus, record_segs);
-  rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm, .byte_scale = 1.0,
+  rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
+                   .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
                    .started = g_new0(bool, w->gpus), .in_group = g_new0(uint8_t, w->gpus),
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   int64_t last = -1;
