@@ -9,6 +9,14 @@ void compute_model_init(compute_model *m) {
   /* backward/forward time measured 2.7-3.0x on H200 flash attention
    * (shared/calibration/h200x4/compute-n4.jsonl); 2.8 is its middle */
   m->bwd_ratio = 2.8;
+  /* A rearranging copy reads and writes every byte: about 2 TB/s of bytes
+   * copied on H100/H200 HBM (3.35 and 4.8 TB/s nominal; torch.cat and
+   * .contiguous() reach 60-85% of it), a launch of a few microseconds, and
+   * a host issue cost of one small PyTorch op.  Topology files may say
+   * otherwise (compute.copy_GBps, copy_fixed_us, copy_host_us). */
+  m->copy_Bps = 2000e9;
+  m->copy_fixed_s = 5e-6;
+  m->copy_host_s = 15e-6;
   for (int c = 0; c < 2; c++) m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
 }
 
@@ -101,10 +109,13 @@ static bool parse_point(json_object *p, json_where w, compute_model *m, GError *
 bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GError **err) {
   static const char *const keys[] = {"model", "peak_tflops", "efficiency", "launch_us",
                                      "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
-                                     "table", "source", "host_us", "merge_host_us", NULL};
+                                     "table", "source", "host_us", "merge_host_us", "copy_GBps",
+                                     "copy_fixed_us", "copy_host_us", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
+  double copy_GBps = m->copy_Bps * 1e-9, copy_fixed_us = m->copy_fixed_s * 1e6,
+         copy_host_us = m->copy_host_s * 1e6;
   if (!json_get_string(obj, w, "model", true, NULL, &model, err)) return false;
   if (g_strcmp0(model, "roofline") && g_strcmp0(model, "table")) {
     g_autofree char *f = json_path_join(w.path, "model");
@@ -121,8 +132,14 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
       !json_get_double(obj, w, "merge_fixed_us", false, 0, -1, &merge_fixed_us, err) ||
       !json_get_double(obj, w, "merge_ns_per_kelem", false, 0, -1, &merge_ns_per_kelem, err) ||
       !json_get_double(obj, w, "host_us", false, 0, -1, &host_us, err) ||
-      !json_get_double(obj, w, "merge_host_us", false, 0, -1, &merge_host_us, err))
+      !json_get_double(obj, w, "merge_host_us", false, 0, -1, &merge_host_us, err) ||
+      !json_get_double(obj, w, "copy_GBps", false, copy_GBps, 0, &copy_GBps, err) ||
+      !json_get_double(obj, w, "copy_fixed_us", false, copy_fixed_us, -1, &copy_fixed_us, err) ||
+      !json_get_double(obj, w, "copy_host_us", false, copy_host_us, -1, &copy_host_us, err))
     return false;
+  m->copy_Bps = copy_GBps * 1e9;
+  m->copy_fixed_s = copy_fixed_us * 1e-6;
+  m->copy_host_s = copy_host_us * 1e-6;
   if (m->efficiency > 1.0) {
     g_autofree char *f = json_path_join(w.path, "efficiency");
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
@@ -211,4 +228,48 @@ double compute_attn_s(const compute_model *m, double flops, double sq, double sk
 
 double compute_merge_s(const compute_model *m, double elems) {
   return m->merge_fixed_s + m->merge_s_per_elem * elems;
+}
+
+/* ---- per-kind models of compute tasks ---- */
+
+double compute_op_flops(const plan_op *op) {
+  if (op->kind != OP_ATTN) return 0;
+  double pairs = op->causal ? op->pairs - op->sq / 2 : op->pairs;
+  return 4.0 * op->batch * op->heads * op->head_dim * pairs;
+}
+
+static double attn_s(const compute_model *m, const plan_op *op) {
+  return compute_attn_s(m, compute_op_flops(op), op->sq, op->sk, op->causal, op->backward);
+}
+
+static double merge_s(const compute_model *m, const plan_op *op) {
+  return compute_merge_s(m, (double)op->batch * op->sq * op->heads * op->head_dim);
+}
+
+static double copy_s(const compute_model *m, const plan_op *op) {
+  return op->bytes > 0 ? m->copy_fixed_s + op->bytes / m->copy_Bps : 0;
+}
+
+static double attn_host_s(const compute_model *m) { return m->host_s; }
+static double merge_host_s(const compute_model *m) { return m->merge_host_s; }
+static double copy_host_s(const compute_model *m) { return m->copy_host_s; }
+
+/* One entry per op_kind: adding a kind of work is adding a line here. */
+static const struct {
+  double (*time_s)(const compute_model *, const plan_op *);
+  double (*host_s)(const compute_model *);
+} kinds[OP_KINDS] = {
+    [OP_ATTN] = {attn_s, attn_host_s},
+    [OP_MERGE] = {merge_s, merge_host_s},
+    [OP_COPY] = {copy_s, copy_host_s},
+};
+
+double compute_op_s(const compute_model *m, const plan_op *op) {
+  g_assert(op->kind < OP_KINDS);
+  return kinds[op->kind].time_s(m, op);
+}
+
+double compute_op_host_s(const compute_model *m, const plan_op *op) {
+  g_assert(op->kind < OP_KINDS);
+  return kinds[op->kind].host_s(m);
 }

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "jsonio.h"
+#include "plan.h"
 
 typedef struct {
   double aspect;  /* log2(sk / sq): backward cost is not symmetric in sq, sk */
@@ -36,6 +37,9 @@ typedef struct {
   double merge_s_per_elem;/* ... and per output element (B·sq·H·D) */
   double host_s;          /* host time to issue one kernel (framework overhead) */
   double merge_host_s;    /* host time to issue one merge (several small ops) */
+  double copy_Bps;        /* bytes a rearranging copy (cat, permute) moves per second */
+  double copy_fixed_s;    /* ... plus this per copy */
+  double copy_host_s;     /* host time to issue one copy */
   GArray *points[2];      /* compute_point, ascending flops; [0] full, [1] causal */
 } compute_model;
 
@@ -53,5 +57,15 @@ double compute_attn_s(const compute_model *m, double flops, double sq, double sk
                       bool backward);
 /* Seconds to merge a block output of `elems` elements into the running one. */
 double compute_merge_s(const compute_model *m, double elems);
+
+/* Any compute task, through the model of its kind (attention: the table or
+ * roofline above; merge: the merge line; copy: fixed + bytes / copy rate). */
+double compute_op_s(const compute_model *m, const plan_op *op);
+/* Host time to issue it (framework overhead; the GPU may run ahead). */
+double compute_op_host_s(const compute_model *m, const plan_op *op);
+/* Nominal FLOPs of an attention task: 4·B·H·D per unmasked (query, key)
+ * pair, counting the causal diagonal half (for a square causal block this
+ * is 4·B·H·sq·sk·D/2, the measurements' convention); 0 for other kinds. */
+double compute_op_flops(const plan_op *op);
 
 #endif

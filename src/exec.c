@@ -8,7 +8,6 @@
 typedef struct {
   const plan *p;
   const topology *t;
-  const workload *w;
   exec_opts opts;
   engine *eng;
   net *net;
@@ -30,7 +29,8 @@ static void ready_task(exec_state *s, uint32_t id);
 
 static void span(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0) {
   if (!s->opts.keep_trace) return;
-  exec_span sp = {gpu, comm, (uint8_t)t->kind, t->backward, t->step, t0, engine_now(s->eng)};
+  exec_span sp = {gpu, comm, comm ? (uint8_t)t->api : (uint8_t)t->op.kind,
+                  comm ? t->grads : t->op.backward, t->step, t0, engine_now(s->eng)};
   g_array_append_val(s->r->spans, sp);
 }
 
@@ -85,6 +85,10 @@ static void flow_done(void *ctx, uint64_t arg) {
   if (--s->flows_left[arg] == 0) task_done(s, arg);
 }
 
+static bool ring_coll(comm_api a) {
+  return a == COMM_ALL_GATHER || a == COMM_REDUCE_SCATTER || a == COMM_ALL_REDUCE;
+}
+
 static void comm_launched(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
   const plan_task *t = plan_task_at(s->p, (uint32_t)arg);
@@ -94,8 +98,11 @@ static void comm_launched(void *ctx, uint64_t arg) {
     uint32_t hops;
     const uint32_t *route = topo_route_chans(s->t, x->src, x->dst, &hops);
     size_t pair = (size_t)x->src * s->t->n_gpus + x->dst;
-    net_flow_start(s->net, route, hops, s->t->route_latency_s[pair], x->bytes,
-                   s->t->route_cap_Bps[pair], flow_done, s, arg);
+    /* a ring collective's edge is several NCCL channels, not one
+     * connection (plan_coll.c), and pays the latency once per step */
+    double cap = ring_coll(t->api) ? 0 : s->t->route_cap_Bps[pair];
+    net_flow_start(s->net, route, hops, s->t->route_latency_s[pair] * x->steps, x->bytes, cap,
+                   flow_done, s, arg);
   }
 }
 
@@ -104,7 +111,7 @@ static void comm_launched(void *ctx, uint64_t arg) {
  * busiest GPU in it sends and receives (calibration/h200x4-tool: 0.17 ms
  * for one message each way, 0.32 ms for six). */
 static double comm_launch_s(exec_state *s, const plan_task *t) {
-  if (t->api == COMM_COLLECTIVE) return s->t->launch_s;
+  if (t->api != COMM_P2P) return s->t->launch_s;
   if (s->t->p2p_msg_s == 0) return s->t->p2p_launch_s;
   uint32_t *msgs = s->msgs, busiest = 0;
   for (uint32_t i = 0; i < t->n_xfer; i++) {
@@ -122,13 +129,7 @@ static double comm_launch_s(exec_state *s, const plan_task *t) {
 }
 
 static double compute_time(exec_state *s, const plan_task *t) {
-  if (s->opts.no_compute) return 0;
-  const workload *w = s->w;
-  if (t->kind == TASK_MERGE)
-    return compute_merge_s(&s->t->compute,
-                           (double)w->batch * t->sq * w->heads * w->head_dim);
-  double flops = compute_attn_flops(w->batch, w->heads, w->head_dim, t->sq, t->sk, t->causal);
-  return compute_attn_s(&s->t->compute, flops, t->sq, t->sk, t->causal, t->backward);
+  return s->opts.no_compute ? 0 : compute_op_s(&s->t->compute, &t->op);
 }
 
 static void start_task(exec_state *s, uint32_t id) {
@@ -147,9 +148,7 @@ static void start_task(exec_state *s, uint32_t id) {
   }
   double d = compute_time(s, t);
   s->r->gpu_compute_s[t->gpu] += d;
-  if (t->kind == TASK_ATTN)
-    s->r->flops += compute_attn_flops(s->w->batch, s->w->heads, s->w->head_dim, t->sq, t->sk,
-                                      t->causal);
+  s->r->flops += compute_op_flops(&t->op);
   engine_at(s->eng, now + d, task_done, s, id);
 }
 
@@ -186,7 +185,7 @@ static double *issue_times(const plan *p, const topology *t, const exec_opts *o)
         }
       }
     } else if (!o->no_compute) {
-      host[k->gpu] += k->kind == TASK_MERGE ? t->compute.merge_host_s : t->compute.host_s;
+      host[k->gpu] += compute_op_host_s(&t->compute, &k->op);
       issue[i] = host[k->gpu];
     }
   }
@@ -220,8 +219,7 @@ static void build_successors(exec_state *s) {
   }
 }
 
-exec_result *exec_run(const plan *p, const topology *t, const workload *w,
-                      const exec_opts *opts) {
+exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   exec_result *r = g_new0(exec_result, 1);
   uint32_t n = p->n_gpus, nc = t->channels->len;
   guint nt = p->tasks->len;
@@ -240,7 +238,7 @@ exec_result *exec_run(const plan *p, const topology *t, const workload *w,
   g_autofree double *caps = g_new(double, nc);
   for (uint32_t c = 0; c < nc; c++) caps[c] = topo_chan(t, c)->cap_Bps;
 
-  exec_state s = {.p = p, .t = t, .w = w, .opts = *opts, .r = r};
+  exec_state s = {.p = p, .t = t, .opts = *opts, .r = r};
   s.eng = engine_new();
   s.net = net_new(s.eng, nc, caps);
   if (opts->keep_trace) net_set_rate_observer(s.net, on_rate, &s);

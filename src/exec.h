@@ -14,7 +14,6 @@
 
 #include "plan.h"
 #include "topology.h"
-#include "workload.h"
 
 typedef struct {
   bool no_compute;  /* compute takes no time (communication only) */
@@ -25,8 +24,8 @@ typedef struct {
 typedef struct {
   uint32_t gpu;
   uint8_t comm;     /* 0 compute track, 1 communication track */
-  uint8_t kind;     /* task_kind */
-  uint8_t backward;
+  uint8_t kind;     /* op_kind (compute track) or comm_api (communication track) */
+  uint8_t backward; /* compute: a backward kernel; communication: moves gradients */
   uint32_t step;
   double t0_s, t1_s;
 } exec_span;
@@ -51,8 +50,7 @@ typedef struct {
   GArray *rates;       /* exec_rate, with keep_trace */
 } exec_result;
 
-exec_result *exec_run(const plan *p, const topology *t, const workload *w,
-                      const exec_opts *opts);
+exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts);
 void exec_result_free(exec_result *r);
 
 #endif

@@ -18,8 +18,10 @@ int main(int argc, char **argv) {
   /* option strings are owned here and freed on every return */
   g_autofree char *topology = NULL, *sched = NULL, *seq = NULL, *sp = NULL, *heads = NULL,
                   *kv_heads = NULL, *head_dim = NULL, *batch = NULL, *dtype = NULL,
-                  *mask = NULL, *pass = NULL, *tasp_cycles = NULL, *grad_dtype = NULL;
+                  *mask = NULL, *pass = NULL, *tasp_cycles = NULL, *grad_dtype = NULL,
+                  *usp_ulysses = NULL;
   g_autofree char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
+  gboolean ulysses_fused = FALSE;
   gboolean quiet = FALSE, version = FALSE, no_compute = FALSE, no_comm = FALSE;
   gint jobs = 0;
   GOptionEntry entries[] = {
@@ -40,6 +42,11 @@ int main(int argc, char **argv) {
       {"pass", 0, 0, G_OPTION_ARG_STRING, &pass, "fwd, bwd or fwdbwd", "PASS"},
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &tasp_cycles,
        "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
+      {"usp-ulysses", 0, 0, G_OPTION_ARG_STRING, &usp_ulysses,
+       "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the largest "
+       "that fits in a node and divides the heads", "N"},
+      {"ulysses-fused", 0, 0, G_OPTION_ARG_NONE, &ulysses_fused,
+       "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "Write the results as CSV (- for stdout)", "FILE"},
       {"links", 0, 0, G_OPTION_ARG_FILENAME, &links,
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
@@ -56,12 +63,14 @@ int main(int argc, char **argv) {
   g_autoptr(GOptionContext) ctx = g_option_context_new("[SCENARIO.json]");
   g_option_context_set_summary(ctx,
       "Predicts the time of one attention layer under sequence-parallel schedulers\n"
-      "(ring, zigzag, tasp) on a GPU interconnect. Options override the scenario file.");
+      "(ring, zigzag, tasp, ulysses, usp, tokenring, allgather, ...) on a GPU\n"
+      "interconnect. Options override the scenario file.");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_autoptr(GError) err = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &err)) return fail(err->message);
   scenario_overrides ov = {topology, sched, seq, sp, mask, pass, dtype, grad_dtype,
-                           heads, kv_heads, head_dim, batch, tasp_cycles};
+                           heads, kv_heads, head_dim, batch, tasp_cycles, usp_ulysses,
+                           ulysses_fused};
   if (version) {
     printf("tasp-sim %s\n", TASP_VERSION);
     return 0;

@@ -1,5 +1,8 @@
-/* plan: building the task graph. */
+/* plan: building the task graph, and the stream rules. */
 #include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 plan *plan_new(uint32_t n_gpus, bool record_segs) {
   plan *p = g_new0(plan, 1);
@@ -11,7 +14,9 @@ plan *plan_new(uint32_t n_gpus, bool record_segs) {
   p->dep_from = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   p->dep_to = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   p->last_compute = g_new(int64_t, n_gpus);
-  for (uint32_t g = 0; g < n_gpus; g++) p->last_compute[g] = -1;
+  p->last_coll = g_new(int64_t, n_gpus);
+  for (uint32_t g = 0; g < n_gpus; g++) p->last_compute[g] = p->last_coll[g] = -1;
+  p->scratch = g_new0(uint8_t, n_gpus);
   p->note = g_string_new(NULL);
   return p;
 }
@@ -25,6 +30,8 @@ void plan_free(plan *p) {
   g_array_free(p->dep_to, TRUE);
   g_free(p->deps);
   g_free(p->last_compute);
+  g_free(p->last_coll);
+  g_free(p->scratch);
   g_string_free(p->note, TRUE);
   g_free(p);
 }
@@ -35,10 +42,11 @@ static uint32_t add_task(plan *p, plan_task *t) {
 }
 
 /* Compute tasks of one GPU run in order on its compute stream. */
-static uint32_t add_compute(plan *p, plan_task *t) {
-  uint32_t id = add_task(p, t);
-  if (p->last_compute[t->gpu] >= 0) plan_dep(p, (uint32_t)p->last_compute[t->gpu], id);
-  p->last_compute[t->gpu] = id;
+uint32_t plan_compute(plan *p, uint32_t gpu, uint32_t step, const plan_op *op) {
+  plan_task t = {.kind = TASK_COMPUTE, .gpu = gpu, .step = step, .op = *op};
+  uint32_t id = add_task(p, &t);
+  if (p->last_compute[gpu] >= 0) plan_dep(p, (uint32_t)p->last_compute[gpu], id);
+  p->last_compute[gpu] = id;
   return id;
 }
 
@@ -61,36 +69,57 @@ double plan_causal_pairs(plan_seg q, plan_seg k) {
   return total;
 }
 
-uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, bool causal, bool backward,
+uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
-  plan_task t = {.kind = TASK_ATTN, .gpu = gpu, .step = step, .causal = causal,
-                 .backward = backward};
-  for (uint32_t i = 0; i < nq; i++) t.sq += (double)q[i].len;
-  for (uint32_t j = 0; j < nk; j++) t.sk += (double)k[j].len;
-  if (!causal) {
-    t.pairs = t.sq * t.sk;
+  plan_op op = *shape;
+  op.kind = OP_ATTN;
+  op.sq = op.sk = op.pairs = 0;
+  for (uint32_t i = 0; i < nq; i++) op.sq += (double)q[i].len;
+  for (uint32_t j = 0; j < nk; j++) op.sk += (double)k[j].len;
+  if (!op.causal) {
+    op.pairs = op.sq * op.sk;
   } else {
     for (uint32_t i = 0; i < nq; i++)
-      for (uint32_t j = 0; j < nk; j++) t.pairs += plan_causal_pairs(q[i], k[j]);
+      for (uint32_t j = 0; j < nk; j++) op.pairs += plan_causal_pairs(q[i], k[j]);
   }
+  uint32_t id = plan_compute(p, gpu, step, &op);
   if (p->record_segs) {
-    t.seg_off = p->segs->len;
-    t.n_qseg = nq;
-    t.n_kseg = nk;
+    plan_task *t = plan_task_at(p, id);
+    t->seg_off = p->segs->len;
+    t->n_qseg = nq;
+    t->n_kseg = nk;
     g_array_append_vals(p->segs, q, nq);
     g_array_append_vals(p->segs, k, nk);
   }
-  return add_compute(p, &t);
+  return id;
 }
 
-uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, double rows) {
-  plan_task t = {.kind = TASK_MERGE, .gpu = gpu, .step = step, .sq = rows};
-  return add_compute(p, &t);
+uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape, double rows) {
+  plan_op op = *shape;
+  op.kind = OP_MERGE;
+  op.causal = false;
+  op.sq = rows;
+  op.sk = op.pairs = 0;
+  return plan_compute(p, gpu, step, &op);
 }
 
-uint32_t plan_comm(plan *p, uint32_t step) {
-  plan_task t = {.kind = TASK_COMM, .step = step, .xfer_off = p->xfers->len};
+uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes) {
+  plan_op op = {.kind = OP_COPY, .bytes = bytes};
+  return plan_compute(p, gpu, step, &op);
+}
+
+uint32_t plan_comm(plan *p, uint32_t step, comm_api api) {
+  plan_task t = {.kind = TASK_COMM, .step = step, .api = api, .xfer_off = p->xfers->len};
   return add_task(p, &t);
+}
+
+void plan_xfer_push(plan *p, uint32_t comm, plan_xfer x) {
+  plan_task *t = plan_task_at(p, comm);
+  /* transfers of a group are added while it is the newest group */
+  g_assert(t->kind == TASK_COMM && t->xfer_off + t->n_xfer == p->xfers->len);
+  g_assert(x.src != x.dst && x.src < p->n_gpus && x.dst < p->n_gpus);
+  g_array_append_val(p->xfers, x);
+  t->n_xfer++;
 }
 
 void plan_xfer_add(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes) {
@@ -99,18 +128,71 @@ void plan_xfer_add(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double by
 
 void plan_xfer_add_msgs(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes,
                         uint32_t msgs) {
-  plan_task *t = plan_task_at(p, comm);
-  /* transfers of a group are added while it is the newest group */
-  g_assert(t->kind == TASK_COMM && t->xfer_off + t->n_xfer == p->xfers->len);
-  plan_xfer x = {src, dst, bytes, msgs};
-  g_array_append_val(p->xfers, x);
-  t->n_xfer++;
+  plan_xfer_push(p, comm, (plan_xfer){src, dst, bytes, msgs, 1});
+}
+
+uint32_t plan_comm_gpus(plan *p, uint32_t comm, uint32_t *out) {
+  const plan_task *c = plan_task_at(p, comm);
+  for (uint32_t i = 0; i < c->n_xfer; i++) {
+    const plan_xfer *x = &g_array_index(p->xfers, plan_xfer, c->xfer_off + i);
+    p->scratch[x->src] = p->scratch[x->dst] = 1;
+  }
+  uint32_t k = 0;
+  for (uint32_t g = 0; g < p->n_gpus; g++)
+    if (p->scratch[g]) {
+      out[k++] = g;
+      p->scratch[g] = 0;
+    }
+  return k;
+}
+
+void plan_issued(const plan *p, int64_t *issued) {
+  memcpy(issued, p->last_compute, p->n_gpus * sizeof(int64_t));
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+void plan_issue(plan *p, uint32_t comm, const int64_t *issued, int64_t skip, bool ordered) {
+  g_autofree uint32_t *gpus = g_new(uint32_t, p->n_gpus);
+  g_autofree int64_t *colls = g_new(int64_t, p->n_gpus);
+  uint32_t k = plan_comm_gpus(p, comm, gpus);
+  if (!issued) issued = p->last_compute;
+  /* compute tasks belong to one GPU each, so these are distinct */
+  for (uint32_t i = 0; i < k; i++)
+    if (issued[gpus[i]] >= 0 && issued[gpus[i]] != skip)
+      plan_dep(p, (uint32_t)issued[gpus[i]], comm);
+  if (!ordered) return;
+  /* a collective is shared by its GPUs: depend on each one once */
+  for (uint32_t i = 0; i < k; i++) {
+    colls[i] = p->last_coll[gpus[i]];
+    p->last_coll[gpus[i]] = comm;
+  }
+  qsort(colls, k, sizeof *colls, cmp_i64);
+  for (uint32_t i = 0; i < k; i++)
+    if (colls[i] >= 0 && colls[i] != skip && (i == 0 || colls[i] != colls[i - 1]))
+      plan_dep(p, (uint32_t)colls[i], comm);
+}
+
+uint32_t plan_barrier(plan *p, uint32_t step, int64_t after) {
+  uint32_t b = plan_comm(p, step, COMM_BARRIER);
+  for (uint32_t g = 0; g < p->n_gpus; g++)
+    if (p->last_compute[g] >= 0) plan_dep(p, (uint32_t)p->last_compute[g], b);
+  if (after >= 0) plan_dep(p, (uint32_t)after, b);
+  for (uint32_t g = 0; g < p->n_gpus; g++) p->last_coll[g] = b;
+  return b;
 }
 
 void plan_dep(plan *p, uint32_t before, uint32_t after) {
   g_assert(before < after);
   g_array_append_val(p->dep_from, before);
   g_array_append_val(p->dep_to, after);
+}
+
+void plan_dep_all(plan *p, const GArray *ids, uint32_t after) {
+  for (guint i = 0; i < ids->len; i++) plan_dep(p, g_array_index(ids, uint32_t, i), after);
 }
 
 void plan_finish(plan *p) {
@@ -129,4 +211,15 @@ void plan_finish(plan *p) {
     plan_task *t = plan_task_at(p, g_array_index(p->dep_to, uint32_t, e));
     p->deps[t->dep_off + t->n_dep++] = g_array_index(p->dep_from, uint32_t, e);
   }
+}
+
+const char *plan_op_name(op_kind k) {
+  static const char *const names[OP_KINDS] = {"attn", "merge", "copy"};
+  return k < OP_KINDS ? names[k] : "?";
+}
+
+const char *plan_api_name(comm_api a) {
+  static const char *const names[COMM_APIS] = {"p2p", "all_to_all", "all_gather",
+                                               "reduce_scatter", "all_reduce", "barrier"};
+  return a < COMM_APIS ? names[a] : "?";
 }

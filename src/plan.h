@@ -1,13 +1,25 @@
 /* plan: the task graph a scheduler emits and the engine replays.
  *
- * Three kinds of task: an attention kernel on one GPU, a merge of a block
- * output into the running output on one GPU, and a communication group (a
- * batch of point-to-point transfers, or one all-to-all) that starts with a
- * fixed launch cost and ends with its last transfer.  Tasks depend on
- * others explicitly; compute tasks of one GPU also run in the order they
- * were added (one compute stream per GPU).  Attention kernels carry their
- * query and key token segments (global positions) when the plan records
- * them, so tests can check that the schedule covers the mask exactly. */
+ * Two kinds of task.  A compute task runs on one GPU and carries its
+ * operation with every operand the compute model needs to price it (kind,
+ * batch, the heads *of this task*, head dim, query and key lengths, mask,
+ * direction, element size): `compute` prices it through the kind's own
+ * model, so a new kind of work is a model entry, not a change to `exec`.
+ * A communication group carries the API it is issued through (a grouped
+ * send/receive, or one collective call) and the transfers that API really
+ * makes: collectives are expanded here into the flows the library moves
+ * (plan_coll_*), once, for every scheduler.
+ *
+ * Tasks depend on others explicitly.  The stream rules every PyTorch
+ * program obeys also live here, so that schedulers state what they issue
+ * and not how streams order it: compute tasks of one GPU run in the order
+ * they were added (one compute stream per GPU); a group issued on a GPU
+ * waits for the compute that GPU had issued before it (PyTorch makes the
+ * NCCL stream wait for the current stream at issue); collectives of one
+ * process group run in issue order on its NCCL stream; a barrier joins
+ * every GPU.  Attention tasks carry their query and key token segments
+ * (global positions) and head range when the plan records them, so tests
+ * can check that a schedule covers the mask exactly, head by head. */
 #ifndef TASP_PLAN_H
 #define TASP_PLAN_H
 
@@ -15,26 +27,56 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { TASK_ATTN, TASK_MERGE, TASK_COMM } task_kind;
+typedef enum { TASK_COMPUTE, TASK_COMM } task_kind;
+
+/* What a compute task does. */
+typedef enum {
+  OP_ATTN,   /* softmax attention block (flash attention kernel) */
+  OP_MERGE,  /* log-sum-exp merge of a block output into the running one */
+  OP_COPY,   /* memory-bound rearrangement: torch.cat, permute, index */
+  OP_KINDS
+} op_kind;
 
 typedef struct { uint64_t start, len; } plan_seg;
+
+/* The operands of a compute task. */
+typedef struct {
+  op_kind kind;
+  bool causal;        /* attention: mask key <= query over global positions */
+  bool backward;
+  uint32_t batch, head_off, heads, head_dim; /* heads [head_off, head_off + heads) */
+  uint32_t elem_bytes;
+  double sq, sk;      /* attention: query and key lengths; merge: rows in sq */
+  double pairs;       /* attention: (query, key) token pairs per batch and head */
+  double bytes;       /* copy: bytes read (and as many written) */
+} plan_op;
+
 /* A transfer; `msgs` is how many messages it is issued as (a piece per
- * contiguous token range): point-to-point groups pay per message. */
-typedef struct { uint32_t src, dst; double bytes; uint32_t msgs; } plan_xfer;
+ * contiguous token range): point-to-point groups pay per message.  `steps`:
+ * a collective's ring edge carries its bytes in that many pipelined steps,
+ * each paying the route's latency once. */
+typedef struct { uint32_t src, dst; double bytes; uint32_t msgs, steps; } plan_xfer;
+
 /* How a communication group is issued: grouped send/receive
  * (batch_isend_irecv, as ring_flash_attn does) or one collective call. */
-typedef enum { COMM_P2P, COMM_COLLECTIVE } comm_api;
+typedef enum {
+  COMM_P2P,
+  COMM_ALL_TO_ALL,
+  COMM_ALL_GATHER,
+  COMM_REDUCE_SCATTER,
+  COMM_ALL_REDUCE,
+  COMM_BARRIER,   /* no data: joins its predecessors */
+  COMM_APIS
+} comm_api;
 
 typedef struct {
   task_kind kind;
   uint32_t gpu;        /* compute tasks */
   uint32_t step;       /* scheduler step, for traces */
-  bool causal;         /* attention: causal mask over global positions */
-  bool backward;
-  double sq, sk;       /* attention: query and key lengths; merge: rows in sq */
-  double pairs;        /* attention: (query, key) token pairs computed */
-  uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
+  plan_op op;          /* compute tasks */
   comm_api api;                   /* comm */
+  bool grads;                     /* comm: moves gradients (traces) */
+  uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
 } plan_task;
@@ -48,25 +90,72 @@ typedef struct {
   GArray *dep_from, *dep_to; /* uint32 edge lists while building */
   uint32_t *deps; /* predecessors grouped by task, after plan_finish */
   int64_t *last_compute; /* last compute task per GPU, -1 none */
+  int64_t *last_coll;    /* last collective group per GPU (its NCCL stream), -1 none */
+  uint8_t *scratch;      /* per GPU, all zero between calls */
   GString *note;  /* what the scheduler wants the user to know */
 } plan;
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);
 void plan_free(plan *p);
 
-/* An attention kernel of GPU gpu over query segments q and key segments k.
- * Causal kernels mask by global position (key <= query).  Returns its id. */
-uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, bool causal, bool backward,
+/* ---- compute ---- */
+
+/* A compute task of GPU gpu; appended to its compute stream.  For
+ * attention use plan_attn, which also fills the segments and pairs. */
+uint32_t plan_compute(plan *p, uint32_t gpu, uint32_t step, const plan_op *op);
+/* An attention kernel of GPU gpu over query segments q and key segments k,
+ * on the heads and shape of `shape` (kind, sq, sk and pairs are filled in).
+ * Causal kernels mask by global position (key <= query). */
+uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
-/* A merge of `rows` query rows of a block output. */
-uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, double rows);
-/* An empty communication group; add transfers with plan_xfer_add. */
-uint32_t plan_comm(plan *p, uint32_t step);
+/* A merge of `rows` query rows of a block output on `shape`'s heads. */
+uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape, double rows);
+/* A memory-bound copy of `bytes` on GPU gpu. */
+uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes);
+
+/* ---- communication ---- */
+
+/* An empty communication group; add transfers with plan_xfer_add or a
+ * collective with plan_coll_*, then issue it with plan_issue. */
+uint32_t plan_comm(plan *p, uint32_t step, comm_api api);
 void plan_xfer_add(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes);
 /* The same, issued as `msgs` messages. */
 void plan_xfer_add_msgs(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes,
                         uint32_t msgs);
+/* Any transfer, as given. */
+void plan_xfer_push(plan *p, uint32_t comm, plan_xfer x);
+
+/* Collectives over the ranks gpus[0..n) (a process group, in rank order),
+ * expanded into the flows NCCL moves for them (plan_coll.c says why):
+ *   all-to-all: `bytes` per ordered pair, direct;
+ *   all-gather and reduce-scatter: `bytes` per rank's shard, around rings;
+ *   all-reduce: a reduce-scatter then an all-gather of `bytes`/n shards.
+ * `per_node`: GPUs per node of the topology (0: one node), which sets the
+ * rings' node crossings.  The group's api must match. */
+void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n,
+                          double bytes);
+void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
+                    uint32_t per_node);
+
+/* ---- stream rules ---- */
+
+/* The GPUs a group's transfers touch, each once, in ascending order;
+ * returns how many (out has room for n_gpus). */
+uint32_t plan_comm_gpus(plan *p, uint32_t comm, uint32_t *out);
+/* Snapshot of each GPU's last issued compute task (n_gpus entries). */
+void plan_issued(const plan *p, int64_t *issued);
+/* Issue a filled group on its GPUs: it starts after the compute each of
+ * them had issued (`issued`, a snapshot; NULL: now), except `skip` (a task
+ * already depended on, -1 none); `ordered`: also after the collective
+ * previously issued on each of its GPUs (one NCCL stream per process group:
+ * its calls run in issue order). */
+void plan_issue(plan *p, uint32_t comm, const int64_t *issued, int64_t skip, bool ordered);
+/* A synchronisation point after every GPU's issued compute and after
+ * `after` (-1 none): a pass boundary.  Returns its id. */
+uint32_t plan_barrier(plan *p, uint32_t step, int64_t after);
 void plan_dep(plan *p, uint32_t before, uint32_t after);
+/* `after` waits for every task in ids. */
+void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
 
@@ -76,5 +165,8 @@ static inline plan_task *plan_task_at(const plan *p, uint32_t id) {
 
 /* (query, key) pairs of one segment pair under a causal mask. */
 double plan_causal_pairs(plan_seg q, plan_seg k);
+
+const char *plan_op_name(op_kind k);
+const char *plan_api_name(comm_api a);
 
 #endif

@@ -73,18 +73,16 @@ static bool add_pattern(plan *p, uint32_t comm, const replay_case *c) {
 double replay_predict(const topology *t, const replay_case *c) {
   if (c->n < 2 || c->n > t->n_gpus) return -1;
   plan *p = plan_new(c->n, false);
-  uint32_t comm = plan_comm(p, 0);
-  /* batch_isend_irecv is grouped send/receive; every other API one call */
-  if (strcmp(c->api, "batch_p2p")) plan_task_at(p, comm)->api = COMM_COLLECTIVE;
+  /* batch_isend_irecv is grouped send/receive; every other API one call,
+   * replayed with direct flows as measured and fitted (scripts/fit_links.py) */
+  uint32_t comm = plan_comm(p, 0, strcmp(c->api, "batch_p2p") ? COMM_ALL_TO_ALL : COMM_P2P);
   if (!add_pattern(p, comm, c)) {
     plan_free(p);
     return -1;
   }
   plan_finish(p);
-  workload w = {.gpus = c->n, .seq_len = 1, .batch = 1, .heads = 1, .kv_heads = 1,
-                .head_dim = 1, .elem_bytes = 2, .dtype = "bf16"};
   exec_opts o = {.no_compute = true};
-  exec_result *r = exec_run(p, t, &w, &o);
+  exec_result *r = exec_run(p, t, &o);
   double s = r->step_s;
   exec_result_free(r);
   plan_free(p);

@@ -132,7 +132,8 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
     json_where w = {file, ""};
     if (!json_get_typed(root, w, "model", false, json_type_object, &model, err)) return false;
     static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
-                                       "grad_dtype", "name", NULL};
+                                       "grad_dtype", "name", "usp_ulysses",
+                                       "ulysses_fused", NULL};
     json_where mw = {file, "model"};
     if (model && !json_check_keys(model, mw, keys, err)) return false;
   }
@@ -144,6 +145,16 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
                    err) ||
       !shape_field(model, file, "head_dim", ov->head_dim, "--head-dim", 128, &m->head_dim, err))
     return false;
+  if (!shape_field(model, file, "usp_ulysses", ov->usp_ulysses, "--usp-ulysses", 0,
+                   &m->ulysses, err))
+    return false;
+  m->ulysses_fused = ov->ulysses_fused;
+  json_object *fused;
+  if (!m->ulysses_fused && model && json_object_object_get_ex(model, "ulysses_fused", &fused)) {
+    if (!json_object_is_type(fused, json_type_boolean))
+      return bad(err, (origin){file, "model.ulysses_fused"}, "expected true or false");
+    m->ulysses_fused = json_object_get_boolean(fused);
+  }
   if (!ov->kv_heads && !(model && json_object_object_get_ex(model, "kv_heads", NULL)) &&
       !ov->heads && !model)
     m->kv_heads = 8;

@@ -19,6 +19,8 @@ typedef struct {
   const char *sched, *seq, *sp, *mask, *pass, *dtype, *grad_dtype;
   const char *heads, *kv_heads, *head_dim, *batch;
   const char *tasp_cycles;
+  const char *usp_ulysses;   /* USP's Ulysses degree */
+  bool ulysses_fused;        /* one all-to-all for Q, K and V */
 } scenario_overrides;
 
 typedef struct {

@@ -21,7 +21,7 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
   res->pt = *pt;
   plan *p = pt->sched->build(&pt->w, t, false);
   if (p->note->len) res->note = g_strdup(p->note->str);
-  res->r = exec_run(p, t, &pt->w, o);
+  res->r = exec_run(p, t, o);
   plan_free(p);
   double sum = 0;
   unsigned used = 0;

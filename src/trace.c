@@ -8,10 +8,13 @@
 #include "report.h"
 #include "sizes.h"
 
-static const char *span_name(const exec_span *s) {
-  if (s->comm) return s->backward ? "dkv/kv transfer" : "kv transfer";
-  if (s->kind == TASK_MERGE) return "merge";
-  return s->backward ? "attn bwd" : "attn fwd";
+/* "attn fwd", "merge", "p2p", "all_to_all grads", ... */
+static const char *span_name(const exec_span *s, char buf[32]) {
+  const char *what = s->comm ? plan_api_name(s->kind) : plan_op_name(s->kind);
+  const char *dir = s->comm ? (s->backward ? " grads" : "")
+                            : s->kind == OP_ATTN ? (s->backward ? " bwd" : " fwd") : "";
+  g_snprintf(buf, 32, "%s%s", what, dir);
+  return buf;
 }
 
 void report_trace(FILE *f, const report_ctx *c) {
@@ -36,9 +39,10 @@ void report_trace(FILE *f, const report_ctx *c) {
     if (!r->r->spans) continue;
     for (guint i = 0; i < r->r->spans->len; i++) {
       const exec_span *s = &g_array_index(r->r->spans, exec_span, i);
+      char name[32];
       SEP();
       fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,"
-              "\"args\":{\"step\":%u}}", span_name(s), p, 2 * s->gpu + s->comm, s->t0_s * 1e6,
+              "\"args\":{\"step\":%u}}", span_name(s, name), p, 2 * s->gpu + s->comm, s->t0_s * 1e6,
               (s->t1_s - s->t0_s) * 1e6, s->step);
     }
     for (guint i = 0; i < r->r->rates->len; i++) {

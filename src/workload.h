@@ -21,6 +21,10 @@ typedef struct {
   /* TASP's cycles as given by the user ("0-1-2-3,0-3-2-1"), NULL: found by
    * tasp-sim.  To reproduce a particular implementation's labelling. */
   const char *tasp_cycles;
+  /* USP's Ulysses degree (0: the scheduler's default) and whether Ulysses
+   * moves Q, K and V in one fused all-to-all instead of three calls. */
+  uint32_t ulysses;
+  bool ulysses_fused;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

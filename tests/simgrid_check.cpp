@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
   plan *p = s->build(&w, t, false);
   exec_opts o = {};
   o.no_compute = true;
-  exec_result *r = exec_run(p, t, &w, &o);
+  exec_result *r = exec_run(p, t, &o);
   double ours = r->step_s, theirs = simgrid_time(t, p);
   double err = std::fabs(ours / theirs - 1);
   bool ok = err <= 1e-3;

@@ -42,7 +42,7 @@ static void t_comm_only_ring(void) {
     workload w = llama(n, 840 * 128, false); /* divisible by 2..8 */
     plan *p = sched_ring.build(&w, t, false);
     exec_opts o = {.no_compute = true};
-    exec_result *r = exec_run(p, t, &w, &o);
+    exec_result *r = exec_run(p, t, &o);
     double bytes = workload_kv_bytes(&w, (double)w.seq_len / n);
     double want = (n - 1) * (bytes / bw + lat + launch);
     CU_ASSERT_CLOSE(r->step_s, want, 1e-9);
@@ -72,12 +72,12 @@ static void t_p2p_message_cost(void) {
       if (pass) t->p2p_msg_s = msg;
       plan *p = sc->build(&w, t, false);
       exec_opts o = {.no_compute = true};
-      exec_result *r = exec_run(p, t, &w, &o);
+      exec_result *r = exec_run(p, t, &o);
       *(pass ? &with : &base) = r->step_s;
       if (pass) { /* as collectives, the same groups pay no message cost */
         for (guint i = 0; i < p->tasks->len; i++)
-          if (plan_task_at(p, i)->kind == TASK_COMM) plan_task_at(p, i)->api = COMM_COLLECTIVE;
-        exec_result *c = exec_run(p, t, &w, &o);
+          if (plan_task_at(p, i)->kind == TASK_COMM) plan_task_at(p, i)->api = COMM_ALL_TO_ALL;
+        exec_result *c = exec_run(p, t, &o);
         CU_ASSERT_CLOSE(c->step_s, base, 1e-9);
         exec_result_free(c);
       }
@@ -101,14 +101,14 @@ static void t_comm_only_tasp_vs_cap(void) {
   exec_opts o = {.no_compute = true};
   double bytes = workload_kv_bytes(&w, (double)w.seq_len / n);
   plan *pr = sched_ring.build(&w, t, false), *pt = sched_tasp.build(&w, t, false);
-  exec_result *rr = exec_run(pr, t, &w, &o), *rt = exec_run(pt, t, &w, &o);
+  exec_result *rr = exec_run(pr, t, &o), *rt = exec_run(pt, t, &o);
   CU_ASSERT_CLOSE(rr->step_s, (n - 1) * bytes / bw, 1e-9);
   CU_ASSERT_CLOSE(rt->step_s, (n - 1) * bytes / bw, 1e-9);
   exec_result_free(rr);
   exec_result_free(rt);
   for (size_t p = 0; p < (size_t)n * n; p++) t->route_cap_Bps[p] = bw / 2;
-  rr = exec_run(pr, t, &w, &o);
-  rt = exec_run(pt, t, &w, &o);
+  rr = exec_run(pr, t, &o);
+  rt = exec_run(pt, t, &o);
   CU_ASSERT_CLOSE(rr->step_s, 2 * (n - 1) * bytes / bw, 1e-9);
   CU_ASSERT_CLOSE(rt->step_s, (n - 1) * bytes / bw, 1e-9);
   exec_result_free(rr);
@@ -127,7 +127,7 @@ static void t_compute_only_sum(void) {
   workload w = llama(n, 32 * 1024, true);
   plan *p = sched_ring.build(&w, t, false);
   exec_opts o = {.no_comm = true};
-  exec_result *r = exec_run(p, t, &w, &o);
+  exec_result *r = exec_run(p, t, &o);
   double c = (double)w.seq_len / n;
   for (uint32_t g = 0; g < n; g++) {
     double want = compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, true), c, c, true, false);
@@ -152,8 +152,8 @@ static void t_overlap_bounds(void) {
     workload w = llama(n, big ? 512 * 1024 : 16 * 1024, false);
     plan *p = sched_ring.build(&w, t, false);
     exec_opts both = {0}, cpu = {.no_comm = true}, net = {.no_compute = true};
-    exec_result *rb = exec_run(p, t, &w, &both), *rc = exec_run(p, t, &w, &cpu),
-                *rn = exec_run(p, t, &w, &net);
+    exec_result *rb = exec_run(p, t, &both), *rc = exec_run(p, t, &cpu),
+                *rn = exec_run(p, t, &net);
     CU_ASSERT(rb->step_s >= fmax(rc->step_s, rn->step_s) * (1 - 1e-12));
     CU_ASSERT(rb->step_s <= (rc->step_s + rn->step_s) * (1 + 1e-12));
     if (big) CU_ASSERT(rb->exposed_s < 0.01 * rb->step_s);
@@ -172,7 +172,7 @@ static void t_host_issue(void) {
   workload w = llama(n, 16 * 1024, false);
   plan *p = sched_ring.build(&w, t, false);
   exec_opts o = {.no_compute = true};
-  exec_result *r = exec_run(p, t, &w, &o);
+  exec_result *r = exec_run(p, t, &o);
   double bytes = workload_kv_bytes(&w, (double)w.seq_len / n);
   /* step k can start only once the host issued it at (k+1)·50 us */
   double want = 0;
@@ -190,7 +190,7 @@ static void t_deterministic(void) {
   workload w = llama(8, 128 * 1024, true);
   plan *p = sched_tasp.build(&w, t, false);
   exec_opts o = {0};
-  exec_result *a = exec_run(p, t, &w, &o), *b = exec_run(p, t, &w, &o);
+  exec_result *a = exec_run(p, t, &o), *b = exec_run(p, t, &o);
   CU_ASSERT_EQUAL(memcmp(&a->step_s, &b->step_s, sizeof(double)), 0);
   CU_ASSERT_EQUAL(memcmp(a->chan_bytes, b->chan_bytes, a->n_chan * sizeof(double)), 0);
   CU_ASSERT_EQUAL(a->events, b->events);

@@ -1,33 +1,51 @@
-/* ring: RingAttention with contiguous chunks.
+/* ring: RingAttention and Zigzag-Ring.
  *
- * GPU i holds tokens [i·c, (i+1)·c).  At step t it attends its queries to
- * the KV chunk of GPU (i - t) mod N while passing the chunk it holds to
- * GPU i+1 (Li et al. 2021; Liu et al. 2023; ring_flash_attn).  Causal:
- * the own chunk is a causal block, earlier chunks are full blocks, later
- * chunks are skipped, as ring_flash_attn does: GPU i computes i+1 blocks,
- * so the last GPU does almost N times the first one's work. */
-#include "rotate.h"
+ * Ring (Li et al. 2021; Liu et al. 2023; ring_flash_attn): GPU i holds
+ * tokens [i·c, (i+1)·c).  At step t it attends its queries to the KV chunk
+ * of GPU (i - t) mod N while passing the chunk it holds to GPU i+1.
+ * Causal: the own chunk is a causal block, earlier chunks are full blocks,
+ * later chunks are skipped, as ring_flash_attn does: GPU i computes i+1
+ * blocks, so the last GPU does almost N times the first one's work.
+ *
+ * Zigzag (zigzag_ring_flash_attn): the sequence is cut into 2N chunks of
+ * c/2 tokens; GPU i holds chunks i and 2N-1-i, so under a causal mask
+ * every GPU does the same work.  KV moves around one ring as in Ring.
+ * With the KV of GPU j at step t: j = i: one causal block over both local
+ * chunks; j < i: all local queries against the first half of j's KV
+ * (chunk j); j > i: the second half of the queries (chunk 2N-1-i) against
+ * all of j's KV.  Every step past the first is half a full block. */
+#include "ring.h"
 
-typedef struct {
-  const workload *w;
-  uint64_t chunk; /* tokens per GPU */
-} ring_self;
+#include "ulysses.h"
 
-static void ring_xfers(const void *self, rotate_emit *e, uint32_t step) {
-  const ring_self *r = self;
-  (void)step;
-  uint32_t n = r->w->gpus;
-  for (uint32_t i = 0; i < n; i++)
-    rotate_xfer(e, i, (i + 1) % n, workload_kv_bytes(r->w, (double)r->chunk), 1);
+ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag) {
+  uint32_t r = w->gpus / u;
+  ring_geom g = {w, r, u, w->seq_len / r, zigzag, 0};
+  g.kv_bytes = 2.0 * w->batch * (double)g.chunk * ulysses_kv_heads(w, u) / u * w->head_dim *
+               w->elem_bytes;
+  return g;
 }
 
-static void ring_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
-  const ring_self *r = self;
-  uint32_t n = r->w->gpus, src = (gpu + n - step) % n;
-  plan_seg q = {gpu * r->chunk, r->chunk}, k = {src * r->chunk, r->chunk};
-  if (!r->w->causal) rotate_kernel(e, false, &q, 1, &k, 1);
-  else if (src == gpu) rotate_kernel(e, true, &q, 1, &k, 1);
-  else if (src < gpu) rotate_kernel(e, false, &q, 1, &k, 1);
+void ring_geom_xfers(const void *self, rotate_emit *e, uint32_t step) {
+  const ring_geom *g = self;
+  (void)step;
+  uint32_t n = g->w->gpus;
+  if (g->ranks < 2) return; /* one ring rank: nothing moves */
+  for (uint32_t i = 0; i < n; i++) rotate_xfer(e, i, (i + g->u) % n, g->kv_bytes, 1);
+}
+
+void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
+  const ring_geom *g = self;
+  uint32_t r = g->ranks, a = gpu / g->u, src = (a + r - step) % r;
+  uint32_t heads = g->w->heads / g->u, h0 = (gpu % g->u) * heads;
+  plan_seg q[2], k[2];
+  uint32_t nq = sched_layout(g->w->seq_len, a, r, g->zigzag, q);
+  uint32_t nk = sched_layout(g->w->seq_len, src, r, g->zigzag, k);
+  if (!g->w->causal) rotate_kernel_heads(e, h0, heads, false, q, nq, k, nk);
+  else if (src == a) rotate_kernel_heads(e, h0, heads, true, q, nq, k, nk);
+  else if (!g->zigzag && src < a) rotate_kernel_heads(e, h0, heads, false, q, nq, k, nk);
+  else if (g->zigzag && src < a) rotate_kernel_heads(e, h0, heads, false, q, 2, k, 1);
+  else if (g->zigzag) rotate_kernel_heads(e, h0, heads, false, &q[1], 1, k, 2);
 }
 
 static bool ring_check(const workload *w, const topology *t, GError **err) {
@@ -35,12 +53,28 @@ static bool ring_check(const workload *w, const topology *t, GError **err) {
   return sched_check_divisible(w, 1, "ring gives every GPU an equal contiguous chunk", err);
 }
 
+static bool zigzag_check(const workload *w, const topology *t, GError **err) {
+  (void)t;
+  return sched_check_divisible(w, 2, "zigzag cuts the sequence into 2N equal chunks", err);
+}
+
+static plan *build(const workload *w, const topology *t, bool record_segs, bool zigzag) {
+  ring_geom g = ring_geom_make(w, 1, zigzag);
+  rotate_ops ops = {.n_steps = w->gpus, .xfers = ring_geom_xfers, .kernels = ring_geom_kernels};
+  return rotate_build(&ops, &g, w, t, record_segs);
+}
+
 static plan *ring_build(const workload *w, const topology *t, bool record_segs) {
-  ring_self self = {w, w->seq_len / w->gpus};
-  rotate_ops ops = {w->gpus, ring_xfers, ring_kernels};
-  return rotate_build(&ops, &self, w, t, record_segs);
+  return build(w, t, record_segs, false);
+}
+
+static plan *zigzag_build(const workload *w, const topology *t, bool record_segs) {
+  return build(w, t, record_segs, true);
 }
 
 const sched_ops sched_ring = {
     "ring", "RingAttention: contiguous chunks, KV passed around one ring", ring_check,
     ring_build};
+const sched_ops sched_zigzag = {
+    "zigzag", "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
+    zigzag_check, zigzag_build};

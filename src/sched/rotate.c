@@ -15,7 +15,6 @@ struct rotate_emit {
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
-  uint8_t *in_group;      /* per GPU, scratch for add_group (all zero) */
 };
 
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
@@ -24,36 +23,33 @@ void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint3
 
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
                    const plan_seg *k, uint32_t nk) {
-  uint32_t id = plan_attn(e->p, e->gpu, e->step, causal, e->backward, q, nq, k, nk);
+  rotate_kernel_heads(e, 0, e->w->heads, causal, q, nq, k, nk);
+}
+
+void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
+                         const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
+  plan_op shape = sched_shape(e->w, causal, e->backward);
+  shape.head_off = head_off;
+  shape.heads = heads;
+  uint32_t id = plan_attn(e->p, e->gpu, e->step, &shape, q, nq, k, nk);
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   g_array_append_val(e->step_kernels, id);
   if (!e->backward && e->started[e->gpu])
-    plan_merge(e->p, e->gpu, e->step, plan_task_at(e->p, id)->sq);
+    plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq);
   e->started[e->gpu] = true;
 }
 
 /* A communication group for the given step's pattern, after `after` and
- * after the compute tasks `issued` (per GPU, -1 none) that its GPUs had
- * issued before it: PyTorch makes the NCCL stream wait for the current
- * stream when a call is issued, so a step's transfer cannot start before
- * the previous step's kernels and merges are done.  grads: the group moves
- * dK/dV accumulators, not KV. */
+ * after the compute tasks `issued` (a snapshot) that its GPUs had issued
+ * before it (plan_issue).  grads: the group moves dK/dV accumulators. */
 static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *e,
                           uint32_t step, int64_t after, const int64_t *issued, bool grads) {
-  e->comm = plan_comm(e->p, step);
+  e->comm = plan_comm(e->p, step, COMM_P2P);
+  plan_task_at(e->p, e->comm)->grads = grads;
   e->byte_scale = grads ? e->grad_scale : 1.0;
   ops->xfers(self, e, step);
   if (after >= 0) plan_dep(e->p, (uint32_t)after, e->comm);
-  const plan_task *c = plan_task_at(e->p, e->comm);
-  for (uint32_t i = 0; i < c->n_xfer; i++) {
-    const plan_xfer *x = &g_array_index(e->p->xfers, plan_xfer, c->xfer_off + i);
-    e->in_group[x->src] = e->in_group[x->dst] = 1;
-  }
-  for (uint32_t g = 0; g < e->p->n_gpus; g++) {
-    if (e->in_group[g] && issued[g] >= 0 && issued[g] != after)
-      plan_dep(e->p, (uint32_t)issued[g], e->comm);
-    e->in_group[g] = 0;
-  }
+  plan_issue(e->p, e->comm, issued, after, false);
   return e->comm;
 }
 
@@ -63,6 +59,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
                           bool backward, int64_t after) {
   uint32_t n = e->p->n_gpus;
   e->backward = backward;
+  if (ops->prologue) after = ops->prologue(self, e->p, backward, after);
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;
@@ -70,7 +67,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
   for (uint32_t t = 0; t < ops->n_steps; t++) {
     int64_t kv = -1;
     bool more = t + 1 < ops->n_steps;
-    memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
+    plan_issued(e->p, issued);
     if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
@@ -85,20 +82,19 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
        * communication differ by the whole transfer time).  Emitted after
        * the kernels so that it can depend on them. */
       kv = add_group(ops, self, e, t, kv_prev, issued, false);
-      for (guint i = 0; i < e->step_kernels->len; i++)
-        plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), (uint32_t)kv);
+      plan_dep_all(e->p, e->step_kernels, (uint32_t)kv);
     }
     if (backward) {
-      memcpy(issued, e->p->last_compute, n * sizeof(int64_t));
+      plan_issued(e->p, issued);
       uint32_t d = add_group(ops, self, e, t, dkv_prev, issued, true);
-      for (guint i = 0; i < e->step_kernels->len; i++)
-        plan_dep(e->p, g_array_index(e->step_kernels, uint32_t, i), d);
+      plan_dep_all(e->p, e->step_kernels, d);
       dkv_prev = d;
     }
     e->arrived = kv;
     if (kv >= 0) kv_prev = kv;
   }
-  return backward ? dkv_prev : kv_prev;
+  int64_t last = backward ? dkv_prev : kv_prev;
+  return ops->epilogue ? ops->epilogue(self, e->p, backward, last) : last;
 }
 
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
@@ -106,23 +102,16 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   plan *p = plan_new(w->gpus, record_segs);
   rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
-                   .started = g_new0(bool, w->gpus), .in_group = g_new0(uint8_t, w->gpus),
+                   .started = g_new0(bool, w->gpus),
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {
     /* the backward pass starts once every GPU's forward is done */
-    if (w->pass == PASS_FWDBWD) {
-      uint32_t barrier = plan_comm(p, ops->n_steps);
-      for (uint32_t g = 0; g < w->gpus; g++)
-        if (p->last_compute[g] >= 0) plan_dep(p, (uint32_t)p->last_compute[g], barrier);
-      if (last >= 0) plan_dep(p, (uint32_t)last, barrier);
-      last = barrier;
-    }
+    if (w->pass == PASS_FWDBWD) last = plan_barrier(p, ops->n_steps, last);
     build_pass(ops, self, &e, true, last);
   }
   g_free(e.started);
-  g_free(e.in_group);
   g_array_free(e.step_kernels, TRUE);
   plan_finish(p);
   return p;

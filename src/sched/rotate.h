@@ -20,6 +20,11 @@ typedef struct rotate_emit rotate_emit;
 
 typedef struct {
   uint32_t n_steps;
+  /* Optional, NULL: tasks before a pass's first step (issued after
+   * `after`); returns what the pass's first kernels wait for (-1 none). */
+  int64_t (*prologue)(const void *self, plan *p, bool backward, int64_t after);
+  /* Optional: tasks after a pass's last step; returns the pass's last task. */
+  int64_t (*epilogue)(const void *self, plan *p, bool backward, int64_t last);
   /* Transfers that move what each GPU holds at `step` one hop on. */
   void (*xfers)(const void *self, rotate_emit *e, uint32_t step);
   /* Kernels of GPU `gpu` at `step`, by rotate_kernel(). */
@@ -30,6 +35,9 @@ typedef struct {
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs);
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
                    const plan_seg *k, uint32_t nk);
+/* The same on the query heads [head_off, head_off + heads) only. */
+void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
+                         const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
 /* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd) on t:
  * where t->kernel_blocks_comm, a step's transfer starts only after the

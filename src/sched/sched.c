@@ -3,7 +3,10 @@
 
 #include <string.h>
 
-static const sched_ops *const all[] = {&sched_ring, &sched_zigzag, &sched_tasp, &sched_tasp_mkm, NULL};
+static const sched_ops *const all[] = {&sched_ring,      &sched_zigzag,    &sched_tasp,
+                                       &sched_tasp_mkm,  &sched_ulysses,   &sched_usp,
+                                       &sched_usp_zigzag, &sched_tokenring, &sched_allgather,
+                                       NULL};
 
 const sched_ops *const *sched_all(void) { return all; }
 
@@ -29,4 +32,20 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
     return false;
   }
   return true;
+}
+
+plan_op sched_shape(const workload *w, bool causal, bool backward) {
+  return (plan_op){.kind = OP_ATTN, .causal = causal, .backward = backward, .batch = w->batch,
+                   .heads = w->heads, .head_dim = w->head_dim, .elem_bytes = w->elem_bytes};
+}
+
+uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_seg out[2]) {
+  if (!zigzag) {
+    out[0] = (plan_seg){a * (seq / r), seq / r};
+    return 1;
+  }
+  uint64_t half = seq / (2 * (uint64_t)r);
+  out[0] = (plan_seg){a * half, half};
+  out[1] = (plan_seg){(2 * (uint64_t)r - 1 - a) * half, half};
+  return 2;
 }

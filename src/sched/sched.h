@@ -36,9 +36,22 @@ char *sched_names(void);
  * group, with at least one token per piece. */
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err);
 
+/* Token segments rank a of r holds: one contiguous chunk of S/r tokens,
+ * or (zigzag) chunks a and 2r-1-a of S/2r tokens (zigzag_ring_flash_attn's
+ * layout, balanced under a causal mask).  Returns how many. */
+uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_seg out[2]);
+
+/* The operands of an attention task over all of w's heads. */
+plan_op sched_shape(const workload *w, bool causal, bool backward);
+
 extern const sched_ops sched_ring;
 extern const sched_ops sched_zigzag;
 extern const sched_ops sched_tasp;
 extern const sched_ops sched_tasp_mkm;
+extern const sched_ops sched_ulysses;
+extern const sched_ops sched_usp;
+extern const sched_ops sched_usp_zigzag;
+extern const sched_ops sched_tokenring;
+extern const sched_ops sched_allgather;
 
 #endif

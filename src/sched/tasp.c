@@ -259,7 +259,7 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
       v = s.d.succ[(size_t)m * n + v];
     }
   }
-  rotate_ops ops = {n, tasp_xfers, tasp_kernels};
+  rotate_ops ops = {.n_steps = n, .xfers = tasp_xfers, .kernels = tasp_kernels};
   plan *p = rotate_build(&ops, &s, w, t, record_segs);
   bool complete_graph = links == n - 1;
   if (w->tasp_cycles && !nodes)

@@ -1,0 +1,27 @@
+/* ring: the ring family (RingAttention, Zigzag-Ring) over a ring geometry
+ * that USP reuses for its ring part.
+ *
+ * A geometry puts r ring ranks on n = r·u GPUs: GPU g is ring rank g / u
+ * and works on the query heads of its Ulysses rank g % u (u = 1: all
+ * heads); its ring neighbour is GPU g + u.  Each ring rank holds `chunk`
+ * tokens: contiguous (ring) or the zigzag pair of half chunks (zigzag). */
+#ifndef TASP_SCHED_RING_H
+#define TASP_SCHED_RING_H
+
+#include "rotate.h"
+
+typedef struct {
+  const workload *w;
+  uint32_t ranks, u;  /* ring degree r, GPUs per ring rank (Ulysses degree) */
+  uint64_t chunk;     /* tokens per ring rank */
+  bool zigzag;
+  double kv_bytes;    /* bytes of the KV a GPU holds and passes on */
+} ring_geom;
+
+/* r = n / u ring ranks over the sequence; KV heads per GPU: kv_heads / u,
+ * or one replica where kv_heads < u (ulysses.h). */
+ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag);
+void ring_geom_xfers(const void *self, rotate_emit *e, uint32_t step);
+void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
+
+#endif

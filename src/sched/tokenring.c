@@ -1,0 +1,145 @@
+/* tokenring: TokenRing (Wang et al. 2024, arXiv 2412.20501;
+ * ACA-Lab-SJTU/token-ring).
+ *
+ * KV stays where it is; the queries travel.  At step t GPU r holds the
+ * queries of owner j = (r - t) mod N and attends them to its own KV, while
+ * one grouped send/receive passes the queries it holds one hop on (r to
+ * r+1) for step t+1.  The block output and its log-sum-exp go straight
+ * back to the owner over the mesh in a second grouped send/receive (one
+ * message from r to j, a different peer every step: on NVSwitch or a full
+ * mesh these hand-backs use other links than the query ring), and the
+ * owner merges each returned block, one step later, so the merge never
+ * waits on a transfer still in flight.  Causal: the zigzag layout, with
+ * zigzag's block rules seen from the KV's side: j = r one causal block;
+ * r < j all of j's queries against r's first chunk; r > j the second half
+ * of j's queries against all of r's KV.
+ * Backward: the queries travel with their output gradient, output and
+ * log-sum-exp (what the backward kernel needs); dK and dV accumulate where
+ * the KV is and never move; each block's dQ (float32, --grad-dtype) goes
+ * back to the owner, which adds it one step later. */
+#include "sched.h"
+
+typedef struct {
+  const workload *w;
+  plan *p;
+  bool kbc;            /* topology: transfers wait for running kernels */
+} tr_self;
+
+/* Kernel of GPU r on the queries of j; returns the query rows (0: none). */
+static double block(tr_self *s, uint32_t r, uint32_t j, uint32_t step, bool backward,
+                    int64_t ready, GArray *kernels) {
+  const workload *w = s->w;
+  plan_seg q[2], k[2];
+  uint32_t nq = sched_layout(w->seq_len, j, w->gpus, w->causal, q);
+  uint32_t nk = sched_layout(w->seq_len, r, w->gpus, w->causal, k);
+  bool causal = w->causal && j == r;
+  const plan_seg *qs = q;
+  if (w->causal && r < j) nk = 1;                /* r's first chunk */
+  else if (w->causal && r > j) { qs = &q[1]; nq = 1; } /* j's second chunk */
+  plan_op shape = sched_shape(w, causal, backward);
+  uint32_t id = plan_attn(s->p, r, step, &shape, qs, nq, k, nk);
+  if (ready >= 0) plan_dep(s->p, (uint32_t)ready, id);
+  g_array_append_val(kernels, id);
+  return plan_task_at(s->p, id)->op.sq;
+}
+
+/* Pending hand-back of step t: rows per owner, and the group bringing it. */
+typedef struct {
+  int64_t group;
+  double *rows;
+} handback;
+
+static void settle(tr_self *s, handback *h, uint32_t step, bool backward) {
+  if (h->group < 0) return;
+  const workload *w = s->w;
+  plan_op shape = sched_shape(w, false, backward);
+  for (uint32_t j = 0; j < w->gpus; j++) {
+    if (h->rows[j] <= 0) continue;
+    uint32_t id;
+    if (!backward) id = plan_merge(s->p, j, step, &shape, h->rows[j]);
+    else /* dQ += the block's dQ: reads two float32 tensors, writes one */
+      id = plan_copy(s->p, j, step,
+                     1.5 * w->batch * h->rows[j] * w->heads * w->head_dim * w->grad_bytes);
+    plan_dep(s->p, (uint32_t)h->group, id);
+    h->rows[j] = 0;
+  }
+  h->group = -1;
+}
+
+static int64_t pass(tr_self *s, bool backward, int64_t after) {
+  const workload *w = s->w;
+  plan *p = s->p;
+  uint32_t n = w->gpus;
+  double c = (double)w->seq_len / n, e = w->elem_bytes;
+  double row = (double)w->batch * w->heads * w->head_dim; /* elements per query row */
+  double lse = (double)w->batch * w->heads * 4;           /* float32 per row */
+  /* what travels with the queries; what comes back per row */
+  double travel = backward ? c * (3 * row * e + lse) : c * row * e;
+  double back = backward ? row * (w->grad_bytes ? w->grad_bytes : e) : row * e + lse;
+  g_autofree int64_t *issued = g_new(int64_t, n);
+  g_autoptr(GArray) kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_autofree double *rows = g_new0(double, n), *pending_rows = g_new0(double, n);
+  handback pending = {-1, pending_rows};
+  int64_t arrived = after, q_prev = after, last = after;
+  for (uint32_t t = 0; t < n; t++) {
+    bool more = t + 1 < n;
+    int64_t qg = -1;
+    plan_issued(p, issued);
+    if (more && !s->kbc) {
+      qg = plan_comm(p, t, COMM_P2P);
+      for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
+    }
+    g_array_set_size(kernels, 0);
+    for (uint32_t r = 0; r < n; r++) rows[r] = block(s, r, (r + n - t) % n, t, backward, arrived, kernels);
+    if (more && s->kbc) {
+      /* measured on H200: a transfer gets no SMs under a flash kernel
+       * (sched/rotate.c), so the hand-on follows the step's kernels */
+      qg = plan_comm(p, t, COMM_P2P);
+      for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
+      plan_dep_all(p, kernels, (uint32_t)qg);
+    }
+    if (qg >= 0) {
+      if (q_prev >= 0) plan_dep(p, (uint32_t)q_prev, (uint32_t)qg);
+      plan_issue(p, (uint32_t)qg, issued, q_prev, false);
+    }
+    settle(s, &pending, t, backward); /* last step's blocks, behind this step's kernels */
+    if (t > 0) {
+      uint32_t og = plan_comm(p, t, COMM_P2P);
+      plan_task_at(p, og)->grads = backward;
+      for (uint32_t r = 0; r < n; r++) {
+        uint32_t j = (r + n - t) % n;
+        if (rows[r] > 0) plan_xfer_add(p, og, r, j, rows[r] * back);
+        pending.rows[j] = rows[r];
+      }
+      plan_issue(p, og, NULL, -1, false);
+      pending.group = og;
+      last = og;
+    }
+    arrived = qg;
+    if (qg >= 0) q_prev = qg;
+  }
+  settle(s, &pending, n, backward);
+  return last;
+}
+
+static bool tokenring_check(const workload *w, const topology *t, GError **err) {
+  (void)t;
+  return sched_check_divisible(w, w->causal ? 2 : 1,
+                               w->causal ? "tokenring's causal layout cuts the sequence into "
+                                           "2N equal chunks"
+                                         : "tokenring gives every GPU an equal chunk", err);
+}
+
+static plan *tokenring_build(const workload *w, const topology *t, bool record_segs) {
+  tr_self s = {w, plan_new(w->gpus, record_segs), t->kernel_blocks_comm};
+  int64_t last = -1;
+  if (w->pass != PASS_BWD) last = pass(&s, false, -1);
+  if (w->pass == PASS_FWDBWD) last = plan_barrier(s.p, w->gpus, last);
+  if (w->pass != PASS_FWD) pass(&s, true, last);
+  plan_finish(s.p);
+  return s.p;
+}
+
+const sched_ops sched_tokenring = {
+    "tokenring", "TokenRing: KV stays, Q moves one hop a step, block outputs go straight home",
+    tokenring_check, tokenring_build};

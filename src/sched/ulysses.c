@@ -1,0 +1,125 @@
+/* ulysses: DeepSpeed-Ulysses sequence parallelism (ulysses.h).
+ *
+ * GPU g holds tokens [g·c, (g+1)·c) of every head.  After the head
+ * scatter it holds the whole sequence of heads [g·H/n, (g+1)·H/n) and runs
+ * one attention kernel over it (the plain mask: every GPU does the same
+ * work, causal or not), then the output goes back by sequence.  Backward:
+ * the output gradient is scattered the same way, one backward kernel,
+ * then dQ, dK and dV go back (in the kernel's precision: bf16 gradients).
+ * The SP degree is limited by the heads: H and the KV heads must divide
+ * among the GPUs (KV heads below the degree are replicated). */
+#include "ulysses.h"
+
+uint32_t ulysses_kv_heads(const workload *w, uint32_t u) {
+  return w->kv_heads < u ? u : w->kv_heads;
+}
+
+bool ulysses_check_heads(const workload *w, uint32_t u, const char *who, GError **err) {
+  if (w->heads % u != 0) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: %u query heads do not divide among a Ulysses degree of %u (heads must be "
+                "a multiple of it)", who, w->heads, u);
+    return false;
+  }
+  if (w->kv_heads % u != 0 && u % w->kv_heads != 0) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: %u KV heads neither divide among a Ulysses degree of %u nor replicate "
+                "evenly to it", who, w->kv_heads, u);
+    return false;
+  }
+  return true;
+}
+
+uint32_t ulysses_default_degree(const workload *w, const topology *t) {
+  uint32_t node = t->gpus_per_node ? t->gpus_per_node : t->n_gpus;
+  for (uint32_t u = w->gpus < node ? w->gpus : node; u > 1; u--)
+    if (w->gpus % u == 0 && ulysses_check_heads(w, u, "", NULL)) return u;
+  return 1;
+}
+
+/* One all-to-all call in every Ulysses group, of a tensor of `heads`
+ * heads over the GPU's c tokens; the copy that lays it out for the call
+ * before (scatter) or after (gather) it. */
+static int64_t a2a(plan *p, const workload *w, uint32_t u, uint32_t step, double heads,
+                   double elem_bytes, bool scatter, bool grads, int64_t after) {
+  uint32_t n = w->gpus;
+  double c = (double)w->seq_len / n;
+  double bytes = (double)w->batch * c * heads * w->head_dim * elem_bytes;
+  if (scatter)
+    for (uint32_t g = 0; g < n; g++) plan_copy(p, g, step, bytes);
+  uint32_t comm = plan_comm(p, step, COMM_ALL_TO_ALL);
+  plan_task_at(p, comm)->grads = grads;
+  g_autofree uint32_t *gpus = g_new(uint32_t, u);
+  for (uint32_t a = 0; a < n / u; a++) {
+    for (uint32_t i = 0; i < u; i++) gpus[i] = a * u + i;
+    plan_coll_all_to_all(p, comm, gpus, u, bytes / u);
+  }
+  if (after >= 0) plan_dep(p, (uint32_t)after, comm);
+  plan_issue(p, comm, NULL, after, true);
+  if (!scatter)
+    for (uint32_t g = 0; g < n; g++) plan_dep(p, comm, plan_copy(p, g, step, bytes));
+  return comm;
+}
+
+/* Heads of the tensors one phase moves: Q, K, V (fused: one call of all
+ * three) or the output (gradient).  Returns the last call. */
+static int64_t move_qkv(plan *p, const workload *w, uint32_t u, uint32_t step, bool scatter,
+                        bool grads, int64_t after) {
+  double kv = ulysses_kv_heads(w, u), e = w->elem_bytes;
+  if (w->ulysses_fused) return a2a(p, w, u, step, w->heads + 2 * kv, e, scatter, grads, after);
+  after = a2a(p, w, u, step, w->heads, e, scatter, grads, after);
+  after = a2a(p, w, u, step, kv, e, scatter, grads, after);
+  return a2a(p, w, u, step, kv, e, scatter, grads, after);
+}
+
+int64_t ulysses_scatter_heads(plan *p, const workload *w, uint32_t u, bool backward,
+                              uint32_t step, int64_t after) {
+  if (u < 2) return after;
+  if (backward) return a2a(p, w, u, step, w->heads, w->elem_bytes, true, true, after);
+  return move_qkv(p, w, u, step, true, false, after);
+}
+
+int64_t ulysses_gather_heads(plan *p, const workload *w, uint32_t u, bool backward,
+                             uint32_t step) {
+  if (u < 2) return -1;
+  if (backward) return move_qkv(p, w, u, step, false, true, -1);
+  return a2a(p, w, u, step, w->heads, w->elem_bytes, false, false, -1);
+}
+
+static bool ulysses_check(const workload *w, const topology *t, GError **err) {
+  (void)t;
+  return ulysses_check_heads(w, w->gpus, "ulysses", err) &&
+         sched_check_divisible(w, 1, "ulysses gives every GPU an equal contiguous chunk", err);
+}
+
+static int64_t pass(plan *p, const workload *w, bool backward, int64_t after) {
+  uint32_t n = w->gpus, heads = w->heads / n;
+  int64_t ready = ulysses_scatter_heads(p, w, n, backward, 0, after);
+  plan_seg all = {0, w->seq_len};
+  for (uint32_t g = 0; g < n; g++) {
+    plan_op shape = sched_shape(w, w->causal, backward);
+    shape.head_off = g * heads;
+    shape.heads = heads;
+    uint32_t k = plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
+    if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
+  }
+  return ulysses_gather_heads(p, w, n, backward, 1);
+}
+
+static plan *ulysses_build(const workload *w, const topology *t, bool record_segs) {
+  (void)t;
+  plan *p = plan_new(w->gpus, record_segs);
+  int64_t last = -1;
+  if (w->pass != PASS_BWD) last = pass(p, w, false, -1);
+  if (w->pass == PASS_FWDBWD) last = plan_barrier(p, 2, last);
+  if (w->pass != PASS_FWD) pass(p, w, true, last);
+  if (w->kv_heads < w->gpus)
+    g_string_printf(p->note, "ulysses: %u KV heads replicated to %u GPUs (one each)",
+                    w->kv_heads, w->gpus);
+  plan_finish(p);
+  return p;
+}
+
+const sched_ops sched_ulysses = {
+    "ulysses", "DeepSpeed-Ulysses: all-to-all to heads x whole sequence, attention, back",
+    ulysses_check, ulysses_build};

@@ -1,0 +1,76 @@
+/* usp: Unified Sequence Parallelism (Fang and Zhao 2024, arXiv 2405.07719;
+ * feifeibear/long-context-attention's LongContextAttention).
+ *
+ * The n GPUs form u x r: Ulysses groups of u consecutive GPUs (inside a
+ * node, where the all-to-alls are cheap) and r = n / u ring groups across
+ * them (GPU g is ring rank g / u; ring neighbours are u apart, so on
+ * several nodes the ring crosses the NICs).  A pass is the Ulysses head
+ * scatter inside each group, then Ring (usp) or Zigzag-Ring (usp-zigzag)
+ * attention over the r ring ranks on the group's heads, then the head
+ * gather.  After the scatter a GPU holds its Ulysses group's u·c tokens:
+ * the ring chunk.  The degree u is `--usp-ulysses` (scenario key
+ * `usp_ulysses`), by default the largest that fits in a node and divides
+ * the heads (ulysses_default_degree). */
+#include "ring.h"
+#include "ulysses.h"
+
+static uint32_t degree(const workload *w, const topology *t) {
+  return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
+}
+
+static int64_t prologue(const void *self, plan *p, bool backward, int64_t after) {
+  const ring_geom *g = self;
+  return ulysses_scatter_heads(p, g->w, g->u, backward, 0, after);
+}
+
+static int64_t epilogue(const void *self, plan *p, bool backward, int64_t last) {
+  const ring_geom *g = self;
+  int64_t out = ulysses_gather_heads(p, g->w, g->u, backward, g->ranks);
+  return out >= 0 ? out : last;
+}
+
+static bool check(const workload *w, const topology *t, bool zigzag, const char *who,
+                  GError **err) {
+  uint32_t u = degree(w, t);
+  if (u == 0 || w->gpus % u != 0) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: the Ulysses degree %u does not divide the SP degree %u (usp_ulysses)", who,
+                u, w->gpus);
+    return false;
+  }
+  if (!ulysses_check_heads(w, u, who, err)) return false;
+  return sched_check_divisible(w, zigzag ? 2 : 1,
+                               zigzag ? "usp-zigzag cuts each ring chunk into two halves per GPU"
+                                      : "usp gives every GPU an equal contiguous piece", err);
+}
+
+static plan *build(const workload *w, const topology *t, bool record_segs, bool zigzag) {
+  uint32_t u = degree(w, t);
+  ring_geom g = ring_geom_make(w, u, zigzag);
+  rotate_ops ops = {.n_steps = g.ranks, .prologue = prologue, .epilogue = epilogue,
+                    .xfers = ring_geom_xfers, .kernels = ring_geom_kernels};
+  plan *p = rotate_build(&ops, &g, w, t, record_segs);
+  g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",
+                  u, g.ranks);
+  return p;
+}
+
+static bool usp_check(const workload *w, const topology *t, GError **err) {
+  return check(w, t, false, "usp", err);
+}
+static bool uspz_check(const workload *w, const topology *t, GError **err) {
+  return check(w, t, true, "usp-zigzag", err);
+}
+static plan *usp_build(const workload *w, const topology *t, bool record_segs) {
+  return build(w, t, record_segs, false);
+}
+static plan *uspz_build(const workload *w, const topology *t, bool record_segs) {
+  return build(w, t, record_segs, true);
+}
+
+const sched_ops sched_usp = {
+    "usp", "USP: Ulysses all-to-all inside a node x Ring across (--usp-ulysses)", usp_check,
+    usp_build};
+const sched_ops sched_usp_zigzag = {
+    "usp-zigzag", "USP with Zigzag-Ring as its ring part (balanced causal)", uspz_check,
+    uspz_build};
