@@ -57,7 +57,7 @@ static void links_line(FILE *f, const topology *t, const sim_result *r) {
     if (!busy || k->max_util > busy->max_util) busy = k;
     if (!idle || k->sum_util / k->channels < idle->sum_util / idle->channels) idle = k;
   }
-  fprintf(f, "            links %-8s busiest %s (max %.1f%%), idlest %s (mean %.1f%%), "
+  fprintf(f, "            links %-10s busiest %s (max %.1f%%), idlest %s (mean %.1f%%), "
           "%u of %u channels idle\n", r->pt.sched->name, busy ? busy->kind : "-",
           busy ? 100 * busy->max_util : 0.0, idle ? idle->kind : "-",
           idle && idle->channels ? 100 * idle->sum_util / idle->channels : 0.0, idle_n, chans);
@@ -78,13 +78,13 @@ void report_table(FILE *f, const report_ctx *c) {
     const sim_result *r = c->results->pdata[i];
     if (!prev || r->pt.w.causal != prev->pt.w.causal || r->pt.w.pass != prev->pt.w.pass) {
       fprintf(f, "\nmask %s, pass %s\n", mask_name(r->pt.w.causal), pass_name(r->pt.w.pass));
-      fprintf(f, "%8s %4s  %-8s %11s %11s %11s %11s %8s %8s %8s\n", "seq", "sp", "sched",
+      fprintf(f, "%8s %4s  %-10s %11s %11s %11s %11s %8s %8s %8s\n", "seq", "sp", "sched",
               "step_ms", "compute_ms", "comm_ms", "exposed_ms", "vs_ring", "max_util",
               "mean_util");
     }
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     bool first = !prev || !same_group(prev, r);
-    fprintf(f, "%8s %4u  %-8s %11.3f %11.3f %11.3f %11.3f %7.2fx %7.1f%% %7.1f%%\n",
+    fprintf(f, "%8s %4u  %-10s %11.3f %11.3f %11.3f %11.3f %7.2fx %7.1f%% %7.1f%%\n",
             first ? seq : "", r->pt.w.gpus, r->pt.sched->name, r->r->step_s * 1e3,
             r->r->compute_s * 1e3, r->r->comm_s * 1e3, r->r->exposed_s * 1e3,
             r->speedup_vs_ring, 100 * r->max_util, 100 * r->mean_util);

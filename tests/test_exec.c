@@ -200,10 +200,43 @@ static void t_deterministic(void) {
   topo_free(t);
 }
 
+/* Collectives, communication only: Ulysses forward is four all-to-alls one
+ * after the other on the NCCL stream, each moving (n-1)/n of a tensor over
+ * direct flows; the all-gather of all-gather CP is a ring of n-1 pipelined
+ * steps, each paying the latency once, not held to the per-flow cap. */
+static void t_collectives(void) {
+  for (uint32_t n = 2; n <= 8; n *= 2) {
+    double bw = 100e9, lat = 4e-6, launch = 20e-6;
+    topology *t = switch_topo(n, bw, lat, launch);
+    workload w = llama(n, 840 * 128, true);
+    w.kv_heads = 32 / n < 8 ? 8 : 32 / n;
+    exec_opts o = {.no_compute = true};
+    double c = (double)w.seq_len / n, q = c * 32 * 128 * 2, kv = c * w.kv_heads * 128 * 2;
+    /* with n peers a GPU's egress carries n-1 pieces of tensor/n at once */
+    double want = 4 * launch + 4 * lat + (2 * q + 2 * kv) * (n - 1) / n / bw;
+    plan *p = sched_ulysses.build(&w, t, false);
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, want, 1e-9);
+    exec_result_free(r);
+    plan_free(p);
+    /* a per-flow cap below the port rate slows the all-to-all's flows
+     * (when one peer carries a whole egress), never the ring's */
+    for (uint32_t pr = 0; pr < n * n; pr++) t->route_cap_Bps[pr] = bw / 4;
+    p = sched_allgather.build(&w, t, false);
+    r = exec_run(p, t, &o);
+    double shard = workload_kv_bytes(&w, c);
+    CU_ASSERT_CLOSE(r->step_s, launch + (n - 1) * lat + (n - 1) * shard / bw, 1e-9);
+    exec_result_free(r);
+    plan_free(p);
+    topo_free(t);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_deterministic),
-                                    TEST(t_p2p_message_cost), {NULL, NULL}};
+                                    TEST(t_p2p_message_cost), TEST(t_collectives),
+                                    {NULL, NULL}};
   return test_run("exec", cases);
 }
