@@ -17,7 +17,7 @@ header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
 check "CSV header is design.md's" "[ \"\$(head -n 1 $tmp/a.csv)\" = '$header' ]"
-check "one row per point (6 seq x 3 SP x 3 schedulers)" "[ \$(wc -l < $tmp/a.csv) -eq 55 ]"
+check "one row per point (6 seq x 3 SP x 7 schedulers)" "[ \$(wc -l < $tmp/a.csv) -eq 127 ]"
 "$sim" scenarios/h100x8.json --csv - > "$tmp/b.csv"
 check "two runs give identical bytes" "cmp -s $tmp/a.csv $tmp/b.csv"
 "$sim" scenarios/h100x8.json --csv - --jobs 1 > "$tmp/c.csv"

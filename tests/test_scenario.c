@@ -7,7 +7,7 @@ static void t_h100x8_points(void) {
   g_autoptr(GError) err = NULL;
   scenario *s = scenario_load("scenarios/h100x8.json", &ov, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-  CU_ASSERT_EQUAL(s->points->len, 6 * 3 * 3);
+  CU_ASSERT_EQUAL(s->points->len, 6 * 3 * 7);
   const scenario_point *p = &g_array_index(s->points, scenario_point, 0);
   CU_ASSERT_EQUAL(p->w.seq_len, 32 * 1024);
   CU_ASSERT_EQUAL(p->w.gpus, 2);
