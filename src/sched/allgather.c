@@ -31,8 +31,17 @@ static void ranks(uint32_t n, uint32_t *gpus) {
   for (uint32_t g = 0; g < n; g++) gpus[g] = g;
 }
 
-static int64_t pass(plan *p, const workload *w, const topology *t, bool backward,
-                    int64_t after) {
+typedef struct {
+  plan *p;
+  const workload *w;
+  const topology *t;
+} ag_ctx;
+
+static int64_t pass(void *ctx, bool backward, int64_t after) {
+  const ag_ctx *a = ctx;
+  plan *p = a->p;
+  const workload *w = a->w;
+  const topology *t = a->t;
   uint32_t n = w->gpus;
   g_autofree uint32_t *gpus = g_new(uint32_t, n);
   ranks(n, gpus);
@@ -74,13 +83,9 @@ static bool allgather_check(const workload *w, const topology *t, GError **err) 
 }
 
 static plan *allgather_build(const workload *w, const topology *t, bool record_segs) {
-  plan *p = plan_new(w->gpus, record_segs);
-  int64_t last = -1;
-  if (w->pass != PASS_BWD) last = pass(p, w, t, false, -1);
-  if (w->pass == PASS_FWDBWD) last = plan_barrier(p, 1, last);
-  if (w->pass != PASS_FWD) pass(p, w, t, true, last);
-  plan_finish(p);
-  return p;
+  ag_ctx a = {plan_new(w->gpus, record_segs), w, t};
+  sched_passes(a.p, w, pass, &a);
+  return a.p;
 }
 
 const sched_ops sched_allgather = {

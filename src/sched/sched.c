@@ -34,6 +34,15 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
   return true;
 }
 
+void sched_passes(plan *p, const workload *w, sched_pass_fn pass, void *ctx) {
+  int64_t last = -1;
+  if (w->pass != PASS_BWD) last = pass(ctx, false, -1);
+  /* the backward pass starts once every GPU's forward is done */
+  if (w->pass == PASS_FWDBWD) last = plan_barrier(p, w->gpus, last);
+  if (w->pass != PASS_FWD) pass(ctx, true, last);
+  plan_finish(p);
+}
+
 plan_op sched_shape(const workload *w, bool causal, bool backward) {
   return (plan_op){.kind = OP_ATTN, .causal = causal, .backward = backward, .batch = w->batch,
                    .heads = w->heads, .head_dim = w->head_dim, .elem_bytes = w->elem_bytes};

@@ -66,7 +66,8 @@ static void settle(tr_self *s, handback *h, uint32_t step, bool backward) {
   h->group = -1;
 }
 
-static int64_t pass(tr_self *s, bool backward, int64_t after) {
+static int64_t pass(void *ctx, bool backward, int64_t after) {
+  tr_self *s = ctx;
   const workload *w = s->w;
   plan *p = s->p;
   uint32_t n = w->gpus;
@@ -132,11 +133,7 @@ static bool tokenring_check(const workload *w, const topology *t, GError **err) 
 
 static plan *tokenring_build(const workload *w, const topology *t, bool record_segs) {
   tr_self s = {w, plan_new(w->gpus, record_segs), t->kernel_blocks_comm};
-  int64_t last = -1;
-  if (w->pass != PASS_BWD) last = pass(&s, false, -1);
-  if (w->pass == PASS_FWDBWD) last = plan_barrier(s.p, w->gpus, last);
-  if (w->pass != PASS_FWD) pass(&s, true, last);
-  plan_finish(s.p);
+  sched_passes(s.p, w, pass, &s);
   return s.p;
 }
 

@@ -92,7 +92,15 @@ static bool ulysses_check(const workload *w, const topology *t, GError **err) {
          sched_check_divisible(w, 1, "ulysses gives every GPU an equal contiguous chunk", err);
 }
 
-static int64_t pass(plan *p, const workload *w, bool backward, int64_t after) {
+typedef struct {
+  plan *p;
+  const workload *w;
+} ul_ctx;
+
+static int64_t pass(void *ctx, bool backward, int64_t after) {
+  const ul_ctx *c = ctx;
+  plan *p = c->p;
+  const workload *w = c->w;
   uint32_t n = w->gpus, heads = w->heads / n;
   int64_t ready = ulysses_scatter_heads(p, w, n, backward, 0, after);
   plan_seg all = {0, w->seq_len};
@@ -108,16 +116,12 @@ static int64_t pass(plan *p, const workload *w, bool backward, int64_t after) {
 
 static plan *ulysses_build(const workload *w, const topology *t, bool record_segs) {
   (void)t;
-  plan *p = plan_new(w->gpus, record_segs);
-  int64_t last = -1;
-  if (w->pass != PASS_BWD) last = pass(p, w, false, -1);
-  if (w->pass == PASS_FWDBWD) last = plan_barrier(p, 2, last);
-  if (w->pass != PASS_FWD) pass(p, w, true, last);
+  ul_ctx c = {plan_new(w->gpus, record_segs), w};
   if (w->kv_heads < w->gpus)
-    g_string_printf(p->note, "ulysses: %u KV heads replicated to %u GPUs (one each)",
+    g_string_printf(c.p->note, "ulysses: %u KV heads replicated to %u GPUs (one each)",
                     w->kv_heads, w->gpus);
-  plan_finish(p);
-  return p;
+  sched_passes(c.p, w, pass, &c);
+  return c.p;
 }
 
 const sched_ops sched_ulysses = {
