@@ -32,5 +32,14 @@ for n in 4 2; do
   fi
   rm -f "${TMPDIR:-/tmp}/fidelity.$$"
 done
+# Ulysses, all-gather CP and TokenRing on 2 H200 (calibration/h200x2-sp):
+# from 3K tokens per GPU, median within 5% and every pass within 15%
+python3 scripts/validate_passes.py --sim "$B/tasp-sim" topologies/h200x2-tool.json \
+  calibration/h200x2-sp/passes-n2.jsonl --min-tokens 3072 > "${TMPDIR:-/tmp}/fidelity.$$"
+set -- $(sed -n 's/^from 3072 tokens\/GPU: median \([0-9.]*\)% max \([0-9.]*\)%.*/\1 \2/p' \
+  "${TMPDIR:-/tmp}/fidelity.$$")
+check "ulysses/allgather/tokenring passes >= 3K tokens/GPU, median" "$1" 5
+check "ulysses/allgather/tokenring passes >= 3K tokens/GPU, max" "$2" 15
+rm -f "${TMPDIR:-/tmp}/fidelity.$$"
 echo "fidelity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,11 +9,14 @@
  * and is first rearranged into sequence order (one copy), then two causal
  * kernels: chunk i against keys [0, (i+1)·h) and chunk 2N-1-i against
  * [0, (2N-i)·h), the mask aligned to the end of the keys (flash
- * attention's causal mask when sq < sk).  No output merge.
+ * attention's causal mask when sq < sk); their two outputs are joined by
+ * one copy (torch.cat).  No output merge.
  * Backward: the same kernels backward against the KV gathered in forward
- * (kept, not gathered again); dQ stays; dK and dV of the whole sequence
- * (float32 accumulators, --grad-dtype) are rearranged by owner and
- * reduce-scattered back in one call. */
+ * (kept, not gathered again); dQ stays (causal: its two halves joined by a
+ * copy); dK and dV of the whole sequence are gathered into one float32
+ * accumulator (--grad-dtype; a copy, and for causal a second one that adds
+ * the other kernel's part and puts them in owner order) and
+ * reduce-scattered back in one call (scripts/calibrate's allgather pass). */
 #include "sched.h"
 
 static void kernels(plan *p, const workload *w, uint32_t g, bool backward, int64_t ready) {
@@ -47,6 +50,8 @@ static int64_t pass(void *ctx, bool backward, int64_t after) {
   ranks(n, gpus);
   double shard = workload_kv_bytes(w, (double)w->seq_len / n);
   double whole = workload_kv_bytes(w, (double)w->seq_len);
+  /* a GPU's query rows of output (or dQ) */
+  double out = (double)w->batch * w->seq_len / n * w->heads * w->head_dim * w->elem_bytes;
   if (!backward) {
     uint32_t ag = plan_comm(p, 0, COMM_ALL_GATHER);
     plan_coll_ring(p, ag, gpus, n, shard, t->gpus_per_node);
@@ -59,13 +64,18 @@ static int64_t pass(void *ctx, bool backward, int64_t after) {
         plan_dep(p, ag, (uint32_t)ready);
       }
       kernels(p, w, g, false, ready);
+      if (w->causal) plan_copy(p, g, 0, out);
     }
     return ag;
   }
   double grad = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0;
   for (uint32_t g = 0; g < n; g++) {
     kernels(p, w, g, true, after);
-    if (w->causal) plan_copy(p, g, 0, whole * grad);
+    plan_copy(p, g, 0, whole * grad);
+    if (w->causal) {
+      plan_copy(p, g, 0, out);
+      plan_copy(p, g, 0, whole * grad);
+    }
   }
   uint32_t rs = plan_comm(p, 1, COMM_REDUCE_SCATTER);
   plan_task_at(p, rs)->grads = true;
