@@ -138,29 +138,3 @@ void report_links(FILE *f, const report_ctx *c) {
     }
   }
 }
-
-bool report_write(const char *path, void (*fn)(FILE *, const report_ctx *),
-                  const report_ctx *c, GError **err) {
-  if (!strcmp(path, "-")) {
-    fn(stdout, c);
-    fflush(stdout);
-    return true;
-  }
-  /* a regular file appears only when complete (temporary name, renamed);
-   * a device such as /dev/null is written in place */
-  bool atomic = !g_file_test(path, G_FILE_TEST_EXISTS) || g_file_test(path, G_FILE_TEST_IS_REGULAR);
-  g_autofree char *tmp = atomic ? g_strdup_printf("%s.tmp.%d", path, (int)getpid()) : g_strdup(path);
-  FILE *f = fopen(tmp, "w");
-  bool ok = f != NULL;
-  if (ok) {
-    fn(f, c);
-    ok = !ferror(f);
-    ok = fclose(f) == 0 && ok;
-  }
-  if (ok && atomic) ok = g_rename(tmp, path) == 0;
-  if (!ok) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot write: %s", path, g_strerror(errno));
-    if (atomic) g_unlink(tmp);
-  }
-  return ok;
-}

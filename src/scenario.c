@@ -199,11 +199,12 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
   return s->topo != NULL;
 }
 
+/* Sequence lengths, masks, passes and schedulers: all the sweep but the
+ * SP degrees, checked before the topology's tables are built. */
 static bool load_sweep(scenario *s, json_object *root, const scenario_overrides *ov,
                        GError **err) {
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
-  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
 
   if (!get_list(root, s->file, "seq_len", ov->seq, "--seq", "128K", items, &o, err)) return false;
   for (guint i = 0; i < items->len; i++) {
@@ -212,16 +213,6 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
       return bad(err, o, "expected a positive token count such as 32768, 32K or 1M, got \"%s\"",
                  (char *)items->pdata[i]);
     g_array_append_val(s->seqs, v);
-  }
-  g_ptr_array_set_size(items, 0);
-  if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
-  for (guint i = 0; i < items->len; i++) {
-    uint32_t v;
-    if (!parse_u32(items->pdata[i], o, 1, &v, err)) return false;
-    if (v > s->topo->n_gpus)
-      return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
-                 s->topo->n_gpus, s->topo->name, s->topo->file);
-    g_array_append_val(s->sps, v);
   }
   g_ptr_array_set_size(items, 0);
   if (!get_list(root, s->file, "mask", ov->mask, "--mask", "causal", items, &o, err)) return false;
@@ -256,7 +247,58 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
     }
     g_ptr_array_add(s->scheds, (gpointer)so);
   }
+  /* given cycles are used by tasp only (tasp-mkm makes its own from the
+   * nodes); with no tasp among the schedulers they would be ignored */
+  if (s->tasp_cycles) {
+    bool used = false;
+    for (guint k = 0; k < s->scheds->len; k++) used |= s->scheds->pdata[k] == &sched_tasp;
+    if (!used) {
+      g_autoptr(GString) names = g_string_new(NULL);
+      for (guint k = 0; k < s->scheds->len; k++)
+        g_string_append_printf(names, "%s%s", k ? ", " : "",
+                               ((const sched_ops *)s->scheds->pdata[k])->name);
+      origin oc = ov->tasp_cycles ? (origin){"command line", "--tasp-cycles"}
+                                  : (origin){s->file, "tasp_cycles"};
+      return bad(err, oc, "only scheduler tasp uses given cycles, and the schedulers here (%s) "
+                 "would ignore them; add tasp or leave the cycles out", names->str);
+    }
+  }
   return true;
+}
+
+/* SP degrees: default all GPUs of the topology, none beyond them. */
+static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov,
+                    GError **err) {
+  origin o;
+  g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
+  if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
+  for (guint i = 0; i < items->len; i++) {
+    uint32_t v;
+    if (!parse_u32(items->pdata[i], o, 1, &v, err)) return false;
+    if (v > s->topo->n_gpus)
+      return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
+                 s->topo->n_gpus, s->topo->name, s->topo->file);
+    g_array_append_val(s->sps, v);
+  }
+  return true;
+}
+
+/* Where a value came from: the option when given, else the file's field
+ * (or the option, without a file). */
+static origin from(const scenario *s, const char *given, const char *option, const char *key) {
+  if (given || !s->file) return (origin){"command line", option};
+  return (origin){s->file, key};
+}
+
+/* The input a scheduler's check failed on, by its error code. */
+static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
+  switch (code) {
+    case TASP_ERROR_SP: return from(s, ov->sp, "--sp", "sp");
+    case TASP_ERROR_TOPOLOGY: return from(s, ov->topology, "--topology", "topology");
+    case TASP_ERROR_CYCLES: return from(s, ov->tasp_cycles, "--tasp-cycles", "tasp_cycles");
+    default: return from(s, ov->seq, "--seq", "seq_len");
+  }
 }
 
 /* Expand and check every point; a ring baseline is added (hidden) where
@@ -284,12 +326,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             }
             g_autoptr(GError) e = NULL;
             if (!p.sched->check(&p.w, s->topo, &e)) {
-              origin o = ov->seq ? (origin){"command line", "--seq"}
-                                 : (origin){s->file ? s->file : "command line",
-                                            s->file ? "seq_len" : "--seq"};
-              if (g_str_has_prefix(e->message, "tasp_cycles"))
-                o = ov->tasp_cycles ? (origin){"command line", "--tasp-cycles"}
-                                    : (origin){s->file, "tasp_cycles"};
+              origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
               return bad(err, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
                          e->message);
@@ -331,8 +368,8 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     g_free(s->tasp_cycles);
     s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
-  ok = ok && load_model(s, root, ov, err) && load_topology(s, root, ov, err) &&
-       load_sweep(s, root, ov, err) && expand(s, ov, err);
+  ok = ok && load_model(s, root, ov, err) && load_sweep(s, root, ov, err) &&
+       load_topology(s, root, ov, err) && load_sp(s, root, ov, err) && expand(s, ov, err);
   if (!ok) {
     scenario_free(s);
     return NULL;

@@ -88,6 +88,7 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     c.total += mine[i];
   }
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
+  if (jobs > c.total) jobs = c.total;  /* an exclusive pool starts all its threads */
   if (jobs > 1 && c.total > 1) {
     GThreadPool *pool = g_thread_pool_new(run_one, &c, (gint)jobs, TRUE, NULL);
     for (guint i = 0; i < n; i++)

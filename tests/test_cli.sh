@@ -89,6 +89,84 @@ expect_error "--tasp-cycles not a permutation" "is not an order of the 4 GPUs" \
 expect_error "--tasp-cycles sharing an edge" "edge 3 -> 0 is used twice" \
   --topology h200x4 --sched tasp --sp 4 --seq 6K --tasp-cycles 0-1-2-3,0-2-1-3
 
+# Hostile input a fuzzing campaign found (issue 13).
+expect_error "100000-GPU nvswitch refused before allocating" \
+  "topo_huge_nvswitch.json: field 'generator.gpus': 100000 GPUs" --topology tests/bad/topo_huge_nvswitch.json
+expect_error "64x64x64 torus refused" "field 'generator.dims'" --topology tests/bad/topo_huge_torus.json
+expect_error "65536-GPU multi_node refused" "field 'generator.nodes'" --topology tests/bad/topo_huge_multi_node.json
+expect_error "5000-GPU full mesh refused" "field 'generator.gpus': 5000 GPUs with 25000000 channels" \
+  --topology tests/bad/topo_huge_mesh.json
+expect_error "explicit 70000 GPUs refused" "topo_huge_explicit.json: field 'gpus': 70000 GPUs" \
+  --topology tests/bad/topo_huge_explicit.json
+expect_error "the whole file is checked before tables are built" "field 'compute.efficiency'" \
+  --topology tests/bad/topo_huge_mesh_bad_compute.json
+expect_error "input size capped" "/dev/zero: larger than 64 MiB" /dev/zero
+expect_error "topology size capped" "/dev/zero: larger than 64 MiB" --topology /dev/zero
+expect_error "--jobs capped" "option '--jobs': expected a whole number from 0 (one per CPU) to 256" \
+  scenarios/h100x8.json --jobs 100000
+expect_error "negative latency" "field 'generator.latency_us': expected a number >= 0, got -0.5" \
+  --topology tests/bad/topo_neg_latency.json
+expect_error "negative flow cap" "field 'comm.flow_cap_gbps': expected a number >= 0, got -0.5" \
+  --topology tests/bad/topo_neg_flow_cap.json
+expect_error "port_gbps 1e300" "field 'generator.port_gbps': expected 0.001 to 100000 GB/s, got 1e+300" \
+  --topology tests/bad/topo_inf_port.json
+expect_error "tiny peak" "field 'compute.peak_tflops': expected 0.001 to 1e+07 TFLOP/s" \
+  --topology tests/bad/topo_tiny_peak.json
+expect_error "tiny efficiency" "field 'compute.efficiency': expected 0.001 to 1" \
+  --topology tests/bad/topo_tiny_efficiency.json
+expect_error "duplicate topology key" "topo_dup_key.json: line 4: field 'generator.gpus' is given twice" \
+  --topology tests/bad/topo_dup_key.json
+expect_error "duplicate scenario key" "scen_dup_key.json: line 5: field 'seq_len' is given twice" \
+  tests/bad/scen_dup_key.json
+expect_error "an SP fault is blamed on the SP (file)" "scen_tasp_sp1.json: field 'sp': tasp" \
+  tests/bad/scen_tasp_sp1.json
+expect_error "an SP fault is blamed on --sp" "option '--sp': tasp at seq_len 1K, SP 1" \
+  --topology h100x8 --sched tasp --sp 1 --seq 1K
+expect_error "a topology fault is blamed on --topology" "option '--topology': tasp at seq_len 3K, SP 3" \
+  --topology torus4x4 --sched tasp --sp 3 --seq 3K
+expect_error "--tasp-cycles with no tasp" "option '--tasp-cycles': only scheduler tasp uses" \
+  --topology h200x4 --sched ring,zigzag,tasp-mkm --sp 4 --seq 8K --tasp-cycles 0-1-2-3
+expect_error "tasp_cycles in a file with no tasp" "scen_cycles_unused.json: field 'tasp_cycles'" \
+  tests/bad/scen_cycles_unused.json
+expect_error "--csv and --links on one file" "option '--links': \"$tmp/out.csv\" is also the output of '--csv'" \
+  scenarios/h100x8.json --links "$tmp/out.csv"
+expect_error "--links and --trace on one file under two names" "is also the output of '--links'" \
+  scenarios/h100x8.json --links "$tmp/x.json" --trace "$tmp/../$(basename "$tmp")/x.json"
+sed 's#"../topologies/h100x8.json"#"h100x8"#' scenarios/h100x8.json > "$tmp/scen.json"
+cp "$tmp/scen.json" "$tmp/scen.orig"
+expect_error "--links naming the scenario file" "is the scenario file" "$tmp/scen.json" --links "$tmp/scen.json"
+check "... which is left as it was" "cmp -s $tmp/scen.orig $tmp/scen.json"
+expect_error "--trace naming the topology file" "is the topology file" \
+  --topology tests/data/topo_one_gpu.json --sched ring --trace tests/data/topo_one_gpu.json
+
+"$sim" --topology tests/data/topo_one_gpu.json --seq 1K --sched ring,zigzag --csv - > "$tmp/one.csv"
+check "a 1-GPU topology runs (no route to offset)" \
+  "[ \$? -eq 0 ] && [ \$(wc -l < $tmp/one.csv) -eq 3 ]"
+
+# All outputs land together or none: a failing --trace leaves no --csv.
+rm -f "$tmp/all.csv" "$tmp/all.links"
+"$sim" --topology h100x8 --seq 32K --sp 4 --csv "$tmp/all.csv" --links "$tmp/all.links" \
+  --trace "$tmp/nodir/t.json" --quiet 2> "$tmp/stderr"
+check "a failing later output: exit 1, named, earlier outputs not written" \
+  "[ \$? -eq 1 ] && grep -q 'nodir/t.json: cannot write' $tmp/stderr && [ ! -e $tmp/all.csv ] && [ ! -e $tmp/all.links ] && [ -z \"\$(ls $tmp | grep tmp\\\\.)\" ]"
+# SIGINT while writing: the trace goes to a FIFO nobody reads, so the run
+# blocks there after writing the CSV's temporary; the signal must remove it.
+mkdir "$tmp/sig" && mkfifo "$tmp/sig/fifo"
+# (a background job of a script starts with SIGINT ignored: restore it)
+for sig in INT TERM; do
+  env --default-signal=INT "$sim" --topology h100x8 --seq 32K --sp 4 --csv "$tmp/sig/r.csv" \
+    --trace "$tmp/sig/fifo" --quiet &
+  pid=$!
+  i=0; while [ $i -lt 100 ] && ! ls "$tmp/sig" | grep -q 'r.csv.tmp'; do sleep 0.05; i=$((i + 1)); done
+  check "the CSV temporary exists while the trace blocks ($sig)" "ls $tmp/sig | grep -q 'r.csv.tmp'"
+  kill -$sig $pid
+  i=0; while [ $i -lt 100 ] && kill -0 $pid 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+  kill -KILL $pid 2>/dev/null && bad "SIG$sig ends the run"
+  wait $pid
+  check "SIG$sig removes the temporaries and writes nothing" "[ \"\$(ls $tmp/sig)\" = fifo ]"
+  rm -f "$tmp/sig/r.csv"*
+done
+
 # Given cycles: the measured program's labelling (ring and reverse) needs
 # two kernels on GPUs 1 and 2 at odd steps, tasp-sim's own one: slower.
 "$sim" --topology h200x4 --sched tasp --sp 4 --seq 6K --heads 32 --kv-heads 32 --csv - \
