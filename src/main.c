@@ -15,7 +15,7 @@ static int fail(const GError *err, int status) {
 }
 
 int main(int argc, char **argv) {
-  g_auto(cli_opts) o;
+  g_auto(cli_opts) o = {0};
   g_autoptr(GError) err = NULL;
   if (!cli_parse(argc, argv, &o, &err)) return fail(err, 2);
   if (o.help) {
