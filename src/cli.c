@@ -128,7 +128,7 @@ void cli_opts_clear(cli_opts *o) {
 scenario_overrides cli_overrides(const cli_opts *o) {
   return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
                               o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
-                              o->batch, o->tasp_cycles};
+                              o->batch, o->tasp_cycles, o->baseline};
 }
 
 char *cli_help(void) {

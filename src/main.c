@@ -44,10 +44,11 @@ int main(int argc, char **argv) {
                  .jobs = (unsigned)o.jobs, .shard = o.shard_i, .shards = o.shard_n};
   so.progress = isatty(STDERR_FILENO) && s->points->len >= 50 && !o.quiet;
   GPtrArray *results = sim_run_all(s, &so);
-  report_ctx rc = {s, results};
+  report_ctx rc = {s, results, o.links_summary};
 
   int status = 0;
   if (!o.quiet && !outputs_to_stdout(outs)) report_table(stdout, &rc);
+  else if (!o.quiet) report_notes(stderr, &rc);
   if (!outputs_write(outs, &rc, &err)) status = fail(err, 1);
   g_ptr_array_free(results, TRUE);
   scenario_free(s);

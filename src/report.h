@@ -14,11 +14,14 @@
 typedef struct {
   const scenario *s;
   GPtrArray *results;  /* sim_result *, in point order */
+  bool links_summary;  /* table: a links line for every row, not only telling ones */
 } report_ctx;
 
 void report_table(FILE *f, const report_ctx *c);
 void report_csv(FILE *f, const report_ctx *c);
 void report_links(FILE *f, const report_ctx *c);
 void report_trace(FILE *f, const report_ctx *c);
+/* The schedulers' notes, each once, in row order (stderr when no table). */
+void report_notes(FILE *f, const report_ctx *c);
 
 #endif

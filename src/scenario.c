@@ -301,11 +301,21 @@ static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
   }
 }
 
-/* Expand and check every point; a ring baseline is added (hidden) where
- * ring is not asked for, so every row has its speedup. */
+/* Expand and check every point; ring and the --baseline scheduler are
+ * added (hidden) where not asked for, so every row has its speedups. */
 static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
-  bool has_ring = false;
-  for (guint k = 0; k < s->scheds->len; k++) has_ring |= s->scheds->pdata[k] == &sched_ring;
+  if (ov->baseline && strcmp(ov->baseline, "best")) {
+    s->baseline = sched_find(ov->baseline);
+    if (!s->baseline)
+      return bad(err, (origin){"command line", "--baseline"}, "expected best, ring or zigzag");
+  }
+  g_autoptr(GPtrArray) hidden = g_ptr_array_new();
+  const sched_ops *wanted[] = {&sched_ring, s->baseline};
+  for (size_t h = 0; h < G_N_ELEMENTS(wanted); h++) {
+    bool asked = !wanted[h] || (h && wanted[h] == wanted[0]);
+    for (guint k = 0; k < s->scheds->len; k++) asked |= s->scheds->pdata[k] == wanted[h];
+    if (!asked) g_ptr_array_add(hidden, (gpointer)wanted[h]);
+  }
   for (guint a = 0; a < s->masks->len; a++)
     for (guint b = 0; b < s->passes->len; b++)
       for (guint i = 0; i < s->seqs->len; i++)
@@ -315,11 +325,10 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
           w.pass = g_array_index(s->passes, pass_kind, b);
           w.seq_len = g_array_index(s->seqs, uint64_t, i);
           w.gpus = g_array_index(s->sps, uint32_t, j);
-          for (guint k = 0; k <= s->scheds->len; k++) {
+          for (guint k = 0; k < s->scheds->len + hidden->len; k++) {
             scenario_point p = {w, NULL, false};
-            if (k == s->scheds->len) {
-              if (has_ring) break;
-              p.sched = &sched_ring;
+            if (k >= s->scheds->len) {
+              p.sched = hidden->pdata[k - s->scheds->len];
               p.hidden = true;
             } else {
               p.sched = s->scheds->pdata[k];

@@ -19,12 +19,13 @@ typedef struct {
   const char *sched, *seq, *sp, *mask, *pass, *dtype, *grad_dtype;
   const char *heads, *kv_heads, *head_dim, *batch;
   const char *tasp_cycles;
+  const char *baseline;      /* best (NULL), ring or zigzag */
 } scenario_overrides;
 
 typedef struct {
   workload w;                /* gpus = SP degree */
   const sched_ops *sched;
-  bool hidden;               /* run only as the ring baseline for speedups */
+  bool hidden;               /* run only as a baseline (ring, --baseline) for speedups */
 } scenario_point;
 
 typedef struct {
@@ -39,6 +40,7 @@ typedef struct {
   GArray *passes;            /* pass_kind */
   GPtrArray *scheds;         /* const sched_ops * */
   GArray *points;            /* scenario_point, in output order */
+  const sched_ops *baseline; /* what speedup_vs_best compares with; NULL: the group's best */
 } scenario;
 
 scenario *scenario_load(const char *file, const scenario_overrides *ov, GError **err);

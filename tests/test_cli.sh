@@ -12,7 +12,7 @@ ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -31,8 +31,67 @@ tail -n +2 "$tmp/a.csv" | sort > "$tmp/whole"
 check "shards concatenate into the whole sweep" "cmp -s $tmp/shards $tmp/whole"
 
 "$sim" scenarios/h100x8.json > "$tmp/table"
-check "table lists every scheduler and the links line" \
-  "grep -q ' tasp ' $tmp/table && grep -q 'links ring' $tmp/table && grep -q 'busiest' $tmp/table"
+check "table lists every scheduler, a verdict per group and the links summary" \
+  "grep -q ' tasp ' $tmp/table && [ \$(grep -c '=> ' $tmp/table) -eq 18 ] && grep -q '^links: mean utilisation ring' $tmp/table"
+check "no links line where every channel is used evenly" "! grep -q 'links ring' $tmp/table"
+check "a verdict names the winner, margins and reasons" \
+  "grep -q '=> zigzag fastest (compute-bound: communication hidden); tasp +22.1% (compute-bound: 1.22x the compute of zigzag), ring +52.5% (load imbalance: busiest GPU computes 1.90x the mean)' $tmp/table"
+"$sim" scenarios/h100x8.json --links-summary > "$tmp/table2"
+check "--links-summary: a links line per row" "[ \$(grep -c '^ *links ' $tmp/table2) -eq 54 ]"
+"$sim" scenarios/mi300x8.json --mask full --seq 16K > "$tmp/table3"
+check "communication-bound reasons name the channel kind" \
+  "grep -q 'ring +117.5% (communication-bound on xgmi: 55% of the step exposed)' $tmp/table3"
+check "links lines where channels sit idle" "grep -q 'links ring .* 48 of 56 channels idle' $tmp/table3"
+
+# Every CSV column pinned by a case whose figures are known by hand: on 4
+# GPUs with 100 GB/s ports and no fixed costs, ring over GPUs 0 and 1 at
+# 64K tokens moves one chunk of 2*32768*8*128*2 = 134217728 bytes each way:
+# 1.342177 ms, every port among the two busy all the time.
+"$sim" --topology tests/data/topo_pin.json --sp 2 --seq 64K --mask full --sched ring,zigzag \
+  --no-compute --csv "$tmp/pin.csv" --links "$tmp/pin.links" --quiet
+pin() { # column scheduler value: the named column of that scheduler's row
+  python3 - "$tmp/pin.csv" "$1" "$2" "$3" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+r = [x for x in rows if x["scheduler"] == sys.argv[3]][0]
+sys.exit(0 if r[sys.argv[2]] == sys.argv[4] else 1)
+PY
+}
+check "CSV quotes a topology name with a comma and quotes (RFC 4180)" \
+  "grep -q '^ring,\"pin, \"\"4 GPUs\"\"\",2,65536,' $tmp/pin.csv"
+check "step_ms: one transfer" "pin step_ms ring 1.342177"
+check "compute_ms: none" "pin compute_ms ring 0.000000"
+check "comm_ms: the transfer in flight" "pin comm_ms ring 1.342177"
+check "exposed_comm_ms: all of the step waits on the transfer" "pin exposed_comm_ms ring 1.342177"
+check "imbalance_ms: no compute to wait on" "pin imbalance_ms ring 0.000000"
+check "max_link_util: ports busy throughout" "pin max_link_util ring 1.0000"
+check "mean_link_util over the channels among the point's GPUs (not all 8)" "pin mean_link_util ring 1.0000"
+check "speedup_vs_ring" "pin speedup_vs_ring zigzag 1.0000"
+check "speedup_vs_best and baseline name the fastest" "pin speedup_vs_best ring 1.0000 && pin baseline zigzag ring"
+check "links report: 4 channels among GPUs 0 and 1, busy 1.342177 ms, utilisation 1" \
+  "[ \$(grep -c '^ring,.*,134217728,1.342177,1.0000\$' $tmp/pin.links) -eq 4 ] && [ \$(grep -c '^ring,' $tmp/pin.links) -eq 4 ]"
+# mean_link_util is the mean of the links report's utilisation per point
+"$sim" --topology mi300x8 --seq 32K --sp 8 --sched ring,tasp --csv "$tmp/mu.csv" --links "$tmp/mu.links" --quiet
+check "mean and max utilisation agree with the links report (ring: 8 of 56 links)" \
+  "python3 - $tmp/mu.csv $tmp/mu.links <<'PY'
+import csv, sys
+pts = {}
+for l in csv.DictReader(open(sys.argv[2])):
+    pts.setdefault(l['scheduler'], []).append(float(l['utilization']))
+for r in csv.DictReader(open(sys.argv[1])):
+    u = pts[r['scheduler']]
+    assert abs(sum(u) / len(u) - float(r['mean_link_util'])) < 1e-3, r
+    assert abs(max(u) - float(r['max_link_util'])) < 1e-3, r
+assert len(pts['ring']) == 56
+PY"
+"$sim" scenarios/h100x8.json --csv - --baseline ring > "$tmp/base.csv"
+check "--baseline ring: speedup_vs_best is speedup_vs_ring, baseline ring" \
+  "python3 -c 'import csv,sys; r=list(csv.DictReader(open(\"$tmp/base.csv\"))); sys.exit(not all(x[\"speedup_vs_best\"]==x[\"speedup_vs_ring\"] and x[\"baseline\"]==\"ring\" for x in r))'"
+"$sim" scenarios/h100x8.json --csv - --sched ring,tasp --baseline zigzag > "$tmp/base.csv"
+check "--baseline zigzag runs zigzag hidden and compares with it" \
+  "! grep -q '^zigzag' $tmp/base.csv && awk -F, 'NR>1 && \$21 != \"zigzag\" {exit 1}' $tmp/base.csv"
+check "step = compute + exposed + imbalance where the busiest GPU finishes last (ring, causal)" \
+  "awk -F, 'NR>1 && \$1==\"ring\" { d = \$12 - \$13 - \$15 - \$19; if (d < -1e-5 || d > 1e-5) exit 1 }' $tmp/a.csv"
 
 # On MI300X's mesh a ring uses 8 of 56 links; TASP all of them.
 "$sim" --topology mi300x8 --seq 32K --sp 8 --sched ring,tasp --heads 32 --kv-heads 32 \
@@ -48,6 +107,29 @@ check "trace written" "[ -s $tmp/t.json ]"
 if command -v python3 >/dev/null; then
   check "trace is JSON with spans and counters" \
     "python3 -c 'import json,sys; e=json.load(open(\"$tmp/t.json\"))[\"traceEvents\"]; sys.exit(not (any(x[\"ph\"]==\"X\" for x in e) and any(x[\"ph\"]==\"C\" for x in e)))'"
+  check "trace: transfers carry bytes, source and destination, with a flow arrow each" \
+    "python3 - $tmp/t.json <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1]))['traceEvents']
+x = [v for v in e if v['ph'] == 'X' and v['name'].startswith('send')]
+s = [v for v in e if v['ph'] == 's']; f = [v for v in e if v['ph'] == 'f']
+assert x and len(x) == len(s) == len(f)
+assert all(v['args']['bytes'] > 0 and v['args']['src'] != v['args']['dst'] for v in x)
+assert len({v['id'] for v in s}) == len(s) and {v['id'] for v in s} == {v['id'] for v in f}
+PY"
+  check "trace: spans on one compute track never overlap" \
+    "python3 - $tmp/t.json <<'PY'
+import json, sys
+from decimal import Decimal
+e = json.load(open(sys.argv[1]), parse_float=Decimal)['traceEvents']
+tracks = {}
+for v in e:
+    if v['ph'] == 'X' and v['tid'] % 2 == 0 and not v['name'].startswith('send'):
+        tracks.setdefault((v['pid'], v['tid']), []).append((v['ts'], v['ts'] + v['dur']))
+for spans in tracks.values():
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+PY"
 fi
 "$sim" --version | grep -q '^tasp-sim [0-9]'
 check "--version" "[ $? -eq 0 ]"
@@ -177,7 +259,7 @@ done
 check "--tasp-cycles is used and said" \
   "grep -q 'cycles given by tasp_cycles' $tmp/given.txt && awk -F, 'NR==2 {g=\$12} END {exit !(g > 0)}' $tmp/given.csv"
 check "the ring-and-reverse labelling is slower under a causal mask" \
-  "[ \$(paste -d, $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$30)}') -eq 1 ]"
+  "[ \$(paste -d, $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$33)}') -eq 1 ]"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
