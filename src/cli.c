@@ -2,9 +2,11 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jsonio.h"
+#include "names.h"
 
 static bool opt_error(GError **err, const char *option, const char *what) {
   g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': %s", option, what);
@@ -107,6 +109,14 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
     o->shard_i = i;
     o->shard_n = n;
   }
+  for (char **a = o->set; a && *a; a++) {
+    const char *eq = strchr(*a, '=');
+    if (eq && eq[1] != '[' && eq[1] != '"' && strchr(eq, ',')) {
+      g_autofree char *m = g_strdup_printf("\"%s\": a list of values (a sweep over a topology "
+                                           "field) is not supported; run once per value", *a);
+      return opt_error(err, "--set", m);
+    }
+  }
   if (o->baseline && strcmp(o->baseline, "best") && strcmp(o->baseline, "ring") &&
       strcmp(o->baseline, "zigzag")) {
     g_autofree char *m = g_strdup_printf("expected best, ring or zigzag, got \"%s\"",
@@ -128,11 +138,23 @@ void cli_opts_clear(cli_opts *o) {
 scenario_overrides cli_overrides(const cli_opts *o) {
   return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
                               o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
-                              o->batch, o->tasp_cycles, o->baseline};
+                              o->batch, o->tasp_cycles, o->baseline, o->set};
 }
 
 char *cli_help(void) {
   cli_opts o = {0};
   g_autoptr(GOptionContext) ctx = context(&o);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  names_list(f);
+  fputs("\nExamples:\n"
+        "  tasp-sim scenarios/h100x8.json                     the table, a verdict per group\n"
+        "  tasp-sim --topology mi300x8 --seq 32K,1M --sp 8 --sched ring,tasp\n"
+        "  tasp-sim scenarios/h100x8.json --csv out.csv --links links.csv --trace t.json\n"
+        "  tasp-sim --topology h100x8x2 --set comm.flow_cap_gbps=200 --dump-topology\n", f);
+  fclose(f);
+  g_option_context_set_description(ctx, buf);
+  free(buf);
   return g_option_context_get_help(ctx, TRUE, NULL);
 }

@@ -289,3 +289,38 @@ bool json_check_keys(json_object *obj, json_where w, const char *const *allowed,
   }
   return true;
 }
+
+bool json_apply_set(json_object *root, const char *assign, const char *origin, GError **err) {
+  const char *eq = strchr(assign, '=');
+  if (!eq || eq == assign || !eq[1]) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "command line: option '%s': expected KEY=VALUE such as comm.launch_us=20, "
+                "got \"%s\"", origin, assign);
+    return false;
+  }
+  g_autofree char *key = g_strndup(assign, (gsize)(eq - assign));
+  g_auto(GStrv) parts = g_strsplit(key, ".", -1);
+  json_object *obj = root;
+  guint n = g_strv_length(parts);
+  for (guint i = 0; i + 1 < n; i++) {
+    json_object *next;
+    if (!json_object_object_get_ex(obj, parts[i], &next) ||
+        !json_object_is_type(next, json_type_object)) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "command line: option '%s': \"%s\": the topology has no object '%s' to set "
+                  "'%s' in", origin, assign, parts[i], key);
+      return false;
+    }
+    obj = next;
+  }
+  if (!*parts[n - 1]) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "command line: option '%s': \"%s\": expected a field name after the last '.'",
+                origin, assign);
+    return false;
+  }
+  json_object *v = json_tokener_parse(eq + 1);
+  if (!v) v = json_object_new_string(eq + 1);
+  json_object_object_add(obj, parts[n - 1], v);
+  return true;
+}

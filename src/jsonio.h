@@ -71,6 +71,12 @@ bool json_check_keys(json_object *obj, json_where w, const char *const *allowed,
 /* g_autoptr(json_object) releases with json_object_put. */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(json_object, json_object_put)
 
+/* Apply "a.b.c=VALUE" to root: the objects a and a.b must exist; field c
+ * is set (added or replaced) to VALUE read as JSON (25, true, [4,4],
+ * "text"), or as a string where it is not JSON.  `origin` names where the
+ * assignment came from in messages ("--set"). */
+bool json_apply_set(json_object *root, const char *assign, const char *origin, GError **err);
+
 /* "a.b" joined path; result owned by the caller. */
 char *json_path_join(const char *path, const char *key);
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "names.h"
 #include "outputs.h"
 #include "report.h"
 #include "scenario.h"
@@ -23,6 +24,10 @@ int main(int argc, char **argv) {
     fputs(h, stdout);
     return 0;
   }
+  if (o.list) {
+    names_list(stdout);
+    return 0;
+  }
   if (o.version) {
     printf("tasp-sim %s\n", TASP_VERSION);
     return 0;
@@ -30,6 +35,11 @@ int main(int argc, char **argv) {
   scenario_overrides ov = cli_overrides(&o);
   scenario *s = scenario_load(o.scenario, &ov, &err);
   if (!s) return fail(err, 2);
+  if (o.dump_topology) {
+    topo_dump(stdout, s->topo);
+    scenario_free(s);
+    return 0;
+  }
   g_autoptr(outputs) outs = outputs_new();
   if ((o.csv && !outputs_add(outs, "--csv", o.csv, report_csv, &err)) ||
       (o.links && !outputs_add(outs, "--links", o.links, report_links, &err)) ||

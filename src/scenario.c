@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "names.h"
 #include "sizes.h"
 
 const char *pass_name(pass_kind p) {
@@ -174,6 +175,19 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
   g_autofree char *path = NULL;
   if (ov->topology) {
     path = scenario_find_topology(ov->topology);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS) && !strchr(ov->topology, '/')) {
+      g_autoptr(GPtrArray) all = names_topologies();
+      g_autofree const char **cands = g_new(const char *, all->len + 1);
+      for (guint i = 0; i < all->len; i++) {
+        char *tab = strchr(all->pdata[i], '\t');
+        if (tab) *tab = 0;
+        cands[i] = all->pdata[i];
+      }
+      const char *near = names_nearest(ov->topology, cands, all->len);
+      return bad(err, (origin){"command line", "--topology"},
+                 "\"%s\" is neither a file nor a bundled topology%s%s%s (--list shows them)",
+                 ov->topology, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
   } else {
     const char *rel;
     json_where w = {s->file, ""};
@@ -195,7 +209,7 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
                       "topology file \"%s\" not found (looked for %s)", rel, path);
     }
   }
-  s->topo = topo_load(path, err);
+  s->topo = topo_load_set(path, ov->set, err);
   return s->topo != NULL;
 }
 
@@ -242,8 +256,13 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
     const sched_ops *so = sched_find(items->pdata[i]);
     if (!so) {
       g_autofree char *names = sched_names();
-      return bad(err, o, "unknown scheduler \"%s\"; expected one of: %s",
-                 (char *)items->pdata[i], names);
+      const char *cands[16];
+      guint n = 0;
+      for (const sched_ops *const *a = sched_all(); *a && n < 16; a++) cands[n++] = (*a)->name;
+      const char *near = names_nearest(items->pdata[i], cands, n);
+      return bad(err, o, "unknown scheduler \"%s\"%s%s%s; expected one of: %s",
+                 (char *)items->pdata[i], near ? " (did you mean " : "", near ? near : "",
+                 near ? "?)" : "", names);
     }
     g_ptr_array_add(s->scheds, (gpointer)so);
   }

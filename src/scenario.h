@@ -20,6 +20,7 @@ typedef struct {
   const char *heads, *kv_heads, *head_dim, *batch;
   const char *tasp_cycles;
   const char *baseline;      /* best (NULL), ring or zigzag */
+  char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
 } scenario_overrides;
 
 typedef struct {

@@ -198,9 +198,13 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
   return true;
 }
 
-topology *topo_load(const char *file, GError **err) {
+topology *topo_load(const char *file, GError **err) { return topo_load_set(file, NULL, err); }
+
+topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   g_autoptr(json_object) root = json_read_file(file, err);
   if (!root) return NULL;
+  for (char *const *a = sets; a && *a; a++)
+    if (!json_apply_set(root, *a, "--set", err)) return NULL;
   json_where w = {file, ""};
   static const char *const keys[] = {"name", "description", "sources", "gpus", "generator",
                                      "channels", "routes", "comm", "compute", NULL};

@@ -12,6 +12,7 @@
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "compute.h"
 #include "jsonio.h"
@@ -62,6 +63,12 @@ bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where 
  * constants, compute model, generator parameters, size) before channel and
  * route tables are built. */
 topology *topo_load(const char *file, GError **err);
+/* The same with "key=value" assignments (--set) applied to the file's
+ * fields first (NULL-terminated; NULL: none). */
+topology *topo_load_set(const char *file, char *const *sets, GError **err);
+/* The resolved topology, defaults included: channels by kind, capacities,
+ * latencies, per-flow caps, communication costs, compute model. */
+void topo_dump(FILE *f, const topology *t);
 void topo_free(topology *t);
 
 /* For generators and tests: an empty topology of n GPUs. */

@@ -133,8 +133,19 @@ PY"
 fi
 "$sim" --version | grep -q '^tasp-sim [0-9]'
 check "--version" "[ $? -eq 0 ]"
-"$sim" --help | grep -q -- '--no-compute'
-check "--help lists options" "[ $? -eq 0 ]"
+"$sim" --help > "$tmp/help"
+check "--help lists options, schedulers with a line each, bundled topologies and examples" \
+  "grep -q -- '--no-compute' $tmp/help && grep -q '^  tasp-mkm  *TASP over' $tmp/help && grep -q '^  mi300x8  *8 x AMD MI300X' $tmp/help && grep -q '^Examples:' $tmp/help"
+"$sim" --list > "$tmp/list"
+check "--list: every scheduler and every bundled topology" \
+  "[ \$(grep -c '^  ' $tmp/list) -eq \$((4 + \$(ls topologies/*.json | wc -l))) ]"
+"$sim" --topology h100x8x2 --dump-topology --set generator.nic_gbps=25 --set compute.efficiency=0.4 > "$tmp/dump"
+check "--dump-topology: channels by kind with capacities, costs with defaults, compute model, --set applied" \
+  "grep -q '^  nic  *32 channels, 25 GB/s each, latency 2.5 us' $tmp/dump && grep -q 'p2p_launch_us 15, p2p_msg_us 0' $tmp/dump && grep -q 'roofline, peak_tflops 989, efficiency 0.4,' $tmp/dump"
+"$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --csv - > "$tmp/set0.csv"
+"$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --set generator.nic_gbps=23 --csv - > "$tmp/set1.csv"
+check "--set generator.nic_gbps halves the NICs: the ring's transfers take twice as long" \
+  "[ \$(paste -d, $tmp/set0.csv $tmp/set1.csv | awk -F, 'NR==2 {print (\$35 > 1.9 * \$14)}') -eq 1 ]"
 "$sim" --topology h100x8 --seq 128K --sp 8 --no-compute --csv - | tail -n 1 | grep -q '^tasp,.*,0.000000,'
 check "--no-compute leaves compute at zero" "[ $? -eq 0 ]"
 
@@ -158,7 +169,19 @@ expect_error "SP beyond topology" "field 'sp': SP degree 16 exceeds" tests/bad/s
 expect_error "indivisible sequence" "not divisible" tests/bad/scen_indivisible.json
 expect_error "mistyped field" "field 'model.heads'" tests/bad/scen_heads.json
 expect_error "bad topology file" "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json
-expect_error "unknown topology" "nosuch: cannot read" --topology nosuch
+expect_error "unknown topology" "option '--topology': \"nosuch\" is neither a file nor a bundled topology (--list shows them)" --topology nosuch
+expect_error "a near topology name is suggested" "did you mean h100x8?" --topology h100x9
+expect_error "a near scheduler name is suggested" "unknown scheduler \"zigzg\" (did you mean zigzag?)" \
+  scenarios/h100x8.json --sched ring,zigzg
+expect_error "--set on a missing object" "option '--set': \"foo.bar=1\": the topology has no object 'foo'" \
+  --topology h100x8 --set foo.bar=1
+expect_error "--set without a value" "option '--set': expected KEY=VALUE" --topology h100x8 --set comm.launch_us
+expect_error "--set sweep refused, not ignored" "option '--set': \"generator.nic_gbps=25,50\": a list of values" \
+  --topology h100x8x2 --set generator.nic_gbps=25,50
+expect_error "--set value checked like the file's" "field 'generator.port_gbps': expected 0.001 to 100000 GB/s" \
+  --topology h100x8 --set generator.port_gbps=1e9
+expect_error "--baseline checked" "option '--baseline': expected best, ring or zigzag" \
+  scenarios/h100x8.json --baseline tasp
 expect_error "bad --seq" "option '--seq'" scenarios/h100x8.json --seq 12Q
 expect_error "zero --sp" "option '--sp'" scenarios/h100x8.json --sp 0
 expect_error "bad --mask" "option '--mask': expected full or causal" scenarios/h100x8.json --mask diagonal
