@@ -45,8 +45,9 @@ def predict(sim, topo, rows):
         args = [sim, "--topology", topo, "--sched", ",".join(scheds),
                 "--seq", ",".join(map(str, seqs)), "--sp", str(n), "--batch", str(B),
                 "--heads", str(H), "--kv-heads", str(H), "--head-dim", str(D),
-                "--mask", mask, "--pass", pas, "--csv", "-", "--quiet", "--jobs", "1",
-                "--tasp-cycles", cycles]
+                "--mask", mask, "--pass", pas, "--csv", "-", "--quiet", "--jobs", "1"]
+        if "tasp" in scheds:  # the only scheduler that takes given cycles
+            args += ["--tasp-cycles", cycles]
         if not comm:
             args.append("--no-comm")
         res = subprocess.run(args, check=True, capture_output=True, text=True).stdout

@@ -21,6 +21,9 @@ typedef struct {
   uint32_t *stamp;          /* per GPU, for de-duplicating a group's GPUs */
   uint32_t stamp_now;
   uint32_t *msgs;           /* per GPU, scratch for comm_launch_s (all zero) */
+  uint32_t *last_dep;       /* per task: the predecessor that finished last, or UINT32_MAX */
+  double *gpu_free_s;       /* per GPU: end of its last compute task */
+  double *launched_s;       /* per task, with keep_trace: when its flows started */
   exec_result *r;
 } exec_state;
 
@@ -74,15 +77,28 @@ static void task_done(void *ctx, uint64_t arg) {
     for_group_gpus(s, t, gpu_comm_end);
   } else {
     if (now > s->r->gpu_finish_s[t->gpu]) s->r->gpu_finish_s[t->gpu] = now;
+    s->gpu_free_s[t->gpu] = now;
     span(s, t->gpu, false, t, s->start_s[id]);
   }
   for (uint32_t i = s->succ_off[id]; i < s->succ_off[id + 1]; i++)
-    if (--s->waiting[s->succ[i]] == 0) ready_task(s, s->succ[i]);
+    if (--s->waiting[s->succ[i]] == 0) {
+      s->last_dep[s->succ[i]] = id;
+      ready_task(s, s->succ[i]);
+    }
 }
 
+/* A flow's tag: its task id, and with keep_trace its transfer's index in
+ * the task above bit 32. */
 static void flow_done(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
-  if (--s->flows_left[arg] == 0) task_done(s, arg);
+  uint32_t task = (uint32_t)arg;
+  if (s->opts.keep_trace) {
+    const plan_task *t = plan_task_at(s->p, task);
+    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + (arg >> 32));
+    exec_xfer e = {x->src, x->dst, t->step, x->bytes, s->launched_s[task], engine_now(s->eng)};
+    g_array_append_val(s->r->xfers, e);
+  }
+  if (--s->flows_left[task] == 0) task_done(s, task);
 }
 
 static bool ring_coll(comm_api a) {
@@ -93,6 +109,7 @@ static void comm_launched(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
   const plan_task *t = plan_task_at(s->p, (uint32_t)arg);
   s->flows_left[arg] = t->n_xfer;
+  if (s->opts.keep_trace) s->launched_s[arg] = engine_now(s->eng);
   for (uint32_t i = 0; i < t->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
     uint32_t hops;
@@ -102,7 +119,7 @@ static void comm_launched(void *ctx, uint64_t arg) {
      * connection (plan_coll.c), and pays the latency once per step */
     double cap = ring_coll(t->api) ? 0 : s->t->route_cap_Bps[pair];
     net_flow_start(s->net, route, hops, s->t->route_latency_s[pair] * x->steps, x->bytes, cap,
-                   flow_done, s, arg);
+                   flow_done, s, arg | (uint64_t)i << 32);
   }
 }
 
@@ -132,6 +149,27 @@ static double compute_time(exec_state *s, const plan_task *t) {
   return s->opts.no_compute ? 0 : compute_op_s(&s->t->compute, &t->op);
 }
 
+/* Whether task d is compute on a GPU other than g. */
+static bool other_compute(exec_state *s, uint32_t d, uint32_t g) {
+  if (d == UINT32_MAX) return false;
+  const plan_task *t = plan_task_at(s->p, d);
+  return t->kind != TASK_COMM && t->gpu != g;
+}
+
+/* A compute task starting after its GPU fell idle: the part of the gap
+ * spent waiting on another GPU's compute (directly, or on a transfer
+ * that itself waited for that compute) is load imbalance. */
+static void attribute_gap(exec_state *s, uint32_t id, const plan_task *t, double now) {
+  double free_s = s->gpu_free_s[t->gpu], wait = 0;
+  if (now <= free_s) return;
+  uint32_t d = s->last_dep[id];
+  if (other_compute(s, d, t->gpu)) wait = now - free_s;
+  else if (d != UINT32_MAX && plan_task_at(s->p, d)->kind == TASK_COMM &&
+           other_compute(s, s->last_dep[d], t->gpu) && s->start_s[d] > free_s)
+    wait = s->start_s[d] - free_s;
+  s->r->gpu_imbalance_s[t->gpu] += wait;
+}
+
 static void start_task(exec_state *s, uint32_t id) {
   const plan_task *t = plan_task_at(s->p, id);
   double now = engine_now(s->eng);
@@ -146,6 +184,7 @@ static void start_task(exec_state *s, uint32_t id) {
     else engine_at(s->eng, now + comm_launch_s(s, t), comm_launched, s, id);
     return;
   }
+  attribute_gap(s, id, t, now);
   double d = compute_time(s, t);
   s->r->gpu_compute_s[t->gpu] += d;
   s->r->flops += compute_op_flops(&t->op);
@@ -228,12 +267,14 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   r->gpu_compute_s = g_new0(double, n);
   r->gpu_comm_s = g_new0(double, n);
   r->gpu_finish_s = g_new0(double, n);
+  r->gpu_imbalance_s = g_new0(double, n);
   r->chan_bytes = g_new0(double, nc);
   r->chan_busy_s = g_new0(double, nc);
   r->tasks = nt;
   if (opts->keep_trace) {
     r->spans = g_array_new(FALSE, FALSE, sizeof(exec_span));
     r->rates = g_array_new(FALSE, FALSE, sizeof(exec_rate));
+    r->xfers = g_array_new(FALSE, FALSE, sizeof(exec_xfer));
   }
   g_autofree double *caps = g_new(double, nc);
   for (uint32_t c = 0; c < nc; c++) caps[c] = topo_chan(t, c)->cap_Bps;
@@ -250,6 +291,10 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   s.comm_since = g_new0(double, n);
   s.stamp = g_new0(uint32_t, n);
   s.msgs = g_new0(uint32_t, n);
+  s.gpu_free_s = g_new0(double, n);
+  if (opts->keep_trace) s.launched_s = g_new0(double, nt);
+  s.last_dep = g_new(uint32_t, nt);
+  for (guint i = 0; i < nt; i++) s.last_dep[i] = UINT32_MAX;
   build_successors(&s);
 
   for (guint i = 0; i < nt; i++)
@@ -262,7 +307,8 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
     if (r->gpu_comm_s[g] > r->comm_s) r->comm_s = r->gpu_comm_s[g];
     if (r->gpu_finish_s[g] > r->gpu_finish_s[r->last_gpu]) r->last_gpu = g;
   }
-  r->exposed_s = r->step_s - r->gpu_compute_s[r->last_gpu];
+  r->imbalance_s = r->gpu_imbalance_s[r->last_gpu];
+  r->exposed_s = r->step_s - r->gpu_compute_s[r->last_gpu] - r->imbalance_s;
   if (r->exposed_s < 0) r->exposed_s = 0;
   for (uint32_t c = 0; c < nc; c++) {
     r->chan_bytes[c] = net_chan_bytes(s.net, c);
@@ -276,15 +322,18 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   engine_free(s.eng);
   g_free(s.waiting); g_free(s.flows_left); g_free(s.start_s); g_free(s.issue_s);
   g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp); g_free(s.msgs);
-  g_free(s.succ_off); g_free(s.succ);
+  g_free(s.succ_off); g_free(s.succ); g_free(s.last_dep); g_free(s.gpu_free_s);
+  g_free(s.launched_s);
   return r;
 }
 
 void exec_result_free(exec_result *r) {
   if (!r) return;
   g_free(r->gpu_compute_s); g_free(r->gpu_comm_s); g_free(r->gpu_finish_s);
+  g_free(r->gpu_imbalance_s);
   g_free(r->chan_bytes); g_free(r->chan_busy_s);
   if (r->spans) g_array_free(r->spans, TRUE);
   if (r->rates) g_array_free(r->rates, TRUE);
+  if (r->xfers) g_array_free(r->xfers, TRUE);
   g_free(r);
 }

@@ -35,19 +35,33 @@ typedef struct {
   double t_s, rate_Bps;
 } exec_rate;
 
+/* One transfer of a communication group: its first byte leaves at t0_s,
+ * it is delivered at t1_s. */
+typedef struct {
+  uint32_t src, dst, step;
+  double bytes, t0_s, t1_s;
+} exec_xfer;
+
 typedef struct {
   double step_s;       /* last task's end */
   double compute_s;    /* compute busy time of the busiest GPU */
   double comm_s;       /* time the busiest GPU has communication in flight */
-  double exposed_s;    /* step_s minus compute busy of the GPU finishing last */
+  /* At the GPU finishing last, step_s = its compute busy time + imbalance_s
+   * + exposed_s.  imbalance_s: its compute stream waited on another GPU's
+   * compute (directly, or on a transfer that could not start before that
+   * GPU's compute finished); exposed_s: the rest of its idle time, waiting
+   * on transfers in flight (with their launch and issue costs). */
+  double exposed_s;
+  double imbalance_s;
   uint32_t last_gpu;
   uint32_t n_gpus, n_chan;
-  double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s;
+  double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s, *gpu_imbalance_s;
   double *chan_bytes, *chan_busy_s;
   double flops;        /* nominal FLOPs of all attention kernels */
   uint64_t events, flows, solves, tasks;
   GArray *spans;       /* exec_span, with keep_trace */
   GArray *rates;       /* exec_rate, with keep_trace */
+  GArray *xfers;       /* exec_xfer, with keep_trace, in delivery order */
 } exec_result;
 
 exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts);

@@ -2,6 +2,7 @@
 #include "jsonio.h"
 
 #include <errno.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -19,21 +20,129 @@ static bool fail(GError **err, json_where w, const char *key, const char *what) 
   return false;
 }
 
+/* Reads at most JSON_MAX_FILE_BYTES + 1 bytes: a device such as /dev/zero
+ * or a FIFO has no size to check beforehand. */
+static char *read_capped(const char *file, gsize *len, GError **err) {
+  FILE *f = g_fopen(file, "rb");
+  if (!f) {
+    int e = errno;
+    g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot read: %s", file, g_strerror(e));
+    return NULL;
+  }
+  GString *buf = g_string_sized_new(4096);
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    g_string_append_len(buf, chunk, (gssize)got);
+    if (buf->len > JSON_MAX_FILE_BYTES) break;
+  }
+  int e = ferror(f) ? errno : 0;
+  fclose(f);
+  if (e || buf->len > JSON_MAX_FILE_BYTES) {
+    if (e)
+      g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot read: %s", file, g_strerror(e));
+    else
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "%s: larger than %u MiB, the most an input file may be", file,
+                  JSON_MAX_FILE_BYTES >> 20);
+    g_string_free(buf, TRUE);
+    return NULL;
+  }
+  *len = buf->len;
+  return g_string_free(buf, FALSE);
+}
+
+/* One open object or array while looking for repeated keys. */
+typedef struct {
+  bool is_obj;
+  bool expect_key;     /* object: the next string is a key */
+  size_t index;        /* array: index of the current element */
+  char *path;          /* dotted path of this container */
+  char *key;           /* object: the last key read */
+  GHashTable *keys;    /* object: keys seen */
+} dup_frame;
+
+static void dup_frame_clear(gpointer p) {
+  dup_frame *f = p;
+  g_free(f->path);
+  g_free(f->key);
+  if (f->keys) g_hash_table_destroy(f->keys);
+}
+
+static char *child_path(const dup_frame *top) {
+  if (!top) return g_strdup("");
+  if (top->is_obj) return json_path_join(top->path, top->key ? top->key : "");
+  g_autofree char *idx = g_strdup_printf("[%zu]", top->index);
+  return json_path_join(top->path, idx);
+}
+
+/* json-c keeps the last of repeated keys silently, so a second "gpus"
+ * would override the first unseen.  The text is valid JSON here: walk its
+ * structure (strings, brackets, commas) and decode each key with json-c. */
+static bool check_duplicate_keys(const char *text, size_t len, const char *name,
+                                 GError **err) {
+  g_autoptr(GArray) st = g_array_new(FALSE, TRUE, sizeof(dup_frame));
+  g_array_set_clear_func(st, dup_frame_clear);
+  size_t line = 1;
+  for (size_t i = 0; i < len; i++) {
+    char c = text[i];
+    dup_frame *top = st->len ? &g_array_index(st, dup_frame, st->len - 1) : NULL;
+    if (c == '\n') line++;
+    else if (c == '"') {
+      size_t j = i + 1;
+      while (j < len && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+      if (top && top->is_obj && top->expect_key) {
+        g_autofree char *raw = g_strndup(text + i, j + 1 - i);
+        g_autoptr(json_object) k = json_tokener_parse(raw);
+        const char *key = k ? json_object_get_string(k) : raw;
+        if (g_hash_table_contains(top->keys, key)) {
+          g_autofree char *p = json_path_join(top->path, key);
+          g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                      "%s: line %zu: field '%s' is given twice; expected each key once", name,
+                      line, p);
+          return false;
+        }
+        g_hash_table_add(top->keys, g_strdup(key));
+        g_free(top->key);
+        top->key = g_strdup(key);
+        top->expect_key = false;
+      }
+      i = j;
+    } else if (c == '{' || c == '[') {
+      dup_frame f = {.is_obj = c == '{', .expect_key = c == '{', .path = child_path(top)};
+      if (f.is_obj) f.keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+      g_array_append_val(st, f);
+    } else if ((c == '}' || c == ']') && top) {
+      g_array_set_size(st, st->len - 1);
+    } else if (c == ',' && top) {
+      if (top->is_obj) top->expect_key = true;
+      else top->index++;
+    }
+  }
+  return true;
+}
+
 json_object *json_read_file(const char *file, GError **err) {
-  g_autofree char *text = NULL;
   gsize len = 0;
-  g_autoptr(GError) io = NULL;
-  if (!g_file_get_contents(file, &text, &len, &io)) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot read: %s", file, io->message);
+  g_autofree char *text = read_capped(file, &len, err);
+  if (!text) return NULL;
+  return json_parse_text(text, len, file, err);
+}
+
+json_object *json_parse_text(const char *text, size_t len, const char *file, GError **err) {
+  if (len > JSON_MAX_FILE_BYTES) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: larger than %u MiB, the most an input file may be", file,
+                JSON_MAX_FILE_BYTES >> 20);
     return NULL;
   }
   json_tokener *tok = json_tokener_new();
   json_tokener_set_flags(tok, JSON_TOKENER_STRICT);  /* no trailing commas, no comments */
   json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
   enum json_tokener_error jerr = json_tokener_get_error(tok);
-  if (jerr == json_tokener_success && tok->char_offset < (int)len) {
+  if (jerr == json_tokener_success && json_tokener_get_parse_end(tok) < len) {
     /* trailing text after the value: only whitespace is allowed */
-    for (size_t i = (size_t)tok->char_offset; i < len; i++)
+    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
       if (!g_ascii_isspace(text[i])) { jerr = json_tokener_error_parse_unexpected; break; }
   }
   if (jerr != json_tokener_success || !obj) {
@@ -54,7 +163,29 @@ json_object *json_read_file(const char *file, GError **err) {
     json_object_put(obj);
     return NULL;
   }
+  if (!check_duplicate_keys(text, len, file, err)) {
+    json_object_put(obj);
+    return NULL;
+  }
   return obj;
+}
+
+void json_unit_range(const char *key, double *lo, double *hi, const char **unit) {
+  static const struct { const char *suffix; double lo, hi; const char *unit; } units[] = {
+      {"gbps", 1e-3, 1e5, "GB/s"}, {"_us", 0, 1e7, "us"}, {"_ms", 0, 1e7, "ms"},
+      {"tflops", 1e-3, 1e7, "TFLOP/s"}, {"_kelem", 0, 1e6, "ns"}, {"ratio", 0, 1e3, NULL},
+      {"efficiency", 1e-3, 1, NULL}};
+  g_autofree char *k = g_ascii_strdown(key, -1);
+  for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
+    if (g_str_has_suffix(k, units[i].suffix)) {
+      *lo = units[i].lo;
+      *hi = units[i].hi;
+      *unit = units[i].unit;
+      return;
+    }
+  *lo = 0;
+  *hi = 1e9;
+  *unit = NULL;
 }
 
 static bool lookup(json_object *obj, const char *key, json_object **v) {
@@ -62,7 +193,7 @@ static bool lookup(json_object *obj, const char *key, json_object **v) {
 }
 
 bool json_get_double(json_object *obj, json_where w, const char *key, bool required,
-                     double def, double min_exclusive, double *out, GError **err) {
+                     double def, double min, double *out, GError **err) {
   json_object *v;
   if (!lookup(obj, key, &v)) {
     if (required) return fail(err, w, key, "missing; expected a number");
@@ -72,9 +203,20 @@ bool json_get_double(json_object *obj, json_where w, const char *key, bool requi
   if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
     return fail(err, w, key, "expected a number");
   double d = json_object_get_double(v);
-  if (!isfinite(d) || d <= min_exclusive) {
-    g_autofree char *what = g_strdup_printf("expected a number greater than %g, got %g",
-                                            min_exclusive, d);
+  bool nonneg = min < 0;
+  if (!isfinite(d) || (nonneg ? d < 0 : d <= min)) {
+    g_autofree char *what = nonneg ? g_strdup_printf("expected a number >= 0, got %g", d)
+                                   : g_strdup_printf("expected a number greater than %g, got %g",
+                                                     min, d);
+    return fail(err, w, key, what);
+  }
+  double lo, hi;
+  const char *unit;
+  json_unit_range(key, &lo, &hi, &unit);
+  if (d > hi || (d != 0 && d < lo)) {
+    g_autofree char *what = g_strdup_printf("expected %s%g to %g%s%s, got %g",
+                                            nonneg && lo > 0 ? "0 or " : "", lo, hi,
+                                            unit ? " " : "", unit ? unit : "", d);
     return fail(err, w, key, what);
   }
   *out = d;
@@ -145,5 +287,40 @@ bool json_check_keys(json_object *obj, json_where w, const char *const *allowed,
       return fail(err, w, key, m);
     }
   }
+  return true;
+}
+
+bool json_apply_set(json_object *root, const char *assign, const char *origin, GError **err) {
+  const char *eq = strchr(assign, '=');
+  if (!eq || eq == assign || !eq[1]) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "command line: option '%s': expected KEY=VALUE such as comm.launch_us=20, "
+                "got \"%s\"", origin, assign);
+    return false;
+  }
+  g_autofree char *key = g_strndup(assign, (gsize)(eq - assign));
+  g_auto(GStrv) parts = g_strsplit(key, ".", -1);
+  json_object *obj = root;
+  guint n = g_strv_length(parts);
+  for (guint i = 0; i + 1 < n; i++) {
+    json_object *next;
+    if (!json_object_object_get_ex(obj, parts[i], &next) ||
+        !json_object_is_type(next, json_type_object)) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "command line: option '%s': \"%s\": the topology has no object '%s' to set "
+                  "'%s' in", origin, assign, parts[i], key);
+      return false;
+    }
+    obj = next;
+  }
+  if (!*parts[n - 1]) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "command line: option '%s': \"%s\": expected a field name after the last '.'",
+                origin, assign);
+    return false;
+  }
+  json_object *v = json_tokener_parse(eq + 1);
+  if (!v) v = json_object_new_string(eq + 1);
+  json_object_object_add(obj, parts[n - 1], v);
   return true;
 }

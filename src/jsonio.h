@@ -13,7 +13,16 @@
 
 #define TASP_ERROR (tasp_error_quark())
 GQuark tasp_error_quark(void);
-enum { TASP_ERROR_INPUT = 1, TASP_ERROR_IO = 2 };
+enum {
+  TASP_ERROR_INPUT = 1,
+  TASP_ERROR_IO = 2,
+  /* A scheduler's check says which input is at fault, so the message
+   * names the right field or option (all are bad input, exit status 2). */
+  TASP_ERROR_SEQ = 3,      /* the sequence length (with the SP degree) */
+  TASP_ERROR_SP = 4,       /* the SP degree */
+  TASP_ERROR_TOPOLOGY = 5, /* the topology's links */
+  TASP_ERROR_CYCLES = 6,   /* the given tasp_cycles */
+};
 
 /* Where a field is read from, for messages. */
 typedef struct {
@@ -21,13 +30,33 @@ typedef struct {
   const char *path; /* dotted path of the object being read, "" at the top */
 } json_where;
 
-/* Parse a whole file; NULL with an error naming the file (and the line of a
- * syntax error). */
-json_object *json_read_file(const char *file, GError **err);
+/* The largest input file read (64 MiB: a bundled file is a few KiB; an
+ * explicit 1000-GPU topology about 50 MiB). */
+#define JSON_MAX_FILE_BYTES (64u << 20)
 
-/* Field readers.  `required` false: absent gives the default and TRUE. */
+/* Parse a whole file of at most JSON_MAX_FILE_BYTES; NULL with an error
+ * naming the file (and the line of a syntax error, or the key given twice
+ * in one object). */
+json_object *json_read_file(const char *file, GError **err);
+/* The same for text in memory; `name` is used in messages. */
+json_object *json_parse_text(const char *text, size_t len, const char *name, GError **err);
+
+/* Lower bounds for json_get_double. */
+#define JSON_POSITIVE 0.0  /* > 0 */
+#define JSON_NONNEG (-1.0) /* >= 0 (any negative `min` means this) */
+
+/* Field readers.  `required` false: absent gives the default and TRUE.
+ * Numbers must be finite, above `min` (JSON_POSITIVE or JSON_NONNEG), and
+ * inside the plausible range of the unit the key's name ends in
+ * (json_unit_range). */
 bool json_get_double(json_object *obj, json_where w, const char *key, bool required,
-                     double def, double min_exclusive, double *out, GError **err);
+                     double def, double min, double *out, GError **err);
+/* Plausible range of a field by the unit its name ends in: "gbps"/"GBps"
+ * (GB/s) 0.001 to 100000, "_us" and "_ms" 0 to 1e7, "tflops" 0.001 to
+ * 1e7, "_kelem" 0 to 1e6, "ratio" 0 to 1000, "efficiency" 0.001 to 1, anything else 0 to 1e9.  A zero is allowed where
+ * `min` allows it (a cap of 0 means none); the low end applies to others.
+ * Values outside give inf/nan or meaningless times downstream. */
+void json_unit_range(const char *key, double *lo, double *hi, const char **unit);
 bool json_get_u32(json_object *obj, json_where w, const char *key, bool required,
                   uint32_t def, uint32_t min, uint32_t *out, GError **err);
 bool json_get_string(json_object *obj, json_where w, const char *key, bool required,
@@ -41,6 +70,12 @@ bool json_check_keys(json_object *obj, json_where w, const char *const *allowed,
 
 /* g_autoptr(json_object) releases with json_object_put. */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(json_object, json_object_put)
+
+/* Apply "a.b.c=VALUE" to root: the objects a and a.b must exist; field c
+ * is set (added or replaced) to VALUE read as JSON (25, true, [4,4],
+ * "text"), or as a string where it is not JSON.  `origin` names where the
+ * assignment came from in messages ("--set"). */
+bool json_apply_set(json_object *root, const char *assign, const char *origin, GError **err);
 
 /* "a.b" joined path; result owned by the caller. */
 char *json_path_join(const char *path, const char *key);

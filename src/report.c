@@ -1,19 +1,31 @@
-/* report: table, CSV, link report and atomic file writing. */
+/* report: table, CSV and link report. */
 #include "report.h"
 
-#include <errno.h>
-#include <glib/gstdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
 
 #include "sizes.h"
+#include "verdict.h"
 
 static const char *mask_name(bool causal) { return causal ? "causal" : "full"; }
 
 static bool same_group(const sim_result *a, const sim_result *b) {
   return a->pt.w.seq_len == b->pt.w.seq_len && a->pt.w.gpus == b->pt.w.gpus &&
          a->pt.w.causal == b->pt.w.causal && a->pt.w.pass == b->pt.w.pass;
+}
+
+/* A CSV field per RFC 4180: quoted (quotes doubled) when it holds a comma,
+ * a quote or a line break. */
+static void csv_str(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
 }
 
 /* Per channel kind, over the channels on routes among the point's GPUs. */
@@ -37,7 +49,7 @@ static GArray *kind_stats(const topology *t, const sim_result *r) {
       g_array_append_val(ks, z);
       k = &g_array_index(ks, kind_stat, ks->len - 1);
     }
-    double u = r->r->step_s > 0 ? r->r->chan_bytes[c] / (ch->cap_Bps * r->r->step_s) : 0;
+    double u = sim_util(t, r->r, c);
     k->channels++;
     k->idle += r->r->chan_bytes[c] <= 0;
     k->sum_util += u;
@@ -46,7 +58,10 @@ static GArray *kind_stats(const topology *t, const sim_result *r) {
   return ks;
 }
 
-static void links_line(FILE *f, const topology *t, const sim_result *r) {
+/* The links line of one row; `always` FALSE prints it only when it says
+ * something: channels left idle, or a busiest channel kind well above the
+ * mean (twice it). */
+static void links_line(FILE *f, const topology *t, const sim_result *r, bool always) {
   g_autoptr(GArray) ks = kind_stats(t, r);
   const kind_stat *busy = NULL, *idle = NULL;
   unsigned chans = 0, idle_n = 0;
@@ -57,10 +72,54 @@ static void links_line(FILE *f, const topology *t, const sim_result *r) {
     if (!busy || k->max_util > busy->max_util) busy = k;
     if (!idle || k->sum_util / k->channels < idle->sum_util / idle->channels) idle = k;
   }
+  if (!always && idle_n == 0 && (!busy || busy->max_util <= 2 * r->mean_util)) return;
   fprintf(f, "            links %-10s busiest %s (max %.1f%%), idlest %s (mean %.1f%%), "
           "%u of %u channels idle\n", r->pt.sched->name, busy ? busy->kind : "-",
           busy ? 100 * busy->max_util : 0.0, idle ? idle->kind : "-",
           idle && idle->channels ? 100 * idle->sum_util / idle->channels : 0.0, idle_n, chans);
+}
+
+/* A note is printed once, after the first group whose rows carry it. */
+static void group_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashTable *seen,
+                        const char *prefix) {
+  for (guint j = j0; j < j1; j++) {
+    const sim_result *r = c->results->pdata[j];
+    if (!r->note || g_hash_table_contains(seen, r->note)) continue;
+    g_hash_table_add(seen, r->note);
+    fprintf(f, "%snote: %s\n", prefix, r->note);
+  }
+}
+
+void report_notes(FILE *f, const report_ctx *c) {
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+  group_notes(f, c, 0, c->results->len, seen, "tasp-sim: ");
+}
+
+/* One line over the whole run: per scheduler, its mean link utilisation
+ * and in how many points it left channels idle. */
+static void links_summary(FILE *f, const report_ctx *c) {
+  const topology *t = c->s->topo;
+  GString *s = g_string_new("links: mean utilisation");
+  for (guint k = 0; k < c->s->scheds->len; k++) {
+    const sched_ops *so = c->s->scheds->pdata[k];
+    double sum = 0;
+    unsigned n = 0, with_idle = 0;
+    for (guint i = 0; i < c->results->len; i++) {
+      const sim_result *r = c->results->pdata[i];
+      if (r->pt.sched != so) continue;
+      sum += r->mean_util;
+      n++;
+      g_autoptr(GArray) ks = kind_stats(t, r);
+      unsigned idle = 0;
+      for (guint j = 0; j < ks->len; j++) idle += g_array_index(ks, kind_stat, j).idle;
+      with_idle += idle > 0;
+    }
+    if (n)
+      g_string_append_printf(s, "%s %s %.1f%% (idle channels in %u of %u points)",
+                             k ? "," : "", so->name, 100 * sum / n, with_idle, n);
+  }
+  fprintf(f, "%s\n", s->str);
+  g_string_free(s, TRUE);
 }
 
 void report_table(FILE *f, const report_ctx *c) {
@@ -72,51 +131,59 @@ void report_table(FILE *f, const report_ctx *c) {
   if (t->description && *t->description) fprintf(f, " (%s)", t->description);
   fprintf(f, "\nattention: batch %u, %u heads, %u KV heads, head dim %u, %s\n", m->batch,
           m->heads, m->kv_heads, m->head_dim, m->dtype);
-  GHashTable *notes = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   const sim_result *prev = NULL;
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     if (!prev || r->pt.w.causal != prev->pt.w.causal || r->pt.w.pass != prev->pt.w.pass) {
       fprintf(f, "\nmask %s, pass %s\n", mask_name(r->pt.w.causal), pass_name(r->pt.w.pass));
-      fprintf(f, "%8s %4s  %-10s %11s %11s %11s %11s %8s %8s %8s\n", "seq", "sp", "sched",
-              "step_ms", "compute_ms", "comm_ms", "exposed_ms", "vs_ring", "max_util",
-              "mean_util");
+      fprintf(f, "%8s %4s  %-10s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n", "seq", "sp",
+              "sched", "step_ms", "compute_ms", "comm_ms", "exposed_ms", "imbal_ms", "vs_best",
+              "vs_ring", "max_util", "mean_util");
     }
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     bool first = !prev || !same_group(prev, r);
-    fprintf(f, "%8s %4u  %-10s %11.3f %11.3f %11.3f %11.3f %7.2fx %7.1f%% %7.1f%%\n",
+    fprintf(f, "%8s %4u  %-10s %10.3f %10.3f %10.3f %10.3f %10.3f %7.2fx %7.2fx %7.1f%% %7.1f%%\n",
             first ? seq : "", r->pt.w.gpus, r->pt.sched->name, r->r->step_s * 1e3,
             r->r->compute_s * 1e3, r->r->comm_s * 1e3, r->r->exposed_s * 1e3,
-            r->speedup_vs_ring, 100 * r->max_util, 100 * r->mean_util);
-    if (r->note) g_hash_table_add(notes, r->note);
+            r->r->imbalance_s * 1e3, r->speedup_vs_best, r->speedup_vs_ring, 100 * r->max_util,
+            100 * r->mean_util);
     prev = r;
     bool last = i + 1 == c->results->len || !same_group(r, c->results->pdata[i + 1]);
     if (last) {
       guint j0 = i;
       while (j0 > 0 && same_group(c->results->pdata[j0 - 1], r)) j0--;
-      for (guint j = j0; j <= i; j++) links_line(f, t, c->results->pdata[j]);
+      g_autofree char *v = verdict_line(t, (sim_result *const *)c->results->pdata + j0, i + 1 - j0);
+      fprintf(f, "            => %s\n", v);
+      for (guint j = j0; j <= i; j++) links_line(f, t, c->results->pdata[j], c->links_summary);
+      group_notes(f, c, j0, i + 1, seen, "            ");
     }
   }
-  /* notes in a stable order */
-  g_autofree gpointer *keys = g_hash_table_get_keys_as_array(notes, NULL);
-  guint nk = g_hash_table_size(notes);
-  qsort(keys, nk, sizeof(gpointer), (int (*)(const void *, const void *))g_strcmp0);
-  for (guint i = 0; i < nk; i++) fprintf(f, "note: %s\n", (char *)keys[i]);
-  g_hash_table_destroy(notes);
+  if (c->results->len) {
+    fputc('\n', f);
+    links_summary(f, c);
+  }
 }
 
 void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
-        "mean_link_util\n", f);
+        "mean_link_util,imbalance_ms,speedup_vs_best,baseline\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
-    fprintf(f, "%s,%s,%u,%" G_GUINT64_FORMAT ",%u,%u,%u,%u,%s,%s,%s,%.6f,%.6f,%.6f,%.6f,%.4f,"
-            "%.4f,%.4f\n", r->pt.sched->name, c->s->topo->name, w->gpus, w->seq_len, w->batch,
-            w->heads, w->kv_heads, w->head_dim, w->dtype, mask_name(w->causal),
+    csv_str(f, r->pt.sched->name);
+    fputc(',', f);
+    csv_str(f, c->s->topo->name);
+    fprintf(f, ",%u,%" G_GUINT64_FORMAT ",%u,%u,%u,%u,", w->gpus, w->seq_len, w->batch,
+            w->heads, w->kv_heads, w->head_dim);
+    csv_str(f, w->dtype);
+    fprintf(f, ",%s,%s,%.6f,%.6f,%.6f,%.6f,%.4f,%.4f,%.4f,%.6f,%.4f,", mask_name(w->causal),
             pass_name(w->pass), r->r->step_s * 1e3, r->r->compute_s * 1e3, r->r->comm_s * 1e3,
-            r->r->exposed_s * 1e3, r->speedup_vs_ring, r->max_util, r->mean_util);
+            r->r->exposed_s * 1e3, r->speedup_vs_ring, r->max_util, r->mean_util,
+            r->r->imbalance_s * 1e3, r->speedup_vs_best);
+    csv_str(f, r->baseline);
+    fputc('\n', f);
   }
 }
 
@@ -130,37 +197,16 @@ void report_links(FILE *f, const report_ctx *c) {
     for (uint32_t ch = 0; ch < t->channels->len; ch++) {
       if (!avail[ch]) continue;
       const topo_channel *tc = topo_chan(t, ch);
-      double u = r->r->step_s > 0 ? r->r->chan_bytes[ch] / (tc->cap_Bps * r->r->step_s) : 0;
-      fprintf(f, "%s,%s,%u,%" G_GUINT64_FORMAT ",%s,%s,%s,%s,%.3f,%.0f,%.6f,%.4f\n",
-              r->pt.sched->name, t->name, r->pt.w.gpus, r->pt.w.seq_len,
-              mask_name(r->pt.w.causal), pass_name(r->pt.w.pass), tc->name, tc->kind,
-              tc->cap_Bps * 1e-9, r->r->chan_bytes[ch], r->r->chan_busy_s[ch] * 1e3, u);
+      csv_str(f, r->pt.sched->name);
+      fputc(',', f);
+      csv_str(f, t->name);
+      fprintf(f, ",%u,%" G_GUINT64_FORMAT ",%s,%s,", r->pt.w.gpus, r->pt.w.seq_len,
+              mask_name(r->pt.w.causal), pass_name(r->pt.w.pass));
+      csv_str(f, tc->name);
+      fputc(',', f);
+      csv_str(f, tc->kind);
+      fprintf(f, ",%.3f,%.0f,%.6f,%.4f\n", tc->cap_Bps * 1e-9, r->r->chan_bytes[ch],
+              r->r->chan_busy_s[ch] * 1e3, sim_util(t, r->r, ch));
     }
   }
-}
-
-bool report_write(const char *path, void (*fn)(FILE *, const report_ctx *),
-                  const report_ctx *c, GError **err) {
-  if (!strcmp(path, "-")) {
-    fn(stdout, c);
-    fflush(stdout);
-    return true;
-  }
-  /* a regular file appears only when complete (temporary name, renamed);
-   * a device such as /dev/null is written in place */
-  bool atomic = !g_file_test(path, G_FILE_TEST_EXISTS) || g_file_test(path, G_FILE_TEST_IS_REGULAR);
-  g_autofree char *tmp = atomic ? g_strdup_printf("%s.tmp.%d", path, (int)getpid()) : g_strdup(path);
-  FILE *f = fopen(tmp, "w");
-  bool ok = f != NULL;
-  if (ok) {
-    fn(f, c);
-    ok = !ferror(f);
-    ok = fclose(f) == 0 && ok;
-  }
-  if (ok && atomic) ok = g_rename(tmp, path) == 0;
-  if (!ok) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "%s: cannot write: %s", path, g_strerror(errno));
-    if (atomic) g_unlink(tmp);
-  }
-  return ok;
 }

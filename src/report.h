@@ -1,6 +1,6 @@
 /* report: what a run prints — the table a person reads, the CSV of
- * design.md, the per-channel link report, the Chrome/Perfetto trace — and
- * writing files whole (a temporary name, renamed when complete). */
+ * design.md, the per-channel link report, the Chrome/Perfetto trace
+ * (outputs.c writes them to files). */
 #ifndef TASP_REPORT_H
 #define TASP_REPORT_H
 
@@ -14,15 +14,14 @@
 typedef struct {
   const scenario *s;
   GPtrArray *results;  /* sim_result *, in point order */
+  bool links_summary;  /* table: a links line for every row, not only telling ones */
 } report_ctx;
 
 void report_table(FILE *f, const report_ctx *c);
 void report_csv(FILE *f, const report_ctx *c);
 void report_links(FILE *f, const report_ctx *c);
 void report_trace(FILE *f, const report_ctx *c);
-
-/* Write with fn to path ("-": stdout).  A file appears only when complete. */
-bool report_write(const char *path, void (*fn)(FILE *, const report_ctx *),
-                  const report_ctx *c, GError **err);
+/* The schedulers' notes, each once, in row order (stderr when no table). */
+void report_notes(FILE *f, const report_ctx *c);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "names.h"
 #include "sizes.h"
 
 const char *pass_name(pass_kind p) {
@@ -185,6 +186,19 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
   g_autofree char *path = NULL;
   if (ov->topology) {
     path = scenario_find_topology(ov->topology);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS) && !strchr(ov->topology, '/')) {
+      g_autoptr(GPtrArray) all = names_topologies();
+      g_autofree const char **cands = g_new(const char *, all->len + 1);
+      for (guint i = 0; i < all->len; i++) {
+        char *tab = strchr(all->pdata[i], '\t');
+        if (tab) *tab = 0;
+        cands[i] = all->pdata[i];
+      }
+      const char *near = names_nearest(ov->topology, cands, all->len);
+      return bad(err, (origin){"command line", "--topology"},
+                 "\"%s\" is neither a file nor a bundled topology%s%s%s (--list shows them)",
+                 ov->topology, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
   } else {
     const char *rel;
     json_where w = {s->file, ""};
@@ -206,15 +220,16 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
                       "topology file \"%s\" not found (looked for %s)", rel, path);
     }
   }
-  s->topo = topo_load(path, err);
+  s->topo = topo_load_set(path, ov->set, err);
   return s->topo != NULL;
 }
 
+/* Sequence lengths, masks, passes and schedulers: all the sweep but the
+ * SP degrees, checked before the topology's tables are built. */
 static bool load_sweep(scenario *s, json_object *root, const scenario_overrides *ov,
                        GError **err) {
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
-  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
 
   if (!get_list(root, s->file, "seq_len", ov->seq, "--seq", "128K", items, &o, err)) return false;
   for (guint i = 0; i < items->len; i++) {
@@ -223,16 +238,6 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
       return bad(err, o, "expected a positive token count such as 32768, 32K or 1M, got \"%s\"",
                  (char *)items->pdata[i]);
     g_array_append_val(s->seqs, v);
-  }
-  g_ptr_array_set_size(items, 0);
-  if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
-  for (guint i = 0; i < items->len; i++) {
-    uint32_t v;
-    if (!parse_u32(items->pdata[i], o, 1, &v, err)) return false;
-    if (v > s->topo->n_gpus)
-      return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
-                 s->topo->n_gpus, s->topo->name, s->topo->file);
-    g_array_append_val(s->sps, v);
   }
   g_ptr_array_set_size(items, 0);
   if (!get_list(root, s->file, "mask", ov->mask, "--mask", "causal", items, &o, err)) return false;
@@ -262,19 +267,85 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
     const sched_ops *so = sched_find(items->pdata[i]);
     if (!so) {
       g_autofree char *names = sched_names();
-      return bad(err, o, "unknown scheduler \"%s\"; expected one of: %s",
-                 (char *)items->pdata[i], names);
+      const char *cands[16];
+      guint n = 0;
+      for (const sched_ops *const *a = sched_all(); *a && n < 16; a++) cands[n++] = (*a)->name;
+      const char *near = names_nearest(items->pdata[i], cands, n);
+      return bad(err, o, "unknown scheduler \"%s\"%s%s%s; expected one of: %s",
+                 (char *)items->pdata[i], near ? " (did you mean " : "", near ? near : "",
+                 near ? "?)" : "", names);
     }
     g_ptr_array_add(s->scheds, (gpointer)so);
+  }
+  /* given cycles are used by tasp only (tasp-mkm makes its own from the
+   * nodes); with no tasp among the schedulers they would be ignored */
+  if (s->tasp_cycles) {
+    bool used = false;
+    for (guint k = 0; k < s->scheds->len; k++) used |= s->scheds->pdata[k] == &sched_tasp;
+    if (!used) {
+      g_autoptr(GString) names = g_string_new(NULL);
+      for (guint k = 0; k < s->scheds->len; k++)
+        g_string_append_printf(names, "%s%s", k ? ", " : "",
+                               ((const sched_ops *)s->scheds->pdata[k])->name);
+      origin oc = ov->tasp_cycles ? (origin){"command line", "--tasp-cycles"}
+                                  : (origin){s->file, "tasp_cycles"};
+      return bad(err, oc, "only scheduler tasp uses given cycles, and the schedulers here (%s) "
+                 "would ignore them; add tasp or leave the cycles out", names->str);
+    }
   }
   return true;
 }
 
-/* Expand and check every point; a ring baseline is added (hidden) where
- * ring is not asked for, so every row has its speedup. */
+/* SP degrees: default all GPUs of the topology, none beyond them. */
+static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov,
+                    GError **err) {
+  origin o;
+  g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
+  if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
+  for (guint i = 0; i < items->len; i++) {
+    uint32_t v;
+    if (!parse_u32(items->pdata[i], o, 1, &v, err)) return false;
+    if (v > s->topo->n_gpus)
+      return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
+                 s->topo->n_gpus, s->topo->name, s->topo->file);
+    g_array_append_val(s->sps, v);
+  }
+  return true;
+}
+
+/* Where a value came from: the option when given, else the file's field
+ * (or the option, without a file). */
+static origin from(const scenario *s, const char *given, const char *option, const char *key) {
+  if (given || !s->file) return (origin){"command line", option};
+  return (origin){s->file, key};
+}
+
+/* The input a scheduler's check failed on, by its error code. */
+static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
+  switch (code) {
+    case TASP_ERROR_SP: return from(s, ov->sp, "--sp", "sp");
+    case TASP_ERROR_TOPOLOGY: return from(s, ov->topology, "--topology", "topology");
+    case TASP_ERROR_CYCLES: return from(s, ov->tasp_cycles, "--tasp-cycles", "tasp_cycles");
+    default: return from(s, ov->seq, "--seq", "seq_len");
+  }
+}
+
+/* Expand and check every point; ring and the --baseline scheduler are
+ * added (hidden) where not asked for, so every row has its speedups. */
 static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
-  bool has_ring = false;
-  for (guint k = 0; k < s->scheds->len; k++) has_ring |= s->scheds->pdata[k] == &sched_ring;
+  if (ov->baseline && strcmp(ov->baseline, "best")) {
+    s->baseline = sched_find(ov->baseline);
+    if (!s->baseline)
+      return bad(err, (origin){"command line", "--baseline"}, "expected best, ring or zigzag");
+  }
+  g_autoptr(GPtrArray) hidden = g_ptr_array_new();
+  const sched_ops *wanted[] = {&sched_ring, s->baseline};
+  for (size_t h = 0; h < G_N_ELEMENTS(wanted); h++) {
+    bool asked = !wanted[h] || (h && wanted[h] == wanted[0]);
+    for (guint k = 0; k < s->scheds->len; k++) asked |= s->scheds->pdata[k] == wanted[h];
+    if (!asked) g_ptr_array_add(hidden, (gpointer)wanted[h]);
+  }
   for (guint a = 0; a < s->masks->len; a++)
     for (guint b = 0; b < s->passes->len; b++)
       for (guint i = 0; i < s->seqs->len; i++)
@@ -284,23 +355,17 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
           w.pass = g_array_index(s->passes, pass_kind, b);
           w.seq_len = g_array_index(s->seqs, uint64_t, i);
           w.gpus = g_array_index(s->sps, uint32_t, j);
-          for (guint k = 0; k <= s->scheds->len; k++) {
+          for (guint k = 0; k < s->scheds->len + hidden->len; k++) {
             scenario_point p = {w, NULL, false};
-            if (k == s->scheds->len) {
-              if (has_ring) break;
-              p.sched = &sched_ring;
+            if (k >= s->scheds->len) {
+              p.sched = hidden->pdata[k - s->scheds->len];
               p.hidden = true;
             } else {
               p.sched = s->scheds->pdata[k];
             }
             g_autoptr(GError) e = NULL;
             if (!p.sched->check(&p.w, s->topo, &e)) {
-              origin o = ov->seq ? (origin){"command line", "--seq"}
-                                 : (origin){s->file ? s->file : "command line",
-                                            s->file ? "seq_len" : "--seq"};
-              if (g_str_has_prefix(e->message, "tasp_cycles"))
-                o = ov->tasp_cycles ? (origin){"command line", "--tasp-cycles"}
-                                    : (origin){s->file, "tasp_cycles"};
+              origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
               return bad(err, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
                          e->message);
@@ -342,8 +407,8 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     g_free(s->tasp_cycles);
     s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
-  ok = ok && load_model(s, root, ov, err) && load_topology(s, root, ov, err) &&
-       load_sweep(s, root, ov, err) && expand(s, ov, err);
+  ok = ok && load_model(s, root, ov, err) && load_sweep(s, root, ov, err) &&
+       load_topology(s, root, ov, err) && load_sp(s, root, ov, err) && expand(s, ov, err);
   if (!ok) {
     scenario_free(s);
     return NULL;

@@ -21,12 +21,14 @@ typedef struct {
   const char *tasp_cycles;
   const char *usp_ulysses;   /* USP's Ulysses degree */
   bool ulysses_fused;        /* one all-to-all for Q, K and V */
+  const char *baseline;      /* best (NULL), ring or zigzag */
+  char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
 } scenario_overrides;
 
 typedef struct {
   workload w;                /* gpus = SP degree */
   const sched_ops *sched;
-  bool hidden;               /* run only as the ring baseline for speedups */
+  bool hidden;               /* run only as a baseline (ring, --baseline) for speedups */
 } scenario_point;
 
 typedef struct {
@@ -41,6 +43,7 @@ typedef struct {
   GArray *passes;            /* pass_kind */
   GPtrArray *scheds;         /* const sched_ops * */
   GArray *points;            /* scenario_point, in output order */
+  const sched_ops *baseline; /* what speedup_vs_best compares with; NULL: the group's best */
 } scenario;
 
 scenario *scenario_load(const char *file, const scenario_overrides *ov, GError **err);

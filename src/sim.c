@@ -15,6 +15,10 @@ uint8_t *sim_channels_available(const topology *t, uint32_t gpus) {
   return avail;
 }
 
+double sim_util(const topology *t, const exec_result *r, uint32_t c) {
+  return r->step_s > 0 ? r->chan_bytes[c] / (topo_chan(t, c)->cap_Bps * r->step_s) : 0;
+}
+
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o) {
   gint64 t0 = g_get_monotonic_time();
   sim_result *res = g_new0(sim_result, 1);
@@ -24,15 +28,16 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
   res->r = exec_run(p, t, o);
   plan_free(p);
   double sum = 0;
-  unsigned used = 0;
+  unsigned avail_n = 0;
+  g_autofree uint8_t *avail = sim_channels_available(t, pt->w.gpus);
   for (uint32_t c = 0; c < res->r->n_chan; c++) {
-    if (res->r->chan_bytes[c] <= 0 || res->r->step_s <= 0) continue;
-    double u = res->r->chan_bytes[c] / (topo_chan(t, c)->cap_Bps * res->r->step_s);
+    if (!avail[c]) continue;
+    double u = sim_util(t, res->r, c);
     sum += u;
-    used++;
+    avail_n++;
     if (u > res->max_util) res->max_util = u;
   }
-  res->mean_util = used ? sum / used : 0;
+  res->mean_util = avail_n ? sum / avail_n : 0;
   res->wall_s = (double)(g_get_monotonic_time() - t0) * 1e-6;
   return res;
 }
@@ -88,6 +93,7 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     c.total += mine[i];
   }
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
+  if (jobs > c.total) jobs = c.total;  /* an exclusive pool starts all its threads */
   if (jobs > 1 && c.total > 1) {
     GThreadPool *pool = g_thread_pool_new(run_one, &c, (gint)jobs, TRUE, NULL);
     for (guint i = 0; i < n; i++)
@@ -101,16 +107,27 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
   g_mutex_clear(&c.lock);
 
   GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)sim_result_free);
-  /* groups are contiguous: find each group's ring, then give its rows
-   * their speedups (linear in the number of points) */
+  /* groups are contiguous: find each group's ring and baseline (the
+   * fastest shown row, first in order on a tie, or --baseline's), then
+   * give its rows their speedups (linear in the number of points) */
   for (guint start = 0, end; start < n; start = end) {
-    sim_result *ring = NULL;
-    for (end = start; end < n && group[end] == group[start]; end++)
-      if (c.out[end] && c.out[end]->pt.sched == &sched_ring) ring = c.out[end];
-    for (guint i = start; i < end; i++)
-      if (c.out[i])
-        c.out[i]->speedup_vs_ring =
-            ring && c.out[i]->r->step_s > 0 ? ring->r->step_s / c.out[i]->r->step_s : 0;
+    sim_result *ring = NULL, *base = NULL;
+    for (end = start; end < n && group[end] == group[start]; end++) {
+      sim_result *x = c.out[end];
+      if (!x) continue;
+      if (x->pt.sched == &sched_ring) ring = x;
+      if (s->baseline ? x->pt.sched == s->baseline
+                      : !x->pt.hidden && (!base || x->r->step_s < base->r->step_s))
+        base = x;
+    }
+    for (guint i = start; i < end; i++) {
+      sim_result *x = c.out[i];
+      if (!x) continue;
+      double st = x->r->step_s;
+      x->speedup_vs_ring = ring && st > 0 ? ring->r->step_s / st : 0;
+      x->speedup_vs_best = base && st > 0 ? base->r->step_s / st : 0;
+      x->baseline = base ? base->pt.sched->name : "";
+    }
   }
   for (guint i = 0; i < n; i++) {
     if (!c.out[i]) continue;

@@ -15,7 +15,13 @@ typedef struct {
   exec_result *r;
   char *note;             /* scheduler's remark, or NULL */
   double speedup_vs_ring;
-  double max_util, mean_util; /* over channels that carried traffic */
+  double speedup_vs_best;  /* the group's baseline step / this step */
+  const char *baseline;    /* the baseline's scheduler name: the fastest of the
+                              group, or the one --baseline names */
+  /* Utilisation of a channel: bytes carried / (capacity x step time), a
+   * fraction.  Over the channels on routes among the point's GPUs (the
+   * rows of the links report), idle ones included. */
+  double max_util, mean_util;
   double wall_s;          /* host time to build and replay this point */
 } sim_result;
 
@@ -32,6 +38,9 @@ void sim_result_free(sim_result *r);
 /* All points of the scenario (of this shard); results in point order.
  * Hidden ring baselines are run too and then dropped. */
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o);
+
+/* Utilisation of channel c in run r (see sim_result). */
+double sim_util(const topology *t, const exec_result *r, uint32_t c);
 
 /* Marks, per channel, whether it is on a route among the first `gpus` GPUs. */
 uint8_t *sim_channels_available(const topology *t, uint32_t gpus);

@@ -43,7 +43,8 @@ static bool gen_nvswitch(topology *t, json_object *g, json_where w, double cap, 
   if (!json_check_keys(g, w, keys, err) ||
       !json_get_u32(g, w, "gpus", true, 0, 1, &t->n_gpus, err) ||
       !json_get_double(g, w, "port_gbps", true, 0, 0, &gbps, err) ||
-      !json_get_double(g, w, "latency_us", false, 0, -1, &lat_us, err))
+      !json_get_double(g, w, "latency_us", false, 0, -1, &lat_us, err) ||
+      !topo_check_size(t->n_gpus, 2ull * t->n_gpus, 2, w, "gpus", err))
     return false;
   uint32_t n = t->n_gpus;
   t->gpus_per_node = n;
@@ -68,7 +69,8 @@ static bool gen_full_mesh(topology *t, json_object *g, json_where w, double cap,
       !json_get_u32(g, w, "gpus", true, 0, 1, &t->n_gpus, err) ||
       !json_get_double(g, w, "link_gbps", true, 0, 0, &gbps, err) ||
       !json_get_double(g, w, "latency_us", false, 0, -1, &lat_us, err) ||
-      !json_get_string(g, w, "link_kind", false, "mesh_link", &kind, err))
+      !json_get_string(g, w, "link_kind", false, "mesh_link", &kind, err) ||
+      !topo_check_size(t->n_gpus, (uint64_t)t->n_gpus * t->n_gpus, 1, w, "gpus", err))
     return false;
   uint32_t n = t->n_gpus;
   t->gpus_per_node = n;
@@ -104,6 +106,8 @@ static bool gen_multi_node(topology *t, json_object *g, json_where w, double cap
       !json_get_double(g, w, "nic_latency_us", false, 0, -1, &nic_lat_us, err))
     return false;
   if ((uint64_t)nodes * per > 65536) return gen_error(err, w, "at most 65536 GPUs");
+  if (!topo_check_size((uint64_t)nodes * per, 4ull * nodes * per, 2, w, "nodes", err))
+    return false;
   uint32_t n = t->n_gpus = nodes * per;
   t->gpus_per_node = per;
   add_ports(t, 0, n, gbps * 1e9, lat_us * 1e-6);
@@ -147,6 +151,7 @@ static bool gen_torus(topology *t, json_object *g, json_where w, double cap, GEr
     dims[k] = (uint32_t)x;
     n *= dims[k];
   }
+  if (!topo_check_size(n, 2ull * nd * n, 8, w, "dims", err)) return false;
   t->n_gpus = n;
   t->gpus_per_node = n;
   /* channel id of the link leaving GPU g in dimension k, direction dir (0 +, 1 -) */

@@ -71,7 +71,27 @@ void topo_routes_done(topology *t) {
 const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, uint32_t *n) {
   size_t p = (size_t)src * t->n_gpus + dst;
   *n = t->route_off[p + 1] - t->route_off[p];
+  /* an empty route (src == dst; every route of a 1-GPU topology, whose
+   * channel list has no storage at all) has no channels to point at */
+  if (*n == 0) return NULL;
   return &g_array_index(t->route_chan, uint32_t, t->route_off[p]);
+}
+
+bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
+                     const char *field, GError **err) {
+  /* per ordered pair: offset, latency, cap, direct flag, an explicit file's
+   * route index and a scheduler's adjacency, plus the route's channels; per
+   * channel: its record and names here, its counters in every run */
+  double pairs = (double)n_gpus * (double)n_gpus;
+  double bytes = pairs * (26.0 + 4.0 * hops) + (double)chans * 200.0;
+  if (bytes <= (double)TOPO_MAX_BYTES) return true;
+  g_autofree char *path = json_path_join(w.path, field);
+  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+              "%s: field '%s': %" G_GUINT64_FORMAT " GPUs with %" G_GUINT64_FORMAT
+              " channels need about %.1f GiB for their routes (one per ordered GPU pair) and "
+              "channels; expected a topology within %llu GiB", w.file, path, n_gpus, chans,
+              bytes / (1u << 30), TOPO_MAX_BYTES >> 30);
+  return false;
 }
 
 const topo_channel *topo_chan(const topology *t, uint32_t c) {
@@ -119,6 +139,8 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
     g_hash_table_insert(by_name, (gpointer)topo_chan(t, id)->name, GUINT_TO_POINTER(id + 1));
   }
   uint32_t n = t->n_gpus;
+  json_where top = {w.file, ""};
+  if (!topo_check_size(n, json_object_array_length(chans), 8, top, "gpus", err)) return false;
   g_autofree int32_t *route_of = g_new(int32_t, (size_t)n * n);
   for (size_t p = 0; p < (size_t)n * n; p++) route_of[p] = -1;
   for (size_t i = 0; i < json_object_array_length(routes); i++) {
@@ -176,9 +198,13 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
   return true;
 }
 
-topology *topo_load(const char *file, GError **err) {
+topology *topo_load(const char *file, GError **err) { return topo_load_set(file, NULL, err); }
+
+topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   g_autoptr(json_object) root = json_read_file(file, err);
   if (!root) return NULL;
+  for (char *const *a = sets; a && *a; a++)
+    if (!json_apply_set(root, *a, "--set", err)) return NULL;
   json_where w = {file, ""};
   static const char *const keys[] = {"name", "description", "sources", "gpus", "generator",
                                      "channels", "routes", "comm", "compute", NULL};
@@ -236,9 +262,10 @@ topology *topo_load(const char *file, GError **err) {
   }
   t->comm_host_s = host_us * 1e-6;
   json_where gw = {file, "generator"}, pw = {file, "compute"};
-  bool ok = gen ? topo_generate(t, gen, gw, cap_gbps * 1e9, inter_gbps * 1e9, err)
-                : parse_explicit(t, root, w, cap_gbps * 1e9, err);
-  if (ok) ok = compute_model_parse(comp, pw, &t->compute, err);
+  /* the compute model first: every field is checked before tables are built */
+  bool ok = compute_model_parse(comp, pw, &t->compute, err);
+  if (ok) ok = gen ? topo_generate(t, gen, gw, cap_gbps * 1e9, inter_gbps * 1e9, err)
+                   : parse_explicit(t, root, w, cap_gbps * 1e9, err);
   if (!ok) {
     topo_free(t);
     return NULL;

@@ -12,6 +12,7 @@
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "compute.h"
 #include "jsonio.h"
@@ -46,8 +47,28 @@ typedef struct topology {
   compute_model compute;
 } topology;
 
-/* Load and check a topology file. */
+/* The most memory the channels and routes of one topology may take.  Routes
+ * are n^2 entries, so a file naming 100000 GPUs would otherwise abort in the
+ * allocator; the cap (1 GiB) admits about 6000 NVSwitch GPUs or a full mesh
+ * of about 2000.  Checked before anything is allocated. */
+#define TOPO_MAX_BYTES (1ull << 30)
+
+/* Bytes a topology of n GPUs, `chans` channels and up to `hops` channels
+ * per route needs (an estimate that errs high).  Above TOPO_MAX_BYTES: an
+ * error naming field `field` of w and FALSE. */
+bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
+                     const char *field, GError **err);
+
+/* Load and check a topology file: the whole file is checked (communication
+ * constants, compute model, generator parameters, size) before channel and
+ * route tables are built. */
 topology *topo_load(const char *file, GError **err);
+/* The same with "key=value" assignments (--set) applied to the file's
+ * fields first (NULL-terminated; NULL: none). */
+topology *topo_load_set(const char *file, char *const *sets, GError **err);
+/* The resolved topology, defaults included: channels by kind, capacities,
+ * latencies, per-flow caps, communication costs, compute model. */
+void topo_dump(FILE *f, const topology *t);
 void topo_free(topology *t);
 
 /* For generators and tests: an empty topology of n GPUs. */

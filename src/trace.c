@@ -1,7 +1,9 @@
 /* trace: the timeline as Chrome trace JSON (opens in Perfetto and
  * chrome://tracing).  One process per sweep point; per GPU a compute track
  * and a communication track; one counter track per channel that carried
- * traffic, with its rate in GB/s. */
+ * traffic, with its rate in GB/s; per GPU a track of the transfers it sends
+ * (bytes, source, destination), each with a flow arrow to its receiver. */
+#include <math.h>
 #include <string.h>
 
 #include "plan.h"
@@ -17,39 +19,92 @@ static const char *span_name(const exec_span *s, char buf[32]) {
   return buf;
 }
 
+/* A string as a JSON string literal (quotes, backslashes and control
+ * characters escaped by json-c). */
+static void json_str(FILE *f, const char *s) {
+  json_object *o = json_object_new_string(s);
+  fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), f);
+  json_object_put(o);
+}
+
+/* Microseconds with 3 decimals, from whole nanoseconds: a span's start
+ * and end are rounded, not its start and length, so spans that touch in
+ * the simulation touch in the trace and never overlap by rounding. */
+static long long ns(double t_s) { return llround(t_s * 1e9); }
+static void us(FILE *f, long long v) { fprintf(f, "%lld.%03lld", v / 1000, v % 1000); }
+
 void report_trace(FILE *f, const report_ctx *c) {
   const topology *t = c->s->topo;
   fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
   bool first = true;
+  unsigned flow = 0; /* flow ids are unique in the whole trace */
 #define SEP() do { if (!first) fputs(",\n", f); first = false; } while (0)
   for (guint p = 0; p < c->results->len; p++) {
     const sim_result *r = c->results->pdata[p];
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     SEP();
-    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":"
-            "\"%s seq %s sp %u %s %s\"}}", p, r->pt.sched->name, seq, r->pt.w.gpus,
-            r->pt.w.causal ? "causal" : "full", pass_name(r->pt.w.pass));
+    g_autofree char *pname = g_strdup_printf("%s seq %s sp %u %s %s", r->pt.sched->name, seq,
+                                             r->pt.w.gpus, r->pt.w.causal ? "causal" : "full",
+                                             pass_name(r->pt.w.pass));
+    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", p);
+    json_str(f, pname);
+    fputs("}}", f);
     for (uint32_t g = 0; g < r->pt.w.gpus; g++) {
       for (int k = 0; k < 2; k++) {
         SEP();
         fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
                 "{\"name\":\"GPU %u %s\"}}", p, 2 * g + k, g, k ? "comm" : "compute");
       }
+      SEP();
+      fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
+              "{\"name\":\"GPU %u transfers\"}}", p, 2 * r->pt.w.gpus + g, g);
     }
     if (!r->r->spans) continue;
     for (guint i = 0; i < r->r->spans->len; i++) {
       const exec_span *s = &g_array_index(r->r->spans, exec_span, i);
       char name[32];
       SEP();
-      fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,"
-              "\"args\":{\"step\":%u}}", span_name(s, name), p, 2 * s->gpu + s->comm, s->t0_s * 1e6,
-              (s->t1_s - s->t0_s) * 1e6, s->step);
+      long long a = ns(s->t0_s), b = ns(s->t1_s);
+      fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":", span_name(s, name), p,
+              2 * s->gpu + s->comm);
+      us(f, a);
+      fputs(",\"dur\":", f);
+      us(f, b - a);
+      fprintf(f, ",\"args\":{\"step\":%u}}", s->step);
+    }
+    /* each transfer: a slice on a per-GPU send track carrying its bytes,
+     * source and destination, and a flow arrow to the receiver's track */
+    for (guint i = 0; i < r->r->xfers->len; i++) {
+      const exec_xfer *x = &g_array_index(r->r->xfers, exec_xfer, i);
+      long long a = ns(x->t0_s), b = ns(x->t1_s);
+      uint32_t tid_send = 2 * r->pt.w.gpus + x->src, tid_recv = 2 * r->pt.w.gpus + x->dst;
+      SEP();
+      fprintf(f, "{\"ph\":\"X\",\"name\":\"send %u->%u\",\"pid\":%u,\"tid\":%u,\"ts\":", x->src,
+              x->dst, p, tid_send);
+      us(f, a);
+      fputs(",\"dur\":", f);
+      us(f, b - a);
+      fprintf(f, ",\"args\":{\"bytes\":%.0f,\"src\":%u,\"dst\":%u,\"step\":%u}}", x->bytes,
+              x->src, x->dst, x->step);
+      SEP();
+      fprintf(f, "{\"ph\":\"s\",\"name\":\"transfer\",\"cat\":\"xfer\",\"id\":%u,\"pid\":%u,"
+              "\"tid\":%u,\"ts\":", flow, p, tid_send);
+      us(f, a);
+      fputs("}", f);
+      SEP();
+      fprintf(f, "{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"transfer\",\"cat\":\"xfer\",\"id\":%u,"
+              "\"pid\":%u,\"tid\":%u,\"ts\":", flow++, p, tid_recv);
+      us(f, b);
+      fputs("}", f);
     }
     for (guint i = 0; i < r->r->rates->len; i++) {
       const exec_rate *x = &g_array_index(r->r->rates, exec_rate, i);
       SEP();
-      fprintf(f, "{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%u,\"ts\":%.3f,\"args\":{\"GB/s\":%.3f}}",
-              topo_chan(t, x->chan)->name, p, x->t_s * 1e6, x->rate_Bps * 1e-9);
+      fputs("{\"ph\":\"C\",\"name\":", f);
+      json_str(f, topo_chan(t, x->chan)->name);
+      fprintf(f, ",\"pid\":%u,\"ts\":", p);
+      us(f, ns(x->t_s));
+      fprintf(f, ",\"args\":{\"GB/s\":%.3f}}", x->rate_Bps * 1e-9);
     }
   }
 #undef SEP

@@ -1,4 +1,5 @@
 /* exec: analytic cross-checks of whole replays. */
+#include "compute.h"
 #include "exec.h"
 #include "sched/sched.h"
 #include "testutil.h"
@@ -232,11 +233,76 @@ static void t_collectives(void) {
   }
 }
 
+/* Hand-built 2-GPU plans for the split of idle time.  GPU 0 runs a kernel
+ * of L0 tokens, GPU 1 one of L1; GPU 0's second kernel needs what GPU 1
+ * sends after its kernel (via=comm) or GPU 1's kernel itself (via=none).
+ * GPU 0 finishes last: step = T1 + C + T0 (with the transfer C), of which
+ * 2 T0 is GPU 0's compute, T1 - T0 (if positive) waiting on GPU 1's
+ * compute, C on the transfer. */
+static double kernel_s(const topology *t, const workload *w, double l) {
+  return compute_attn_s(&t->compute, compute_attn_flops(w->batch, w->heads, w->head_dim, l, l,
+                                                        false), l, l, false, false);
+}
+
+static exec_result *two_gpu_run(const topology *t, const workload *w, uint64_t l0, uint64_t l1,
+                                bool via_comm, double bytes) {
+  plan *p = plan_new(2, false);
+  plan_seg q0 = {0, l0}, q1 = {0, l1};
+  plan_op shape = sched_shape(w, false, false);
+  plan_attn(p, 0, 0, &shape, &q0, 1, &q0, 1);
+  uint32_t a1 = plan_attn(p, 1, 0, &shape, &q1, 1, &q1, 1);
+  uint32_t before = a1;
+  if (via_comm) {
+    uint32_t c = plan_comm(p, 0, COMM_P2P);
+    plan_xfer_add(p, c, 1, 0, bytes);
+    plan_dep(p, 0, c);
+    plan_dep(p, a1, c);
+    before = c;
+  }
+  uint32_t b0 = plan_attn(p, 0, 1, &shape, &q0, 1, &q0, 1);
+  plan_dep(p, before, b0);
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  plan_free(p);
+  return r;
+}
+
+static void t_imbalance_vs_exposed(void) {
+  double bw = 100e9, lat = 4e-6, launch = 20e-6, bytes = 64e6;
+  topology *t = switch_topo(2, bw, lat, launch);
+  workload w = llama(2, 8192, false);
+  double c = launch + bytes / bw + lat;
+  double t0 = kernel_s(t, &w, 2048), t1 = kernel_s(t, &w, 4096); /* t1 ~ 4 t0 > 2 t0 */
+  CU_ASSERT_TRUE_FATAL(t1 > 2 * t0);
+  /* GPU 1 is the busiest, GPU 0 finishes last: the split is GPU 0's */
+  exec_result *r = two_gpu_run(t, &w, 2048, 4096, true, bytes);
+  CU_ASSERT_EQUAL(r->last_gpu, 0);
+  CU_ASSERT_CLOSE(r->step_s, t1 + c + t0, 1e-9);
+  CU_ASSERT_CLOSE(r->compute_s, t1, 1e-9);
+  CU_ASSERT_CLOSE(r->imbalance_s, t1 - t0, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_s, c, 1e-9);
+  exec_result_free(r);
+  /* GPU 1 done first: GPU 0 waits on the transfer only */
+  r = two_gpu_run(t, &w, 4096, 2048, true, bytes);
+  CU_ASSERT_CLOSE(r->step_s, 2 * t1 + c, 1e-9);  /* here t1 is GPU 0's kernel */
+  CU_ASSERT_DOUBLE_EQUAL(r->imbalance_s, 0, 1e-15);
+  CU_ASSERT_CLOSE(r->exposed_s, c, 1e-9);
+  exec_result_free(r);
+  /* waiting directly on GPU 1's kernel: all imbalance, nothing exposed */
+  r = two_gpu_run(t, &w, 2048, 4096, false, 0);
+  CU_ASSERT_CLOSE(r->step_s, t1 + t0, 1e-9);
+  CU_ASSERT_CLOSE(r->imbalance_s, t1 - t0, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL(r->exposed_s, 0, 1e-12);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
-                                    {NULL, NULL}};
+                                    TEST(t_imbalance_vs_exposed), {NULL, NULL}};
   return test_run("exec", cases);
 }

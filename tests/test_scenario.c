@@ -61,7 +61,7 @@ static void t_errors(void) {
   expect_error("tests/bad/scen_sp.json", none,
                "tests/bad/scen_sp.json: field 'sp': SP degree 16 exceeds the 8 GPUs");
   expect_error("tests/bad/scen_sched.json", none,
-               "field 'schedulers': unknown scheduler \"ulysses2\"; expected one of: ring, zigzag, tasp");
+               "field 'schedulers': unknown scheduler \"ulysses2\" (did you mean ulysses?); expected one of: ring, zigzag, tasp");
   expect_error("tests/bad/scen_seq.json", none,
                "field 'seq_len': expected a positive token count");
   expect_error("tests/bad/scen_indivisible.json", none,

@@ -113,9 +113,37 @@ static void t_explicit_file(void) {
   topo_free(t);
 }
 
+/* A 1-GPU topology has no route storage at all: its only route is empty
+ * and must not be formed by offsetting a NULL array (clang UBSan). */
+static void t_one_gpu(void) {
+  topology *t = load("tests/data/topo_one_gpu.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  uint32_t n = 99;
+  CU_ASSERT_PTR_NULL(topo_route_chans(t, 0, 0, &n));
+  CU_ASSERT_EQUAL(n, 0);
+  topo_free(t);
+}
+
+/* Sizes: the estimate grows as n^2 and the cap sits between what bundled
+ * topologies need and what the fuzzed files asked for. */
+static void t_size_cap(void) {
+  json_where w = {"f.json", "generator"};
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_TRUE(topo_check_size(4096, 8192, 2, w, "gpus", &err));    /* 4096^2 * 34 B < 1 GiB */
+  CU_ASSERT_FALSE(topo_check_size(6000, 12000, 2, w, "gpus", &err));  /* 6000^2 * 34 B > 1 GiB */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "f.json: field 'generator.gpus': 6000 GPUs"));
+  g_clear_error(&err);
+  /* channels count too: 2500 GPUs fit on NVSwitch, not as a full mesh of
+   * 6.25M channels */
+  CU_ASSERT_TRUE(topo_check_size(2500, 5000, 2, w, "gpus", &err));
+  CU_ASSERT_FALSE(topo_check_size(2500, 6250000, 1, w, "gpus", &err));
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_bundled_load), TEST(t_nvswitch_routes),
                                     TEST(t_mesh_and_multinode), TEST(t_torus),
-                                    TEST(t_bad_files), TEST(t_explicit_file), {NULL, NULL}};
+                                    TEST(t_bad_files), TEST(t_explicit_file), TEST(t_one_gpu),
+                                    TEST(t_size_cap), {NULL, NULL}};
   return test_run("topology", cases);
 }

@@ -26,7 +26,7 @@ char *sched_names(void) {
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err) {
   uint64_t pieces = parts * w->gpus;
   if (w->seq_len % pieces != 0 || w->seq_len < pieces) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SEQ,
                 "sequence length %" G_GUINT64_FORMAT " is not divisible into %" G_GUINT64_FORMAT
                 " equal chunks (%s)", w->seq_len, pieces, why);
     return false;

@@ -205,11 +205,11 @@ static uint32_t tasp_decompose(const workload *w, const topology *t, bool nodes,
 
 static bool check_any(const workload *w, const topology *t, bool nodes, GError **err) {
   if (w->gpus < 2) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "tasp needs an SP degree of at least 2");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SP, "tasp needs an SP degree of at least 2");
     return false;
   }
   if (w->gpus > 512) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "tasp supports at most 512 GPUs, got %u",
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SP, "tasp supports at most 512 GPUs, got %u",
                 w->gpus);
     return false;
   }
@@ -217,12 +217,13 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
   g_autoptr(GError) e = NULL;
   uint32_t k = tasp_decompose(w, t, nodes, &d, NULL, &e);
   ham_clear(&d);
-  if (e) {
+  if (e) {  /* only given cycles fail here */
+    e->code = TASP_ERROR_CYCLES;
     g_propagate_error(err, g_steal_pointer(&e));
     return false;
   }
   if (k == 0) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+    g_set_error(err, TASP_ERROR, TASP_ERROR_TOPOLOGY,
                 "tasp: no Hamiltonian cycle over the direct links of the first %u GPUs of "
                 "topology %s was found", w->gpus, t->name);
     return false;
@@ -231,7 +232,7 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
   if (!sched_check_divisible(w, parts, "tasp cuts the sequence into equal chunks per GPU", err))
     return false;
   if (w->seq_len / (parts * w->gpus) < k) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SEQ,
                 "tasp: sequence length %" G_GUINT64_FORMAT " is too short for %u GPUs: each "
                 "chunk of %" G_GUINT64_FORMAT " tokens must split into %u sub-chunks",
                 w->seq_len, w->gpus, w->seq_len / (parts * w->gpus), k);

@@ -16,13 +16,13 @@ uint32_t ulysses_kv_heads(const workload *w, uint32_t u) {
 
 bool ulysses_check_heads(const workload *w, uint32_t u, const char *who, GError **err) {
   if (w->heads % u != 0) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
                 "%s: %u query heads do not divide among a Ulysses degree of %u (heads must be "
                 "a multiple of it)", who, w->heads, u);
     return false;
   }
   if (w->kv_heads % u != 0 && u % w->kv_heads != 0) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
                 "%s: %u KV heads neither divide among a Ulysses degree of %u nor replicate "
                 "evenly to it", who, w->kv_heads, u);
     return false;

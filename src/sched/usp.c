@@ -33,7 +33,7 @@ static bool check(const workload *w, const topology *t, bool zigzag, const char 
                   GError **err) {
   uint32_t u = degree(w, t);
   if (u == 0 || w->gpus % u != 0) {
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
                 "%s: the Ulysses degree %u does not divide the SP degree %u (usp_ulysses)", who,
                 u, w->gpus);
     return false;

@@ -1,0 +1,166 @@
+/* cli: option table, parsing and the checks that need no input file. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonio.h"
+#include "names.h"
+
+static bool opt_error(GError **err, const char *option, const char *what) {
+  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': %s", option, what);
+  return false;
+}
+
+static GOptionContext *context(cli_opts *o) {
+  GOptionEntry entries[] = {
+      {"topology", 't', 0, G_OPTION_ARG_STRING, &o->topology,
+       "Topology file, or the name of a bundled one (see below)", "FILE"},
+      {"sched", 0, 0, G_OPTION_ARG_STRING, &o->sched, "Schedulers, comma separated (see below)",
+       "LIST"},
+      {"seq", 0, 0, G_OPTION_ARG_STRING, &o->seq, "Sequence lengths (32K,128K,1M)", "LIST"},
+      {"sp", 0, 0, G_OPTION_ARG_STRING, &o->sp,
+       "SP degrees: GPUs sharing one sequence (2,4,8; default all GPUs)", "LIST"},
+      {"heads", 0, 0, G_OPTION_ARG_STRING, &o->heads, "Query heads", "N"},
+      {"kv-heads", 0, 0, G_OPTION_ARG_STRING, &o->kv_heads, "Key/value heads", "N"},
+      {"head-dim", 0, 0, G_OPTION_ARG_STRING, &o->head_dim, "Head dimension", "N"},
+      {"batch", 0, 0, G_OPTION_ARG_STRING, &o->batch, "Batch size", "N"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &o->dtype, "bf16, fp16, fp32 or fp8", "TYPE"},
+      {"grad-dtype", 0, 0, G_OPTION_ARG_STRING, &o->grad_dtype,
+       "dK/dV accumulators moved in backward: fp32 (default, as ring_flash_attn), bf16 or fp16",
+       "TYPE"},
+      {"mask", 0, 0, G_OPTION_ARG_STRING, &o->mask, "full, causal, or both (full,causal)",
+       "MASK"},
+      {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass, "fwd, bwd or fwdbwd", "PASS"},
+      {"usp-ulysses", 0, 0, G_OPTION_ARG_STRING, &o->usp_ulysses,
+       "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the largest "
+       "that fits in a node and divides the heads", "N"},
+      {"ulysses-fused", 0, 0, G_OPTION_ARG_NONE, &o->ulysses_fused,
+       "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
+      {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
+       "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
+      {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
+       "Override a topology field (comm.nic_GBps=25); a comma list sweeps it", "KEY=VALUE"},
+      {"baseline", 0, 0, G_OPTION_ARG_STRING, &o->baseline,
+       "What speedup_vs_best compares with: best (default), ring or zigzag", "NAME"},
+      {"csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the results as CSV (- for stdout)",
+       "FILE"},
+      {"links", 0, 0, G_OPTION_ARG_FILENAME, &o->links,
+       "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
+      {"links-summary", 0, 0, G_OPTION_ARG_NONE, &o->links_summary,
+       "Table: a links line for every scheduler of every group", NULL},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
+       "Write a Chrome/Perfetto trace of the timeline", "FILE"},
+      {"dump-topology", 0, 0, G_OPTION_ARG_NONE, &o->dump_topology,
+       "Print the resolved topology (channels, capacities, costs, compute model) and exit",
+       NULL},
+      {"no-compute", 0, 0, G_OPTION_ARG_NONE, &o->no_compute, "What-if: compute takes no time",
+       NULL},
+      {"no-comm", 0, 0, G_OPTION_ARG_NONE, &o->no_comm,
+       "What-if: communication takes no time", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs,
+       "Threads for a sweep (default: one per CPU, at most 256)", "N"},
+      {"shard", 0, 0, G_OPTION_ARG_STRING, &o->shard,
+       "Run shard I of N (0-based): every N-th point group, for spreading a sweep", "I/N"},
+      {"list", 0, 0, G_OPTION_ARG_NONE, &o->list, "List schedulers and bundled topologies",
+       NULL},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "Print no table", NULL},
+      {"version", 0, 0, G_OPTION_ARG_NONE, &o->version, "Print the version", NULL},
+      {"help", 'h', 0, G_OPTION_ARG_NONE, &o->help, "Show this help", NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("[SCENARIO.json]");
+  g_option_context_set_summary(ctx,
+      "Predicts the time of one attention layer under sequence-parallel schedulers\n"
+      "(ring, zigzag, tasp) on a GPU interconnect. Options override the scenario file.");
+  /* --help is an ordinary option here: GLib's would print and exit */
+  g_option_context_set_help_enabled(ctx, FALSE);
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  return ctx;
+}
+
+bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
+  memset(o, 0, sizeof *o);
+  g_autoptr(GOptionContext) ctx = context(o);
+  /* a copy: GLib removes what it parses */
+  g_auto(GStrv) args = g_new0(char *, (size_t)argc + 1);
+  for (int i = 0; i < argc; i++) args[i] = g_strdup(argv[i]);
+  g_autoptr(GError) e = NULL;
+  if (!g_option_context_parse_strv(ctx, &args, &e)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: %s", e->message);
+    return false;
+  }
+  guint rest = g_strv_length(args);
+  if (rest > 2) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "command line: expected at most one scenario file, got \"%s\" and \"%s\"",
+                args[1], args[2]);
+    return false;
+  }
+  if (rest == 2) o->scenario = g_strdup(args[1]);
+  if (o->help || o->version || o->list) return true;
+  if (o->no_compute && o->no_comm)
+    return opt_error(err, "--no-comm", "--no-compute and --no-comm together leave nothing");
+  if (o->jobs < 0 || o->jobs > CLI_MAX_JOBS) {
+    g_autofree char *m = g_strdup_printf("expected a whole number from 0 (one per CPU) to %d, "
+                                         "got %d", CLI_MAX_JOBS, o->jobs);
+    return opt_error(err, "--jobs", m);
+  }
+  if (o->shard) {
+    unsigned i, n;
+    char tail;
+    if (sscanf(o->shard, "%u/%u%c", &i, &n, &tail) != 2 || n == 0 || i >= n)
+      return opt_error(err, "--shard", "expected I/N with 0 <= I < N, such as 0/4");
+    o->shard_i = i;
+    o->shard_n = n;
+  }
+  for (char **a = o->set; a && *a; a++) {
+    const char *eq = strchr(*a, '=');
+    if (eq && eq[1] != '[' && eq[1] != '"' && strchr(eq, ',')) {
+      g_autofree char *m = g_strdup_printf("\"%s\": a list of values (a sweep over a topology "
+                                           "field) is not supported; run once per value", *a);
+      return opt_error(err, "--set", m);
+    }
+  }
+  if (o->baseline && strcmp(o->baseline, "best") && strcmp(o->baseline, "ring") &&
+      strcmp(o->baseline, "zigzag")) {
+    g_autofree char *m = g_strdup_printf("expected best, ring or zigzag, got \"%s\"",
+                                         o->baseline);
+    return opt_error(err, "--baseline", m);
+  }
+  return true;
+}
+
+void cli_opts_clear(cli_opts *o) {
+  char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
+                   &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
+                   &o->grad_dtype, &o->usp_ulysses, &o->csv, &o->trace, &o->links, &o->shard, &o->baseline,
+                   &o->scenario};
+  for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
+  g_clear_pointer(&o->set, g_strfreev);
+}
+
+scenario_overrides cli_overrides(const cli_opts *o) {
+  return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
+                              o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
+                              o->batch, o->tasp_cycles, o->usp_ulysses, o->ulysses_fused,
+                              o->baseline, o->set};
+}
+
+char *cli_help(void) {
+  cli_opts o = {0};
+  g_autoptr(GOptionContext) ctx = context(&o);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  names_list(f);
+  fputs("\nExamples:\n"
+        "  tasp-sim scenarios/h100x8.json                     the table, a verdict per group\n"
+        "  tasp-sim --topology mi300x8 --seq 32K,1M --sp 8 --sched ring,tasp\n"
+        "  tasp-sim scenarios/h100x8.json --csv out.csv --links links.csv --trace t.json\n"
+        "  tasp-sim --topology h100x8x2 --set comm.flow_cap_gbps=200 --dump-topology\n", f);
+  fclose(f);
+  g_option_context_set_description(ctx, buf);
+  free(buf);
+  return g_option_context_get_help(ctx, TRUE, NULL);
+}

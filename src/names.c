@@ -1,0 +1,77 @@
+/* names: listings and nearest-name suggestions. */
+#include "names.h"
+
+#include <string.h>
+
+#include "jsonio.h"
+#include "sched/sched.h"
+
+static const char *topology_dir(void) {
+  const char *dir = g_getenv("TASP_TOPOLOGY_DIR");
+  return dir ? dir : TASP_DATA_DIR "/topologies";
+}
+
+/* g_ptr_array_sort passes pointers to the elements */
+static int cmp_str(gconstpointer a, gconstpointer b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+GPtrArray *names_topologies(void) {
+  GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GDir) d = g_dir_open(topology_dir(), 0, NULL);
+  const char *e;
+  while (d && (e = g_dir_read_name(d))) {
+    if (!g_str_has_suffix(e, ".json")) continue;
+    g_autofree char *path = g_build_filename(topology_dir(), e, NULL);
+    g_autoptr(json_object) root = json_read_file(path, NULL);
+    json_object *desc = NULL;
+    if (root) json_object_object_get_ex(root, "description", &desc);
+    g_autofree char *name = g_strndup(e, strlen(e) - 5);
+    g_ptr_array_add(out, g_strdup_printf("%s\t%s", name, desc ? json_object_get_string(desc) : ""));
+  }
+  g_ptr_array_sort(out, cmp_str);
+  return out;
+}
+
+void names_list(FILE *f) {
+  fputs("Schedulers:\n", f);
+  for (const sched_ops *const *s = sched_all(); *s; s++)
+    fprintf(f, "  %-12s %s\n", (*s)->name, (*s)->summary);
+  fputs("Bundled topologies (--topology NAME):\n", f);
+  g_autoptr(GPtrArray) t = names_topologies();
+  for (guint i = 0; i < t->len; i++) {
+    g_auto(GStrv) p = g_strsplit(t->pdata[i], "\t", 2);
+    fprintf(f, "  %-12s %s\n", p[0], p[1] ? p[1] : "");
+  }
+}
+
+static guint edit_distance(const char *a, const char *b) {
+  size_t n = strlen(b);
+  g_autofree guint *row = g_new(guint, n + 1);
+  for (size_t j = 0; j <= n; j++) row[j] = (guint)j;
+  for (size_t i = 1; a[i - 1]; i++) {
+    guint diag = row[0];
+    row[0] = (guint)i;
+    for (size_t j = 1; j <= n; j++) {
+      guint up = row[j];
+      guint best = MIN(row[j] + 1, row[j - 1] + 1);
+      row[j] = MIN(best, diag + (g_ascii_tolower(a[i - 1]) != g_ascii_tolower(b[j - 1])));
+      diag = up;
+    }
+  }
+  return row[n];
+}
+
+const char *names_nearest(const char *word, const char *const *cands, guint n) {
+  const char *best = NULL;
+  guint bd = G_MAXUINT;
+  for (guint i = 0; i < n; i++) {
+    guint d = edit_distance(word, cands[i]);
+    if (d < bd) {
+      bd = d;
+      best = cands[i];
+    }
+  }
+  guint limit = MAX(2, (guint)strlen(word) / 3);
+  return bd <= limit ? best : NULL;
+}

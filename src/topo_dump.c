@@ -1,0 +1,64 @@
+/* topo_dump: the resolved topology as --dump-topology prints it. */
+#include <string.h>
+
+#include "topology.h"
+
+void topo_dump(FILE *f, const topology *t) {
+  fprintf(f, "topology %s (%s): %u GPUs, %u per node\n", t->name, t->file ? t->file : "-",
+          t->n_gpus, t->gpus_per_node);
+  if (t->description && *t->description) fprintf(f, "  %s\n", t->description);
+  fputs("channels by kind:\n", f);
+  g_autoptr(GPtrArray) kinds = g_ptr_array_new();
+  for (guint c = 0; c < t->channels->len; c++) {
+    const char *k = topo_chan(t, c)->kind;
+    bool seen = false;
+    for (guint i = 0; i < kinds->len && !seen; i++) seen = !strcmp(kinds->pdata[i], k);
+    if (!seen) g_ptr_array_add(kinds, (gpointer)k);
+  }
+  for (guint i = 0; i < kinds->len; i++) {
+    unsigned n = 0;
+    double cap_lo = 0, cap_hi = 0, lat_lo = 0, lat_hi = 0;
+    for (guint c = 0; c < t->channels->len; c++) {
+      const topo_channel *ch = topo_chan(t, c);
+      if (strcmp(ch->kind, kinds->pdata[i])) continue;
+      if (!n++ || ch->cap_Bps < cap_lo) cap_lo = ch->cap_Bps;
+      if (n == 1 || ch->cap_Bps > cap_hi) cap_hi = ch->cap_Bps;
+      if (n == 1 || ch->latency_s < lat_lo) lat_lo = ch->latency_s;
+      if (n == 1 || ch->latency_s > lat_hi) lat_hi = ch->latency_s;
+    }
+    fprintf(f, "  %-16s %5u channels, %g", (char *)kinds->pdata[i], n, cap_lo * 1e-9);
+    if (cap_hi > cap_lo) fprintf(f, "-%g", cap_hi * 1e-9);
+    fprintf(f, " GB/s each, latency %g", lat_lo * 1e6);
+    if (lat_hi > lat_lo) fprintf(f, "-%g", lat_hi * 1e6);
+    fputs(" us\n", f);
+  }
+  /* per-flow caps: the distinct values over all routes */
+  double caps[4];
+  unsigned nc = 0;
+  bool more = false;
+  size_t pairs = (size_t)t->n_gpus * t->n_gpus;
+  for (size_t p = 0; p < pairs; p++) {
+    if (p / t->n_gpus == p % t->n_gpus) continue;
+    bool seen = false;
+    for (unsigned i = 0; i < nc; i++) seen |= caps[i] == t->route_cap_Bps[p];
+    if (seen) continue;
+    if (nc < 4) caps[nc++] = t->route_cap_Bps[p];
+    else more = true;
+  }
+  fputs("per-flow caps on routes (GB/s, 0 = none):", f);
+  for (unsigned i = 0; i < nc; i++) fprintf(f, " %g", caps[i] * 1e-9);
+  fputs(more ? " ...\n" : "\n", f);
+  fprintf(f, "comm: launch_us %g, p2p_launch_us %g, p2p_msg_us %g, host_us %g, "
+          "kernel_blocks_comm %s\n", t->launch_s * 1e6, t->p2p_launch_s * 1e6,
+          t->p2p_msg_s * 1e6, t->comm_host_s * 1e6, t->kernel_blocks_comm ? "true" : "false");
+  const compute_model *m = &t->compute;
+  if (m->table)
+    fprintf(f, "compute: table of %u full and %u causal kernels, bwd_ratio %g (where no "
+            "backward is measured)\n", m->points[0]->len, m->points[1]->len, m->bwd_ratio);
+  else
+    fprintf(f, "compute: roofline, peak_tflops %g, efficiency %g, launch_us %g, bwd_ratio %g\n",
+            m->peak_flops * 1e-12, m->efficiency, m->launch_s * 1e6, m->bwd_ratio);
+  fprintf(f, "  host_us %g per kernel; merge: merge_fixed_us %g, merge_ns_per_kelem %g, "
+          "merge_host_us %g\n", m->host_s * 1e6, m->merge_fixed_s * 1e6,
+          m->merge_s_per_elem * 1e12, m->merge_host_s * 1e6);
+}

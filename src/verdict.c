@@ -1,0 +1,71 @@
+/* verdict: winner, margins and reasons of a point group. */
+#include "verdict.h"
+
+const char *verdict_busiest_kind(const topology *t, const sim_result *r) {
+  const char *kind = "-";
+  double best = 0;
+  for (uint32_t c = 0; c < r->r->n_chan; c++) {
+    double u = sim_util(t, r->r, c);
+    if (u > best) {
+      best = u;
+      kind = topo_chan(t, c)->kind;
+    }
+  }
+  return kind;
+}
+
+char *verdict_reason(const topology *t, const sim_result *r, const sim_result *best) {
+  const exec_result *x = r->r;
+  double step = x->step_s, mean = 0;
+  for (uint32_t g = 0; g < x->n_gpus; g++) mean += x->gpu_compute_s[g] / x->n_gpus;
+  /* imbalance: the last GPU waiting on others, or the busiest GPU
+   * computing more than the mean (what a balanced layout would save) */
+  double spread = x->compute_s - mean;
+  double e = step > 0 ? x->exposed_s / step : 0;
+  double i = step > 0 ? (x->imbalance_s > spread ? x->imbalance_s : spread) / step : 0;
+  if (e < VERDICT_MINOR && i < VERDICT_MINOR) {
+    if (best && best != r && x->compute_s > (1 + VERDICT_MINOR / 2) * best->r->compute_s)
+      return g_strdup_printf("compute-bound: %.2fx the compute of %s",
+                             x->compute_s / best->r->compute_s, best->pt.sched->name);
+    return g_strdup("compute-bound: communication hidden");
+  }
+  if (i >= e)
+    return g_strdup_printf("load imbalance: busiest GPU computes %.2fx the mean",
+                           mean > 0 ? x->compute_s / mean : 0);
+  return g_strdup_printf("communication-bound on %s: %.0f%% of the step exposed",
+                         verdict_busiest_kind(t, r), 100 * e);
+}
+
+/* Step times within 0.05% are a tie: the table shows 3 digits of margin. */
+static bool tie(const sim_result *a, const sim_result *b) {
+  return a->r->step_s <= b->r->step_s * (1 + 5e-4);
+}
+
+char *verdict_line(const topology *t, sim_result *const *rows, guint n) {
+  if (n == 0) return g_strdup("");
+  /* rows sorted by step time, row order on ties (insertion sort: stable) */
+  g_autofree const sim_result **o = g_new(const sim_result *, n);
+  for (guint i = 0; i < n; i++) {
+    guint j = i;
+    while (j > 0 && o[j - 1]->r->step_s > rows[i]->r->step_s) {
+      o[j] = o[j - 1];
+      j--;
+    }
+    o[j] = rows[i];
+  }
+  GString *s = g_string_new(NULL);
+  guint ties = 1;
+  while (ties < n && tie(o[ties], o[0])) ties++;
+  for (guint k = 0; k < ties; k++)
+    g_string_append_printf(s, "%s%s", k == 0 ? "" : k + 1 == ties ? " and " : ", ",
+                           o[k]->pt.sched->name);
+  g_autofree char *why = verdict_reason(t, o[0], NULL);
+  g_string_append_printf(s, " %s (%s)", n == 1 ? "only" : ties > 1 ? "tie" : "fastest", why);
+  for (guint k = ties; k < n; k++) {
+    g_autofree char *w = verdict_reason(t, o[k], o[0]);
+    double margin = o[0]->r->step_s > 0 ? o[k]->r->step_s / o[0]->r->step_s - 1 : 0;
+    g_string_append_printf(s, "%s %s +%.1f%% (%s)", k > ties ? "," : ";", o[k]->pt.sched->name,
+                           100 * margin, w);
+  }
+  return g_string_free(s, FALSE);
+}

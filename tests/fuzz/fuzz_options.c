@@ -1,0 +1,36 @@
+/* fuzz_options: libFuzzer harness for the command line.  The input is the
+ * arguments, separated by NUL bytes.  Parsing must give options or a
+ * GError; parsed options are then applied as overrides to a bundled
+ * topology (no file of the input's choosing is read). */
+#include <string.h>
+
+#include "cli.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  (void)fuzz_file;
+  char *argv[66] = {"tasp-sim"};
+  int argc = 1;
+  g_autofree char *buf = g_malloc(size + 1);
+  memcpy(buf, data, size);
+  buf[size] = 0;
+  for (size_t i = 0; i < size && argc < 65; i += strlen(buf + i) + 1) argv[argc++] = buf + i;
+  argv[argc] = NULL;
+  cli_opts o;
+  GError *err = NULL;
+  bool ok = cli_parse(argc, argv, &o, &err);
+  if (ok == !!err) abort();
+  /* overrides on a bundled topology; a name with '/' or '.' could be any file */
+  if (ok && !o.help && !o.version && !o.list &&
+      (!o.topology || !strpbrk(o.topology, "/."))) {
+    scenario_overrides ov = cli_overrides(&o);
+    if (!ov.topology) ov.topology = "h100x8";
+    scenario *s = scenario_load(NULL, &ov, &err);
+    if (!s == !err) abort();
+    scenario_free(s);
+    g_clear_error(&err);
+  }
+  g_clear_error(&err);
+  cli_opts_clear(&o);
+  return 0;
+}
