@@ -188,6 +188,26 @@ void json_unit_range(const char *key, double *lo, double *hi, const char **unit)
   *unit = NULL;
 }
 
+/* "400Gb/s", "50 GB/s", "1.6Tb/s": the number in GB/s (bytes).  The unit's
+ * case carries the meaning (b bits, B bytes), as vendors write it: a NIC
+ * is sold in Gb/s, NVLink in GB/s, and a bare number in the other unit is
+ * the trap these strings avoid. */
+static bool parse_rate(const char *text, double *gbps) {
+  static const struct { const char *unit; double to_GBps; } units[] = {
+      {"GB/s", 1}, {"Gb/s", 1.0 / 8}, {"TB/s", 1e3}, {"Tb/s", 1e3 / 8}, {"MB/s", 1e-3},
+      {"Mb/s", 1e-3 / 8}};
+  char *end;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || !isfinite(v)) return false;
+  while (*end == ' ') end++;
+  for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
+    if (!strcmp(end, units[i].unit)) {
+      *gbps = v * units[i].to_GBps;
+      return true;
+    }
+  return false;
+}
+
 static bool lookup(json_object *obj, const char *key, json_object **v) {
   return json_object_object_get_ex(obj, key, v) && *v != NULL;
 }
@@ -200,9 +220,21 @@ bool json_get_double(json_object *obj, json_where w, const char *key, bool requi
     *out = def;
     return true;
   }
-  if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
-    return fail(err, w, key, "expected a number");
-  double d = json_object_get_double(v);
+  double lo, hi, d;
+  const char *unit;
+  json_unit_range(key, &lo, &hi, &unit);
+  bool rate = unit && !strcmp(unit, "GB/s");
+  if (rate && json_object_is_type(v, json_type_string)) {
+    if (!parse_rate(json_object_get_string(v), &d))
+      return fail(err, w, key, "expected a rate: a number in GB/s (bytes), or a string with "
+                               "its unit such as \"400Gb/s\" or \"50GB/s\"");
+  } else if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) {
+    return fail(err, w, key, rate ? "expected a number in GB/s, or a string with its unit such "
+                                    "as \"400Gb/s\" or \"50GB/s\""
+                                  : "expected a number");
+  } else {
+    d = json_object_get_double(v);
+  }
   bool nonneg = min < 0;
   if (!isfinite(d) || (nonneg ? d < 0 : d <= min)) {
     g_autofree char *what = nonneg ? g_strdup_printf("expected a number >= 0, got %g", d)
@@ -210,9 +242,6 @@ bool json_get_double(json_object *obj, json_where w, const char *key, bool requi
                                                      min, d);
     return fail(err, w, key, what);
   }
-  double lo, hi;
-  const char *unit;
-  json_unit_range(key, &lo, &hi, &unit);
   if (d > hi || (d != 0 && d < lo)) {
     g_autofree char *what = g_strdup_printf("expected %s%g to %g%s%s, got %g",
                                             nonneg && lo > 0 ? "0 or " : "", lo, hi,

@@ -70,6 +70,19 @@ check "speedup_vs_ring" "pin speedup_vs_ring zigzag 1.0000"
 check "speedup_vs_best and baseline name the fastest" "pin speedup_vs_best ring 1.0000 && pin baseline zigzag ring"
 check "links report: 4 channels among GPUs 0 and 1, busy 1.342177 ms, utilisation 1" \
   "[ \$(grep -c '^ring,.*,134217728,1.342177,1.0000\$' $tmp/pin.links) -eq 4 ] && [ \$(grep -c '^ring,' $tmp/pin.links) -eq 4 ]"
+# rates with their unit: a topology written from the README's words ("2
+# nodes of 8 GPUs, 450 GB/s NVLink, 200 Gb/s NICs") predicts what the bundled
+# equivalent does, and an unknown unit is refused naming the field
+for t in "--topology tests/data/topo_readme_2x8.json" \
+         "--topology h100x8x2 --set generator.port_gbps=450 --set generator.nic_gbps=25"; do
+  "$sim" $t --sched ring,tasp --seq 128K --sp 16 --no-compute --csv - --quiet | cut -d, -f1,3,4,12
+done > "$tmp/units"
+check "\"200Gb/s\" and \"450GB/s\" mean 25 and 450 GB/s: the same prediction as the bundled file" \
+  "[ \$(sort -u $tmp/units | wc -l) -eq 3 ] && grep -q '^ring,16,131072,20.49' $tmp/units"
+sed 's/"450GB\/s"/"450 furlongs"/' tests/data/topo_readme_2x8.json > "$tmp/furlong.json"
+"$sim" --topology "$tmp/furlong.json" --seq 128K --sp 16 2> "$tmp/furlong.err"
+check "a rate with an unknown unit: exit 2 naming the field" \
+  "[ \$? -eq 2 ] && grep -q \"field 'generator.port_gbps': expected a rate\" $tmp/furlong.err"
 # mean_link_util is the mean of the links report's utilisation per point
 "$sim" --topology mi300x8 --seq 32K --sp 8 --sched ring,tasp --csv "$tmp/mu.csv" --links "$tmp/mu.links" --quiet
 check "mean and max utilisation agree with the links report (ring: 8 of 56 links)" \
