@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
   g_autofree char *topology = NULL, *sched = NULL, *seq = NULL, *sp = NULL, *heads = NULL,
                   *kv_heads = NULL, *head_dim = NULL, *batch = NULL, *dtype = NULL,
                   *mask = NULL, *pass = NULL, *tasp_cycles = NULL, *grad_dtype = NULL,
-                  *usp_ulysses = NULL;
+                  *usp_ulysses = NULL, *attention = NULL;
   g_autofree char *csv = NULL, *trace = NULL, *links = NULL, *shard = NULL;
   gboolean ulysses_fused = FALSE;
   gboolean quiet = FALSE, version = FALSE, no_compute = FALSE, no_comm = FALSE;
@@ -47,6 +47,8 @@ int main(int argc, char **argv) {
        "that fits in a node and divides the heads", "N"},
       {"ulysses-fused", 0, 0, G_OPTION_ARG_NONE, &ulysses_fused,
        "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
+      {"attention", 0, 0, G_OPTION_ARG_STRING, &attention,
+       "softmax or linear: the attention of every layer of the model", "KIND"},
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &csv, "Write the results as CSV (- for stdout)", "FILE"},
       {"links", 0, 0, G_OPTION_ARG_FILENAME, &links,
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
@@ -70,7 +72,7 @@ int main(int argc, char **argv) {
   if (!g_option_context_parse(ctx, &argc, &argv, &err)) return fail(err->message);
   scenario_overrides ov = {topology, sched, seq, sp, mask, pass, dtype, grad_dtype,
                            heads, kv_heads, head_dim, batch, tasp_cycles, usp_ulysses,
-                           ulysses_fused};
+                           ulysses_fused, attention};
   if (version) {
     printf("tasp-sim %s\n", TASP_VERSION);
     return 0;

@@ -21,6 +21,7 @@ typedef struct {
   const char *tasp_cycles;
   const char *usp_ulysses;   /* USP's Ulysses degree */
   bool ulysses_fused;        /* one all-to-all for Q, K and V */
+  const char *attention;     /* softmax or linear: every layer's attention */
 } scenario_overrides;
 
 typedef struct {

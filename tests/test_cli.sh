@@ -89,6 +89,23 @@ expect_error "--tasp-cycles not a permutation" "is not an order of the 4 GPUs" \
 expect_error "--tasp-cycles sharing an edge" "edge 3 -> 0 is used twice" \
   --topology h200x4 --sched tasp --sp 4 --seq 6K --tasp-cycles 0-1-2-3,0-2-1-3
 
+# Linear-attention layers: only the schedulers that run them, and back.
+expect_error "softmax-only scheduler on linear layers" \
+  "option '--sched': tasp does not run linear-attention layers" \
+  --topology h100x8 --attention linear --sched tasp --seq 32K
+expect_error "linear-only scheduler on softmax layers" \
+  "option '--sched': lasp2 does not run softmax-attention layers" --topology h100x8 --sched lasp2 --seq 32K
+expect_error "bad --attention" "option '--attention': expected softmax or linear" \
+  --topology h100x8 --attention cosine --seq 32K
+for pp in fwd bwd fwdbwd; do
+  "$sim" --topology h100x8x4 --attention linear --sched lasp,lasp2,lasp2h,ring,ulysses --sp 32 \
+    --heads 32 --kv-heads 32 --seq 1M --pass $pp --csv - > "$tmp/lin.csv"
+  check "linear layers, pass $pp: LASP-2 beats LASP beats Ring (causal, 4 nodes)" \
+    "awk -F, '\$1==\"lasp\" {l=\$12} \$1==\"lasp2\" {l2=\$12} \$1==\"ring\" {r=\$12} END {exit !(l2 < l && l < r)}' $tmp/lin.csv"
+done
+"$sim" --topology h100x8 --attention linear --sched lasp2 --seq 64K > "$tmp/lin.txt"
+check "the table says the layers are linear" "grep -q '^layers: 1 linear' $tmp/lin.txt"
+
 # Given cycles: the measured program's labelling (ring and reverse) needs
 # two kernels on GPUs 1 and 2 at odd steps, tasp-sim's own one: slower.
 "$sim" --topology h200x4 --sched tasp --sp 4 --seq 6K --heads 32 --kv-heads 32 --csv - \
