@@ -239,18 +239,27 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   return true;
 }
 
+typedef bool (*point_parser)(json_object *p, json_where w, compute_model *m, GError **err);
+
+/* Every entry of the array `table` (at path tpath) through `one`. */
+static bool parse_points(json_object *table, const char *file, const char *tpath,
+                         point_parser one, compute_model *m, GError **err) {
+  size_t n = json_object_array_length(table);
+  for (size_t i = 0; i < n; i++) {
+    g_autofree char *idx = g_strdup_printf("[%zu]", i);
+    g_autofree char *ppath = json_path_join(tpath, idx);
+    json_where pw = {file, ppath};
+    if (!one(json_object_array_get_idx(table, i), pw, m, err)) return false;
+  }
+  return true;
+}
+
 static bool parse_linear_table(json_object *obj, json_where w, compute_model *m, GError **err) {
   json_object *table = NULL;
   if (!json_get_typed(obj, w, "linear_table", false, json_type_array, &table, err)) return false;
   if (!table) return true;
   g_autofree char *tpath = json_path_join(w.path, "linear_table");
-  size_t n = json_object_array_length(table);
-  for (size_t i = 0; i < n; i++) {
-    g_autofree char *idx = g_strdup_printf("[%zu]", i);
-    g_autofree char *ppath = json_path_join(tpath, idx);
-    json_where pw = {w.file, ppath};
-    if (!parse_lin_point(json_object_array_get_idx(table, i), pw, m, err)) return false;
-  }
+  if (!parse_points(table, w.file, tpath, parse_lin_point, m, err)) return false;
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++) tidy_points(m->lin_points[k][c]);
   return true;
@@ -318,13 +327,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   if (!json_get_typed(obj, w, "table", m->table, json_type_array, &table, err)) return false;
   if (table) {
     g_autofree char *tpath = json_path_join(w.path, "table");
-    size_t n = json_object_array_length(table);
-    for (size_t i = 0; i < n; i++) {
-      g_autofree char *idx = g_strdup_printf("[%zu]", i);
-      g_autofree char *ppath = json_path_join(tpath, idx);
-      json_where pw = {w.file, ppath};
-      if (!parse_point(json_object_array_get_idx(table, i), pw, m, err)) return false;
-    }
+    if (!parse_points(table, w.file, tpath, parse_point, m, err)) return false;
     if (m->table && m->points[0]->len + m->points[1]->len < 2) {
       g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
                   "%s: field '%s': expected at least 2 measured kernels", w.file, tpath);

@@ -19,7 +19,8 @@ uint8_t *sim_channels_available(const topology *t, uint32_t gpus) {
 
 /* A model of several layers: each kind of layer is built and replayed
  * once, and the point's figures are the sum over the model's layers
- * (layers.h says why that is exact for these schedulers). */
+ * (layers.h says why; the one thing a chained replay would add is a
+ * layer's host issue hiding behind the previous layer's kernels). */
 static exec_result *run_layers(const topology *t, const scenario_point *pt, const exec_opts *o,
                                char **note) {
   exec_result *acc = exec_result_new(pt->w.gpus, t->channels->len, o->keep_trace);

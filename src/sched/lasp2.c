@@ -83,9 +83,7 @@ static bool check(const workload *w, const topology *t, GError **err) {
 }
 
 static plan *build(const workload *w, const topology *t, bool record_segs) {
-  lasp_ctx c = {plan_new(w->gpus, record_segs), w, t};
-  sched_passes(c.p, w, pass, &c);
-  return c.p;
+  return lasp_build(w, t, record_segs, pass);
 }
 
 const sched_ops sched_lasp2 = {

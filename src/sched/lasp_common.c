@@ -38,3 +38,9 @@ bool lasp_check(const workload *w, const char *who, GError **err) {
   g_autofree char *why = g_strdup_printf("%s gives every GPU an equal contiguous chunk", who);
   return sched_check_divisible(w, 1, why, err);
 }
+
+plan *lasp_build(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
+  lasp_ctx c = {plan_new(w->gpus, record_segs), w, t};
+  sched_passes(c.p, w, pass, &c);
+  return c.p;
+}

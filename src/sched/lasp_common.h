@@ -33,5 +33,7 @@ uint32_t lasp_sum(lasp_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64
 
 /* Contiguous chunks, one per GPU. */
 bool lasp_check(const workload *w, const char *who, GError **err);
+/* The plan of w->pass, each pass by `pass` (its ctx a lasp_ctx). */
+plan *lasp_build(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass);
 
 #endif
