@@ -12,7 +12,8 @@ sim=${1:-build/tasp-sim}
 golden=tests/golden/speedups.csv
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-for s in scenarios/h100x8.json scenarios/mi300x8.json scenarios/h100x8x4.json; do
+for s in scenarios/h100x8.json scenarios/mi300x8.json scenarios/h100x8x4.json \
+         scenarios/lasp2.json scenarios/lasp2-sp16.json scenarios/lasp2h.json; do
   "$sim" "$s" --csv - | tail -n +2 | cut -d, -f1-11,16
 done > "$tmp"
 if [ $update -eq 1 ]; then

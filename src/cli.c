@@ -38,6 +38,8 @@ static GOptionContext *context(cli_opts *o) {
        "that fits in a node and divides the heads", "N"},
       {"ulysses-fused", 0, 0, G_OPTION_ARG_NONE, &o->ulysses_fused,
        "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
+      {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
+       "softmax or linear: the attention of every layer of the model", "KIND"},
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
        "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
       {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
@@ -134,7 +136,7 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
 void cli_opts_clear(cli_opts *o) {
   char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
-                   &o->grad_dtype, &o->usp_ulysses, &o->csv, &o->trace, &o->links, &o->shard, &o->baseline,
+                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->csv, &o->trace, &o->links, &o->shard, &o->baseline,
                    &o->scenario};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
@@ -144,7 +146,7 @@ scenario_overrides cli_overrides(const cli_opts *o) {
   return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
                               o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
                               o->batch, o->tasp_cycles, o->usp_ulysses, o->ulysses_fused,
-                              o->baseline, o->set};
+                              o->baseline, o->set, o->attention};
 }
 
 char *cli_help(void) {

@@ -18,11 +18,18 @@ void compute_model_init(compute_model *m) {
   m->copy_fixed_s = 5e-6;
   m->copy_host_s = 15e-6;
   for (int c = 0; c < 2; c++) m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  m->linear_efficiency = m->efficiency;
+  for (int k = 0; k < 3; k++)
+    for (int c = 0; c < 2; c++)
+      m->lin_points[k][c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
 }
 
 void compute_model_clear(compute_model *m) {
   for (int c = 0; c < 2; c++)
     if (m->points[c]) g_array_free(m->points[c], TRUE);
+  for (int k = 0; k < 3; k++)
+    for (int c = 0; c < 2; c++)
+      if (m->lin_points[k][c]) g_array_free(m->lin_points[k][c], TRUE);
   memset(m, 0, sizeof *m);
 }
 
@@ -106,11 +113,164 @@ static bool parse_point(json_object *p, json_where w, compute_model *m, GError *
   return true;
 }
 
+/* ---- linear attention: FLOPs, bytes, measured kernels ---- */
+
+/* The block length a chunked kernel works in when a task names none:
+ * flash-linear-attention's chunk kernels use 64-token chunks, as LASP's
+ * forward kernel does (lasp/lasp_naive.py: BLOCK = 64). */
+#define LIN_DEFAULT_BLOCK 64
+
+static double lin_tokens(const plan_op *op) {
+  return op->kind == OP_LIN_STATE ? op->sk : op->sq;
+}
+
+/* Forward FLOPs per batch and head, n tokens, head dim D, blocks of b:
+ *   intra, full mask: the chunk's state K^T V and its product with Q,
+ *     2nD² each: 4nD²;
+ *   intra, causal: lightning attention's two passes (Qin et al. 2024,
+ *     arXiv 2401.04658): inter-block Q·KV and KV += K^T V, 2bD² each per
+ *     block (4nD²), and the masked diagonal blocks (Q_i K_i^T (.) M) V_i,
+ *     2b²D each, computed whole (4nbD);
+ *   state: K^T V, 2nD²;  apply: Q·M, 2nD².
+ * A scalar decay per head scales rows of Q and K (nD each) and, causal,
+ * the diagonal blocks' mask (nb), and a state by the block decay (D²): a
+ * few percent at D = 128, b = 64 (2nD + nb against 4nD² + 4nbD). */
+static double lin_fwd_flops(const plan_op *op) {
+  double n = lin_tokens(op), D = op->head_dim;
+  double b = op->block ? op->block : LIN_DEFAULT_BLOCK;
+  if (b > n) b = n;
+  double f = 0;
+  switch (op->kind) {
+  case OP_LIN_INTRA:
+    f = 4 * n * D * D + (op->causal ? 4 * n * b * D : 0);
+    if (op->decay) f += 2 * n * D + (op->causal ? n * b : 0);
+    break;
+  case OP_LIN_STATE:
+    f = 2 * n * D * D + (op->decay ? n * D + D * D : 0);
+    break;
+  case OP_LIN_APPLY:
+    f = 2 * n * D * D + (op->decay ? n * D : 0);
+    break;
+  default:
+    break;
+  }
+  return f * op->batch * op->heads;
+}
+
+/* Backward over forward FLOPs.  Causal intra: 2.5, the count of LASP's
+ * backward kernels (lasp_naive.py: _bwd_diag_kernel does five b x b x D
+ * products per block against the forward's two; _bwd_none_diag_kernel
+ * five b x D x D products against two, recomputing the running state).
+ * Full intra, state and apply: 2, the two products of each product's
+ * gradient (state: dK = V dM^T, dV = K dM; apply: dQ = dO M^T, dM = Q^T dO;
+ * the states themselves are cached from forward, as LASP-2 caches
+ * M_{1:t-1}). */
+static double lin_bwd_ratio(const plan_op *op) {
+  return op->kind == OP_LIN_INTRA && op->causal ? 2.5 : 2.0;
+}
+
+double compute_op_bytes(const plan_op *op) {
+  if (op->kind != OP_LIN_INTRA && op->kind != OP_LIN_STATE && op->kind != OP_LIN_APPLY) return 0;
+  /* per batch and head: rows of n tokens x D elements, states D x D float32
+   * (Z); each tensor read or written once */
+  double n = lin_tokens(op), row = n * op->head_dim * op->elem_bytes;
+  double Z = 4.0 * op->head_dim * op->head_dim, b = 0;
+  switch (op->kind) {
+  case OP_LIN_INTRA: b = op->backward ? 7 * row : 4 * row;         /* Q K V dO -> dQ dK dV; Q K V -> O */
+    break;
+  case OP_LIN_STATE: b = op->backward ? 4 * row + Z : 2 * row + Z; /* K V dM -> dK dV; K V -> M */
+    break;
+  default: b = op->backward ? 3 * row + 2 * Z : 3 * row + Z;      /* dO Q M -> dQ dM; Q M O -> O */
+    break;
+  }
+  return b * op->batch * op->heads;
+}
+
+static int lin_index(op_kind k) { return k == OP_LIN_INTRA ? 0 : k == OP_LIN_STATE ? 1 : 2; }
+
+/* One measured linear kernel:
+ * {"kind","batch","heads","head_dim","tokens","causal","block","decay","fwd_ms","bwd_ms"}. */
+static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  static const char *const keys[] = {"kind", "batch", "heads", "head_dim", "tokens", "causal",
+                                     "block", "decay", "fwd_ms", "bwd_ms", NULL};
+  if (!json_object_is_type(p, json_type_object)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected an object",
+                w.file, w.path);
+    return false;
+  }
+  const char *kind;
+  uint32_t b, h, d, n, block;
+  double fwd, bwd;
+  if (!json_check_keys(p, w, keys, err) || !json_get_string(p, w, "kind", true, NULL, &kind, err) ||
+      !json_get_u32(p, w, "batch", false, 1, 1, &b, err) ||
+      !json_get_u32(p, w, "heads", true, 0, 1, &h, err) ||
+      !json_get_u32(p, w, "head_dim", true, 0, 1, &d, err) ||
+      !json_get_u32(p, w, "tokens", true, 0, 1, &n, err) ||
+      !json_get_u32(p, w, "block", false, LIN_DEFAULT_BLOCK, 1, &block, err) ||
+      !json_get_double(p, w, "fwd_ms", true, 0, 0, &fwd, err) ||
+      !json_get_double(p, w, "bwd_ms", false, 0, -1, &bwd, err))
+    return false;
+  op_kind k = !strcmp(kind, "intra") ? OP_LIN_INTRA : !strcmp(kind, "state") ? OP_LIN_STATE
+            : !strcmp(kind, "apply") ? OP_LIN_APPLY : OP_KINDS;
+  if (k == OP_KINDS) {
+    g_autofree char *f = json_path_join(w.path, "kind");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: field '%s': expected \"intra\", \"state\" or \"apply\", got \"%s\"",
+                w.file, f, kind);
+    return false;
+  }
+  bool flags[2] = {false, false};
+  static const char *const flag_keys[2] = {"causal", "decay"};
+  for (int i = 0; i < 2; i++) {
+    json_object *c;
+    if (!json_object_object_get_ex(p, flag_keys[i], &c)) continue;
+    if (!json_object_is_type(c, json_type_boolean)) {
+      g_autofree char *f = json_path_join(w.path, flag_keys[i]);
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected true or false",
+                  w.file, f);
+      return false;
+    }
+    flags[i] = json_object_get_boolean(c);
+  }
+  plan_op op = {.kind = k, .causal = flags[0], .decay = flags[1], .batch = b, .heads = h,
+                .head_dim = d, .block = block, .sq = n, .sk = n};
+  compute_point pt = {0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
+  g_array_append_val(m->lin_points[lin_index(k)][flags[0]], pt);
+  return true;
+}
+
+typedef bool (*point_parser)(json_object *p, json_where w, compute_model *m, GError **err);
+
+/* Every entry of the array `table` (at path tpath) through `one`. */
+static bool parse_points(json_object *table, const char *file, const char *tpath,
+                         point_parser one, compute_model *m, GError **err) {
+  size_t n = json_object_array_length(table);
+  for (size_t i = 0; i < n; i++) {
+    g_autofree char *idx = g_strdup_printf("[%zu]", i);
+    g_autofree char *ppath = json_path_join(tpath, idx);
+    json_where pw = {file, ppath};
+    if (!one(json_object_array_get_idx(table, i), pw, m, err)) return false;
+  }
+  return true;
+}
+
+static bool parse_linear_table(json_object *obj, json_where w, compute_model *m, GError **err) {
+  json_object *table = NULL;
+  if (!json_get_typed(obj, w, "linear_table", false, json_type_array, &table, err)) return false;
+  if (!table) return true;
+  g_autofree char *tpath = json_path_join(w.path, "linear_table");
+  if (!parse_points(table, w.file, tpath, parse_lin_point, m, err)) return false;
+  for (int k = 0; k < 3; k++)
+    for (int c = 0; c < 2; c++) tidy_points(m->lin_points[k][c]);
+  return true;
+}
+
 bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GError **err) {
   static const char *const keys[] = {"model", "peak_tflops", "efficiency", "launch_us",
                                      "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
                                      "table", "source", "host_us", "merge_host_us", "copy_GBps",
-                                     "copy_fixed_us", "copy_host_us", NULL};
+                                     "copy_fixed_us", "copy_host_us", "linear_efficiency",
+                                     "linear_table", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -147,6 +307,16 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                 m->efficiency);
     return false;
   }
+  if (!json_get_double(obj, w, "linear_efficiency", false, m->efficiency, 0,
+                       &m->linear_efficiency, err))
+    return false;
+  if (m->linear_efficiency > 1.0) {
+    g_autofree char *f = json_path_join(w.path, "linear_efficiency");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: field '%s': expected a fraction in (0, 1], got %g", w.file, f,
+                m->linear_efficiency);
+    return false;
+  }
   m->peak_flops = peak * 1e12;
   m->launch_s = launch_us * 1e-6;
   m->merge_fixed_s = merge_fixed_us * 1e-6;
@@ -157,13 +327,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   if (!json_get_typed(obj, w, "table", m->table, json_type_array, &table, err)) return false;
   if (table) {
     g_autofree char *tpath = json_path_join(w.path, "table");
-    size_t n = json_object_array_length(table);
-    for (size_t i = 0; i < n; i++) {
-      g_autofree char *idx = g_strdup_printf("[%zu]", i);
-      g_autofree char *ppath = json_path_join(tpath, idx);
-      json_where pw = {w.file, ppath};
-      if (!parse_point(json_object_array_get_idx(table, i), pw, m, err)) return false;
-    }
+    if (!parse_points(table, w.file, tpath, parse_point, m, err)) return false;
     if (m->table && m->points[0]->len + m->points[1]->len < 2) {
       g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
                   "%s: field '%s': expected at least 2 measured kernels", w.file, tpath);
@@ -171,7 +335,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     }
     for (int c = 0; c < 2; c++) tidy_points(m->points[c]);
   }
-  return true;
+  return parse_linear_table(obj, w, m, err);
 }
 
 static double point_s(const compute_point *p, bool backward, double ratio) {
@@ -233,6 +397,8 @@ double compute_merge_s(const compute_model *m, double elems) {
 /* ---- per-kind models of compute tasks ---- */
 
 double compute_op_flops(const plan_op *op) {
+  if (op->kind == OP_LIN_INTRA || op->kind == OP_LIN_STATE || op->kind == OP_LIN_APPLY)
+    return lin_fwd_flops(op) * (op->backward ? lin_bwd_ratio(op) : 1);
   if (op->kind != OP_ATTN) return 0;
   double pairs = op->causal ? op->pairs - op->sq / 2 : op->pairs;
   return 4.0 * op->batch * op->heads * op->head_dim * pairs;
@@ -250,6 +416,21 @@ static double copy_s(const compute_model *m, const plan_op *op) {
   return op->bytes > 0 ? m->copy_fixed_s + op->bytes / m->copy_Bps : 0;
 }
 
+/* A measured table of this kind (either mask where only one is measured),
+ * looked up by the forward FLOPs of the task's shape; else the roofline. */
+static double linear_s(const compute_model *m, const plan_op *op) {
+  double flops = compute_op_flops(op);
+  if (flops <= 0) return 0;
+  int k = lin_index(op->kind);
+  const GArray *pts = m->lin_points[k][op->causal];
+  if (pts->len == 0) pts = m->lin_points[k][!op->causal];
+  if (pts->len > 0)
+    return class_s((const compute_point *)pts->data, pts->len, lin_fwd_flops(op), op->backward,
+                   lin_bwd_ratio(op));
+  double t = flops / (m->peak_flops * m->linear_efficiency), mem = compute_op_bytes(op) / m->copy_Bps;
+  return m->launch_s + (t > mem ? t : mem);
+}
+
 static double attn_host_s(const compute_model *m) { return m->host_s; }
 static double merge_host_s(const compute_model *m) { return m->merge_host_s; }
 static double copy_host_s(const compute_model *m) { return m->copy_host_s; }
@@ -262,6 +443,9 @@ static const struct {
     [OP_ATTN] = {attn_s, attn_host_s},
     [OP_MERGE] = {merge_s, merge_host_s},
     [OP_COPY] = {copy_s, copy_host_s},
+    [OP_LIN_INTRA] = {linear_s, attn_host_s},
+    [OP_LIN_STATE] = {linear_s, attn_host_s},
+    [OP_LIN_APPLY] = {linear_s, attn_host_s},
 };
 
 double compute_op_s(const compute_model *m, const plan_op *op) {

@@ -9,7 +9,14 @@
  * measured aspects the time is interpolated linearly, beyond them the
  * nearest is used.  FLOPs are nominal: 4·B·H·sq·sk·D, half that when causal,
  * as the measurements count them (shared/calibration/h200x4/README.md).
- * Backward: its own measured times where given, else a ratio to forward. */
+ * Backward: its own measured times where given, else a ratio to forward.
+ *
+ * Linear attention (OP_LIN_*): FLOPs and bytes per kind, forward and
+ * backward (compute_op_flops, compute_op_bytes); priced by a measured
+ * table of its own where the topology has one (`compute.linear_table`,
+ * interpolated like the attention table, per kind and mask), else by a
+ * roofline: launch + max(FLOPs / (peak x linear_efficiency), bytes / the
+ * copy rate). */
 #ifndef TASP_COMPUTE_H
 #define TASP_COMPUTE_H
 
@@ -41,6 +48,10 @@ typedef struct {
   double copy_fixed_s;    /* ... plus this per copy */
   double copy_host_s;     /* host time to issue one copy */
   GArray *points[2];      /* compute_point, ascending flops; [0] full, [1] causal */
+  double linear_efficiency;  /* fraction of peak the linear-attention kernels reach */
+  /* measured linear kernels per kind (intra, state, apply) and mask, keyed
+   * by forward FLOPs; empty: roofline */
+  GArray *lin_points[3][2];
 } compute_model;
 
 void compute_model_init(compute_model *m);
@@ -65,7 +76,10 @@ double compute_op_s(const compute_model *m, const plan_op *op);
 double compute_op_host_s(const compute_model *m, const plan_op *op);
 /* Nominal FLOPs of an attention task: 4·B·H·D per unmasked (query, key)
  * pair, counting the causal diagonal half (for a square causal block this
- * is 4·B·H·sq·sk·D/2, the measurements' convention); 0 for other kinds. */
+ * is 4·B·H·sq·sk·D/2, the measurements' convention); of a linear task its
+ * kind's count (compute.c); 0 for other kinds. */
 double compute_op_flops(const plan_op *op);
+/* Bytes a linear task reads and writes in HBM (0 for other kinds). */
+double compute_op_bytes(const plan_op *op);
 
 #endif

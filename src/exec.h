@@ -67,4 +67,16 @@ typedef struct {
 exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts);
 void exec_result_free(exec_result *r);
 
+/* An empty result for n GPUs and channels, to add layers to. */
+exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace);
+/* Adds `count` layers, each `r` (one simulated layer), after what `acc`
+ * holds, as if they ran one after the other: times, busy times, bytes and
+ * FLOPs scale by count; the busiest-GPU figures (compute_s, comm_s) add
+ * the per-layer maxima (an upper bound where the busiest GPU differs
+ * between kinds of layer); spans and rates of the one simulated layer are
+ * kept, shifted by `shown_s` (the simulated layers before it, back to
+ * back); event counts are the simulated ones. */
+void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t count,
+                            double shown_s);
+
 #endif

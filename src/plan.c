@@ -69,6 +69,17 @@ double plan_causal_pairs(plan_seg q, plan_seg k) {
   return total;
 }
 
+static void record_segs(plan *p, uint32_t id, const plan_seg *q, uint32_t nq,
+                        const plan_seg *k, uint32_t nk) {
+  if (!p->record_segs) return;
+  plan_task *t = plan_task_at(p, id);
+  t->seg_off = p->segs->len;
+  t->n_qseg = nq;
+  t->n_kseg = nk;
+  g_array_append_vals(p->segs, q, nq);
+  g_array_append_vals(p->segs, k, nk);
+}
+
 uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
   plan_op op = *shape;
@@ -83,14 +94,20 @@ uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
       for (uint32_t j = 0; j < nk; j++) op.pairs += plan_causal_pairs(q[i], k[j]);
   }
   uint32_t id = plan_compute(p, gpu, step, &op);
-  if (p->record_segs) {
-    plan_task *t = plan_task_at(p, id);
-    t->seg_off = p->segs->len;
-    t->n_qseg = nq;
-    t->n_kseg = nk;
-    g_array_append_vals(p->segs, q, nq);
-    g_array_append_vals(p->segs, k, nk);
-  }
+  record_segs(p, id, q, nq, k, nk);
+  return id;
+}
+
+uint32_t plan_linear(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape, op_kind kind,
+                     const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
+  g_assert(kind == OP_LIN_INTRA || kind == OP_LIN_STATE || kind == OP_LIN_APPLY);
+  plan_op op = *shape;
+  op.kind = kind;
+  op.sq = op.sk = op.pairs = 0;
+  for (uint32_t i = 0; i < nq; i++) op.sq += (double)q[i].len;
+  for (uint32_t j = 0; j < nk; j++) op.sk += (double)k[j].len;
+  uint32_t id = plan_compute(p, gpu, step, &op);
+  record_segs(p, id, q, nq, k, nk);
   return id;
 }
 
@@ -214,7 +231,8 @@ void plan_finish(plan *p) {
 }
 
 const char *plan_op_name(op_kind k) {
-  static const char *const names[OP_KINDS] = {"attn", "merge", "copy"};
+  static const char *const names[OP_KINDS] = {"attn", "merge", "copy", "lin_intra",
+                                              "lin_state", "lin_apply"};
   return k < OP_KINDS ? names[k] : "?";
 }
 

@@ -34,6 +34,18 @@ typedef enum {
   OP_ATTN,   /* softmax attention block (flash attention kernel) */
   OP_MERGE,  /* log-sum-exp merge of a block output into the running one */
   OP_COPY,   /* memory-bound rearrangement: torch.cat, permute, index */
+  /* Linear attention, chunked (compute.c prices each, forward and
+   * backward).  Segments say which (query, key) pairs a task accounts for,
+   * so that coverage is checked as for softmax blocks: */
+  OP_LIN_INTRA, /* a chunk onto itself from a zero state: q = k = the chunk,
+                   masked by `causal` (lightning attention's intra and
+                   inter-block passes over the chunk) */
+  OP_LIN_STATE, /* forward: M = K^T V over the k segments (no q: it covers
+                   nothing yet); backward: dK, dV of the k segments from the
+                   dM of the q segments' queries */
+  OP_LIN_APPLY, /* O += Q M for the q segments, M a state of the k segments'
+                   keys (all of them before every query under a causal
+                   mask); backward: dQ and the queries' dM = Q^T dO */
   OP_KINDS
 } op_kind;
 
@@ -49,6 +61,8 @@ typedef struct {
   double sq, sk;      /* attention: query and key lengths; merge: rows in sq */
   double pairs;       /* attention: (query, key) token pairs per batch and head */
   double bytes;       /* copy: bytes read (and as many written) */
+  uint32_t block;     /* linear: block length of the chunked kernels */
+  bool decay;         /* linear: a scalar decay per head */
 } plan_op;
 
 /* A transfer; `msgs` is how many messages it is issued as (a piece per
@@ -108,6 +122,10 @@ uint32_t plan_compute(plan *p, uint32_t gpu, uint32_t step, const plan_op *op);
  * Causal kernels mask by global position (key <= query). */
 uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
+/* A linear-attention task of kind (OP_LIN_*) on `shape`'s heads: sq and sk
+ * are the tokens of q and k; segments recorded as for plan_attn. */
+uint32_t plan_linear(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape, op_kind kind,
+                     const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 /* A merge of `rows` query rows of a block output on `shape`'s heads. */
 uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape, double rows);
 /* A memory-bound copy of `bytes` on GPU gpu. */

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "layers.h"
 #include "sizes.h"
 #include "verdict.h"
 
@@ -131,6 +132,12 @@ void report_table(FILE *f, const report_ctx *c) {
   if (t->description && *t->description) fprintf(f, " (%s)", t->description);
   fprintf(f, "\nattention: batch %u, %u heads, %u KV heads, head dim %u, %s\n", m->batch,
           m->heads, m->kv_heads, m->head_dim, m->dtype);
+  if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
+    g_autofree char *mix = layers_text(m);
+    fprintf(f, "layers: %s%s%s\n", mix, m->decay ? " (linear with decay)" : "",
+            layers_total(m) > 1 ? "; times are the sum over the layers, each kind simulated once"
+                                : "");
+  }
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   const sim_result *prev = NULL;
   for (guint i = 0; i < c->results->len; i++) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "names.h"
+#include "layers.h"
 #include "sizes.h"
 
 const char *pass_name(pass_kind p) {
@@ -125,6 +126,75 @@ static bool parse_dtype(const char *d, origin o, workload *m, GError **err) {
   return true;
 }
 
+/* One layer's attention ("softmax" or "linear"). */
+static bool parse_attention(const char *name, origin o, attn_kind *out, GError **err) {
+  if (attn_parse(name, out)) return true;
+  return bad(err, o, "expected softmax or linear, got \"%s\"", name);
+}
+
+/* model.layers: [{"attention": "linear", "count": 3}, ...] into counts
+ * per kind. */
+static bool parse_layers(json_object *list, const char *file, workload *m, GError **err) {
+  origin o = {file, "model.layers"};
+  size_t n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+  if (n == 0)
+    return bad(err, o, "expected a list of {\"attention\": \"linear\"|\"softmax\", "
+                       "\"count\": N}, with at least one entry");
+  for (size_t i = 0; i < n; i++) {
+    json_object *it = json_object_array_get_idx(list, i);
+    g_autofree char *path = g_strdup_printf("model.layers[%zu]", i);
+    json_where w = {file, path};
+    static const char *const keys[] = {"attention", "count", NULL};
+    if (!json_object_is_type(it, json_type_object))
+      return bad(err, (origin){file, path}, "expected an object {\"attention\", \"count\"}");
+    const char *name;
+    uint32_t count;
+    attn_kind k;
+    g_autofree char *apath = g_strconcat(path, ".attention", NULL);
+    if (!json_check_keys(it, w, keys, err) ||
+        !json_get_string(it, w, "attention", true, NULL, &name, err) ||
+        !parse_attention(name, (origin){file, apath}, &k, err) ||
+        !json_get_u32(it, w, "count", false, 1, 1, &count, err))
+      return false;
+    m->layers[k] += count;
+  }
+  return true;
+}
+
+/* The model's layers: model.attention (one layer, softmax by default) or
+ * model.layers; --attention makes every layer of that kind; the linear
+ * layers' decay and kernel block length. */
+static bool load_layers(json_object *model, const char *file, const scenario_overrides *ov,
+                        workload *m, GError **err) {
+  json_object *list = NULL;
+  const char *name;
+  origin o;
+  if (model && json_object_object_get_ex(model, "layers", &list) &&
+      json_object_object_get_ex(model, "attention", NULL))
+    return bad(err, (origin){file, "model.layers"},
+               "give model.attention (one layer) or model.layers, not both");
+  if (list && !parse_layers(list, file, m, err)) return false;
+  if (!model_string(model, file, "attention", "model.attention", ov->attention, "--attention",
+                    "softmax", &name, &o, err) ||
+      !parse_attention(name, o, &m->attention, err))
+    return false;
+  if (ov->attention && list) { /* every layer of the given kind */
+    uint32_t total = 0;
+    for (int k = 0; k < ATTN_KINDS; k++) total += m->layers[k], m->layers[k] = 0;
+    m->layers[m->attention] = total;
+  }
+  if (list) /* the layer build() gets first; sim.c builds each kind */
+    m->attention = m->layers[ATTN_LINEAR] ? ATTN_LINEAR : ATTN_SOFTMAX;
+  json_object *decay;
+  if (model && json_object_object_get_ex(model, "decay", &decay)) {
+    if (!json_object_is_type(decay, json_type_boolean))
+      return bad(err, (origin){file, "model.decay"}, "expected true or false");
+    m->decay = json_object_get_boolean(decay);
+  }
+  /* 64: flash-linear-attention's and LASP's chunk kernels (compute.c) */
+  return shape_field(model, file, "linear_block", NULL, NULL, 64, &m->linear_block, err);
+}
+
 static bool load_model(scenario *s, json_object *root, const scenario_overrides *ov,
                        GError **err) {
   const char *file = s->file;
@@ -134,7 +204,8 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
     if (!json_get_typed(root, w, "model", false, json_type_object, &model, err)) return false;
     static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
                                        "grad_dtype", "name", "usp_ulysses",
-                                       "ulysses_fused", NULL};
+                                       "ulysses_fused", "attention", "layers", "decay",
+                                       "linear_block", NULL};
     json_where mw = {file, "model"};
     if (model && !json_check_keys(model, mw, keys, err)) return false;
   }
@@ -173,6 +244,7 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   else if (!strcmp(grad, "bf16") || !strcmp(grad, "fp16")) m->grad_bytes = 2;
   else return bad(err, og, "expected fp32, bf16 or fp16, got \"%s\"", grad);
   m->tasp_cycles = s->tasp_cycles;
+  if (!load_layers(model, file, ov, m, err)) return false;
   if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
     origin o = ov->kv_heads ? (origin){"command line", "--kv-heads"}
                             : (origin){file ? file : "command line", file ? "model.kv_heads" : "--kv-heads"};
@@ -334,6 +406,13 @@ static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
 /* Expand and check every point; ring and the --baseline scheduler are
  * added (hidden) where not asked for, so every row has its speedups. */
 static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
+  for (guint k = 0; k < s->scheds->len; k++) {
+    g_autoptr(GError) e = NULL;
+    if (!sched_check_attention(s->scheds->pdata[k], &s->model, &e))
+      return bad(err, ov->sched ? (origin){"command line", "--sched"}
+                                : (origin){s->file ? s->file : "command line",
+                                           s->file ? "schedulers" : "--sched"}, "%s", e->message);
+  }
   if (ov->baseline && strcmp(ov->baseline, "best")) {
     s->baseline = sched_find(ov->baseline);
     if (!s->baseline)
@@ -364,7 +443,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
               p.sched = s->scheds->pdata[k];
             }
             g_autoptr(GError) e = NULL;
-            if (!p.sched->check(&p.w, s->topo, &e)) {
+            if (!sched_check(p.sched, &p.w, s->topo, &e)) {
               origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
               return bad(err, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,

@@ -23,6 +23,7 @@ typedef struct {
   bool ulysses_fused;        /* one all-to-all for Q, K and V */
   const char *baseline;      /* best (NULL), ring or zigzag */
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
+  const char *attention;     /* softmax or linear: every layer's attention */
 } scenario_overrides;
 
 typedef struct {

@@ -14,7 +14,8 @@
 static const char *span_name(const exec_span *s, char buf[32]) {
   const char *what = s->comm ? plan_api_name(s->kind) : plan_op_name(s->kind);
   const char *dir = s->comm ? (s->backward ? " grads" : "")
-                            : s->kind == OP_ATTN ? (s->backward ? " bwd" : " fwd") : "";
+                            : s->kind == OP_ATTN || s->kind >= OP_LIN_INTRA
+                                  ? (s->backward ? " bwd" : " fwd") : "";
   g_snprintf(buf, 32, "%s%s", what, dir);
   return buf;
 }

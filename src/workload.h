@@ -8,6 +8,12 @@
 
 typedef enum { PASS_FWD, PASS_BWD, PASS_FWDBWD } pass_kind;
 
+/* What a layer's attention is: softmax (flash attention), or linear
+ * attention in its chunked form (lightning attention; LASP, arXiv
+ * 2404.02882): intra-block masked (Q K^T (.) M) V, inter-block through
+ * D x D states K^T V per head. */
+typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_KINDS } attn_kind;
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -25,11 +31,28 @@ typedef struct {
    * moves Q, K and V in one fused all-to-all instead of three calls. */
   uint32_t ulysses;
   bool ulysses_fused;
+  /* The layer a scheduler builds, and the model's layers of each kind
+   * (layers.h): a point's times are the sum over the model's layers. */
+  attn_kind attention;
+  uint32_t layers[ATTN_KINDS];
+  /* Linear layers: a scalar decay per head (RetNet, lightning attention),
+   * and the block length of the chunked kernels (their FLOPs depend on it). */
+  bool decay;
+  uint32_t linear_block;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */
 static inline double workload_kv_bytes(const workload *w, double tokens) {
   return 2.0 * w->batch * tokens * w->kv_heads * w->head_dim * w->elem_bytes;
+}
+
+/* Bytes of one linear-attention state per GPU: B·H·D·D in float32, as
+ * LASP keeps its KV state (OpenNLPLab/LASP lasp/lasp_naive.py: KV is
+ * torch.float32 of shape (b, h, d, e)).  K and V are repeated to the query
+ * heads before the kernel (grouped KV heads are expanded, as
+ * flash-linear-attention's layers do), so the state has H heads. */
+static inline double workload_state_bytes(const workload *w) {
+  return 4.0 * w->batch * w->heads * w->head_dim * w->head_dim;
 }
 
 #endif

@@ -151,7 +151,7 @@ check "--help lists options, schedulers with a line each, bundled topologies and
   "grep -q -- '--no-compute' $tmp/help && grep -q '^  tasp-mkm  *TASP over' $tmp/help && grep -q '^  mi300x8  *8 x AMD MI300X' $tmp/help && grep -q '^Examples:' $tmp/help"
 "$sim" --list > "$tmp/list"
 check "--list: every scheduler and every bundled topology" \
-  "[ \$(grep -c '^  ' $tmp/list) -eq \$((9 + \$(ls topologies/*.json | wc -l))) ]"
+  "[ \$(grep -c '^  ' $tmp/list) -eq \$((12 + \$(ls topologies/*.json | wc -l))) ]"
 "$sim" --topology h100x8x2 --dump-topology --set generator.nic_gbps=25 --set compute.efficiency=0.4 > "$tmp/dump"
 check "--dump-topology: channels by kind with capacities, costs with defaults, compute model, --set applied" \
   "grep -q '^  nic  *32 channels, 25 GB/s each, latency 2.5 us' $tmp/dump && grep -q 'p2p_launch_us 15, p2p_msg_us 0' $tmp/dump && grep -q 'roofline, peak_tflops 989, efficiency 0.4,' $tmp/dump"
@@ -284,6 +284,22 @@ for sig in INT TERM; do
   check "SIG$sig removes the temporaries and writes nothing" "[ \"\$(ls $tmp/sig)\" = fifo ]"
   rm -f "$tmp/sig/r.csv"*
 done
+# Linear-attention layers: only the schedulers that run them, and back.
+expect_error "softmax-only scheduler on linear layers" \
+  "option '--sched': tasp does not run linear-attention layers" \
+  --topology h100x8 --attention linear --sched tasp --seq 32K
+expect_error "linear-only scheduler on softmax layers" \
+  "option '--sched': lasp2 does not run softmax-attention layers" --topology h100x8 --sched lasp2 --seq 32K
+expect_error "bad --attention" "option '--attention': expected softmax or linear" \
+  --topology h100x8 --attention cosine --seq 32K
+for pp in fwd bwd fwdbwd; do
+  "$sim" --topology h100x8x4 --attention linear --sched lasp,lasp2,lasp2h,ring,ulysses --sp 32 \
+    --heads 32 --kv-heads 32 --seq 1M --pass $pp --csv - > "$tmp/lin.csv"
+  check "linear layers, pass $pp: LASP-2 beats LASP beats Ring (causal, 4 nodes)" \
+    "awk -F, '\$1==\"lasp\" {l=\$12} \$1==\"lasp2\" {l2=\$12} \$1==\"ring\" {r=\$12} END {exit !(l2 < l && l < r)}' $tmp/lin.csv"
+done
+"$sim" --topology h100x8 --attention linear --sched lasp2 --seq 64K > "$tmp/lin.txt"
+check "the table says the layers are linear" "grep -q '^layers: 1 linear' $tmp/lin.txt"
 
 # Given cycles: the measured program's labelling (ring and reverse) needs
 # two kernels on GPUs 1 and 2 at odd steps, tasp-sim's own one: slower.

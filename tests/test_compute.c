@@ -98,8 +98,99 @@ static void t_merge(void) {
   compute_model_clear(&m);
 }
 
+/* Linear attention, per head and batch over n tokens, D = 128, blocks of
+ * b = 64: causal intra-chunk 4nD² + 4nbD FLOPs forward, 2.5x backward;
+ * state and apply 2nD², 2x backward; a decay adds 2nD + nb (intra) and
+ * nD + D² (state).  Roofline: launch + the larger of compute at peak x
+ * linear_efficiency and bytes at the copy rate. */
+static void t_linear_roofline(void) {
+  compute_model m;
+  compute_model_init(&m);
+  m.peak_flops = 100e12;
+  m.linear_efficiency = 0.5;
+  m.copy_Bps = 1e12;
+  m.launch_s = 10e-6;
+  double n = 4096, D = 128, b = 64;
+  plan_op op = {.kind = OP_LIN_INTRA, .causal = true, .batch = 1, .heads = 2, .head_dim = 128,
+                .elem_bytes = 2, .block = 64, .sq = n, .sk = n};
+  double f = 2 * (4 * n * D * D + 4 * n * b * D);
+  CU_ASSERT_CLOSE(compute_op_flops(&op), f, 1e-15);
+  CU_ASSERT_CLOSE(compute_op_bytes(&op), 2 * 4 * n * D * 2, 1e-15);
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 10e-6 + f / 50e12, 1e-12); /* compute-bound */
+  op.backward = true;
+  CU_ASSERT_CLOSE(compute_op_flops(&op), 2.5 * f, 1e-15);
+  CU_ASSERT_CLOSE(compute_op_bytes(&op), 2 * 7 * n * D * 2, 1e-15);
+  op.backward = false;
+  op.decay = true;
+  CU_ASSERT_CLOSE(compute_op_flops(&op), f + 2 * (2 * n * D + n * b), 1e-15);
+  op.decay = false;
+  op.causal = false; /* a full-mask chunk: its state and that state applied */
+  CU_ASSERT_CLOSE(compute_op_flops(&op), 2 * 4 * n * D * D, 1e-15);
+  op.kind = OP_LIN_STATE; /* keys in sk */
+  op.sq = 0;
+  CU_ASSERT_CLOSE(compute_op_flops(&op), 2 * 2 * n * D * D, 1e-15);
+  op.decay = true;
+  CU_ASSERT_CLOSE(compute_op_flops(&op), 2 * (2 * n * D * D + n * D + D * D), 1e-15);
+  op.decay = false;
+  op.backward = true;
+  CU_ASSERT_CLOSE(compute_op_flops(&op), 2 * 2 * 2 * n * D * D, 1e-15);
+  CU_ASSERT_CLOSE(compute_op_bytes(&op), 2 * (4 * n * D * 2 + 4 * D * D), 1e-15);
+  /* an apply with a small head dim is memory-bound: Q, O read and O
+   * written, the float32 state read */
+  plan_op ap = {.kind = OP_LIN_APPLY, .batch = 1, .heads = 2, .head_dim = 16, .elem_bytes = 2,
+                .sq = n, .sk = 8 * n};
+  double bytes = 2 * (3 * n * 16 * 2 + 4 * 16 * 16);
+  CU_ASSERT_CLOSE(compute_op_flops(&ap), 2 * 2 * n * 16 * 16, 1e-15);
+  CU_ASSERT_CLOSE(compute_op_s(&m, &ap), 10e-6 + bytes / 1e12, 1e-12);
+  compute_model_clear(&m);
+}
+
+/* A measured linear table (compute.linear_table) is used for its kind and
+ * mask, reproduces its points, takes the backward ratio where bwd_ms is
+ * missing; other kinds keep the roofline; a bad kind is one clear error. */
+static void t_linear_table(void) {
+  const char *good =
+      "{\"model\": \"roofline\", \"peak_tflops\": 100, \"linear_table\": ["
+      "{\"kind\": \"intra\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+      "\"causal\": true, \"fwd_ms\": 1.0, \"bwd_ms\": 3.0},"
+      "{\"kind\": \"intra\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 8192, "
+      "\"causal\": true, \"fwd_ms\": 2.2}]}";
+  g_autoptr(json_object) o = json_tokener_parse(good);
+  compute_model m;
+  compute_model_init(&m);
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_TRUE_FATAL(compute_model_parse(o, (json_where){"t.json", "compute"}, &m, &err));
+  plan_op op = {.kind = OP_LIN_INTRA, .causal = true, .batch = 1, .heads = 2, .head_dim = 128,
+                .elem_bytes = 2, .block = 64, .sq = 4096, .sk = 4096};
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 1.0e-3, 1e-12);
+  op.backward = true;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 3.0e-3, 1e-12);
+  op.sq = op.sk = 8192;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 2.5 * 2.2e-3, 1e-12);
+  op.backward = false;
+  op.sq = op.sk = 6144; /* between the two, log-log */
+  double mid = compute_op_s(&m, &op);
+  CU_ASSERT(mid > 1.0e-3 && mid < 2.2e-3);
+  op.kind = OP_LIN_STATE; /* not measured: roofline */
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op),
+                  fmax(compute_op_flops(&op) / 100e12, compute_op_bytes(&op) / m.copy_Bps), 1e-12);
+  compute_model_clear(&m);
+  g_autoptr(json_object) b = json_tokener_parse(
+      "{\"model\": \"roofline\", \"peak_tflops\": 100, \"linear_table\": ["
+      "{\"kind\": \"diag\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+      "\"fwd_ms\": 1.0}]}");
+  g_autoptr(GError) e2 = NULL;
+  compute_model_init(&m);
+  CU_ASSERT_FALSE(compute_model_parse(b, (json_where){"t.json", "compute"}, &m, &e2));
+  CU_ASSERT_PTR_NOT_NULL(e2 ? strstr(e2->message, "t.json: field 'compute.linear_table[0].kind': "
+                                                   "expected \"intra\", \"state\" or \"apply\"")
+                            : NULL);
+  compute_model_clear(&m);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_roofline), TEST(t_table_matches_measurements),
-                                    TEST(t_table_monotone), TEST(t_merge), {NULL, NULL}};
+                                    TEST(t_table_monotone), TEST(t_merge),
+                                    TEST(t_linear_roofline), TEST(t_linear_table), {NULL, NULL}};
   return test_run("compute", cases);
 }

@@ -298,11 +298,100 @@ static void t_imbalance_vs_exposed(void) {
   topo_free(t);
 }
 
+static workload linear(uint32_t n, uint64_t seq, bool causal, pass_kind pass) {
+  workload w = llama(n, seq, causal);
+  w.kv_heads = 32;
+  w.attention = ATTN_LINEAR;
+  w.linear_block = 64;
+  w.pass = pass;
+  return w;
+}
+
+/* LASP's chain, communication only: the running float32 state (B·H·D·D·4
+ * bytes) goes from GPU to GPU, each hop after the one before: (n-1) x
+ * (launch + state/bw + latency) causal, forward or backward; two laps,
+ * 2(n-1) hops, bidirectional. */
+static void t_lasp_chain(void) {
+  for (uint32_t n = 2; n <= 8; n++) {
+    double bw = 100e9, lat = 4e-6, launch = 20e-6;
+    topology *t = switch_topo(n, bw, lat, launch);
+    exec_opts o = {.no_compute = true};
+    for (int c = 0; c < 2; c++)
+      for (int pass = PASS_FWD; pass <= PASS_BWD; pass++) {
+        workload w = linear(n, 840 * 128, c, (pass_kind)pass);
+        double Z = 4.0 * 32 * 128 * 128;
+        CU_ASSERT_DOUBLE_EQUAL(workload_state_bytes(&w), Z, 0);
+        plan *p = sched_lasp.build(&w, t, false);
+        exec_result *r = exec_run(p, t, &o);
+        double hops = c ? n - 1 : 2 * (n - 1);
+        CU_ASSERT_CLOSE(r->step_s, hops * (launch + Z / bw + lat), 1e-9);
+        exec_result_free(r);
+        plan_free(p);
+      }
+    topo_free(t);
+  }
+}
+
+/* LASP-2, communication only: one all-gather of the states, NCCL's ring:
+ * launch + (n-1) x (latency + state/bw) per pass. */
+static void t_lasp2_gather(void) {
+  for (uint32_t n = 2; n <= 8; n++) {
+    double bw = 100e9, lat = 4e-6, launch = 20e-6, Z = 4.0 * 32 * 128 * 128;
+    topology *t = switch_topo(n, bw, lat, launch);
+    exec_opts o = {.no_compute = true};
+    workload w = linear(n, 840 * 128, true, PASS_FWD);
+    plan *p = sched_lasp2.build(&w, t, false);
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, launch + (n - 1) * (lat + Z / bw), 1e-9);
+    exec_result_free(r);
+    plan_free(p);
+    topo_free(t);
+  }
+}
+
+/* Compute only, causal forward: LASP serialises the applies (each GPU
+ * applies the running state, adds its own and hands it on), LASP-2 does
+ * not (every GPU sums the gathered states at once): the last GPU ends at
+ * state + intra + (n-1) x (apply) + (n-2) x (add of two states) under
+ * LASP, at state + intra + sum of n-1 states + apply under LASP-2. */
+static void t_lasp_compute_chain(void) {
+  uint32_t n = 8;
+  topology *t = switch_topo(n, 100e9, 0, 0);
+  t->compute.copy_host_s = 0;
+  workload w = linear(n, 256 * 1024, true, PASS_FWD);
+  double c = (double)w.seq_len / n, Z = workload_state_bytes(&w);
+  plan_op op = {.batch = 1, .heads = 32, .head_dim = 128, .elem_bytes = 2, .block = 64,
+                .sq = c, .sk = c};
+  op.kind = OP_LIN_STATE;
+  double st = compute_op_s(&t->compute, &op);
+  op.kind = OP_LIN_APPLY;
+  double ap = compute_op_s(&t->compute, &op);
+  op.kind = OP_LIN_INTRA;
+  op.causal = true;
+  double in = compute_op_s(&t->compute, &op);
+  double add2 = t->compute.copy_fixed_s + 1.5 * Z / t->compute.copy_Bps;
+  double sum7 = t->compute.copy_fixed_s + 4.0 * Z / t->compute.copy_Bps;
+  exec_opts o = {.no_comm = true};
+  plan *p = sched_lasp.build(&w, t, false);
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(r->step_s, st + in + (n - 1) * ap + (n - 2) * add2, 1e-9);
+  exec_result_free(r);
+  plan_free(p);
+  p = sched_lasp2.build(&w, t, false);
+  r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(r->step_s, st + in + sum7 + ap, 1e-9);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
-                                    TEST(t_imbalance_vs_exposed), {NULL, NULL}};
+                                    TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
+                                    TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
+                                    {NULL, NULL}};
   return test_run("exec", cases);
 }

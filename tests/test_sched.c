@@ -34,65 +34,111 @@ static bool ring_family(const sched_ops *s) {
 static workload shape(uint32_t n, uint64_t seq, bool causal, pass_kind pass) {
   workload w = {.gpus = n, .seq_len = seq, .batch = 1, .heads = 2, .kv_heads = 1,
                 .head_dim = 4, .elem_bytes = 2, .grad_bytes = 4, .dtype = "bf16",
-                .causal = causal, .pass = pass};
+                .causal = causal, .pass = pass, .linear_block = 4};
   return w;
 }
 
-/* Global block matrix per head: count[h][qb][kb] of full computations,
- * diag[h][qb] of causal diagonal ones, at granularity g tokens.  Every
- * (query block, key block, head) the mask needs is computed exactly once,
- * with the right mask, and nothing else; pairs and FLOPs add up to the
- * analytic totals. */
+/* Global block matrix per head: full[h][qb][kb] of unmasked computations,
+ * diag[h][qb] of causal diagonal ones, at granularity g tokens; backward
+ * keeps two, the queries' gradients (dQ) and the keys' (dK, dV).  A
+ * softmax kernel or a linear intra-chunk task counts in both, under its
+ * mask; a linear apply (a state of keys applied to queries; backward dQ)
+ * counts unmasked in the queries' matrix, a backward linear state (keys'
+ * dK, dV from queries' dM) in the keys'; a forward state covers nothing yet
+ * (it has no queries).  Every (query block, key block, head) the mask needs
+ * is computed exactly once, with the right mask, and nothing else: for
+ * linear layers, each query block receives exactly the states of the key
+ * blocks its mask allows.  Softmax pairs and FLOPs add up to the analytic
+ * totals (linear FLOPs: check_linear_flops). */
+typedef struct {
+  uint32_t *full, *diag;
+} cover;
+
+static void mark(cover *c, const workload *w, uint64_t nb, uint64_t g, const plan_op *op,
+                 bool masked, const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk,
+                 unsigned *bad_mask) {
+  for (uint32_t a = 0; a < nq; a++)
+    for (uint32_t b = 0; b < nk; b++) {
+      CU_ASSERT(q[a].start % g == 0 && q[a].len % g == 0);
+      CU_ASSERT(k[b].start % g == 0 && k[b].len % g == 0);
+      for (uint64_t h = op->head_off; h < op->head_off + op->heads; h++)
+        for (uint64_t qb = q[a].start / g; qb < (q[a].start + q[a].len) / g; qb++)
+          for (uint64_t kb = k[b].start / g; kb < (k[b].start + k[b].len) / g; kb++) {
+            if (!masked) c->full[(h * nb + qb) * nb + kb]++;
+            else if (kb < qb) c->full[(h * nb + qb) * nb + kb]++;
+            else if (kb == qb) c->diag[h * nb + qb]++;
+            /* unmasked work must never touch the diagonal or above under causal */
+            if (w->causal && !masked) *bad_mask += kb >= qb;
+          }
+      if (!w->causal && masked) (*bad_mask)++;
+    }
+}
+
+static unsigned wrong_blocks(const cover *c, const workload *w, uint64_t nb) {
+  unsigned wrong = 0;
+  for (uint64_t h = 0; h < w->heads; h++)
+    for (uint64_t qb = 0; qb < nb; qb++) {
+      for (uint64_t kb = 0; kb < nb; kb++)
+        wrong += c->full[(h * nb + qb) * nb + kb] != (uint32_t)(!w->causal || kb < qb);
+      wrong += c->diag[h * nb + qb] != (w->causal ? 1u : 0u);
+    }
+  return wrong;
+}
+
 static void check_coverage(const plan *p, const workload *w, uint64_t g, const char *what,
                            bool backward) {
   uint64_t nb = w->seq_len / g, H = w->heads;
-  uint32_t *full = g_new0(uint32_t, H * nb * nb), *diag = g_new0(uint32_t, H * nb);
+  cover dq = {g_new0(uint32_t, H * nb * nb), g_new0(uint32_t, H * nb)};
+  cover dkv = {g_new0(uint32_t, H * nb * nb), g_new0(uint32_t, H * nb)};
   double pairs = 0, flops = 0;
-  unsigned bad_mask = 0, bad_heads = 0;
+  unsigned bad_mask = 0, bad_heads = 0, bad_kind = 0;
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
-    if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || t->op.backward != backward) continue;
+    if (t->kind != TASK_COMPUTE || t->op.backward != backward) continue;
     const plan_op *op = &t->op;
-    pairs += op->pairs * op->heads;
-    flops += compute_op_flops(op);
+    bool attn = op->kind == OP_ATTN || op->kind == OP_LIN_INTRA;
+    if (!attn && op->kind != OP_LIN_APPLY && op->kind != OP_LIN_STATE) continue;
+    /* a layer's kernels are of its own kind */
+    bad_kind += (op->kind == OP_ATTN) != (w->attention == ATTN_SOFTMAX);
+    if (op->kind == OP_ATTN) {
+      pairs += op->pairs * op->heads;
+      flops += compute_op_flops(op);
+    }
     if (op->head_off + op->heads > H || op->heads == 0) { bad_heads++; continue; }
     const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off);
     const plan_seg *k = q + t->n_qseg;
-    for (uint32_t a = 0; a < t->n_qseg; a++)
-      for (uint32_t b = 0; b < t->n_kseg; b++) {
-        CU_ASSERT(q[a].start % g == 0 && q[a].len % g == 0);
-        CU_ASSERT(k[b].start % g == 0 && k[b].len % g == 0);
-        for (uint64_t h = op->head_off; h < op->head_off + op->heads; h++)
-          for (uint64_t qb = q[a].start / g; qb < (q[a].start + q[a].len) / g; qb++)
-            for (uint64_t kb = k[b].start / g; kb < (k[b].start + k[b].len) / g; kb++) {
-              if (!op->causal) full[(h * nb + qb) * nb + kb]++;
-              else if (kb < qb) full[(h * nb + qb) * nb + kb]++;
-              else if (kb == qb) diag[h * nb + qb]++;
-              /* a full kernel must never touch the diagonal or above under causal */
-              if (w->causal && !op->causal) bad_mask += kb >= qb;
-            }
-        if (!w->causal && op->causal) bad_mask++;
-      }
-  }
-  unsigned wrong = 0;
-  for (uint64_t h = 0; h < H; h++)
-    for (uint64_t qb = 0; qb < nb; qb++) {
-      for (uint64_t kb = 0; kb < nb; kb++)
-        wrong += full[(h * nb + qb) * nb + kb] != (uint32_t)(!w->causal || kb < qb);
-      wrong += diag[h * nb + qb] != (w->causal ? 1u : 0u);
+    if (attn) {
+      mark(&dq, w, nb, g, op, op->causal, q, t->n_qseg, k, t->n_kseg, &bad_mask);
+      mark(&dkv, w, nb, g, op, op->causal, q, t->n_qseg, k, t->n_kseg, &bad_mask);
+    } else if (op->kind == OP_LIN_APPLY) {
+      bad_mask += op->causal;
+      mark(&dq, w, nb, g, op, false, q, t->n_qseg, k, t->n_kseg, &bad_mask);
+    } else {
+      bad_mask += op->causal;
+      if (!backward) CU_ASSERT_EQUAL(t->n_qseg, 0); /* a forward state has no queries yet */
+      mark(&dkv, w, nb, g, op, false, q, t->n_qseg, k, t->n_kseg, &bad_mask);
     }
-  if (wrong || bad_mask || bad_heads)
-    fprintf(stderr, "%s: %u blocks wrong, %u kernels with a wrong mask, %u with bad heads\n",
-            what, wrong, bad_mask, bad_heads);
+  }
+  unsigned wrong = wrong_blocks(&dq, w, nb), wrong_k = backward ? wrong_blocks(&dkv, w, nb) : 0;
+  if (wrong || wrong_k || bad_mask || bad_heads || bad_kind)
+    fprintf(stderr, "%s: %u query blocks and %u key blocks wrong, %u tasks with a wrong mask, "
+            "%u with bad heads, %u of the wrong kind\n", what, wrong, wrong_k, bad_mask,
+            bad_heads, bad_kind);
   CU_ASSERT_EQUAL(wrong, 0);
+  CU_ASSERT_EQUAL(wrong_k, 0);
   CU_ASSERT_EQUAL(bad_mask, 0);
   CU_ASSERT_EQUAL(bad_heads, 0);
-  double S = (double)w->seq_len;
-  CU_ASSERT_DOUBLE_EQUAL(pairs, H * (w->causal ? S * (S + 1) / 2 : S * S), 0.5);
-  /* nominal FLOPs: 4·B·H·D per pair, the causal diagonal counted half */
-  CU_ASSERT_CLOSE(flops, 4.0 * w->batch * H * w->head_dim * S * S / (w->causal ? 2 : 1), 1e-12);
-  g_free(full);
-  g_free(diag);
+  CU_ASSERT_EQUAL(bad_kind, 0);
+  if (w->attention == ATTN_SOFTMAX) {
+    double S = (double)w->seq_len;
+    CU_ASSERT_DOUBLE_EQUAL(pairs, H * (w->causal ? S * (S + 1) / 2 : S * S), 0.5);
+    /* nominal FLOPs: 4·B·H·D per pair, the causal diagonal counted half */
+    CU_ASSERT_CLOSE(flops, 4.0 * w->batch * H * w->head_dim * S * S / (w->causal ? 2 : 1), 1e-12);
+  }
+  g_free(dq.full);
+  g_free(dq.diag);
+  g_free(dkv.full);
+  g_free(dkv.diag);
 }
 
 /* Generic: transfers stay inside the SP group and carry bytes, the bytes
@@ -149,8 +195,10 @@ static void check_ring_family(const plan *p, const workload *w) {
     if (t->op.kind == OP_ATTN) attn[t->gpu]++;
     if (t->op.kind == OP_MERGE) merge[t->gpu]++;
   }
+  /* linear layers add block outputs: nothing to merge */
   for (uint32_t g = 0; g < n; g++)
-    if (w->pass != PASS_BWD) CU_ASSERT_EQUAL(merge[g] + 1, attn[g]);
+    if (w->pass != PASS_BWD)
+      CU_ASSERT_EQUAL(merge[g] + (w->attention == ATTN_SOFTMAX), attn[g]);
   g_free(attn);
   g_free(merge);
 }
@@ -230,16 +278,139 @@ static void check_tokenring(const plan *p, const workload *w) {
   g_free(back);
 }
 
+/* Whether `anc` is `t` or one of its predecessors, through dependencies. */
+static bool reaches(const plan *p, uint32_t t, uint32_t anc) {
+  g_autofree uint8_t *seen = g_new0(uint8_t, p->tasks->len);
+  g_autoptr(GArray) stack = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_array_append_val(stack, t);
+  while (stack->len) {
+    uint32_t x = g_array_index(stack, uint32_t, stack->len - 1);
+    g_array_set_size(stack, stack->len - 1);
+    if (x == anc) return true;
+    if (x < anc || seen[x]) continue; /* dependencies point backwards */
+    seen[x] = 1;
+    const plan_task *k = plan_task_at(p, x);
+    g_array_append_vals(stack, p->deps + k->dep_off, k->n_dep);
+  }
+  return false;
+}
+
+/* Linear layers: the FLOPs of a pass against an analytic total from the
+ * method's algorithm, per head and batch with c = S/n tokens per GPU:
+ * intra-chunk 4cD² (+ 4cbD causal, blocks of b), a state or an apply 2cD²;
+ * backward 2.5x a causal intra-chunk task, 2x the others.
+ *   lasp, lasp2: causal n intra + n states + (n-1) applies; bidirectional
+ *     n states + n applies (no intra); backward causal n intra, n-1
+ *     applies, n-1 states; bidirectional n of each.
+ *   ring: n intra + one state and one apply per (GPU, earlier chunk), or
+ *     per (GPU, other chunk) bidirectional.
+ *   ulysses: one intra-chunk task over the whole sequence on every head. */
+static void check_linear_flops(const plan *p, const workload *w, const sched_ops *s,
+                               bool backward) {
+  double n = w->gpus, S = (double)w->seq_len, c = S / n, D = w->head_dim;
+  bool causal = w->causal;
+  double b = fmin(w->linear_block, c), rb = backward ? (causal ? 2.5 : 2) : 1,
+         r = backward ? 2 : 1;
+  double intra = (4 * c * D * D + (causal ? 4 * c * b * D : 0)) * rb, sa = 2 * c * D * D * r;
+  double want;
+  if (s == &sched_ulysses)
+    want = (4 * S * D * D + (causal ? 4 * S * fmin(w->linear_block, S) * D : 0)) * rb;
+  else if (s == &sched_ring)
+    want = n * intra + (causal ? n * (n - 1) / 2 : n * (n - 1)) * 2 * sa;
+  else if (causal)
+    want = n * intra + (backward ? 2 * (n - 1) : (2 * n - 1)) * sa;
+  else
+    want = 2 * n * sa;
+  want *= w->batch * w->heads;
+  double got = 0;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind == TASK_COMPUTE && t->op.backward == backward) got += compute_op_flops(&t->op);
+  }
+  CU_ASSERT_CLOSE(got, want, 1e-12);
+}
+
+static unsigned count_api(const plan *p, comm_api api) {
+  unsigned k = 0;
+  for (guint i = 0; i < p->tasks->len; i++)
+    k += plan_task_at(p, i)->kind == TASK_COMM && plan_task_at(p, i)->api == api;
+  return k;
+}
+
+/* LASP: only point-to-point hops, each one float32 B·H·D·D state from one
+ * GPU to the next, one after the other (every hop waits for the one
+ * before it).  Causal: n-1 hops up the ring forward (r to r+1), n-1 down it
+ * backward (r to r-1); bidirectional: two laps, 2(n-1) hops r to r+1 mod n,
+ * per pass. */
+static void check_lasp(const plan *p, const workload *w) {
+  uint32_t n = w->gpus;
+  double Z = workload_state_bytes(w);
+  CU_ASSERT_DOUBLE_EQUAL(Z, 4.0 * w->batch * w->heads * w->head_dim * w->head_dim, 0);
+  g_autoptr(GArray) hops = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMM || t->api == COMM_BARRIER) continue;
+    CU_ASSERT_EQUAL(t->api, COMM_P2P);
+    CU_ASSERT_EQUAL_FATAL(t->n_xfer, 1);
+    CU_ASSERT_DOUBLE_EQUAL(g_array_index(p->xfers, plan_xfer, t->xfer_off).bytes, Z, 0);
+    g_array_append_val(hops, i);
+  }
+  uint32_t per_pass = w->causal ? n - 1 : 2 * (n - 1), passes = w->pass == PASS_FWDBWD ? 2 : 1;
+  CU_ASSERT_EQUAL_FATAL(hops->len, per_pass * passes);
+  for (uint32_t h = 0; h < hops->len; h++) {
+    const plan_task *t = plan_task_at(p, g_array_index(hops, uint32_t, h));
+    const plan_xfer *x = &g_array_index(p->xfers, plan_xfer, t->xfer_off);
+    uint32_t k = h % per_pass;
+    bool bwd = w->pass == PASS_BWD || h >= per_pass;
+    CU_ASSERT_EQUAL(t->grads, bwd);
+    if (!w->causal) {
+      CU_ASSERT(x->src == k % n && x->dst == (k + 1) % n);
+    } else if (!bwd) {
+      CU_ASSERT(x->src == k && x->dst == k + 1);
+    } else {
+      CU_ASSERT(x->src == n - 1 - k && x->dst == n - 2 - k);
+    }
+    if (k > 0) /* serial: each hop waits for the one before */
+      CU_ASSERT_TRUE(reaches(p, g_array_index(hops, uint32_t, h), g_array_index(hops, uint32_t, h - 1)));
+  }
+}
+
+/* LASP-2: one all-gather of the float32 B·H·D·D states per pass (every GPU
+ * sends the n-1 shards around NCCL's ring), nothing else; causal forward,
+ * the intra-chunk work does not wait for the all-gather (it overlaps) and
+ * every apply does. */
+static void check_lasp2(const plan *p, const workload *w) {
+  uint32_t n = w->gpus, passes = w->pass == PASS_FWDBWD ? 2 : 1;
+  double Z = workload_state_bytes(w);
+  CU_ASSERT_EQUAL(count_api(p, COMM_ALL_GATHER), passes);
+  CU_ASSERT_EQUAL(count_api(p, COMM_P2P) + count_api(p, COMM_ALL_TO_ALL) +
+                  count_api(p, COMM_REDUCE_SCATTER) + count_api(p, COMM_ALL_REDUCE), 0);
+  for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(sent_by(p, g), passes * (n - 1) * Z, 1e-12);
+  int64_t ag = -1;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind == TASK_COMM && t->api == COMM_ALL_GATHER) {
+      CU_ASSERT_EQUAL(t->grads, w->pass == PASS_BWD || ag >= 0);
+      ag = i;
+      continue;
+    }
+    if (t->kind != TASK_COMPUTE || t->op.backward || ag < 0) continue;
+    if (t->op.kind == OP_LIN_INTRA) CU_ASSERT_FALSE(reaches(p, i, (uint32_t)ag));
+    if (t->op.kind == OP_LIN_APPLY) CU_ASSERT_TRUE(reaches(p, i, (uint32_t)ag));
+  }
+}
+
 static uint32_t usp_degree(const workload *w, const topology *t) {
   return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
 }
 
 /* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
 static void check_sched_w(const sched_ops *s, topology *t, workload w) {
-  g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s", s->name, w.gpus, w.ulysses,
-                                          w.causal ? "causal" : "full", pass_name(w.pass));
+  g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus, w.ulysses,
+                                          w.causal ? "causal" : "full", pass_name(w.pass),
+                                          w.attention == ATTN_LINEAR ? "linear" : "softmax");
   g_autoptr(GError) err = NULL;
-  bool ok = s->check(&w, t, &err);
+  bool ok = sched_check(s, &w, t, &err);
   if (!ok) fprintf(stderr, "%s: %s\n", what, err->message);
   CU_ASSERT_TRUE_FATAL(ok);
   plan *p = s->build(&w, t, true);
@@ -250,7 +421,15 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   if (w.pass != PASS_BWD) check_coverage(p, &w, gran, what, false);
   if (w.pass != PASS_FWD) check_coverage(p, &w, gran, what, true);
   check_generic(p, &w);
-  if (ring_family(s)) check_ring_family(p, &w);
+  if (w.attention == ATTN_LINEAR) {
+    if (w.pass != PASS_BWD) check_linear_flops(p, &w, s == &sched_lasp2h ? &sched_lasp2 : s, false);
+    if (w.pass != PASS_FWD) check_linear_flops(p, &w, s == &sched_lasp2h ? &sched_lasp2 : s, true);
+  }
+  if (s == &sched_lasp) check_lasp(p, &w);
+  else if (s == &sched_lasp2 || (s == &sched_lasp2h && w.attention == ATTN_LINEAR))
+    check_lasp2(p, &w);
+  else if (s == &sched_lasp2h) check_allgather(p, &w);
+  else if (ring_family(s)) check_ring_family(p, &w);
   else if (s == &sched_ulysses) check_ulysses_family(p, &w, w.gpus);
   else if (ulysses_family(s)) check_ulysses_family(p, &w, usp_degree(&w, t));
   else if (s == &sched_allgather) check_allgather(p, &w);
@@ -260,18 +439,24 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
 }
 
 static void check_sched_nodes(const sched_ops *s, uint32_t n, uint32_t per_node, bool causal,
-                              pass_kind pass) {
+                              pass_kind pass, attn_kind attention) {
   topology *t = complete_topo(n);
   if (per_node) t->gpus_per_node = per_node;
   /* granularity 3 x one piece of TASP's causal layout (2n(n-1) pieces) */
   workload w = shape(n, 3 * 2 * (uint64_t)n * (n > 1 ? n - 1 : 1), causal, pass);
+  w.attention = attention;
   if (ulysses_family(s)) w.heads = 2 * n;
   check_sched_w(s, t, w);
   topo_free(t);
 }
 
+/* Every kind of layer the scheduler runs. */
 static void check_sched(const sched_ops *s, uint32_t n, bool causal, pass_kind pass) {
-  check_sched_nodes(s, n, 0, causal, pass);
+  for (int a = 0; a < ATTN_KINDS; a++) {
+    workload w = shape(n, 1, causal, pass);
+    w.attention = (attn_kind)a;
+    if (sched_check_attention(s, &w, NULL)) check_sched_nodes(s, n, 0, causal, pass, (attn_kind)a);
+  }
 }
 
 /* (m-K_m-m)^u: m edge-disjoint Hamiltonian cycles (fewer where K_{m+1}*
@@ -305,7 +490,7 @@ static void t_tasp_node_chain(void) {
     ham_clear(&d);
     if (n <= 16)
       for (int causal = 0; causal < 2; causal++)
-        check_sched_nodes(&sched_tasp_mkm, n, m, causal, PASS_FWDBWD);
+        check_sched_nodes(&sched_tasp_mkm, n, m, causal, PASS_FWDBWD, ATTN_SOFTMAX);
   }
 }
 
@@ -446,6 +631,7 @@ static void t_balance(void) {
   topology *t = complete_topo(n);
   workload w = shape(n, 2 * 8 * 7 * 4, true, PASS_FWD);
   for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!sched_check_attention(*s, &w, NULL)) continue; /* linear layers only */
     w.heads = ulysses_family(*s) ? 8 : 2;
     plan *p = (*s)->build(&w, t, false);
     double pairs[8] = {0};

@@ -100,4 +100,4 @@ static plan *allgather_build(const workload *w, const topology *t, bool record_s
 
 const sched_ops sched_allgather = {
     "allgather", "All-gather CP (Llama 3): gather all KV once, local queries attend to it",
-    allgather_check, allgather_build};
+    allgather_check, allgather_build, SCHED_RUNS(ATTN_SOFTMAX)};

@@ -13,7 +13,14 @@
  * With the KV of GPU j at step t: j = i: one causal block over both local
  * chunks; j < i: all local queries against the first half of j's KV
  * (chunk j); j > i: the second half of the queries (chunk 2N-1-i) against
- * all of j's KV.  Every step past the first is half a full block. */
+ * all of j's KV.  Every step past the first is half a full block.
+ *
+ * Ring on linear-attention layers, as the LASP papers compare it (arXiv
+ * 2404.02882, 2502.07563): KV travels the ring exactly as above, and each
+ * GPU applies the KV it holds by the right product, K^T V then Q times that
+ * state, per step (its own chunk: one intra-chunk kernel); causal skips
+ * later chunks.  Backward: dQ and dM = Q^T dO, then the arrived keys' dK
+ * and dV from dM, which the accumulators carry on. */
 #include "ring.h"
 
 #include "ulysses.h"
@@ -41,6 +48,11 @@ void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t 
   plan_seg q[2], k[2];
   uint32_t nq = sched_layout(g->w->seq_len, a, r, g->zigzag, q);
   uint32_t nk = sched_layout(g->w->seq_len, src, r, g->zigzag, k);
+  if (g->w->attention == ATTN_LINEAR) {
+    g_assert(!g->zigzag); /* only ring registers linear layers */
+    if (!g->w->causal || src <= a) rotate_linear(e, h0, heads, src == a, q, nq, k, nk);
+    return;
+  }
   if (!g->w->causal) rotate_kernel_heads(e, h0, heads, false, q, nq, k, nk);
   else if (src == a) rotate_kernel_heads(e, h0, heads, true, q, nq, k, nk);
   else if (!g->zigzag && src < a) rotate_kernel_heads(e, h0, heads, false, q, nq, k, nk);
@@ -74,7 +86,7 @@ static plan *zigzag_build(const workload *w, const topology *t, bool record_segs
 
 const sched_ops sched_ring = {
     "ring", "RingAttention: contiguous chunks, KV passed around one ring", ring_check,
-    ring_build};
+    ring_build, SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR)};
 const sched_ops sched_zigzag = {
     "zigzag", "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
-    zigzag_check, zigzag_build};
+    zigzag_check, zigzag_build, SCHED_RUNS(ATTN_SOFTMAX)};

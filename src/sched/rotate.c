@@ -39,6 +39,33 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   e->started[e->gpu] = true;
 }
 
+static void step_task(rotate_emit *e, uint32_t id) {
+  if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
+  g_array_append_val(e->step_kernels, id);
+}
+
+void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool own,
+                   const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
+  plan_op shape = sched_shape(e->w, e->w->causal, e->backward);
+  shape.head_off = head_off;
+  shape.heads = heads;
+  if (own) {
+    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_INTRA, q, nq, k, nk));
+  } else if (!e->backward) {
+    /* forward: M = K^T V of the arrived chunk, then O += Q M */
+    shape.causal = false;
+    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, NULL, 0, k, nk));
+    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
+  } else {
+    /* backward: dQ from M (cached in forward) and dM = Q^T dO, then the
+     * arrived keys' dK, dV from dM: what the dK/dV accumulators carry on */
+    shape.causal = false;
+    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
+    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, q, nq, k, nk));
+  }
+  e->started[e->gpu] = true;
+}
+
 /* A communication group for the given step's pattern, after `after` and
  * after the compute tasks `issued` (a snapshot) that its GPUs had issued
  * before it (plan_issue).  grads: the group moves dK/dV accumulators. */

@@ -39,6 +39,14 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
 void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
                          const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
+/* Linear attention on the query heads [head_off, head_off + heads) with
+ * the KV of k: own (k is the GPU's own chunk): one intra-chunk task under
+ * the workload's mask; else the right product, a state K^T V of k and its
+ * product with q (forward), or their gradients (backward).  Outputs add,
+ * so nothing is merged. */
+void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool own,
+                   const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
+
 /* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd) on t:
  * where t->kernel_blocks_comm, a step's transfer starts only after the
  * step's attention kernels on its GPUs. */

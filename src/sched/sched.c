@@ -3,9 +3,12 @@
 
 #include <string.h>
 
+#include "layers.h"
+
 static const sched_ops *const all[] = {&sched_ring,      &sched_zigzag,    &sched_tasp,
                                        &sched_tasp_mkm,  &sched_ulysses,   &sched_usp,
                                        &sched_usp_zigzag, &sched_tokenring, &sched_allgather,
+                                       &sched_lasp,      &sched_lasp2,     &sched_lasp2h,
                                        NULL};
 
 const sched_ops *const *sched_all(void) { return all; }
@@ -21,6 +24,39 @@ char *sched_names(void) {
   for (const sched_ops *const *o = all; *o; o++)
     g_string_append_printf(s, "%s%s", o == all ? "" : ", ", (*o)->name);
   return g_string_free(s, FALSE);
+}
+
+static bool runs(const sched_ops *s, attn_kind k) {
+  unsigned kinds = s->attention ? s->attention : SCHED_RUNS(ATTN_SOFTMAX);
+  return kinds & SCHED_RUNS(k);
+}
+
+bool sched_check_attention(const sched_ops *s, const workload *w, GError **err) {
+  for (int k = 0; k < ATTN_KINDS; k++) {
+    if (layers_count(w, (attn_kind)k) && !runs(s, (attn_kind)k)) {
+      GString *who = g_string_new(NULL);
+      for (const sched_ops *const *o = all; *o; o++)
+        if (runs(*o, (attn_kind)k))
+          g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
+      g_autofree char *mix = layers_text(w);
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "%s does not run %s-attention layers (the model has %s); schedulers that "
+                  "do: %s", s->name, attn_name((attn_kind)k), mix, who->str);
+      g_string_free(who, TRUE);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool sched_check(const sched_ops *s, const workload *w, const topology *t, GError **err) {
+  if (!sched_check_attention(s, w, err)) return false;
+  for (int k = 0; k < ATTN_KINDS; k++) {
+    if (!layers_count(w, (attn_kind)k)) continue;
+    workload one = layers_one(w, (attn_kind)k);
+    if (!s->check(&one, t, err)) return false;
+  }
+  return true;
 }
 
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err) {
@@ -45,7 +81,8 @@ void sched_passes(plan *p, const workload *w, sched_pass_fn pass, void *ctx) {
 
 plan_op sched_shape(const workload *w, bool causal, bool backward) {
   return (plan_op){.kind = OP_ATTN, .causal = causal, .backward = backward, .batch = w->batch,
-                   .heads = w->heads, .head_dim = w->head_dim, .elem_bytes = w->elem_bytes};
+                   .heads = w->heads, .head_dim = w->head_dim, .elem_bytes = w->elem_bytes,
+                   .block = w->linear_block, .decay = w->decay};
 }
 
 uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_seg out[2]) {

@@ -24,13 +24,25 @@ typedef struct sched_ops {
   /* The plan (plan_finish already called).  record_segs: keep token
    * segments of every kernel (tests). */
   plan *(*build)(const workload *w, const topology *t, bool record_segs);
+  /* The layers it runs: a bit (1u << attn_kind) per kind; 0: softmax
+   * attention only.  build() gets one layer, of w->attention. */
+  unsigned attention;
 } sched_ops;
+
+#define SCHED_RUNS(kind) (1u << (kind))
 
 const sched_ops *sched_find(const char *name);
 /* NULL-terminated list of all schedulers. */
 const sched_ops *const *sched_all(void);
 /* "ring, zigzag, tasp" */
 char *sched_names(void);
+
+/* Whether s runs every kind of layer in w's model; an error naming the
+ * schedulers that do where not. */
+bool sched_check_attention(const sched_ops *s, const workload *w, GError **err);
+/* sched_check_attention, then s->check on one layer of each kind: the
+ * check callers make. */
+bool sched_check(const sched_ops *s, const workload *w, const topology *t, GError **err);
 
 /* Shared checks: sequence divisible into `parts` equal pieces per GPU
  * group, with at least one token per piece. */
@@ -47,7 +59,8 @@ uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_se
 typedef int64_t (*sched_pass_fn)(void *ctx, bool backward, int64_t after);
 void sched_passes(plan *p, const workload *w, sched_pass_fn pass, void *ctx);
 
-/* The operands of an attention task over all of w's heads. */
+/* The operands of an attention task over all of w's heads (linear tasks:
+ * with w's block length and decay). */
 plan_op sched_shape(const workload *w, bool causal, bool backward);
 
 extern const sched_ops sched_ring;
@@ -59,5 +72,8 @@ extern const sched_ops sched_usp;
 extern const sched_ops sched_usp_zigzag;
 extern const sched_ops sched_tokenring;
 extern const sched_ops sched_allgather;
+extern const sched_ops sched_lasp;
+extern const sched_ops sched_lasp2;
+extern const sched_ops sched_lasp2h;
 
 #endif

@@ -304,7 +304,7 @@ static plan *mkm_build(const workload *w, const topology *t, bool record_segs) {
 
 const sched_ops sched_tasp = {
     "tasp", "TASP: Hamiltonian decomposition into concurrent rings, one all-to-all per step",
-    tasp_check, tasp_build};
+    tasp_check, tasp_build, SCHED_RUNS(ATTN_SOFTMAX)};
 const sched_ops sched_tasp_mkm = {
     "tasp-mkm", "TASP over (m-K_m-m)^u: Hamiltonian paths in each node chained through the NICs",
-    mkm_check, mkm_build};
+    mkm_check, mkm_build, SCHED_RUNS(ATTN_SOFTMAX)};

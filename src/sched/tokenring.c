@@ -139,4 +139,4 @@ static plan *tokenring_build(const workload *w, const topology *t, bool record_s
 
 const sched_ops sched_tokenring = {
     "tokenring", "TokenRing: KV stays, Q moves one hop a step, block outputs go straight home",
-    tokenring_check, tokenring_build};
+    tokenring_check, tokenring_build, SCHED_RUNS(ATTN_SOFTMAX)};

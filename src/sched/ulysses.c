@@ -7,7 +7,10 @@
  * the output gradient is scattered the same way, one backward kernel,
  * then dQ, dK and dV go back (in the kernel's precision: bf16 gradients).
  * The SP degree is limited by the heads: H and the KV heads must divide
- * among the GPUs (KV heads below the degree are replicated). */
+ * among the GPUs (KV heads below the degree are replicated).
+ * Linear-attention layers (as the LASP papers run Ulysses on them): the
+ * same all-to-alls, and one chunked linear-attention kernel over the whole
+ * sequence on the GPU's heads. */
 #include "ulysses.h"
 
 uint32_t ulysses_kv_heads(const workload *w, uint32_t u) {
@@ -108,7 +111,9 @@ static int64_t pass(void *ctx, bool backward, int64_t after) {
     plan_op shape = sched_shape(w, w->causal, backward);
     shape.head_off = g * heads;
     shape.heads = heads;
-    uint32_t k = plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
+    uint32_t k = w->attention == ATTN_LINEAR
+                     ? plan_linear(p, g, 0, &shape, OP_LIN_INTRA, &all, 1, &all, 1)
+                     : plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
     if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
   }
   return ulysses_gather_heads(p, w, n, backward, 1);
@@ -126,4 +131,4 @@ static plan *ulysses_build(const workload *w, const topology *t, bool record_seg
 
 const sched_ops sched_ulysses = {
     "ulysses", "DeepSpeed-Ulysses: all-to-all to heads x whole sequence, attention, back",
-    ulysses_check, ulysses_build};
+    ulysses_check, ulysses_build, SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR)};

@@ -70,7 +70,7 @@ static plan *uspz_build(const workload *w, const topology *t, bool record_segs) 
 
 const sched_ops sched_usp = {
     "usp", "USP: Ulysses all-to-all inside a node x Ring across (--usp-ulysses)", usp_check,
-    usp_build};
+    usp_build, SCHED_RUNS(ATTN_SOFTMAX)};
 const sched_ops sched_usp_zigzag = {
     "usp-zigzag", "USP with Zigzag-Ring as its ring part (balanced causal)", uspz_check,
-    uspz_build};
+    uspz_build, SCHED_RUNS(ATTN_SOFTMAX)};

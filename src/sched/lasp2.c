@@ -1,0 +1,91 @@
+/* lasp2: LASP-2 (Sun et al. 2025, arXiv 2502.07563, Algorithms 1-4;
+ * OpenSparseLLMs/Linear-MoE), linear-attention layers only.
+ *
+ * GPU t holds chunk t.  Forward: every GPU computes its state
+ * M_t = K_t^T V_t, then ONE all-gather of the states (NCCL's ring: every
+ * GPU receives the other n-1 float32 B x H x D x D states).  Causal
+ * (Algorithm 2): the intra-chunk output [(Q_t K_t^T) (.) M] V_t is computed
+ * while the all-gather runs (issued after it, so it overlaps: the paper's
+ * lines 7-8 "on separate threads"), then the prefix M_{1:t-1} is summed
+ * locally from the gathered states and applied, O_t += Q_t M_{1:t-1}
+ * (GPU 0 has nothing before it).  Bidirectional (Algorithm 1): no
+ * intra-chunk part; the sum of all n states is applied to every chunk.
+ * Backward (Algorithms 3, 4): every GPU computes dQ from the cached
+ * prefix and its dM_t = Q_t^T dO_t, ONE all-gather of the dM, the
+ * intra-chunk gradients overlapping it, then the suffix dM_{t+1:T} (all of
+ * them, bidirectional) is summed and gives the chunk's dK, dV.
+ * Two collective calls per layer, forward and backward, against LASP's
+ * 2(n-1) point-to-point hops; the same bytes per GPU. */
+#include "lasp_common.h"
+
+static int64_t gather(lasp_ctx *c, uint32_t step, bool grads, int64_t after) {
+  uint32_t n = c->w->gpus;
+  if (n < 2) return -1;
+  g_autofree uint32_t *gpus = g_new(uint32_t, n);
+  for (uint32_t r = 0; r < n; r++) gpus[r] = r;
+  uint32_t ag = plan_comm(c->p, step, COMM_ALL_GATHER);
+  plan_task_at(c->p, ag)->grads = grads;
+  plan_coll_ring(c->p, ag, gpus, n, workload_state_bytes(c->w), c->t->gpus_per_node);
+  if (after >= 0) plan_dep(c->p, (uint32_t)after, ag);
+  plan_issue(c->p, ag, NULL, after, true);
+  return ag;
+}
+
+static int64_t fwd(lasp_ctx *c, int64_t after) {
+  const workload *w = c->w;
+  uint32_t n = w->gpus;
+  for (uint32_t r = 0; r < n; r++) {
+    plan_seg own = lasp_chunk(w, r);
+    lasp_task(c, r, 0, OP_LIN_STATE, false, NULL, &own, after);
+  }
+  int64_t ag = gather(c, 0, false, after);
+  for (uint32_t r = 0; r < n && w->causal; r++) {
+    plan_seg own = lasp_chunk(w, r);
+    lasp_task(c, r, 0, OP_LIN_INTRA, false, &own, &own, -1);
+  }
+  for (uint32_t r = w->causal ? 1 : 0; r < n; r++) {
+    plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_before(w, r) : lasp_all(w);
+    uint32_t states = w->causal ? r : n;
+    if (states > 1) lasp_sum(c, r, 1, states, ag);
+    lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag);
+  }
+  return ag;
+}
+
+static int64_t bwd(lasp_ctx *c, int64_t after) {
+  const workload *w = c->w;
+  uint32_t n = w->gpus;
+  for (uint32_t r = w->causal ? 1 : 0; r < n; r++) {
+    plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_before(w, r) : lasp_all(w);
+    lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &src, after);
+  }
+  int64_t ag = gather(c, 0, true, after);
+  for (uint32_t r = 0; r < n && w->causal; r++) {
+    plan_seg own = lasp_chunk(w, r);
+    lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
+  }
+  for (uint32_t r = 0; r < (w->causal ? n - 1 : n); r++) {
+    plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_after(w, r) : lasp_all(w);
+    uint32_t states = w->causal ? n - 1 - r : n;
+    if (states > 1) lasp_sum(c, r, 1, states, ag);
+    lasp_task(c, r, 1, OP_LIN_STATE, true, &src, &own, ag);
+  }
+  return ag;
+}
+
+static int64_t pass(void *ctx, bool backward, int64_t after) {
+  return backward ? bwd(ctx, after) : fwd(ctx, after);
+}
+
+static bool check(const workload *w, const topology *t, GError **err) {
+  (void)t;
+  return lasp_check(w, "lasp2", err);
+}
+
+static plan *build(const workload *w, const topology *t, bool record_segs) {
+  return lasp_build(w, t, record_segs, pass);
+}
+
+const sched_ops sched_lasp2 = {
+    "lasp2", "LASP-2: one all-gather of the linear-attention states, local prefix sums",
+    check, build, SCHED_RUNS(ATTN_LINEAR)};

@@ -1,0 +1,46 @@
+/* lasp_common: chunks, linear tasks and state sums for LASP and LASP-2. */
+#include "lasp_common.h"
+
+plan_seg lasp_chunk(const workload *w, uint32_t r) {
+  plan_seg s[2];
+  sched_layout(w->seq_len, r, w->gpus, false, s);
+  return s[0];
+}
+
+plan_seg lasp_before(const workload *w, uint32_t r) {
+  return (plan_seg){0, lasp_chunk(w, r).start};
+}
+
+plan_seg lasp_after(const workload *w, uint32_t r) {
+  plan_seg c = lasp_chunk(w, r);
+  return (plan_seg){c.start + c.len, w->seq_len - c.start - c.len};
+}
+
+plan_seg lasp_all(const workload *w) { return (plan_seg){0, w->seq_len}; }
+
+uint32_t lasp_task(lasp_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool backward,
+                   const plan_seg *q, const plan_seg *k, int64_t after) {
+  /* only the intra-chunk task is masked: a state's keys all precede (or,
+   * bidirectional, need no mask for) the queries it is applied to */
+  plan_op shape = sched_shape(c->w, kind == OP_LIN_INTRA && c->w->causal, backward);
+  uint32_t id = plan_linear(c->p, r, step, &shape, kind, q, q ? 1 : 0, k, k ? 1 : 0);
+  if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
+  return id;
+}
+
+uint32_t lasp_sum(lasp_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64_t after) {
+  uint32_t id = plan_copy(c->p, r, step, (states + 1) / 2.0 * workload_state_bytes(c->w));
+  if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
+  return id;
+}
+
+bool lasp_check(const workload *w, const char *who, GError **err) {
+  g_autofree char *why = g_strdup_printf("%s gives every GPU an equal contiguous chunk", who);
+  return sched_check_divisible(w, 1, why, err);
+}
+
+plan *lasp_build(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
+  lasp_ctx c = {plan_new(w->gpus, record_segs), w, t};
+  sched_passes(c.p, w, pass, &c);
+  return c.p;
+}
