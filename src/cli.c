@@ -116,14 +116,11 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
     o->shard_i = i;
     o->shard_n = n;
   }
-  for (char **a = o->set; a && *a; a++) {
-    const char *eq = strchr(*a, '=');
-    if (eq && eq[1] != '[' && eq[1] != '"' && strchr(eq, ',')) {
-      g_autofree char *m = g_strdup_printf("\"%s\": a list of values (a sweep over a topology "
-                                           "field) is not supported; run once per value", *a);
+  for (char **a = o->set; a && *a; a++)
+    if (!strchr(*a, '=') || **a == '=') {
+      g_autofree char *m = g_strdup_printf("expected KEY=VALUE, got \"%s\"", *a);
       return opt_error(err, "--set", m);
     }
-  }
   if (o->baseline && strcmp(o->baseline, "best") && strcmp(o->baseline, "ring") &&
       strcmp(o->baseline, "zigzag")) {
     g_autofree char *m = g_strdup_printf("expected best, ring or zigzag, got \"%s\"",

@@ -1,5 +1,6 @@
 /* tasp-sim: command line.  Parses options (cli.c) and calls the library. */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -13,6 +14,53 @@
 static int fail(const GError *err, int status) {
   fprintf(stderr, "tasp-sim: error: %s\n", err->message);
   return status;
+}
+
+/* --set KEY=V1,V2,...: one run per combination of the listed values, in
+ * the order given (the last option varies fastest).  A value that starts
+ * with [ or " is JSON and is taken whole.  Returns NULL-terminated
+ * assignment lists (NULL: no --set at all). */
+static GPtrArray *set_combinations(char **set) {
+  GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+  g_ptr_array_add(out, NULL);
+  if (!set) return out;
+  g_ptr_array_set_size(out, 0);
+  g_ptr_array_add(out, g_new0(char *, 1));
+  for (char **a = set; *a; a++) {
+    const char *eq = strchr(*a, '=');
+    g_autofree char *key = g_strndup(*a, (gsize)(eq - *a));
+    g_auto(GStrv) vals = eq[1] == '[' || eq[1] == '"' ? g_strdupv((char *[]){(char *)eq + 1, NULL})
+                                                       : g_strsplit(eq + 1, ",", -1);
+    GPtrArray *next = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    for (guint c = 0; c < out->len; c++)
+      for (char **v = vals; *v; v++) {
+        char **prev = out->pdata[c];
+        guint n = g_strv_length(prev);
+        char **comb = g_new0(char *, n + 2);
+        for (guint i = 0; i < n; i++) comb[i] = g_strdup(prev[i]);
+        comb[n] = g_strdup_printf("%s=%s", key, *v);
+        g_ptr_array_add(next, comb);
+      }
+    g_ptr_array_unref(out);
+    out = next;
+  }
+  return out;
+}
+
+/* A swept topology's name carries the swept assignments, so every table,
+ * CSV row and links line says which hardware it is: "h100x8x2[nic_gbps=25]". */
+static void label_topology(topology *t, char **combo, char **set) {
+  GString *l = g_string_new(t->name);
+  bool any = false;
+  for (guint i = 0; combo[i]; i++) {
+    const char *v = strchr(set[i], '=') + 1;
+    if (*v == '[' || *v == '"' || !strchr(v, ',')) continue; /* not swept */
+    g_string_append_printf(l, "%s%s", any ? ";" : "[", combo[i]);
+    any = true;
+  }
+  if (any) g_string_append_c(l, ']');
+  g_free(t->name);
+  t->name = g_string_free(l, FALSE);
 }
 
 int main(int argc, char **argv) {
@@ -32,35 +80,47 @@ int main(int argc, char **argv) {
     printf("tasp-sim %s\n", TASP_VERSION);
     return 0;
   }
-  scenario_overrides ov = cli_overrides(&o);
-  scenario *s = scenario_load(o.scenario, &ov, &err);
-  if (!s) return fail(err, 2);
+  /* every scenario of a --set sweep is loaded (and so checked) before
+   * anything runs */
+  g_autoptr(GPtrArray) combos = set_combinations(o.set);
+  g_autoptr(GPtrArray) scens = g_ptr_array_new_with_free_func((GDestroyNotify)scenario_free);
+  for (guint k = 0; k < combos->len; k++) {
+    scenario_overrides ov = cli_overrides(&o);
+    ov.set = combos->pdata[k];
+    scenario *s = scenario_load(o.scenario, &ov, &err);
+    if (!s) return fail(err, 2);
+    if (combos->len > 1) label_topology(s->topo, combos->pdata[k], o.set);
+    g_ptr_array_add(scens, s);
+  }
+  const scenario *s0 = scens->pdata[0];
   if (o.dump_topology) {
-    topo_dump(stdout, s->topo);
-    scenario_free(s);
+    for (guint k = 0; k < scens->len; k++)
+      topo_dump(stdout, ((const scenario *)scens->pdata[k])->topo);
     return 0;
   }
   g_autoptr(outputs) outs = outputs_new();
   if ((o.csv && !outputs_add(outs, "--csv", o.csv, report_csv, &err)) ||
       (o.links && !outputs_add(outs, "--links", o.links, report_links, &err)) ||
       (o.trace && !outputs_add(outs, "--trace", o.trace, report_trace, &err)) ||
-      !outputs_check_input(outs, s->file, "scenario file", &err) ||
-      !outputs_check_input(outs, s->topo->file, "topology file", &err)) {
-    scenario_free(s);
+      !outputs_check_input(outs, s0->file, "scenario file", &err) ||
+      !outputs_check_input(outs, s0->topo->file, "topology file", &err))
     return fail(err, 2);
-  }
   sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm,
                           .keep_trace = o.trace != NULL},
                  .jobs = (unsigned)o.jobs, .shard = o.shard_i, .shards = o.shard_n};
-  so.progress = isatty(STDERR_FILENO) && s->points->len >= 50 && !o.quiet;
-  GPtrArray *results = sim_run_all(s, &so);
-  report_ctx rc = {s, results, o.links_summary};
-
-  int status = 0;
-  if (!o.quiet && !outputs_to_stdout(outs)) report_table(stdout, &rc);
-  else if (!o.quiet) report_notes(stderr, &rc);
-  if (!outputs_write(outs, &rc, &err)) status = fail(err, 1);
-  g_ptr_array_free(results, TRUE);
-  scenario_free(s);
-  return status;
+  so.progress = isatty(STDERR_FILENO) && s0->points->len >= 50 && !o.quiet;
+  /* one table per topology of the sweep; the files get every row */
+  g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+  g_autoptr(GPtrArray) all = g_ptr_array_new();
+  for (guint k = 0; k < scens->len; k++) {
+    GPtrArray *results = sim_run_all(scens->pdata[k], &so);
+    g_ptr_array_add(runs, results);
+    report_ctx rc = {scens->pdata[k], results, o.links_summary};
+    if (!o.quiet && !outputs_to_stdout(outs)) report_table(stdout, &rc);
+    else if (!o.quiet) report_notes(stderr, &rc);
+    for (guint i = 0; i < results->len; i++) g_ptr_array_add(all, results->pdata[i]);
+  }
+  report_ctx rc = {s0, all, o.links_summary};
+  if (!outputs_write(outs, &rc, &err)) return fail(err, 1);
+  return 0;
 }

@@ -99,7 +99,6 @@ void report_notes(FILE *f, const report_ctx *c) {
 /* One line over the whole run: per scheduler, its mean link utilisation
  * and in how many points it left channels idle. */
 static void links_summary(FILE *f, const report_ctx *c) {
-  const topology *t = c->s->topo;
   GString *s = g_string_new("links: mean utilisation");
   for (guint k = 0; k < c->s->scheds->len; k++) {
     const sched_ops *so = c->s->scheds->pdata[k];
@@ -110,7 +109,7 @@ static void links_summary(FILE *f, const report_ctx *c) {
       if (r->pt.sched != so) continue;
       sum += r->mean_util;
       n++;
-      g_autoptr(GArray) ks = kind_stats(t, r);
+      g_autoptr(GArray) ks = kind_stats(r->topo, r);
       unsigned idle = 0;
       for (guint j = 0; j < ks->len; j++) idle += g_array_index(ks, kind_stat, j).idle;
       with_idle += idle > 0;
@@ -162,7 +161,8 @@ void report_table(FILE *f, const report_ctx *c) {
       while (j0 > 0 && same_group(c->results->pdata[j0 - 1], r)) j0--;
       g_autofree char *v = verdict_line(t, (sim_result *const *)c->results->pdata + j0, i + 1 - j0);
       fprintf(f, "            => %s\n", v);
-      for (guint j = j0; j <= i; j++) links_line(f, t, c->results->pdata[j], c->links_summary);
+      for (guint j = j0; j <= i; j++) links_line(f, ((const sim_result *)c->results->pdata[j])->topo, c->results->pdata[j],
+                                                   c->links_summary);
       group_notes(f, c, j0, i + 1, seen, "            ");
     }
   }
@@ -181,7 +181,7 @@ void report_csv(FILE *f, const report_ctx *c) {
     const workload *w = &r->pt.w;
     csv_str(f, r->pt.sched->name);
     fputc(',', f);
-    csv_str(f, c->s->topo->name);
+    csv_str(f, r->topo->name);
     fprintf(f, ",%u,%" G_GUINT64_FORMAT ",%u,%u,%u,%u,", w->gpus, w->seq_len, w->batch,
             w->heads, w->kv_heads, w->head_dim);
     csv_str(f, w->dtype);
@@ -195,11 +195,11 @@ void report_csv(FILE *f, const report_ctx *c) {
 }
 
 void report_links(FILE *f, const report_ctx *c) {
-  const topology *t = c->s->topo;
   fputs("scheduler,topology,gpus,seq_len,mask,pass,channel,kind,capacity_gbps,bytes,busy_ms,"
         "utilization\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
+    const topology *t = r->topo;
     g_autofree uint8_t *avail = sim_channels_available(t, r->pt.w.gpus);
     for (uint32_t ch = 0; ch < t->channels->len; ch++) {
       if (!avail[ch]) continue;

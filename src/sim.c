@@ -50,6 +50,7 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
   gint64 t0 = g_get_monotonic_time();
   sim_result *res = g_new0(sim_result, 1);
   res->pt = *pt;
+  res->topo = t;
   if (layers_total(&pt->w) > 1) {
     res->r = run_layers(t, pt, o, &res->note);
   } else {

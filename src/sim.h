@@ -12,6 +12,7 @@
 
 typedef struct {
   scenario_point pt;
+  const topology *topo;   /* the point's topology (a --set sweep has several) */
   exec_result *r;
   char *note;             /* scheduler's remark, or NULL */
   double speedup_vs_ring;

@@ -35,13 +35,13 @@ static long long ns(double t_s) { return llround(t_s * 1e9); }
 static void us(FILE *f, long long v) { fprintf(f, "%lld.%03lld", v / 1000, v % 1000); }
 
 void report_trace(FILE *f, const report_ctx *c) {
-  const topology *t = c->s->topo;
   fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
   bool first = true;
   unsigned flow = 0; /* flow ids are unique in the whole trace */
 #define SEP() do { if (!first) fputs(",\n", f); first = false; } while (0)
   for (guint p = 0; p < c->results->len; p++) {
     const sim_result *r = c->results->pdata[p];
+    const topology *t = r->topo;
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     SEP();
     g_autofree char *pname = g_strdup_printf("%s seq %s sp %u %s %s", r->pt.sched->name, seq,

@@ -189,8 +189,18 @@ expect_error "a near scheduler name is suggested" "unknown scheduler \"zigzg\" (
 expect_error "--set on a missing object" "option '--set': \"foo.bar=1\": the topology has no object 'foo'" \
   --topology h100x8 --set foo.bar=1
 expect_error "--set without a value" "option '--set': expected KEY=VALUE" --topology h100x8 --set comm.launch_us
-expect_error "--set sweep refused, not ignored" "option '--set': \"generator.nic_gbps=25,50\": a list of values" \
-  --topology h100x8x2 --set generator.nic_gbps=25,50
+# a --set sweep: one run per value, each row labelled with its value;
+# halving the NIC rate (communication only) doubles the ring's time
+"$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --set comm.launch_us=0,15 --sched ring \
+  --seq 128K --sp 16 --no-compute --csv - --quiet > "$tmp/sweep.csv"
+check "--set sweep: one row per combination, labelled, in order" \
+  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2 | tr '\\n' ' ')\" = 'h100x8x2[generator.nic_gbps=25;comm.launch_us=0] h100x8x2[generator.nic_gbps=25;comm.launch_us=15] h100x8x2[generator.nic_gbps=50;comm.launch_us=0] h100x8x2[generator.nic_gbps=50;comm.launch_us=15] ' ]"
+check "--set sweep: each value is applied (NICs at half the rate: ring ~2x)" \
+  "awk -F, 'NR == 2 {a = \$12} NR == 4 {b = \$12} END {exit !(a / b > 1.9 && a / b < 2.1)}' $tmp/sweep.csv"
+"$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --sched ring --seq 128K --sp 16 > "$tmp/sweep.txt"
+check "--set sweep: a table per value" "[ \$(grep -c '^tasp-sim .*h100x8x2\\[generator.nic_gbps=' $tmp/sweep.txt) -eq 2 ]"
+expect_error "--set sweep: every value checked before anything runs" \
+  "field 'generator.nic_gbps': expected 0.001 to 100000 GB/s" --topology h100x8x2 --set generator.nic_gbps=25,1e9
 expect_error "--set value checked like the file's" "field 'generator.port_gbps': expected 0.001 to 100000 GB/s" \
   --topology h100x8 --set generator.port_gbps=1e9
 expect_error "--baseline checked" "option '--baseline': expected best, ring or zigzag" \
