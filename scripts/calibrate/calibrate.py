@@ -44,7 +44,17 @@ Every measurement is one JSON line (rank 0 writes them):
                                   step, block outputs go straight back to
                                   their owner (full, causal)
                      Every schedule is first checked against PyTorch
-                     autograd (output, dQ, dK, dV) over the whole sequence
+                     autograd (output, dQ, dK, dV) over the whole sequence.
+                     With --attention linear, linear-attention layers
+                     instead (records carry "attention": "linear"):
+                       lasp       LASP: the float32 running state travels
+                                  rank to rank, point to point
+                       lasp2      LASP-2: one all_gather of the states,
+                                  local prefix (suffix) sums
+                       ring       KV one hop a step, K^T V then Q times it
+  linear-nN.jsonl    (--parts linear) linear-attention kernels alone:
+                     intra-chunk (causal, none), state K^T V, apply Q M,
+                     forward and backward, as compute.linear_table entries
 
 Timing: every timed iteration starts after a barrier; `ms` is the median
 over iterations of the slowest rank's time (CUDA events), ms_min / ms_max
