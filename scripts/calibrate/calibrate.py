@@ -44,7 +44,17 @@ Every measurement is one JSON line (rank 0 writes them):
                                   step, block outputs go straight back to
                                   their owner (full, causal)
                      Every schedule is first checked against PyTorch
-                     autograd (output, dQ, dK, dV) over the whole sequence
+                     autograd (output, dQ, dK, dV) over the whole sequence.
+                     With --attention linear, linear-attention layers
+                     instead (records carry "attention": "linear"):
+                       lasp       LASP: the float32 running state travels
+                                  rank to rank, point to point
+                       lasp2      LASP-2: one all_gather of the states,
+                                  local prefix (suffix) sums
+                       ring       KV one hop a step, K^T V then Q times it
+  linear-nN.jsonl    (--parts linear) linear-attention kernels alone:
+                     intra-chunk (causal, none), state K^T V, apply Q M,
+                     forward and backward, as compute.linear_table entries
 
 Timing: every timed iteration starts after a barrier; `ms` is the median
 over iterations of the slowest rank's time (CUDA events), ms_min / ms_max
@@ -960,6 +970,536 @@ class TokenRing:
         return self.dkv[:, :, 0], self.dkv[:, :, 1]
 
 
+# ------------------------------------------------------- linear attention
+
+# Linear attention, chunked: no decay, no normalisation, no feature map.
+# Causal: O = ((Q K^T) (.) M) V; bidirectional: O = Q (K^T V).  Layouts are
+# (B, H, L, D) bf16; states M = K^T V are float32 (B, H, D, D).  These
+# stand in for lightning attention's kernels (plain PyTorch batched matrix
+# products, blocks of LIN_BLOCK tokens, tasp-sim's linear_block default).
+LIN_BLOCK = 64
+_OUT32 = []
+
+
+def out32():
+    """Whether torch.bmm takes out_dtype=float32 for bf16 inputs here
+    (PyTorch >= 2.9 on CUDA): bf16 tensor-core products accumulated and
+    stored in float32.  Else the inputs are cast to float32 first."""
+    if not _OUT32:
+        try:
+            x = torch.zeros(1, 16, 16, dtype=torch.bfloat16, device=DEV)
+            _OUT32.append(torch.bmm(x, x, out_dtype=torch.float32).dtype == torch.float32)
+        except (TypeError, RuntimeError):
+            _OUT32.append(False)
+    return _OUT32[0]
+
+
+def mm32(a, b):
+    """Batched product of bf16 3-D tensors as float32."""
+    if out32():
+        return torch.bmm(a, b, out_dtype=torch.float32)
+    return torch.bmm(a.float(), b.float())
+
+
+def _bh(x):
+    """(B, H, L, D) -> (B H, L, D), a view."""
+    return x.reshape(-1, x.shape[-2], x.shape[-1])
+
+
+def lin_state(k, v):
+    """OP_LIN_STATE forward: M = K^T V, float32 (B, H, D, D)."""
+    B, H, _, D = k.shape
+    return mm32(_bh(k).transpose(1, 2), _bh(v)).view(B, H, D, D)
+
+
+def lin_apply(q, m, out=None):
+    """OP_LIN_APPLY forward: Q M (M float32, used as bf16 by the tensor
+    cores), into a new tensor, or added to `out` in place."""
+    mb = _bh(m.to(torch.bfloat16))
+    if out is None:
+        return torch.bmm(_bh(q), mb).view(q.shape)
+    _bh(out).baddbmm_(_bh(q), mb)
+    return out
+
+
+def lin_apply_bwd(q, do, m):
+    """OP_LIN_APPLY backward: dQ = dO M^T (bf16), dM = Q^T dO (float32)."""
+    B, H, _, D = q.shape
+    dq = torch.bmm(_bh(do), _bh(m.to(torch.bfloat16)).transpose(1, 2)).view(q.shape)
+    return dq, mm32(_bh(q).transpose(1, 2), _bh(do)).view(B, H, D, D)
+
+
+def lin_state_bwd(k, v, dm):
+    """OP_LIN_STATE backward: dK = V dM^T, dV = K dM (dM float32)."""
+    dmb = _bh(dm.to(torch.bfloat16))
+    dk = torch.bmm(_bh(v), dmb.transpose(1, 2)).view(k.shape)
+    return dk, torch.bmm(_bh(k), dmb).view(v.shape)
+
+
+_TRIL = {}
+
+
+def _blocks(x, b):
+    """(B, H, L, D) -> (B H L/b, b, D), a view."""
+    return x.reshape(-1, b, x.shape[-1])
+
+
+def _masked_scores(qb, kb, b):
+    """Diagonal blocks' (Q_i K_i^T) (.) M, bf16 (B H L/b, b, b)."""
+    keep = _TRIL.get((b, qb.device))
+    if keep is None:
+        keep = _TRIL[(b, qb.device)] = torch.ones(b, b, dtype=torch.bool,
+                                                  device=qb.device).tril()
+    return torch.bmm(qb, kb.transpose(1, 2)).masked_fill_(~keep, 0)
+
+
+def _prefix_states(kb, vb, nbh, b):
+    """Per block i the float32 states K_i^T V_i (B H, L/b, D, D)."""
+    D = kb.shape[-1]
+    return mm32(kb.transpose(1, 2), vb).view(nbh, -1, D, D)
+
+
+def lin_intra(q, k, v, causal, b=LIN_BLOCK):
+    """OP_LIN_INTRA forward: the chunk onto itself from a zero state.
+    Full: Q (K^T V).  Causal (lightning attention's two passes): masked
+    diagonal blocks (Q_i K_i^T (.) M) V_i, plus Q_i times the float32 sum
+    of the earlier blocks' K_j^T V_j (an exclusive prefix sum over
+    blocks)."""
+    if not causal:
+        return lin_apply(q, lin_state(k, v))
+    B, H, L, D = q.shape
+    b = min(b, L)
+    qb, kb, vb = _blocks(q, b), _blocks(k, b), _blocks(v, b)
+    o = torch.bmm(_masked_scores(qb, kb, b), vb)
+    kv = _prefix_states(kb, vb, B * H, b).cumsum_(1)
+    pre = torch.zeros(B * H, L // b, D, D, dtype=torch.bfloat16, device=q.device)
+    pre[:, 1:] = kv[:, :-1]
+    o.baddbmm_(qb, pre.view(-1, D, D))
+    return o.view(q.shape)
+
+
+def lin_intra_bwd(q, k, v, do, causal, b=LIN_BLOCK):
+    """OP_LIN_INTRA backward: dQ, dK, dV (bf16) of lin_intra.  Full: the
+    state recomputed, then apply's and state's backward.  Causal: the
+    diagonal blocks' five products (scores, dV, dS, dQ, dK) and, for the
+    inter-block part, the block states recomputed, dQ += dO_i P_i^T, dP_i =
+    Q_i^T dO_i (float32) and its exclusive suffix sum S_i, dK_i += V_i
+    S_i^T, dV_i += K_i S_i (lightning attention's backward)."""
+    if not causal:
+        dq, dm = lin_apply_bwd(q, do, lin_state(k, v))
+        dk, dv = lin_state_bwd(k, v, dm)
+        return dq, dk, dv
+    B, H, L, D = q.shape
+    b = min(b, L)
+    qb, kb, vb, dob = _blocks(q, b), _blocks(k, b), _blocks(v, b), _blocks(do, b)
+    s = _masked_scores(qb, kb, b)
+    dv = torch.bmm(s.transpose(1, 2), dob)
+    ds = _masked_scores(dob, vb, b)
+    dq = torch.bmm(ds, kb)
+    dk = torch.bmm(ds.transpose(1, 2), qb)
+    nb = L // b
+    kv = _prefix_states(kb, vb, B * H, b).cumsum_(1)
+    pre = torch.zeros(B * H, nb, D, D, dtype=torch.bfloat16, device=q.device)
+    pre[:, 1:] = kv[:, :-1]
+    dq.baddbmm_(dob, pre.view(-1, D, D).transpose(1, 2))
+    dp = mm32(qb.transpose(1, 2), dob).view(B * H, nb, D, D).cumsum_(1)
+    suf = (dp[:, -1:] - dp).to(torch.bfloat16).view(-1, D, D)
+    dk.baddbmm_(vb, suf.transpose(1, 2))
+    dv.baddbmm_(kb, suf)
+    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
+
+
+def linear_reference(q, k, v, causal):
+    """Whole-sequence linear attention in float32 (B, H, S, D), for autograd."""
+    if causal:
+        s = torch.matmul(q, k.transpose(-1, -2)).tril()
+        return torch.matmul(s, v)
+    return torch.matmul(q, torch.matmul(k.transpose(-1, -2), v))
+
+
+def measure_linear(out, n, heads, dims, chunks, iters, block):
+    """Each linear kernel kind on this GPU alone, forward and backward,
+    timed apart: intra (causal and full), state and apply (no mask),
+    batch 1.  Records carry exactly the fields of a topology's
+    compute.linear_table entry."""
+    name = f"linear-n{n}.jsonl"
+    t0 = time.time()
+    for L in chunks:
+        for H in heads:
+            for D in dims:
+                q, k, v, do = (bf16(1, H, L, D) for _ in range(4))
+                m = lin_state(k, v)
+                kinds = [("intra", True, lambda: lin_intra(q, k, v, True, block),
+                          lambda: lin_intra_bwd(q, k, v, do, True, block)),
+                         ("intra", False, lambda: lin_intra(q, k, v, False, block),
+                          lambda: lin_intra_bwd(q, k, v, do, False, block)),
+                         ("state", False, lambda: lin_state(k, v),
+                          lambda: lin_state_bwd(k, v, m)),
+                         ("apply", False, lambda: lin_apply(q, m),
+                          lambda: lin_apply_bwd(q, do, m))]
+                for kind, causal, fwd, bwd in kinds:
+                    try:
+                        fms, _, _ = timed(fwd, iters, 2)
+                        bms, _, _ = timed(bwd, iters, 2)
+                    except RuntimeError as e:  # memory
+                        print(f"calibrate: linear {kind} H={H} D={D} L={L} failed: {e}",
+                              flush=True)
+                        torch.cuda.empty_cache()
+                        continue
+                    out.write(name, {"kind": kind, "batch": 1, "heads": H, "head_dim": D,
+                                     "tokens": L, "causal": causal, "block": block,
+                                     "decay": False, "fwd_ms": fms, "bwd_ms": bms})
+                del q, k, v, do, m, kinds
+                torch.cuda.empty_cache()
+        print(f"calibrate: linear chunk {L} done at {time.time() - t0:.0f} s", flush=True)
+
+
+class LinearPass:
+    """Common parts of the linear-attention passes: rank r holds tokens
+    [r c, (r+1) c) (both masks), Q and the packed KV (2, B, H, c, D) bf16;
+    `acc` is the output after run(), `dq` after run_backward()."""
+
+    attention = "linear"
+
+    def __init__(self, causal, n, rank, B, H, D, c, comm):
+        self.causal, self.n, self.rank, self.comm = causal, n, rank, comm
+        self.B, self.H, self.D, self.c = B, H, D, c
+        self.q = bf16(B, H, c, D)
+        self.kv = bf16(2, B, H, c, D)
+        self.k, self.v = self.kv[0], self.kv[1]
+
+    def state_buf(self):
+        return torch.zeros(self.B, self.H, self.D, self.D, dtype=torch.float32, device=DEV)
+
+    def send(self, t, peer):
+        return [dist.isend(t, peer)] if self.comm else []
+
+    def recv(self, t, peer):
+        """Receive into t; the compute stream waits for it."""
+        if self.comm:
+            dist.irecv(t, peer).wait()
+
+    def prepare_backward(self, dout):
+        self.run()
+        self.dout = dout
+
+
+class Lasp(LinearPass):
+    """LASP (arXiv 2404.02882; OpenNLPLab/LASP lasp_naive.py), as tasp-sim's
+    src/sched/lasp.c models it.  Every message is one float32 B x H x D x D
+    state, sent with dist.isend / dist.irecv (point to point), one hop
+    after another.
+    Causal forward, rank r: M_r = K_r^T V_r, then the intra-chunk output
+    (both before any communication); r > 0: receive M_{1:r-1} from r-1,
+    O_r += Q_r M_{1:r-1}; r < n-1: M_{1:r} = M_{1:r-1} + M_r (r = 0: M_0
+    itself) sent to r+1.
+    Causal backward, rank r: r > 0: dQ_r = dO_r M_{1:r-1}^T (cached) and
+    dM_r = Q_r^T dO_r; the intra-chunk backward; then the chain the other
+    way: r < n-1: receive dM_{r+1:n} from r+1, dK_r += V_r dM^T, dV_r += K_r
+    dM; r > 0: dM_{r:n} (r = n-1: dM_r itself) sent to r-1.
+    Bidirectional, forward (backward): every rank M_r (backward: dQ_r and
+    dM_r from the cached total); lap 1: the running sum goes 0 -> 1 -> ...
+    -> n-1, each rank adding its own; rank n-1 sends the total to 0 and
+    lap 2 hands it on 0 -> 1 -> ... -> n-2 (a rank forwards it before
+    using it); each rank then applies the total (backward: dK, dV from the
+    total dM).  2(n-1) serial hops."""
+
+    comm_api = "p2p"
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.pre = self.state_buf()    # M_{1:r-1} (or the total), received
+        self.suf = self.state_buf()    # dM_{r+1:n} (or a running sum), received
+
+    def chain_sum(self, own, buf):
+        """Bidirectional: the two laps; returns the total of every rank's
+        `own` (buf receives)."""
+        n, r = self.n, self.rank
+        if n == 1:
+            return own
+        reqs = []
+        if r > 0:
+            self.recv(buf, r - 1)
+            part = buf + own
+        else:
+            part = own
+        reqs += self.send(part, (r + 1) % n)
+        if r == n - 1:
+            total = part
+        else:
+            self.recv(buf, (r - 1) % n)
+            total = buf
+            if r + 1 < n - 1:
+                reqs += self.send(total, r + 1)
+        wait_all(reqs)
+        return total
+
+    def run(self):
+        n, r = self.n, self.rank
+        m = lin_state(self.k, self.v)
+        if not self.causal:
+            self.total = self.chain_sum(m, self.pre)
+            self.acc = lin_apply(self.q, self.total)
+            return
+        self.acc = lin_intra(self.q, self.k, self.v, True)
+        reqs = []
+        if r > 0:
+            self.recv(self.pre, r - 1)
+            lin_apply(self.q, self.pre, self.acc)
+        if r + 1 < n:
+            tot = self.pre + m if r > 0 else m  # M_{1:r}
+            reqs = self.send(tot, r + 1)
+        wait_all(reqs)
+
+    def run_backward(self):
+        n, r = self.n, self.rank
+        if not self.causal:
+            self.dq, dm = lin_apply_bwd(self.q, self.dout, self.total)
+            total = self.chain_sum(dm, self.suf)
+            return lin_state_bwd(self.k, self.v, total)
+        if r > 0:
+            dqa, dm = lin_apply_bwd(self.q, self.dout, self.pre)
+        self.dq, dk, dv = lin_intra_bwd(self.q, self.k, self.v, self.dout, True)
+        if r > 0:
+            self.dq += dqa
+        reqs = []
+        if r + 1 < n:
+            self.recv(self.suf, r + 1)
+            dks, dvs = lin_state_bwd(self.k, self.v, self.suf)
+            dk += dks
+            dv += dvs
+        if r > 0:
+            tot = self.suf + dm if r + 1 < n else dm  # dM_{r:n}
+            reqs = self.send(tot, r - 1)
+        wait_all(reqs)
+        return dk, dv
+
+
+class Lasp2(LinearPass):
+    """LASP-2 (arXiv 2502.07563 Algorithms 1-4; OpenSparseLLMs/Linear-MoE),
+    as tasp-sim's src/sched/lasp2.c models it.
+    Forward, rank t: M_t = K_t^T V_t (float32); ONE all_gather_into_tensor
+    of the states (n, B, H, D, D), issued asynchronously; causal: the
+    intra-chunk output computed while it runs; wait; causal t > 0: the
+    prefix M_{1:t-1} summed from the gathered states (a sum only past one
+    state), O_t += Q_t M_{1:t-1}; bidirectional: the sum of all n states,
+    O_t = Q_t M.
+    Backward: dQ_t = dO_t M^T from the cached prefix (total) and dM_t =
+    Q_t^T dO_t (causal: t > 0 only; rank 0 sends zeros, its dM is nobody's
+    suffix); ONE all_gather of the dM (async); causal: the intra-chunk
+    backward meanwhile; wait; the suffix dM_{t+1:n} (bidirectional: all of
+    them) summed; dK_t += V_t dM^T, dV_t += K_t dM."""
+
+    comm_api = "all_gather"
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.glob = torch.zeros(self.n, self.B, self.H, self.D, self.D,
+                                dtype=torch.float32, device=DEV)
+
+    def gather(self, m):
+        if not self.comm:
+            return None
+        return dist.all_gather_into_tensor(self.glob, m.contiguous(), async_op=True)
+
+    def total(self, lo, hi):
+        """The sum of gathered states lo..hi-1 (None if none)."""
+        if hi - lo <= 0:
+            return None
+        return self.glob[lo] if hi - lo == 1 else self.glob[lo:hi].sum(0)
+
+    def run(self):
+        n, r = self.n, self.rank
+        m = lin_state(self.k, self.v)
+        work = self.gather(m)
+        if self.causal:
+            self.acc = lin_intra(self.q, self.k, self.v, True)
+        if work is not None:
+            work.wait()
+        if self.causal:
+            self.pre = self.total(0, r)
+            if self.pre is not None:
+                self.pre = self.pre.clone()  # kept for backward: glob is reused
+                lin_apply(self.q, self.pre, self.acc)
+        else:
+            self.pre = self.total(0, n)
+            self.acc = lin_apply(self.q, self.pre)
+
+    def run_backward(self):
+        n, r = self.n, self.rank
+        dqa = None
+        if self.pre is not None:
+            dqa, dm = lin_apply_bwd(self.q, self.dout, self.pre)
+        else:
+            dm = self.state_buf()
+        work = self.gather(dm)
+        if self.causal:
+            self.dq, dk, dv = lin_intra_bwd(self.q, self.k, self.v, self.dout, True)
+            if dqa is not None:
+                self.dq += dqa
+        else:
+            self.dq, dk, dv = dqa, None, None
+        if work is not None:
+            work.wait()
+        suf = self.total(r + 1, n) if self.causal else self.total(0, n)
+        if suf is not None:
+            dks, dvs = lin_state_bwd(self.k, self.v, suf)
+            if dk is None:
+                dk, dv = dks, dvs
+            else:
+                dk += dks
+                dv += dvs
+        return dk, dv
+
+
+class LinRing(LinearPass):
+    """Ring on linear-attention layers, as the LASP papers compare it and
+    tasp-sim's src/sched/ring.c models it: the KV travels exactly as in
+    the softmax ring (Pass): step t, one batch_isend_irecv of the packed KV
+    (2, B, H, c, D) bf16 to r+1, from r-1, while the step's kernels run on
+    the KV held.  Step kernels: own chunk (t = 0): one intra-chunk kernel
+    (causal or full); another chunk (bidirectional, or causal from an
+    earlier rank; later ones skipped): the right product, M = K_j^T V_j
+    (float32, kept for backward) then O += Q M.
+    Backward: KV moves again the same way; per step, own chunk: the
+    intra-chunk backward; another needed chunk: dQ += dO M^T, dM = Q^T dO
+    (apply's backward), then dK_j = V_j dM^T, dV_j = K_j dM (state's);
+    the float32 dK/dV accumulator (2, B, H, c, D) of the KV held gets them
+    plus what its earlier holders added and moves one hop after the step's
+    kernels, n hops in all, the last one home."""
+
+    comm_api = "batch_p2p"
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.bufs = [torch.empty_like(self.kv), torch.empty_like(self.kv)]
+        self.dacc = [torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
+                     for _ in range(3)]
+
+    def exchange(self, src, dst):
+        if not self.comm:
+            return []
+        n, r = self.n, self.rank
+        return p2p(None, [(src, (r + 1) % n)], [(dst, (r - 1) % n)])
+
+    def needed(self, t):
+        """'own', 'other' or None: what step t computes on the KV held."""
+        n, r = self.n, self.rank
+        src = (r - t) % n
+        if src == r:
+            return "own"
+        return "other" if not self.causal or src < r else None
+
+    def run(self):
+        n = self.n
+        cur = self.kv
+        self.states = {}
+        for t in range(n):
+            reqs, recv = [], None
+            if t + 1 < n:
+                recv = self.bufs[t % 2]
+                reqs = self.exchange(cur, recv)
+            what = self.needed(t)
+            if what == "own":
+                self.acc = lin_intra(self.q, cur[0], cur[1], self.causal)
+            elif what == "other":
+                m = self.states[t] = lin_state(cur[0], cur[1])
+                lin_apply(self.q, m, self.acc)
+            wait_all(reqs)
+            if recv is not None and self.comm:
+                cur = recv
+
+    def run_backward(self):
+        n = self.n
+        cur, dreqs = self.kv, []
+        arrived = self.dacc[2]
+        for t in range(n):
+            reqs, recv = [], None
+            if t + 1 < n:
+                recv = self.bufs[t % 2]
+                reqs = self.exchange(cur, recv)
+            acc = self.dacc[t % 2]
+            acc.zero_()
+            what = self.needed(t)
+            if what == "own":
+                self.dq, dk, dv = lin_intra_bwd(self.q, cur[0], cur[1], self.dout, self.causal)
+            elif what == "other":
+                dq, dm = lin_apply_bwd(self.q, self.dout, self.states[t])
+                self.dq += dq
+                dk, dv = lin_state_bwd(cur[0], cur[1], dm)
+            if what is not None:
+                acc[0] += dk
+                acc[1] += dv
+            wait_all(dreqs)
+            if t > 0 and self.comm:
+                acc += arrived
+            dreqs = self.exchange(acc, arrived)
+            wait_all(reqs)
+            if recv is not None and self.comm:
+                cur = recv
+        wait_all(dreqs)
+        dkv = arrived if self.comm else self.dacc[(n - 1) % 2]
+        return dkv[0], dkv[1]
+
+
+LINEAR_SCHEDULES = [("lasp", False), ("lasp", True), ("lasp2", False), ("lasp2", True),
+                    ("ring", False), ("ring", True)]
+LINEAR_CLASSES = {"lasp": Lasp, "lasp2": Lasp2, "ring": LinRing}
+
+
+def check_linear_passes(n, rank, B, H, D, c, schedules=LINEAR_SCHEDULES, stop=True):
+    """As check_passes, for the linear-attention programs: each one's
+    output, dQ, dK and dV against PyTorch autograd through whole-sequence
+    linear attention (linear_reference, float32, from the same bf16
+    inputs) on one GPU.  Same failure rule (error above 2e-2 relative to
+    the reference's largest magnitude, or an exception)."""
+    g = torch.Generator(device=DEV).manual_seed(1234)
+    S = n * c
+    # scaled so that outputs stay O(1)-ish: randn / sqrt(D) per factor
+    q, k, v, dout = (torch.randn(B, H, S, D, device=DEV, generator=g).div(D ** 0.5)
+                     .to(torch.bfloat16) for _ in range(4))
+    worst, failed = {}, []
+    sl = slice(rank * c, (rank + 1) * c)
+    for sched, causal in schedules:
+        label = f"{sched} {'causal' if causal else 'full'}"
+        qr, kr, vr = (x.float().requires_grad_() for x in (q, k, v))
+        ref = linear_reference(qr, kr, vr, causal)
+        ref.backward(dout.float())
+        wants = [ref.detach()[:, :, sl], qr.grad[:, :, sl], kr.grad[:, :, sl],
+                 vr.grad[:, :, sl]]
+        try:
+            p = LINEAR_CLASSES[sched](causal, n, rank, B, H, D, c, True)
+            p.q.copy_(q[:, :, sl])
+            p.k.copy_(k[:, :, sl])
+            p.v.copy_(v[:, :, sl])
+            p.prepare_backward(dout[:, :, sl].contiguous())
+            dk, dv = p.run_backward()
+            gots = [p.acc, p.dq, dk, dv]
+            errs = [((got.float() - want).abs().max() / want.abs().max()).item()
+                    for got, want in zip(gots, wants)]
+            why = ""
+        except (RuntimeError, ValueError, TypeError) as e:
+            errs, why = [float("inf")] * 4, f" ({type(e).__name__}: {e})"
+        p = None
+        err = torch.tensor(errs, device=DEV)
+        dist.all_reduce(err, op=dist.ReduceOp.MAX)
+        for what, e in zip(("output", "dQ", "dK", "dV"), err.tolist()):
+            if not e <= 2e-2:  # NaN fails too
+                msg = (f"calibrate: linear {label} {what} differs from reference linear "
+                       f"attention by {e:.3g}{why}")
+                if stop:
+                    raise SystemExit(msg)
+                if rank == 0:
+                    print(msg + "; not timed", flush=True)
+                failed.append((sched, causal))
+                break
+            worst[label] = max(worst.get(label, 0.0), e)
+    if rank == 0:
+        print("calibrate: linear check errors " + json.dumps(
+            {k: round(v, 5) for k, v in worst.items()}), flush=True)
+    return worst, failed
+
+
 def token_ranges(sched, causal, n, rank, c):
     """Global token ranges a rank holds, in its local order."""
     if sched in ("ring", "ulysses") or not causal:
@@ -1034,8 +1574,10 @@ def check_passes(n, rank, B, H, D, c, schedules=SCHEDULES, stop=True):
 
 
 def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SCHEDULES,
-                   stop=True):
-    worst, failed = check_passes(n, rank, B, H, D, min(per_gpu), schedules, stop)
+                   stop=True, attention="softmax"):
+    linear = attention == "linear"
+    check = check_linear_passes if linear else check_passes
+    worst, failed = check(n, rank, B, H, D, min(per_gpu), schedules, stop)
     schedules = [x for x in schedules if x not in failed]
     if rank == 0 and worst:
         print(f"calibrate: {'every' if not failed else 'each other'} pass matches reference "
@@ -1046,15 +1588,19 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SC
     for c in per_gpu:
         for sched, causal in schedules:
             for comm in (True, False):
-                p = make_pass(sched, causal, n, rank, B, H, D, c, comm)
+                if linear:
+                    p = LINEAR_CLASSES[sched](causal, n, rank, B, H, D, c, comm)
+                else:
+                    p = make_pass(sched, causal, n, rank, B, H, D, c, comm)
                 runs = [("fwd", p.run)]
                 if backward:
                     p.prepare_backward(torch.randn_like(p.q))
                     runs.append(("bwd", p.run_backward))
                 for pas, fn in runs:
                     ms, lo, hi = timed(fn, iters, 2)
+                    extra = {"attention": "linear", "block": LIN_BLOCK} if linear else {}
                     out.write(name, {
-                        "part": "pass", "n": n, "sched": sched,
+                        **extra, "part": "pass", "n": n, "sched": sched,
                         "mask": "causal" if causal else "full", "pass": pas, "comm": comm,
                         "comm_api": p.comm_api,
                         "tasp_cycles": ",".join("-".join(map(str, cyc)) for cyc in p.cycles)
@@ -1083,8 +1629,17 @@ def main():
     ap.add_argument("--backward", action="store_true",
                     help="also time the backward passes (after a forward; float32 dK/dV "
                          "accumulators travel with the KV, as in ring_flash_attn)")
-    ap.add_argument("--schedules", default=",".join(dict.fromkeys(s for s, _ in SCHEDULES)),
-                    help="schedules of the passes part (each with the masks it has)")
+    ap.add_argument("--schedules",
+                    help="schedules of the passes part (each with the masks it has); "
+                         "default: every one of the --attention kind")
+    ap.add_argument("--attention", choices=("softmax", "linear"), default="softmax",
+                    help="passes part: softmax attention (flash kernels) or linear "
+                         "attention (schedules lasp, lasp2, ring; records carry "
+                         "\"attention\": \"linear\")")
+    ap.add_argument("--linear-heads", default="16,32", help="linear part: heads")
+    ap.add_argument("--linear-head-dims", default="128,64", help="linear part: head dims")
+    ap.add_argument("--linear-chunks", default="1024,2048,4096,8192,16384,32768,65536",
+                    help="linear part: chunk lengths (tokens)")
     ap.add_argument("--skip-failed", action="store_true",
                     help="a schedule failing the check against autograd is not timed and "
                          "the others are (default: the run stops)")
@@ -1098,11 +1653,12 @@ def main():
     ap.add_argument("--compute-budget", type=float, default=1e9,
                     help="compute sweep: seconds after which no new shape is started")
     a = ap.parse_args()
-    names = a.schedules.split(",")
+    known = LINEAR_SCHEDULES if a.attention == "linear" else SCHEDULES
+    names = a.schedules.split(",") if a.schedules else [s for s, _ in known]
     for nm in names:
-        if nm not in {s for s, _ in SCHEDULES}:
-            raise SystemExit(f"calibrate: unknown schedule {nm!r}")
-    schedules = [(s, c) for s, c in SCHEDULES if s in names]
+        if nm not in {s for s, _ in known}:
+            raise SystemExit(f"calibrate: unknown {a.attention} schedule {nm!r}")
+    schedules = [(s, c) for s, c in known if s in names]
     ints = lambda x: [int(v) for v in x.split(",")]  # noqa: E731
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
@@ -1118,6 +1674,8 @@ def main():
                        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                        "cuda": torch.version.cuda,
                        "date": time.strftime("%Y-%m-%d"),
+                       "linear_state_products": "bf16 bmm, float32 out_dtype" if out32()
+                       else "float32 bmm of inputs cast to float32",
                        "env": {k: v for k, v in os.environ.items()
                                if k.startswith(("NCCL_", "TORCH_SYMM"))}}, f, indent=1)
     mult = {"K": KIB, "M": MIB}
@@ -1144,7 +1702,10 @@ def main():
             measure_overhead(out, n, rank, B, H, D, a.max_tokens)
         elif part == "passes":
             measure_passes(out, n, rank, B, H, D, ints(a.pass_tokens), a.iters, a.backward,
-                           schedules, not a.skip_failed)
+                           schedules, not a.skip_failed, a.attention)
+        elif part == "linear":
+            measure_linear(out, n, ints(a.linear_heads), ints(a.linear_head_dims),
+                           ints(a.linear_chunks), a.iters, LIN_BLOCK)
         else:
             raise SystemExit(f"calibrate: unknown part {part!r}")
         if rank == 0:
