@@ -38,14 +38,16 @@ def predict(sim, topo, rows):
     groups = {}
     for r in rows:
         groups.setdefault((r["mask"], r["comm"], r["n"], r["B"], r["H"], r["D"], r["pass"],
-                           measured_cycles(r)), set()).add((r["sched"], r["seq"]))
-    for (mask, comm, n, B, H, D, pas, cycles), pts in sorted(groups.items()):
+                           measured_cycles(r), r.get("attention", "softmax")),
+                          set()).add((r["sched"], r["seq"]))
+    for (mask, comm, n, B, H, D, pas, cycles, attention), pts in sorted(groups.items()):
         scheds = sorted({s for s, _ in pts})
         seqs = sorted({q for _, q in pts})
         args = [sim, "--topology", topo, "--sched", ",".join(scheds),
                 "--seq", ",".join(map(str, seqs)), "--sp", str(n), "--batch", str(B),
                 "--heads", str(H), "--kv-heads", str(H), "--head-dim", str(D),
-                "--mask", mask, "--pass", pas, "--csv", "-", "--quiet", "--jobs", "1"]
+                "--mask", mask, "--pass", pas, "--attention", attention, "--csv", "-", "--quiet",
+                "--jobs", "1"]
         if "tasp" in scheds:  # the only scheduler that takes given cycles
             args += ["--tasp-cycles", cycles]
         if not comm:
