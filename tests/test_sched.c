@@ -691,13 +691,48 @@ static void t_checks_refuse(void) {
   topo_free(t);
 }
 
+/* kernel_blocks_comm: a ring step's KV transfer waits for the step's flash
+ * kernels (softmax layers), not for linear-attention kernels, which leave
+ * SMs free (calibration/h200x2-linear). */
+static void t_kbc_flash_only(void) {
+  topology *t = complete_topo(4);
+  t->kernel_blocks_comm = true;
+  for (int lin = 0; lin < 2; lin++) {
+    workload w = shape(4, 4 * 64, false, PASS_FWD);
+    if (lin) {
+      w.attention = ATTN_LINEAR;
+      w.linear_block = 16;
+    }
+    plan *p = sched_ring.build(&w, t, false);
+    unsigned on_kernels = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *c = plan_task_at(p, i);
+      if (c->kind != TASK_COMM) continue;
+      for (uint32_t d = 0; d < c->n_dep; d++) {
+        const plan_task *b = plan_task_at(p, p->deps[c->dep_off + d]);
+        /* a kernel of the group's own step, not one issued before it */
+        on_kernels += b->kind == TASK_COMPUTE && b->step == c->step &&
+                      (b->op.kind == OP_ATTN || b->op.kind == OP_LIN_INTRA ||
+                       b->op.kind == OP_LIN_STATE || b->op.kind == OP_LIN_APPLY);
+      }
+    }
+    if (lin) {
+      CU_ASSERT_EQUAL(on_kernels, 0);
+    } else {
+      CU_ASSERT(on_kernels >= 3 * 4); /* 3 transfer steps x 4 GPUs */
+    }
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     TEST(t_ulysses_variants), TEST(t_ulysses_heads),
-                                    TEST(t_collective_rings),
+                                    TEST(t_collective_rings), TEST(t_kbc_flash_only),
                                     {NULL, NULL}};
   return test_run("sched", cases);
 }
