@@ -1,10 +1,12 @@
 /* tasp-bench: how fast the simulator is.  Times, per point, the sweep of a
  * scenario and single TASP points at growing GPU counts, and prints events
- * and flows per second.  Figures, not assertions: tests stay timing-free. */
+ * and flows per second; then the construction of TASP's Hamiltonian
+ * decompositions of K_n*.  Figures, not assertions: tests stay timing-free. */
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "sched/hamilton.h"
 #include "scenario.h"
 #include "sim.h"
 #include "sizes.h"
@@ -50,11 +52,32 @@ static void bench_point(const char *topo, uint32_t gpus, const char *seq, const 
   scenario_free(s);
 }
 
+/* The n-1 Hamiltonian cycles of K_n* (construction, then the check tasp
+ * runs before use): the best of a few runs, as one run is a millisecond. */
+static void bench_hamilton(uint32_t n) {
+  double build = 1e9, check = 1e9;
+  uint32_t k = 0;
+  for (int rep = 0; rep < 5; rep++) {
+    ham_decomp d;
+    gint64 t0 = g_get_monotonic_time();
+    k = ham_complete(n, &d);
+    gint64 t1 = g_get_monotonic_time();
+    gboolean ok = ham_verify(&d, NULL, NULL);
+    gint64 t2 = g_get_monotonic_time();
+    ham_clear(&d);
+    if (!ok) { fprintf(stderr, "tasp-bench: K_%u* decomposition failed its check\n", n); exit(2); }
+    build = MIN(build, (double)(t1 - t0) * 1e-3);
+    check = MIN(check, (double)(t2 - t1) * 1e-3);
+  }
+  printf("hamilton K_%u*: %u cycles, construction %.3f ms, check %.3f ms\n", n, k, build, check);
+}
+
 int main(int argc, char **argv) {
   const char *scen = argc > 1 ? argv[1] : "scenarios/h100x8.json";
   bench_scenario(scen);
   bench_point("h100x8", 8, "128K", "causal");
   bench_point("h100x8x8", 64, "1M", "causal");
   bench_point("h100x8x32", 256, "1M", "causal");
+  for (uint32_t n = 256; n <= 1024; n *= 2) bench_hamilton(n);
   return 0;
 }

@@ -1,4 +1,5 @@
-/* hamilton: Walecki cycles, rainbow-path splicing and verification. */
+/* hamilton: Walecki cycles, an explicit rainbow-path splice for even n,
+ * verification, and the search over direct links of other topologies. */
 #include "hamilton.h"
 
 #include <string.h>
@@ -10,10 +11,14 @@ void ham_clear(ham_decomp *d) {
   memset(d, 0, sizeof *d);
 }
 
-/* Walecki: n = 2m+1 vertices; vertex 2m is the hub; the zigzag path
- * 0, 1, 2m-1, 2, 2m-2, ..., m over Z_2m and its m rotations give m
- * undirected Hamiltonian cycles; both directions give 2m directed ones. */
-static void walecki(uint32_t n, uint32_t *succ) {
+/* Walecki's decomposition of K_n, n = 2q+1 odd (Lucas, "Récréations
+ * mathématiques" II, 1892): vertex 2q is the hub h; the zigzag path
+ * 0, 1, 2q-1, 2, 2q-2, ..., q over Z_2q and its q rotations give q undirected
+ * Hamiltonian cycles.  Cycle 2i runs h, i, i+1, i-1, i+2, ..., i+q, h and
+ * cycle 2i+1 is its reverse, which is the rotation by i+q; so, with
+ * F_c = h, c, c+1, c-1, ..., c+q, h for c in Z_2q, cycle 2i is F_i and cycle
+ * 2i+1 is F_{i+q}.  Cycle k's successors go to succ[k*stride ...]. */
+static void walecki(uint32_t n, uint32_t *succ, size_t stride) {
   uint32_t m = (n - 1) / 2, z = 2 * m, hub = z;
   g_autofree uint32_t *path = g_new(uint32_t, z);
   path[0] = 0;
@@ -22,10 +27,11 @@ static void walecki(uint32_t n, uint32_t *succ) {
     if (2 * j < z) path[2 * j] = (z - j) % z;
   }
   for (uint32_t i = 0; i < m; i++) {
-    uint32_t *fw = succ + (size_t)(2 * i) * n, *bw = succ + (size_t)(2 * i + 1) * n;
+    uint32_t *fw = succ + 2 * i * stride, *bw = fw + stride;
     uint32_t prev = hub;
     for (uint32_t p = 0; p < z; p++) {
-      uint32_t v = (path[p] + i) % z;
+      uint32_t v = path[p] + i;
+      if (v >= z) v -= z;
       fw[prev] = v;
       bw[v] = prev;
       prev = v;
@@ -35,78 +41,94 @@ static void walecki(uint32_t n, uint32_t *succ) {
   }
 }
 
-/* Depth-first search for a Hamiltonian path of the n-vertex digraph whose
- * edges are coloured by cycle (colour k: v -> succ[k*n+v]) that uses every
- * colour once.  Deterministic: candidates are tried fewest-onward-options
- * first, ties by colour. */
-typedef struct {
-  uint32_t n, colours;
-  const uint32_t *succ;
-  uint8_t *visited, *used;
-  uint32_t *path_v, *path_c;
-  uint32_t *cand, *score; /* colours x colours: one row of candidates per depth */
-  uint32_t *perm;         /* colour order of this attempt */
-  uint64_t budget;
-} rainbow;
-
-static uint32_t onward(const rainbow *r, uint32_t v) {
-  uint32_t c = 0;
-  for (uint32_t k = 0; k < r->colours; k++)
-    if (!r->used[k] && !r->visited[r->succ[(size_t)k * r->n + v]]) c++;
-  return c;
-}
-
-static bool rainbow_dfs(rainbow *r, uint32_t v, uint32_t depth) {
-  if (depth == r->colours) return true;
-  if (r->budget == 0) return false;
-  r->budget--;
-  uint32_t *cand = r->cand + (size_t)depth * r->colours;
-  uint32_t *score = r->score + (size_t)depth * r->colours, nc = 0;
-  for (uint32_t kk = 0; kk < r->colours; kk++) {
-    uint32_t k = r->perm[kk];
-    uint32_t w = r->succ[(size_t)k * r->n + v];
-    if (r->used[k] || r->visited[w]) continue;
-    r->used[k] = 1;
-    r->visited[w] = 1;
-    score[nc] = onward(r, w);
-    r->visited[w] = 0;
-    r->used[k] = 0;
-    if (score[nc] == 0 && depth + 1 < r->colours) continue;  /* dead end */
-    cand[nc++] = k;
+/* Index (in walecki()'s order) of the cycle of K_{2q+1}* that holds the arc
+ * a -> b.  F_c, walked from c, takes steps +1, -2, +3, -4, ..., +(2q-1):
+ * the step +(2j-1) leaves c-j+1 and the step -2j leaves c+j.  So an arc
+ * a -> b of Z_2q with d = b - a (mod 2q) lies on F_c for
+ *   c = a + (d-1)/2       (d odd),
+ *   c = a + d/2 + q       (d even),
+ * and h -> b lies on F_b, a -> h on F_{a+q}. */
+static uint32_t walecki_cycle_of(uint32_t q, uint32_t a, uint32_t b) {
+  uint32_t z = 2 * q, h = z, c;
+  if (a == h) c = b;
+  else if (b == h) c = (a + q) % z;
+  else {
+    uint32_t d = (b + z - a) % z;
+    c = (a + d / 2 + (d % 2 ? 0 : q)) % z;
   }
-  /* insertion sort by score: fewest onward options first */
-  for (uint32_t i = 1; i < nc; i++)
-    for (uint32_t j = i; j > 0 && score[j] < score[j - 1]; j--) {
-      uint32_t s = score[j]; score[j] = score[j - 1]; score[j - 1] = s;
-      uint32_t c = cand[j]; cand[j] = cand[j - 1]; cand[j - 1] = c;
-    }
-  for (uint32_t i = 0; i < nc; i++) {
-    uint32_t k = cand[i], w = r->succ[(size_t)k * r->n + v];
-    r->used[k] = 1;
-    r->visited[w] = 1;
-    r->path_v[depth + 1] = w;
-    r->path_c[depth] = k;
-    if (rainbow_dfs(r, w, depth + 1)) return true;
-    r->used[k] = 0;
-    r->visited[w] = 0;
+  return c < q ? 2 * c : 2 * (c - q) + 1;
+}
+
+/* Vertex i (0 <= i < 2q) of the "ladder", a Hamiltonian cycle of Z_2q
+ * (vertex h left out) whose 2q arcs lie on 2q different Walecki cycles:
+ *  - q odd:  0, 5, 4, 9, 8, ..., i.e. 4k, 4k+5: steps +5 (on F_{v+2}) and
+ *    -1 (on F_{v+q-1}).  4k+2 runs over all even c and 4k+4+q over all odd
+ *    ones as k runs over 0..q-1 (4 generates the even residues, q odd).
+ *  - q even: 0, 3, 2, 5, 4, ..., i.e. 2k, 2k+3: steps +3 (F_{v+1}, the odd
+ *    c) and -1 (F_{2k+2+q}, the even c).
+ * (Found by this project's own search for rainbow paths; the proof is the
+ * arithmetic above.) */
+static uint32_t ladder(uint32_t q, uint32_t i) {
+  uint64_t k = i / 2, z = 2 * (uint64_t)q;
+  if (q % 2) return (uint32_t)((4 * k + (i % 2 ? 5 : 0)) % z);
+  return (uint32_t)((2 * k + (i % 2 ? 3 : 0)) % z);
+}
+
+/* A "rainbow" Hamiltonian path of K_{2q+1}* (q >= 3, h = 2q): 2q+1 vertices
+ * whose 2q arcs lie on the 2q Walecki cycles, one arc on each.  The ladder
+ * is a rainbow cycle of Z_2q; h is let in by re-linking a few vertices of
+ * it so that the Walecki cycles of the arcs taken out are exactly those of
+ * the arcs put in (q+c below means the arc lies on F_{q+c}):
+ *  - q odd >= 5 (ladder vertices v_q = 3, v_{q+1} = 2, v_{q+2} = 7,
+ *    v_{q+3} = 6):  v_{q+3} ... v_{2q-1}, 0, 5, 7, 2, h, 4, v_3 ... v_{q-1}, 3.
+ *    Out: 5->4 (q+4), 3->2 (q+2), 2->7 (4), 7->6 (q+6).
+ *    In:  5->7 (q+6), 7->2 (q+4), 2->h (q+2), h->4 (4).
+ *  - q even >= 6 (v_{2q-1} = 1):  6, 3, v_8 ... v_{2q-1}, 2, 5, 0, h, 7, 9, 4.
+ *    Out: 1->0 (q), 0->3 (1), 3->2 (q+2), 5->4 (q+4), 4->7 (5), 7->6 (q+6),
+ *         6->9 (7), 9->8 (q+8).
+ *    In:  1->2 (1), 3->8 (5), 5->0 (q+2), 0->h (q), h->7 (7), 7->9 (q+8),
+ *         9->4 (q+6), 6->3 (q+4).
+ *  - q = 3 and q = 4 are too small for these (the vertices above coincide);
+ *    their paths come from an exhaustive search.
+ * For q = 1, 2 (K_4*, K_6*) no rainbow path exists: otherwise Tillson's
+ * exceptions would have decompositions. */
+static bool rainbow_path(uint32_t q, uint32_t *p) {
+  uint32_t h = 2 * q, len = 0;
+  if (q == 3) {
+    static const uint32_t p3[] = {6, 5, 3, 4, 0, 1, 2};
+    memcpy(p, p3, sizeof p3);
+    return true;
   }
-  return false;
+  if (q == 4) {
+    static const uint32_t p4[] = {8, 0, 2, 3, 4, 6, 7, 1, 5};
+    memcpy(p, p4, sizeof p4);
+    return true;
+  }
+  if (q < 3) return false;
+  if (q % 2) {
+    for (uint32_t i = q + 3; i < 2 * q; i++) p[len++] = ladder(q, i);
+    const uint32_t mid[] = {0, 5, 7, 2, h, 4};
+    for (size_t i = 0; i < G_N_ELEMENTS(mid); i++) p[len++] = mid[i];
+    for (uint32_t i = 3; i < q; i++) p[len++] = ladder(q, i);
+    p[len++] = 3;
+  } else {
+    p[len++] = 6;
+    p[len++] = 3;
+    for (uint32_t i = 8; i < 2 * q; i++) p[len++] = ladder(q, i);
+    const uint32_t tail[] = {2, 5, 0, h, 7, 9, 4};
+    for (size_t i = 0; i < G_N_ELEMENTS(tail); i++) p[len++] = tail[i];
+  }
+  g_assert(len == 2 * q + 1);
+  return true;
 }
 
-/* Splice vertex `hub` into cycle k at its edge a -> succ(a). */
-static void splice(uint32_t *cyc_new, const uint32_t *cyc_old, uint32_t n_old, uint32_t hub,
-                   uint32_t a) {
-  for (uint32_t v = 0; v < n_old; v++) cyc_new[v] = cyc_old[v];
-  cyc_new[hub] = cyc_old[a];
-  cyc_new[a] = hub;
-}
-
-/* Fallback: one edge per Walecki cycle, tails all distinct and heads all
+/* K_4*, K_6*: one edge per Walecki cycle, tails all distinct and heads all
  * distinct, so splicing the new vertex in at them keeps every cycle
- * Hamiltonian and the cycles edge-disjoint.  Forward cycle i holds
- * i -> i+1 (its first two path vertices); backward cycle i holds
- * q+i -> q+i+1 (its last two, reversed); tails and heads cover Z_2q once
- * each.  (m = 2q+1 vertices, hub 2q.) */
+ * Hamiltonian and the cycles edge-disjoint: n-2 cycles, the most there can
+ * be, as n-1 would be a decomposition.  Forward cycle i holds i -> i+1 (its
+ * first two path vertices); backward cycle i holds q+i -> q+i+1 (its last
+ * two, reversed); tails and heads cover Z_2q once each.  (m = 2q+1
+ * vertices, hub 2q.) */
 static void walecki_transversal(uint32_t m, uint32_t *pick) {
   uint32_t q = (m - 1) / 2, z = 2 * q;
   for (uint32_t i = 0; i < q; i++) {
@@ -129,77 +151,43 @@ uint32_t ham_complete(uint32_t n, ham_decomp *out) {
   if (n % 2 == 1) {
     out->n_cycles = n - 1;
     out->succ = g_new(uint32_t, (size_t)n * (n - 1));
-    walecki(n, out->succ);
+    walecki(n, out->succ, n);
     return out->n_cycles;
   }
-  /* n even: from K_{n-1}* (n-2 cycles) */
-  uint32_t m = n - 1, colours = n - 2, hub = n - 1;
-  g_autofree uint32_t *base = g_new(uint32_t, (size_t)m * colours);
-  walecki(m, base);
-  rainbow r = {m, colours, base, g_new0(uint8_t, m), g_new0(uint8_t, colours),
-               g_new(uint32_t, m), g_new(uint32_t, colours),
-               g_new(uint32_t, (size_t)colours * colours),
-               g_new(uint32_t, (size_t)colours * colours), g_new(uint32_t, colours), 0};
-  /* Depth-first from each start in turn, within a total budget, then from
-   * seeded restarts: found up to n = 76 and for most even n to 100; past
-   * the budget the n-2 cycle fallback below is used and the caller says so. */
-  bool found = false;
-  /* a search node costs about colours^2 steps: budgets shrink past n = 102
-   * so that a failing search costs about a second, not half a minute */
-  double scale = colours <= 100 ? 1.0 : (100.0 * 100.0) / ((double)colours * colours);
-  uint64_t total = (uint64_t)(400000 * scale);
-  for (uint32_t k = 0; k < colours; k++) r.perm[k] = k;
-  for (uint32_t start = 0; start < m && !found && total > 0; start++) {
-    memset(r.visited, 0, m);
-    memset(r.used, 0, colours);
-    r.visited[start] = 1;
-    r.path_v[0] = start;
-    uint64_t per_start = (uint64_t)(100000 * scale);
-    r.budget = total < per_start ? total : per_start;
-    uint64_t before = r.budget;
-    found = rainbow_dfs(&r, start, 0);
-    total -= before - r.budget;
-  }
-  /* Then restarts from seeded random starts and colour orders (ties go by
-   * colour order): a search that goes wrong early rarely recovers within a
-   * budget, a fresh order often finds a path at once (K_66*, K_96*, K_128*) */
-  for (uint32_t attempt = 1; attempt <= 64 && !found; attempt++) {
-    GRand *rng = g_rand_new_with_seed(attempt);
-    for (uint32_t k = colours; k > 1; k--) {
-      uint32_t j = (uint32_t)g_rand_int_range(rng, 0, (gint32)k), t = r.perm[k - 1];
-      r.perm[k - 1] = r.perm[j];
-      r.perm[j] = t;
-    }
-    uint32_t start = (uint32_t)g_rand_int_range(rng, 0, (gint32)m);
-    g_rand_free(rng);
-    memset(r.visited, 0, m);
-    memset(r.used, 0, colours);
-    r.visited[start] = 1;
-    r.path_v[0] = start;
-    r.budget = (uint64_t)(20000 * scale) + 1;
-    found = rainbow_dfs(&r, start, 0);
-  }
-  if (found) {
-    out->n_cycles = n - 1;
-    out->succ = g_new(uint32_t, (size_t)n * (n - 1));
-    for (uint32_t d = 0; d < colours; d++) {
-      uint32_t k = r.path_c[d];
-      splice(out->succ + (size_t)k * n, base + (size_t)k * m, m, hub, r.path_v[d]);
+  /* n even: Walecki's K_{n-1}* (n-2 cycles, hub h = n-2) and the new vertex
+   * z = n-1.  Each cycle gives up its arc a -> b on the rainbow path for
+   * a -> z -> b, and the rainbow path closed through z is the last cycle:
+   * every arc of K_{n-1}* stays on exactly one cycle (the path's arcs move
+   * to the last one), and z -> a and a -> z are used once for every a. */
+  uint32_t q = (n - 2) / 2, colours = n - 2, z = n - 1;
+  g_autofree uint32_t *path = g_new(uint32_t, n - 1);
+  g_autofree uint32_t *pick = g_new(uint32_t, colours);
+  bool full = rainbow_path(q, path);
+  out->n_cycles = full ? n - 1 : colours;
+  out->succ = g_new(uint32_t, (size_t)n * out->n_cycles);
+  /* K_{n-1}*'s cycles in rows of n, column z left for the splice */
+  walecki(n - 1, out->succ, n);
+  if (full) {
+    g_autofree uint8_t *taken = g_new0(uint8_t, colours);
+    for (uint32_t i = 0; i < colours; i++) {
+      uint32_t k = walecki_cycle_of(q, path[i], path[i + 1]);
+      /* both follow from the arithmetic above; a miss is a bug here */
+      g_assert(!taken[k] && out->succ[(size_t)k * n + path[i]] == path[i + 1]);
+      taken[k] = 1;
+      pick[k] = path[i];
     }
     uint32_t *last = out->succ + (size_t)colours * n;
-    for (uint32_t d = 0; d < colours; d++) last[r.path_v[d]] = r.path_v[d + 1];
-    last[r.path_v[colours]] = hub;
-    last[hub] = r.path_v[0];
+    for (uint32_t i = 0; i < colours; i++) last[path[i]] = path[i + 1];
+    last[path[colours]] = z;
+    last[z] = path[0];
   } else {
-    g_autofree uint32_t *pick = g_new(uint32_t, colours);
-    walecki_transversal(m, pick);
-    out->n_cycles = colours;
-    out->succ = g_new(uint32_t, (size_t)n * colours);
-    for (uint32_t k = 0; k < colours; k++)
-      splice(out->succ + (size_t)k * n, base + (size_t)k * m, m, hub, pick[k]);
+    walecki_transversal(n - 1, pick);
   }
-  g_free(r.visited); g_free(r.used); g_free(r.path_v); g_free(r.path_c);
-  g_free(r.cand); g_free(r.score); g_free(r.perm);
+  for (uint32_t k = 0; k < colours; k++) { /* splice z in after pick[k] */
+    uint32_t *cyc = out->succ + (size_t)k * n;
+    cyc[z] = cyc[pick[k]];
+    cyc[pick[k]] = z;
+  }
   return out->n_cycles;
 }
 

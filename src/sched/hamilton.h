@@ -3,17 +3,18 @@
  * TASP (Wang et al. 2025, arXiv 2509.26541) splits the all-to-all of a
  * complete directed graph K_n* into n-1 edge-disjoint directed Hamiltonian
  * cycles.  Such a decomposition exists for every n except 4 and 6
- * (Tillson 1980).  We compute it:
+ * (T. W. Tillson, "A Hamiltonian decomposition of K*_2m, 2m >= 8",
+ * J. Combin. Theory Ser. B 29 (1980) 68-74).  We construct it, in O(n^2):
  *  - n odd: Walecki's decomposition of the undirected K_n into (n-1)/2
  *    Hamiltonian cycles, each taken in both directions;
- *  - n even: decompose K_{n-1}* as above (n-2 cycles), then find a
- *    Hamiltonian path of K_{n-1}* that takes exactly one edge from each
- *    cycle ("rainbow" path, found by a depth-first search); the new vertex
- *    is spliced into every cycle at its path edge, and the path closed
- *    through the new vertex is the last cycle.
- * Where no such path exists (n = 4, 6) the new vertex is spliced in at a
+ *  - n even: decompose K_{n-1}* as above (n-2 cycles), take a Hamiltonian
+ *    path of K_{n-1}* with exactly one edge on each cycle (a "rainbow"
+ *    path, given by an explicit formula, hamilton.c), splice the new vertex
+ *    into every cycle at its path edge, and close the path through the new
+ *    vertex: the last cycle.
+ * For n = 4 and 6 no such path exists; the new vertex is spliced in at a
  * set of edges with distinct tails and heads: n-2 cycles, the largest
- * number there is for these n.  Every result is verified before use. */
+ * number there is for these n.  Callers verify before use (ham_verify). */
 #ifndef TASP_HAMILTON_H
 #define TASP_HAMILTON_H
 
@@ -27,8 +28,8 @@ typedef struct {
   uint32_t *succ;     /* succ[k*n + v]: next vertex after v on cycle k */
 } ham_decomp;
 
-/* Decompose K_n* (n >= 2).  Returns the number of cycles found (n-1 when a
- * full decomposition exists). */
+/* Decompose K_n* (n >= 2).  Returns the number of cycles: n-1, except 2 for
+ * n = 4 and 4 for n = 6. */
 uint32_t ham_complete(uint32_t n, ham_decomp *out);
 /* Edge-disjoint directed Hamiltonian cycles using only edges allowed by
  * adj (n*n, adj[u*n+v] != 0), found by search; up to max_cycles. */
@@ -39,8 +40,8 @@ uint32_t ham_sparse(uint32_t n, const uint8_t *adj, uint32_t max_cycles, ham_dec
  * next node, so every GPU sends over its NIC on exactly one cycle.  The
  * paths come from a decomposition of K_{m+1}* with vertex m removed from
  * every cycle: m edge-disjoint paths covering K_m*, whose starts (and
- * ends) are all different.  Returns the number of cycles (m, or fewer
- * where K_{m+1}* has no full decomposition: m+1 = 4, 6). */
+ * ends) are all different.  Returns the number of cycles (m, or m-1 where
+ * K_{m+1}* has no full decomposition: m+1 = 4, 6). */
 uint32_t ham_node_chain(uint32_t m, uint32_t u, ham_decomp *out);
 void ham_clear(ham_decomp *d);
 
