@@ -1447,6 +1447,25 @@ LINEAR_SCHEDULES = [("lasp", False), ("lasp", True), ("lasp2", False), ("lasp2",
 LINEAR_CLASSES = {"lasp": Lasp, "lasp2": Lasp2, "ring": LinRing}
 
 
+def judge(errs, why, label, reference, rank, stop):
+    """One schedule's check: the largest error of output, dQ, dK and dV over
+    the ranks must be within 2e-2 of the reference's largest magnitude (NaN
+    fails too).  A failure stops the run, or with --skip-failed is reported.
+    Returns (passed, the errors reduced over the ranks)."""
+    err = torch.tensor(errs, device=DEV)
+    dist.all_reduce(err, op=dist.ReduceOp.MAX)
+    errs = err.tolist()
+    for what, e in zip(("output", "dQ", "dK", "dV"), errs):
+        if not e <= 2e-2:
+            msg = f"calibrate: {label} {what} differs from {reference} by {e:.3g}{why}"
+            if stop:
+                raise SystemExit(msg)
+            if rank == 0:
+                print(msg + "; not timed", flush=True)
+            return False, errs
+    return True, errs
+
+
 def check_linear_passes(n, rank, B, H, D, c, schedules=LINEAR_SCHEDULES, stop=True):
     """As check_passes, for the linear-attention programs: each one's
     output, dQ, dK and dV against PyTorch autograd through whole-sequence
@@ -1481,19 +1500,11 @@ def check_linear_passes(n, rank, B, H, D, c, schedules=LINEAR_SCHEDULES, stop=Tr
         except (RuntimeError, ValueError, TypeError) as e:
             errs, why = [float("inf")] * 4, f" ({type(e).__name__}: {e})"
         p = None
-        err = torch.tensor(errs, device=DEV)
-        dist.all_reduce(err, op=dist.ReduceOp.MAX)
-        for what, e in zip(("output", "dQ", "dK", "dV"), err.tolist()):
-            if not e <= 2e-2:  # NaN fails too
-                msg = (f"calibrate: linear {label} {what} differs from reference linear "
-                       f"attention by {e:.3g}{why}")
-                if stop:
-                    raise SystemExit(msg)
-                if rank == 0:
-                    print(msg + "; not timed", flush=True)
-                failed.append((sched, causal))
-                break
-            worst[label] = max(worst.get(label, 0.0), e)
+        ok, errs = judge(errs, why, f"linear {label}", "reference linear attention", rank, stop)
+        if ok:
+            worst[label] = max(worst.get(label, 0.0), *errs)
+        else:
+            failed.append((sched, causal))
     if rank == 0:
         print("calibrate: linear check errors " + json.dumps(
             {k: round(v, 5) for k, v in worst.items()}), flush=True)
@@ -1557,19 +1568,11 @@ def check_passes(n, rank, B, H, D, c, schedules=SCHEDULES, stop=True):
         except (RuntimeError, ValueError) as e:  # both ranks meet the same shapes
             errs, why = [float("inf")] * 4, f" ({type(e).__name__}: {e})"
         p = None
-        err = torch.tensor(errs, device=DEV)
-        dist.all_reduce(err, op=dist.ReduceOp.MAX)
-        for what, e in zip(("output", "dQ", "dK", "dV"), err.tolist()):
-            if not e <= 2e-2:  # NaN fails too
-                msg = (f"calibrate: {label} {what} differs from reference attention by "
-                       f"{e:.3g}{why}")
-                if stop:
-                    raise SystemExit(msg)
-                if rank == 0:
-                    print(msg + "; not timed", flush=True)
-                failed.append((sched, causal))
-                break
-            worst[label] = max(worst.get(label, 0.0), e)
+        ok, errs = judge(errs, why, label, "reference attention", rank, stop)
+        if ok:
+            worst[label] = max(worst.get(label, 0.0), *errs)
+        else:
+            failed.append((sched, causal))
     return worst, failed
 
 
