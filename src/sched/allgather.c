@@ -34,17 +34,10 @@ static void ranks(uint32_t n, uint32_t *gpus) {
   for (uint32_t g = 0; g < n; g++) gpus[g] = g;
 }
 
-typedef struct {
-  plan *p;
-  const workload *w;
-  const topology *t;
-} ag_ctx;
-
-static int64_t pass(void *ctx, bool backward, int64_t after) {
-  const ag_ctx *a = ctx;
-  plan *p = a->p;
-  const workload *w = a->w;
-  const topology *t = a->t;
+static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
+  plan *p = c->p;
+  const workload *w = c->w;
+  const topology *t = c->t;
   uint32_t n = w->gpus;
   g_autofree uint32_t *gpus = g_new(uint32_t, n);
   ranks(n, gpus);
@@ -93,9 +86,7 @@ static bool allgather_check(const workload *w, const topology *t, GError **err) 
 }
 
 static plan *allgather_build(const workload *w, const topology *t, bool record_segs) {
-  ag_ctx a = {plan_new(w->gpus, record_segs), w, t};
-  sched_passes(a.p, w, pass, &a);
-  return a.p;
+  return sched_passes(w, t, record_segs, pass);
 }
 
 const sched_ops sched_allgather = {

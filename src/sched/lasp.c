@@ -23,7 +23,7 @@
 #include "lasp_common.h"
 
 /* One hop of the chain: the running state from src to dst. */
-static uint32_t hop(lasp_ctx *c, uint32_t step, uint32_t src, uint32_t dst, bool grads) {
+static uint32_t hop(const sched_ctx *c, uint32_t step, uint32_t src, uint32_t dst, bool grads) {
   uint32_t g = plan_comm(c->p, step, COMM_P2P);
   plan_task_at(c->p, g)->grads = grads;
   plan_xfer_add(c->p, g, src, dst, workload_state_bytes(c->w));
@@ -31,7 +31,7 @@ static uint32_t hop(lasp_ctx *c, uint32_t step, uint32_t src, uint32_t dst, bool
   return g;
 }
 
-static int64_t causal_fwd(lasp_ctx *c, int64_t after) {
+static int64_t causal_fwd(const sched_ctx *c, int64_t after) {
   const workload *w = c->w;
   uint32_t n = w->gpus;
   for (uint32_t r = 0; r < n; r++) {
@@ -50,7 +50,7 @@ static int64_t causal_fwd(lasp_ctx *c, int64_t after) {
   return arrived;
 }
 
-static int64_t causal_bwd(lasp_ctx *c, int64_t after) {
+static int64_t causal_bwd(const sched_ctx *c, int64_t after) {
   const workload *w = c->w;
   uint32_t n = w->gpus;
   for (uint32_t r = 0; r < n; r++) {
@@ -74,7 +74,7 @@ static int64_t causal_bwd(lasp_ctx *c, int64_t after) {
  * state; backward dQ and dM from the cached total), two laps of the
  * running sum, then `post` with the total (forward the output; backward
  * the keys' dK, dV). */
-static int64_t two_laps(lasp_ctx *c, bool backward, int64_t after) {
+static int64_t two_laps(const sched_ctx *c, bool backward, int64_t after) {
   const workload *w = c->w;
   uint32_t n = w->gpus;
   plan_seg all = lasp_all(w);
@@ -106,8 +106,7 @@ static int64_t two_laps(lasp_ctx *c, bool backward, int64_t after) {
   return last;
 }
 
-static int64_t pass(void *ctx, bool backward, int64_t after) {
-  lasp_ctx *c = ctx;
+static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   if (!c->w->causal) return two_laps(c, backward, after);
   return backward ? causal_bwd(c, after) : causal_fwd(c, after);
 }
@@ -118,7 +117,7 @@ static bool check(const workload *w, const topology *t, GError **err) {
 }
 
 static plan *build(const workload *w, const topology *t, bool record_segs) {
-  return lasp_build(w, t, record_segs, pass);
+  return sched_passes(w, t, record_segs, pass);
 }
 
 const sched_ops sched_lasp = {

@@ -18,7 +18,7 @@
  * 2(n-1) point-to-point hops; the same bytes per GPU. */
 #include "lasp_common.h"
 
-static int64_t gather(lasp_ctx *c, uint32_t step, bool grads, int64_t after) {
+static int64_t gather(const sched_ctx *c, uint32_t step, bool grads, int64_t after) {
   uint32_t n = c->w->gpus;
   if (n < 2) return -1;
   g_autofree uint32_t *gpus = g_new(uint32_t, n);
@@ -31,7 +31,7 @@ static int64_t gather(lasp_ctx *c, uint32_t step, bool grads, int64_t after) {
   return ag;
 }
 
-static int64_t fwd(lasp_ctx *c, int64_t after) {
+static int64_t fwd(const sched_ctx *c, int64_t after) {
   const workload *w = c->w;
   uint32_t n = w->gpus;
   for (uint32_t r = 0; r < n; r++) {
@@ -52,7 +52,7 @@ static int64_t fwd(lasp_ctx *c, int64_t after) {
   return ag;
 }
 
-static int64_t bwd(lasp_ctx *c, int64_t after) {
+static int64_t bwd(const sched_ctx *c, int64_t after) {
   const workload *w = c->w;
   uint32_t n = w->gpus;
   for (uint32_t r = w->causal ? 1 : 0; r < n; r++) {
@@ -73,8 +73,8 @@ static int64_t bwd(lasp_ctx *c, int64_t after) {
   return ag;
 }
 
-static int64_t pass(void *ctx, bool backward, int64_t after) {
-  return backward ? bwd(ctx, after) : fwd(ctx, after);
+static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
+  return backward ? bwd(c, after) : fwd(c, after);
 }
 
 static bool check(const workload *w, const topology *t, GError **err) {
@@ -83,7 +83,7 @@ static bool check(const workload *w, const topology *t, GError **err) {
 }
 
 static plan *build(const workload *w, const topology *t, bool record_segs) {
-  return lasp_build(w, t, record_segs, pass);
+  return sched_passes(w, t, record_segs, pass);
 }
 
 const sched_ops sched_lasp2 = {

@@ -18,7 +18,7 @@ plan_seg lasp_after(const workload *w, uint32_t r) {
 
 plan_seg lasp_all(const workload *w) { return (plan_seg){0, w->seq_len}; }
 
-uint32_t lasp_task(lasp_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool backward,
+uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool backward,
                    const plan_seg *q, const plan_seg *k, int64_t after) {
   /* only the intra-chunk task is masked: a state's keys all precede (or,
    * bidirectional, need no mask for) the queries it is applied to */
@@ -28,7 +28,7 @@ uint32_t lasp_task(lasp_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool ba
   return id;
 }
 
-uint32_t lasp_sum(lasp_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64_t after) {
+uint32_t lasp_sum(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64_t after) {
   uint32_t id = plan_copy(c->p, r, step, (states + 1) / 2.0 * workload_state_bytes(c->w));
   if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
   return id;
@@ -39,8 +39,4 @@ bool lasp_check(const workload *w, const char *who, GError **err) {
   return sched_check_divisible(w, 1, why, err);
 }
 
-plan *lasp_build(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
-  lasp_ctx c = {plan_new(w->gpus, record_segs), w, t};
-  sched_passes(c.p, w, pass, &c);
-  return c.p;
-}
+

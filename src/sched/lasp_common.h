@@ -10,11 +10,6 @@
 
 #include "sched.h"
 
-typedef struct {
-  plan *p;
-  const workload *w;
-  const topology *t;
-} lasp_ctx;
 
 /* GPU r's chunk; the tokens before it; after it; all of them. */
 plan_seg lasp_chunk(const workload *w, uint32_t r);
@@ -24,16 +19,13 @@ plan_seg lasp_all(const workload *w);
 
 /* A linear task of `kind` on GPU r over all heads; q or k may be NULL
  * (no segment).  Waits for `after` (-1 none) besides its stream. */
-uint32_t lasp_task(lasp_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool backward,
+uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool backward,
                    const plan_seg *q, const plan_seg *k, int64_t after);
 /* Summing `states` states into one on GPU r (memory-bound: reads each,
  * writes one; priced as a copy of (states + 1)/2 states' bytes, the mean
  * of what it reads and writes); after `after` (-1 none). */
-uint32_t lasp_sum(lasp_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64_t after);
+uint32_t lasp_sum(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64_t after);
 
 /* Contiguous chunks, one per GPU. */
 bool lasp_check(const workload *w, const char *who, GError **err);
-/* The plan of w->pass, each pass by `pass` (its ctx a lasp_ctx). */
-plan *lasp_build(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass);
-
 #endif

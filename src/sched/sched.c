@@ -70,13 +70,15 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
   return true;
 }
 
-void sched_passes(plan *p, const workload *w, sched_pass_fn pass, void *ctx) {
+plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
+  sched_ctx c = {plan_new(w->gpus, record_segs), w, t};
   int64_t last = -1;
-  if (w->pass != PASS_BWD) last = pass(ctx, false, -1);
+  if (w->pass != PASS_BWD) last = pass(&c, false, -1);
   /* the backward pass starts once every GPU's forward is done */
-  if (w->pass == PASS_FWDBWD) last = plan_barrier(p, w->gpus, last);
-  if (w->pass != PASS_FWD) pass(ctx, true, last);
-  plan_finish(p);
+  if (w->pass == PASS_FWDBWD) last = plan_barrier(c.p, w->gpus, last);
+  if (w->pass != PASS_FWD) pass(&c, true, last);
+  plan_finish(c.p);
+  return c.p;
 }
 
 plan_op sched_shape(const workload *w, bool causal, bool backward) {

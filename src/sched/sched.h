@@ -53,11 +53,18 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
  * layout, balanced under a causal mask).  Returns how many. */
 uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_seg out[2]);
 
-/* The passes w->pass asks for: forward, backward, or forward then a
- * barrier then backward.  pass(ctx, backward, after) emits one pass after
- * task `after` (-1 none) and returns its last task; plan_finish follows. */
-typedef int64_t (*sched_pass_fn)(void *ctx, bool backward, int64_t after);
-void sched_passes(plan *p, const workload *w, sched_pass_fn pass, void *ctx);
+/* What a scheduler's pass builds on. */
+typedef struct {
+  plan *p;
+  const workload *w;
+  const topology *t;
+} sched_ctx;
+
+/* The plan of the passes w->pass asks for: forward, backward, or forward
+ * then a barrier then backward, finished.  pass(c, backward, after) emits
+ * one pass after task `after` (-1 none) and returns its last task. */
+typedef int64_t (*sched_pass_fn)(const sched_ctx *c, bool backward, int64_t after);
+plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass);
 
 /* The operands of an attention task over all of w's heads (linear tasks:
  * with w's block length and decay). */

@@ -19,14 +19,8 @@
  * back to the owner, which adds it one step later. */
 #include "sched.h"
 
-typedef struct {
-  const workload *w;
-  plan *p;
-  bool kbc;            /* topology: transfers wait for running kernels */
-} tr_self;
-
 /* Kernel of GPU r on the queries of j; returns the query rows (0: none). */
-static double block(tr_self *s, uint32_t r, uint32_t j, uint32_t step, bool backward,
+static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, bool backward,
                     int64_t ready, GArray *kernels) {
   const workload *w = s->w;
   plan_seg q[2], k[2];
@@ -49,7 +43,7 @@ typedef struct {
   double *rows;
 } handback;
 
-static void settle(tr_self *s, handback *h, uint32_t step, bool backward) {
+static void settle(const sched_ctx *s, handback *h, uint32_t step, bool backward) {
   if (h->group < 0) return;
   const workload *w = s->w;
   plan_op shape = sched_shape(w, false, backward);
@@ -66,8 +60,7 @@ static void settle(tr_self *s, handback *h, uint32_t step, bool backward) {
   h->group = -1;
 }
 
-static int64_t pass(void *ctx, bool backward, int64_t after) {
-  tr_self *s = ctx;
+static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   const workload *w = s->w;
   plan *p = s->p;
   uint32_t n = w->gpus;
@@ -86,13 +79,13 @@ static int64_t pass(void *ctx, bool backward, int64_t after) {
     bool more = t + 1 < n;
     int64_t qg = -1;
     plan_issued(p, issued);
-    if (more && !s->kbc) {
+    if (more && !s->t->kernel_blocks_comm) {
       qg = plan_comm(p, t, COMM_P2P);
       for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
     }
     g_array_set_size(kernels, 0);
     for (uint32_t r = 0; r < n; r++) rows[r] = block(s, r, (r + n - t) % n, t, backward, arrived, kernels);
-    if (more && s->kbc) {
+    if (more && s->t->kernel_blocks_comm) {
       /* measured on H200: a transfer gets no SMs under a flash kernel
        * (sched/rotate.c), so the hand-on follows the step's kernels */
       qg = plan_comm(p, t, COMM_P2P);
@@ -132,9 +125,7 @@ static bool tokenring_check(const workload *w, const topology *t, GError **err) 
 }
 
 static plan *tokenring_build(const workload *w, const topology *t, bool record_segs) {
-  tr_self s = {w, plan_new(w->gpus, record_segs), t->kernel_blocks_comm};
-  sched_passes(s.p, w, pass, &s);
-  return s.p;
+  return sched_passes(w, t, record_segs, pass);
 }
 
 const sched_ops sched_tokenring = {

@@ -95,13 +95,7 @@ static bool ulysses_check(const workload *w, const topology *t, GError **err) {
          sched_check_divisible(w, 1, "ulysses gives every GPU an equal contiguous chunk", err);
 }
 
-typedef struct {
-  plan *p;
-  const workload *w;
-} ul_ctx;
-
-static int64_t pass(void *ctx, bool backward, int64_t after) {
-  const ul_ctx *c = ctx;
+static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   plan *p = c->p;
   const workload *w = c->w;
   uint32_t n = w->gpus, heads = w->heads / n;
@@ -120,13 +114,11 @@ static int64_t pass(void *ctx, bool backward, int64_t after) {
 }
 
 static plan *ulysses_build(const workload *w, const topology *t, bool record_segs) {
-  (void)t;
-  ul_ctx c = {plan_new(w->gpus, record_segs), w};
+  plan *p = sched_passes(w, t, record_segs, pass);
   if (w->kv_heads < w->gpus)
-    g_string_printf(c.p->note, "ulysses: %u KV heads replicated to %u GPUs (one each)",
+    g_string_printf(p->note, "ulysses: %u KV heads replicated to %u GPUs (one each)",
                     w->kv_heads, w->gpus);
-  sched_passes(c.p, w, pass, &c);
-  return c.p;
+  return p;
 }
 
 const sched_ops sched_ulysses = {
