@@ -300,23 +300,11 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   m->copy_Bps = copy_GBps * 1e9;
   m->copy_fixed_s = copy_fixed_us * 1e-6;
   m->copy_host_s = copy_host_us * 1e-6;
-  if (m->efficiency > 1.0) {
-    g_autofree char *f = json_path_join(w.path, "efficiency");
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-                "%s: field '%s': expected a fraction in (0, 1], got %g", w.file, f,
-                m->efficiency);
-    return false;
-  }
+  /* efficiencies: json_get_double holds any "...efficiency" field to
+   * 0.001..1 (json_unit_range) */
   if (!json_get_double(obj, w, "linear_efficiency", false, m->efficiency, 0,
                        &m->linear_efficiency, err))
     return false;
-  if (m->linear_efficiency > 1.0) {
-    g_autofree char *f = json_path_join(w.path, "linear_efficiency");
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-                "%s: field '%s': expected a fraction in (0, 1], got %g", w.file, f,
-                m->linear_efficiency);
-    return false;
-  }
   m->peak_flops = peak * 1e12;
   m->launch_s = launch_us * 1e-6;
   m->merge_fixed_s = merge_fixed_us * 1e-6;

@@ -101,10 +101,6 @@ static void flow_done(void *ctx, uint64_t arg) {
   if (--s->flows_left[task] == 0) task_done(s, task);
 }
 
-static bool ring_coll(comm_api a) {
-  return a == COMM_ALL_GATHER || a == COMM_REDUCE_SCATTER || a == COMM_ALL_REDUCE;
-}
-
 static void comm_launched(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
   const plan_task *t = plan_task_at(s->p, (uint32_t)arg);
@@ -117,7 +113,7 @@ static void comm_launched(void *ctx, uint64_t arg) {
     size_t pair = (size_t)x->src * s->t->n_gpus + x->dst;
     /* a ring collective's edge is several NCCL channels, not one
      * connection (plan_coll.c), and pays the latency once per step */
-    double cap = ring_coll(t->api) ? 0 : s->t->route_cap_Bps[pair];
+    double cap = plan_api_is_ring(t->api) ? 0 : s->t->route_cap_Bps[pair];
     net_flow_start(s->net, route, hops, s->t->route_latency_s[pair] * x->steps, x->bytes, cap,
                    flow_done, s, arg | (uint64_t)i << 32);
   }

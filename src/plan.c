@@ -17,6 +17,8 @@ plan *plan_new(uint32_t n_gpus, bool record_segs) {
   p->last_coll = g_new(int64_t, n_gpus);
   for (uint32_t g = 0; g < n_gpus; g++) p->last_compute[g] = p->last_coll[g] = -1;
   p->scratch = g_new0(uint8_t, n_gpus);
+  p->gpu_buf = g_new(uint32_t, n_gpus);
+  p->coll_buf = g_new(int64_t, n_gpus);
   p->note = g_string_new(NULL);
   return p;
 }
@@ -32,6 +34,8 @@ void plan_free(plan *p) {
   g_free(p->last_compute);
   g_free(p->last_coll);
   g_free(p->scratch);
+  g_free(p->gpu_buf);
+  g_free(p->coll_buf);
   g_string_free(p->note, TRUE);
   g_free(p);
 }
@@ -173,8 +177,8 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 void plan_issue(plan *p, uint32_t comm, const int64_t *issued, int64_t skip, bool ordered) {
-  g_autofree uint32_t *gpus = g_new(uint32_t, p->n_gpus);
-  g_autofree int64_t *colls = g_new(int64_t, p->n_gpus);
+  uint32_t *gpus = p->gpu_buf;
+  int64_t *colls = p->coll_buf;
   uint32_t k = plan_comm_gpus(p, comm, gpus);
   if (!issued) issued = p->last_compute;
   /* compute tasks belong to one GPU each, so these are distinct */

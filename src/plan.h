@@ -106,6 +106,8 @@ typedef struct {
   int64_t *last_compute; /* last compute task per GPU, -1 none */
   int64_t *last_coll;    /* last collective group per GPU (its NCCL stream), -1 none */
   uint8_t *scratch;      /* per GPU, all zero between calls */
+  uint32_t *gpu_buf;     /* per GPU, scratch for plan_issue */
+  int64_t *coll_buf;     /* per GPU, scratch for plan_issue */
   GString *note;  /* what the scheduler wants the user to know */
 } plan;
 
@@ -154,6 +156,9 @@ void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t
                           double bytes);
 void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
                     uint32_t per_node);
+/* Whether NCCL runs the API as rings (plan_coll_ring): several channels per
+ * ring edge, so no per-connection cap, and a latency per pipelined step. */
+bool plan_api_is_ring(comm_api a);
 
 /* ---- stream rules ---- */
 

@@ -32,7 +32,7 @@ void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t
 void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
                     uint32_t per_node) {
   comm_api api = plan_task_at(p, comm)->api;
-  g_assert(api == COMM_ALL_GATHER || api == COMM_REDUCE_SCATTER || api == COMM_ALL_REDUCE);
+  g_assert(plan_api_is_ring(api));
   if (n < 2) return;
   uint32_t rounds = api == COMM_ALL_REDUCE ? 2 : 1;
   /* several nodes, each wholly in the group: one ring per local GPU */
@@ -49,4 +49,8 @@ void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, do
         if (src == dst) continue;
         plan_xfer_push(p, comm, (plan_xfer){gpus[src], gpus[dst], edge, 1, (n - 1) * rounds});
       }
+}
+
+bool plan_api_is_ring(comm_api a) {
+  return a == COMM_ALL_GATHER || a == COMM_REDUCE_SCATTER || a == COMM_ALL_REDUCE;
 }
