@@ -21,28 +21,37 @@ double sim_util(const topology *t, const exec_result *r, uint32_t c) {
   return r->step_s > 0 ? r->chan_bytes[c] / (topo_chan(t, c)->cap_Bps * r->step_s) : 0;
 }
 
-/* A model of several layers: each kind of layer is built and replayed
- * once, and the point's figures are the sum over the model's layers
- * (layers.h says why; the one thing a chained replay would add is a
- * layer's host issue hiding behind the previous layer's kernels). */
+/* One layer of kind k of the point's model, replayed; its scheduler's
+ * note appended to `notes`. */
+static exec_result *run_kind(const topology *t, const scenario_point *pt, const exec_opts *o,
+                             attn_kind k, GString *notes) {
+  workload one = layers_one(&pt->w, k);
+  plan *p = pt->sched->build(&one, t, false);
+  if (p->note->len) g_string_append_printf(notes, "%s%s", notes->len ? "; " : "", p->note->str);
+  exec_result *r = exec_run(p, t, o);
+  plan_free(p);
+  return r;
+}
+
+/* The point's model: one layer is replayed as it is; several are summed,
+ * each kind of layer replayed once (layers.h says why; the one thing a
+ * chained replay would add is a layer's host issue hiding behind the
+ * previous layer's kernels). */
 static exec_result *run_layers(const topology *t, const scenario_point *pt, const exec_opts *o,
-                               char **note) {
+                               GString *notes) {
+  if (layers_total(&pt->w) == 1)
+    return run_kind(t, pt, o, layers_count(&pt->w, ATTN_LINEAR) ? ATTN_LINEAR : ATTN_SOFTMAX,
+                    notes);
   exec_result *acc = exec_result_new(pt->w.gpus, t->channels->len, o->keep_trace);
   double shown = 0;
-  GString *notes = g_string_new(NULL);
   for (int k = 0; k < ATTN_KINDS; k++) {
     uint32_t count = layers_count(&pt->w, (attn_kind)k);
     if (!count) continue;
-    workload one = layers_one(&pt->w, (attn_kind)k);
-    plan *p = pt->sched->build(&one, t, false);
-    if (p->note->len) g_string_append_printf(notes, "%s%s", notes->len ? "; " : "", p->note->str);
-    exec_result *r = exec_run(p, t, o);
-    plan_free(p);
+    exec_result *r = run_kind(t, pt, o, (attn_kind)k, notes);
     exec_result_add_layers(acc, r, count, shown);
     shown += r->step_s;
     exec_result_free(r);
   }
-  *note = notes->len ? g_string_free(notes, FALSE) : (g_string_free(notes, TRUE), NULL);
   return acc;
 }
 
@@ -51,16 +60,9 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
   sim_result *res = g_new0(sim_result, 1);
   res->pt = *pt;
   res->topo = t;
-  if (layers_total(&pt->w) > 1) {
-    res->r = run_layers(t, pt, o, &res->note);
-  } else {
-    attn_kind kind = layers_count(&pt->w, ATTN_LINEAR) ? ATTN_LINEAR : ATTN_SOFTMAX;
-    workload one = layers_one(&pt->w, kind);
-    plan *p = pt->sched->build(&one, t, false);
-    if (p->note->len) res->note = g_strdup(p->note->str);
-    res->r = exec_run(p, t, o);
-    plan_free(p);
-  }
+  GString *notes = g_string_new(NULL);
+  res->r = run_layers(t, pt, o, notes);
+  res->note = notes->len ? g_string_free(notes, FALSE) : (g_string_free(notes, TRUE), NULL);
   double sum = 0;
   unsigned avail_n = 0;
   g_autofree uint8_t *avail = sim_channels_available(t, pt->w.gpus);
