@@ -216,6 +216,13 @@ void plan_dep_all(plan *p, const GArray *ids, uint32_t after) {
   for (guint i = 0; i < ids->len; i++) plan_dep(p, g_array_index(ids, uint32_t, i), after);
 }
 
+void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm) {
+  for (guint i = 0; i < ids->len; i++) {
+    uint32_t id = g_array_index(ids, uint32_t, i);
+    if (plan_task_at(p, id)->op.kind == OP_ATTN) plan_dep(p, id, comm);
+  }
+}
+
 void plan_finish(plan *p) {
   guint n = p->tasks->len, m = p->dep_to->len;
   for (guint i = 0; i < n; i++) plan_task_at(p, i)->n_dep = 0;

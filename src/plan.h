@@ -179,6 +179,10 @@ uint32_t plan_barrier(plan *p, uint32_t step, int64_t after);
 void plan_dep(plan *p, uint32_t before, uint32_t after);
 /* `after` waits for every task in ids. */
 void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
+/* Where the topology's kernel_blocks_comm holds: group `comm` waits for
+ * the flash-attention kernels among ids, which hold every SM (measured on
+ * H200); other kernels (linear attention, copies) leave SMs free. */
+void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
 

@@ -15,7 +15,6 @@ struct rotate_emit {
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
-  GArray *step_flash;     /* ... those that are flash-attention kernels */
 };
 
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
@@ -35,7 +34,6 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   uint32_t id = plan_attn(e->p, e->gpu, e->step, &shape, q, nq, k, nk);
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   g_array_append_val(e->step_kernels, id);
-  g_array_append_val(e->step_flash, id);
   if (!e->backward && e->started[e->gpu])
     plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq);
   e->started[e->gpu] = true;
@@ -99,7 +97,6 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     plan_issued(e->p, issued);
     if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
-    g_array_set_size(e->step_flash, 0);
     e->step = t;
     for (uint32_t g = 0; g < n; g++) {
       e->gpu = g;
@@ -111,11 +108,10 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
        * overlap at all (calibration/h200x4-tool passes with and without
        * communication differ by the whole transfer time).  Emitted after
        * the kernels so that it can depend on them.  Only flash kernels
-       * block it: the linear-attention kernels (a few PyTorch ops) leave
-       * SMs free, and the KV hop overlaps them (calibration/h200x2-linear:
-       * Ring on linear layers with and without communication). */
+       * block it (plan_dep_blocking): linear-attention kernels leave SMs
+       * free, and the KV hop overlaps them (calibration/h200x2-linear). */
       kv = add_group(ops, self, e, t, kv_prev, issued, false);
-      plan_dep_all(e->p, e->step_flash, (uint32_t)kv);
+      plan_dep_blocking(e->p, e->step_kernels, (uint32_t)kv);
     }
     if (backward) {
       plan_issued(e->p, issued);
@@ -136,8 +132,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
                    .started = g_new0(bool, w->gpus),
-                   .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t)),
-                   .step_flash = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
+                   .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {
@@ -147,7 +142,6 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   }
   g_free(e.started);
   g_array_free(e.step_kernels, TRUE);
-  g_array_free(e.step_flash, TRUE);
   plan_finish(p);
   return p;
 }

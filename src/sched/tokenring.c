@@ -90,7 +90,7 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
        * (sched/rotate.c), so the hand-on follows the step's kernels */
       qg = plan_comm(p, t, COMM_P2P);
       for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
-      plan_dep_all(p, kernels, (uint32_t)qg);
+      plan_dep_blocking(p, kernels, (uint32_t)qg);
     }
     if (qg >= 0) {
       if (q_prev >= 0) plan_dep(p, (uint32_t)q_prev, (uint32_t)qg);
