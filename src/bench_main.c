@@ -45,9 +45,10 @@ static void bench_point(const char *topo, uint32_t gpus, const char *seq, const 
   exec_opts eo = {0};
   sim_result *r = sim_run_point(s->topo, pt, &eo);
   printf("point tasp %-10s gpus %4u seq %-5s %-6s wall %8.3f s  events %10" G_GUINT64_FORMAT
-         "  events/s %.3g  flows %" G_GUINT64_FORMAT "  max-min solves %" G_GUINT64_FORMAT
-         "  step %.3f ms\n", topo, gpus, seq, mask, r->wall_s, r->r->events,
-         r->r->events / r->wall_s, r->r->flows, r->r->solves, r->r->step_s * 1e3);
+         "  events/s %.3g  flows %" G_GUINT64_FORMAT "  bundles %" G_GUINT64_FORMAT
+         "  max-min solves %" G_GUINT64_FORMAT "  step %.3f ms\n", topo, gpus, seq, mask,
+         r->wall_s, r->r->events, r->r->events / r->wall_s, r->r->flows, r->r->bundles,
+         r->r->solves, r->r->step_s * 1e3);
   sim_result_free(r);
   scenario_free(s);
 }
@@ -75,6 +76,10 @@ static void bench_hamilton(uint32_t n) {
 int main(int argc, char **argv) {
   const char *scen = argc > 1 ? argv[1] : "scenarios/h100x8.json";
   bench_scenario(scen);
+  if (argc > 2) {  /* one point: tasp-bench SCENARIO TOPOLOGY GPUS SEQ MASK */
+    bench_point(argv[2], (uint32_t)atoi(argv[3]), argv[4], argv[5]);
+    return 0;
+  }
   bench_point("h100x8", 8, "128K", "causal");
   bench_point("h100x8x8", 64, "1M", "causal");
   bench_point("h100x8x32", 256, "1M", "causal");

@@ -61,6 +61,10 @@ static GOptionContext *context(cli_opts *o) {
        NULL},
       {"no-comm", 0, 0, G_OPTION_ARG_NONE, &o->no_comm,
        "What-if: communication takes no time", NULL},
+      {"per-flow", 0, 0, G_OPTION_ARG_NONE, &o->per_flow,
+       "Solve every flow on its own instead of bundles of alike flows (the reference model; "
+       "slower, same answers)",
+       NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs,
        "Threads for a sweep (default: one per CPU, at most 256)", "N"},
       {"shard", 0, 0, G_OPTION_ARG_STRING, &o->shard,

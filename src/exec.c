@@ -5,6 +5,8 @@
 #include "engine.h"
 #include "net.h"
 
+#include <string.h>
+
 typedef struct {
   const plan *p;
   const topology *t;
@@ -24,6 +26,7 @@ typedef struct {
   uint32_t *last_dep;       /* per task: the predecessor that finished last, or UINT32_MAX */
   double *gpu_free_s;       /* per GPU: end of its last compute task */
   double *launched_s;       /* per task, with keep_trace: when its flows started */
+  net_member **members;     /* per comm task in flight: its flows, for the network */
   exec_result *r;
 } exec_state;
 
@@ -87,35 +90,96 @@ static void task_done(void *ctx, uint64_t arg) {
     }
 }
 
-/* A flow's tag: its task id, and with keep_trace its transfer's index in
- * the task above bit 32. */
-static void flow_done(void *ctx, uint64_t arg) {
+/* Flows delivered: the tag is their group's task id; a member's id is its
+ * transfer's index in the group. */
+static void flow_done(void *ctx, uint64_t tag, const net_member *m, uint32_t count) {
   exec_state *s = ctx;
-  uint32_t task = (uint32_t)arg;
+  uint32_t task = (uint32_t)tag;
   if (s->opts.keep_trace) {
     const plan_task *t = plan_task_at(s->p, task);
-    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + (arg >> 32));
-    exec_xfer e = {x->src, x->dst, t->step, x->bytes, s->launched_s[task], engine_now(s->eng)};
-    g_array_append_val(s->r->xfers, e);
+    for (uint32_t i = 0; i < count; i++) {
+      const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + m[i].id);
+      exec_xfer e = {x->src, x->dst, t->step, x->bytes, s->launched_s[task],
+                     engine_now(s->eng)};
+      g_array_append_val(s->r->xfers, e);
+    }
   }
-  if (--s->flows_left[task] == 0) task_done(s, task);
+  g_assert(s->flows_left[task] >= count);
+  s->flows_left[task] -= count;
+  if (s->flows_left[task] == 0) {
+    g_free(s->members[task]);
+    s->members[task] = NULL;
+    task_done(s, task);
+  }
+}
+
+/* What makes two flows of a group alike: they then start as one bundle. */
+typedef struct {
+  double bytes, cap, latency;
+  uint32_t hops;
+} flow_kind;
+
+static guint flow_kind_hash(gconstpointer p) {
+  const flow_kind *k = p;
+  return g_double_hash(&k->bytes) ^ (g_double_hash(&k->cap) * 31) ^
+         (g_double_hash(&k->latency) * 17) ^ k->hops;
+}
+
+static gboolean flow_kind_equal(gconstpointer a, gconstpointer b) {
+  const flow_kind *x = a, *y = b;
+  return x->bytes == y->bytes && x->cap == y->cap && x->latency == y->latency &&
+         x->hops == y->hops;
 }
 
 static void comm_launched(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
-  const plan_task *t = plan_task_at(s->p, (uint32_t)arg);
-  s->flows_left[arg] = t->n_xfer;
-  if (s->opts.keep_trace) s->launched_s[arg] = engine_now(s->eng);
-  for (uint32_t i = 0; i < t->n_xfer; i++) {
+  uint32_t id = (uint32_t)arg, nx;
+  const plan_task *t = plan_task_at(s->p, id);
+  nx = t->n_xfer;
+  s->flows_left[id] = nx;
+  if (s->opts.keep_trace) s->launched_s[id] = engine_now(s->eng);
+  /* sort the transfers into kinds (first-seen order), then start each
+   * kind's members as one bundle */
+  g_autofree flow_kind *kinds = g_new(flow_kind, nx);
+  g_autofree uint32_t *kind_of = g_new(uint32_t, nx);
+  g_autoptr(GHashTable) seen = g_hash_table_new(flow_kind_hash, flow_kind_equal);
+  g_autoptr(GArray) sizes = g_array_new(FALSE, TRUE, sizeof(uint32_t));
+  net_member *m = s->members[id] = g_new(net_member, nx);
+  for (uint32_t i = 0; i < nx; i++) {
     const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
-    uint32_t hops;
-    const uint32_t *route = topo_route_chans(s->t, x->src, x->dst, &hops);
     size_t pair = (size_t)x->src * s->t->n_gpus + x->dst;
     /* a ring collective's edge is several NCCL channels, not one
      * connection (plan_coll.c), and pays the latency once per step */
     double cap = plan_api_is_ring(t->api) ? 0 : s->t->route_cap_Bps[pair];
-    net_flow_start(s->net, route, hops, s->t->route_latency_s[pair] * x->steps, x->bytes, cap,
-                   flow_done, s, arg | (uint64_t)i << 32);
+    m[i].route = topo_route_chans(s->t, x->src, x->dst, &kinds[i].hops);
+    m[i].id = i;
+    kinds[i].bytes = x->bytes;
+    kinds[i].cap = cap;
+    kinds[i].latency = s->t->route_latency_s[pair] * x->steps;
+    gpointer v;
+    if (g_hash_table_lookup_extended(seen, &kinds[i], NULL, &v)) {
+      kind_of[i] = GPOINTER_TO_UINT(v);
+    } else {
+      kind_of[i] = sizes->len;
+      g_hash_table_insert(seen, &kinds[i], GUINT_TO_POINTER(sizes->len));
+      g_array_set_size(sizes, sizes->len + 1);
+    }
+    g_array_index(sizes, uint32_t, kind_of[i])++;
+  }
+  /* members grouped by kind, in place: a counting sort */
+  uint32_t nk = sizes->len;
+  g_autofree uint32_t *at = g_new0(uint32_t, nk + 1);
+  g_autofree uint32_t *first = g_new(uint32_t, nk);
+  for (uint32_t k = 0; k < nk; k++) at[k + 1] = at[k] + g_array_index(sizes, uint32_t, k);
+  for (uint32_t i = nx; i-- > 0;) first[kind_of[i]] = i;
+  g_autofree net_member *sorted = g_new(net_member, nx);
+  g_autofree uint32_t *fill = g_memdup2(at, sizeof(uint32_t) * nk);
+  for (uint32_t i = 0; i < nx; i++) sorted[fill[kind_of[i]]++] = m[i];
+  memcpy(m, sorted, sizeof(net_member) * nx);
+  for (uint32_t k = 0; k < nk; k++) {
+    const flow_kind *fk = &kinds[first[k]];
+    net_bundle_start(s->net, &m[at[k]], at[k + 1] - at[k], fk->hops, fk->latency, fk->bytes,
+                     fk->cap, flow_done, s, id);
   }
 }
 
@@ -296,6 +360,7 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
   acc->flops += k * r->flops;
   acc->events += r->events;
   acc->flows += r->flows;
+  acc->bundles += r->bundles;
   acc->solves += r->solves;
   acc->tasks += r->tasks;
   if (acc->spans && r->spans)
@@ -332,6 +397,8 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   s.eng = engine_new();
   s.net = net_new(s.eng, nc, caps);
   if (opts->keep_trace) net_set_rate_observer(s.net, on_rate, &s);
+  net_set_per_flow(s.net, opts->per_flow);
+  s.members = g_new0(net_member *, nt);
   s.waiting = g_new0(uint32_t, nt);
   s.flows_left = g_new0(uint32_t, nt);
   s.start_s = g_new0(double, nt);
@@ -365,6 +432,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   }
   r->events = engine_events(s.eng);
   r->flows = net_flows_started(s.net);
+  r->bundles = net_bundles_started(s.net);
   r->solves = net_solves(s.net);
 
   net_free(s.net);
@@ -373,6 +441,8 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp); g_free(s.msgs);
   g_free(s.succ_off); g_free(s.succ); g_free(s.last_dep); g_free(s.gpu_free_s);
   g_free(s.launched_s);
+  for (guint i = 0; i < nt; i++) g_free(s.members[i]);
+  g_free(s.members);
   return r;
 }
 

@@ -19,6 +19,7 @@ typedef struct {
   bool no_compute;  /* compute takes no time (communication only) */
   bool no_comm;     /* communication takes no time (compute only) */
   bool keep_trace;  /* record spans and channel rates */
+  bool per_flow;    /* every flow on its own (net.h): the bundles' reference */
 } exec_opts;
 
 typedef struct {
@@ -58,7 +59,7 @@ typedef struct {
   double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s, *gpu_imbalance_s;
   double *chan_bytes, *chan_busy_s;
   double flops;        /* nominal FLOPs of all attention kernels */
-  uint64_t events, flows, solves, tasks;
+  uint64_t events, flows, bundles, solves, tasks;
   GArray *spans;       /* exec_span, with keep_trace */
   GArray *rates;       /* exec_rate, with keep_trace */
   GArray *xfers;       /* exec_xfer, with keep_trace, in delivery order */

@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
       !outputs_check_input(outs, s0->topo->file, "topology file", &err))
     return fail(err, 2);
   sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm,
+                          .per_flow = o.per_flow,
                           .keep_trace = o.trace != NULL},
                  .jobs = (unsigned)o.jobs, .shard = o.shard_i, .shards = o.shard_n};
   so.progress = isatty(STDERR_FILENO) && s0->points->len >= 50 && !o.quiet;

@@ -8,7 +8,7 @@
 
 struct maxmin_work {
   double *left;       /* capacity not yet given to fixed flows, per channel */
-  uint32_t *count;    /* unfixed flows per channel */
+  uint64_t *count;    /* unfixed flows per channel */
   uint32_t *adj_off;  /* channel -> flows, CSR */
   uint32_t *adj;
   uint32_t *by_cap;   /* capped flows, ascending cap */
@@ -29,7 +29,7 @@ static void reserve(maxmin_work *w, size_t n_chan, size_t n_flows, size_t n_adj)
   if (n_chan + 1 > w->chan_cap) {
     w->chan_cap = (n_chan + 1) * 2;
     w->left = g_renew(double, w->left, w->chan_cap);
-    w->count = g_renew(uint32_t, w->count, w->chan_cap);
+    w->count = g_renew(uint64_t, w->count, w->chan_cap);
     w->adj_off = g_renew(uint32_t, w->adj_off, w->chan_cap);
   }
   if (n_flows + 1 > w->flow_cap) {
@@ -55,16 +55,18 @@ static int cmp_cap(const void *a, const void *b) {
 
 static gboolean has_cap(const maxmin_flow *f) { return f->cap > 0 && isfinite(f->cap); }
 
+static uint32_t mult_at(const maxmin_flow *f, uint32_t h) { return f->mult ? f->mult[h] : 1; }
+
 /* Give flow f the rate r and take it off its channels. */
 static void fix_flow(maxmin_work *w, const maxmin_flow *flows, uint32_t f, double r,
                      double *rate) {
   w->fixed[f] = 1;
   rate[f] = r;
   for (uint32_t h = 0; h < flows[f].n_chan; h++) {
-    uint32_t c = flows[f].chan[h];
-    w->left[c] -= r;
+    uint32_t c = flows[f].chan[h], k = mult_at(&flows[f], h);
+    w->left[c] -= r * k;
     if (w->left[c] < 0) w->left[c] = 0;
-    w->count[c]--;
+    w->count[c] -= k;
   }
 }
 
@@ -78,13 +80,18 @@ void maxmin_solve(maxmin_work *w, size_t n_chan, const double *cap,
   for (size_t f = 0; f < n_flows; f++)
     for (uint32_t h = 0; h < flows[f].n_chan; h++) w->count[flows[f].chan[h]]++;
   w->adj_off[0] = 0;
-  for (size_t c = 0; c < n_chan; c++) w->adj_off[c + 1] = w->adj_off[c] + w->count[c];
+  for (size_t c = 0; c < n_chan; c++) w->adj_off[c + 1] = w->adj_off[c] + (uint32_t)w->count[c];
   for (size_t c = 0; c < n_chan; c++) w->count[c] = 0;
   for (size_t f = 0; f < n_flows; f++)
     for (uint32_t h = 0; h < flows[f].n_chan; h++) {
       uint32_t c = flows[f].chan[h];
       w->adj[w->adj_off[c] + w->count[c]++] = (uint32_t)f;
     }
+  /* the adjacency is built; now count flows, bundles by their size */
+  for (size_t c = 0; c < n_chan; c++) w->count[c] = 0;
+  for (size_t f = 0; f < n_flows; f++)
+    for (uint32_t h = 0; h < flows[f].n_chan; h++)
+      w->count[flows[f].chan[h]] += mult_at(&flows[f], h);
 
   size_t n_capped = 0, unfixed = n_flows;
   for (size_t f = 0; f < n_flows; f++) {
@@ -107,7 +114,7 @@ void maxmin_solve(maxmin_work *w, size_t n_chan, const double *cap,
     size_t bottleneck = n_chan;
     for (size_t c = 0; c < n_chan; c++) {
       if (w->count[c] == 0) continue;
-      double s = w->left[c] / w->count[c];
+      double s = w->left[c] / (double)w->count[c];
       if (s < share) { share = s; bottleneck = c; }
     }
     /* Every capped flow whose cap is at most the current share stops at

@@ -5,7 +5,11 @@
  * (flows crossing some channels, each with an optional rate cap), and gets
  * back the max-min fair rate of every flow.  Progressive filling: raise all
  * unfixed rates together; when a channel saturates, fix the rates of the
- * flows on it; when a flow reaches its own cap, fix it there; repeat. */
+ * flows on it; when a flow reaches its own cap, fix it there; repeat.
+ *
+ * A variable may stand for a bundle of identical flows: `mult[h]` of them
+ * cross channel chan[h] (net.c's bundles), all at the one rate solved for;
+ * a channel then counts each such flow once in its fair share. */
 #ifndef TASP_MAXMIN_H
 #define TASP_MAXMIN_H
 
@@ -16,6 +20,7 @@ typedef struct {
   const uint32_t *chan; /* indices into the capacity array */
   uint32_t n_chan;
   double cap;           /* the flow's own rate cap; <= 0 or INFINITY: none */
+  const uint32_t *mult; /* flows of the bundle on each channel; NULL: one */
 } maxmin_flow;
 
 /* Reusable scratch space so repeated solves do not allocate. */

@@ -1,32 +1,47 @@
-/* net: flows over channels, max-min rates per changed component. */
+/* net: bundles of flows over channels, max-min rates per changed component. */
 #include "net.h"
 
 #include <glib.h>
 #include <math.h>
+#include <string.h>
 
 #include "maxmin.h"
 
+/* Where a bundle crosses a channel: at hop `hop` of its routes, `mult` of
+ * its flows. */
 typedef struct {
-  const uint32_t *route;
-  uint32_t n_hops;
-  uint32_t pos[NET_MAX_HOPS]; /* index of this flow in each hop's flow list */
-  double left;                /* bytes not yet sent as of updated_s */
-  double rate, cap, updated_s, latency_s;
-  uint32_t version;           /* bumped on every reschedule; stale events skip */
-  uint32_t mark;              /* component search epoch */
-  uint32_t local;             /* index inside the component being solved */
+  uint32_t chan, hop, mult;
+  uint32_t pos;  /* index of this use in the channel's list */
+} use;
+
+typedef struct {
+  use *uses;
+  uint32_t n_uses;
+  const net_member *members;
+  uint32_t count, n_hops;
+  bool own_members;
+  double left;        /* bytes each flow has not yet sent as of updated_s */
+  double rate, cap, updated_s, latency_s, bytes, end_s;
+  uint32_t heap_pos;  /* in the completion heap, or UINT32_MAX */
+  uint32_t mark;      /* component search epoch */
+  uint32_t stamp;     /* listing scratch */
+  uint64_t color;     /* make_uniform's scratch */
+  uint32_t local;     /* index inside the component being solved */
   uint8_t active;
   net_done_fn done;
   void *ctx;
   uint64_t tag;
-  double bytes;
-} flow;
+} bundle;
+
+/* A channel's list entry: a bundle and which of its uses this is. */
+typedef struct { uint32_t b, u; } entry;
 
 typedef struct {
   double cap;
-  uint32_t *flows;
+  entry *items;
   uint32_t n, alloc;
   double rate, bytes, busy_s, busy_since;
+  uint64_t sig;  /* solve scratch: capacity and bundles crossing it */
   uint32_t mark, local;
   uint8_t dirty;
 } chan;
@@ -35,17 +50,22 @@ struct net {
   engine *eng;
   chan *chans;
   size_t n_chan;
-  flow *flows;
-  size_t n_flows, flows_alloc;
+  bundle *bundles;
+  size_t n_bundles, bundles_alloc;
   GArray *free_ids;   /* uint32 */
   GArray *dirty;      /* uint32 channel ids */
-  gboolean resolve_pending;
-  uint32_t epoch;
-  uint64_t started, solves;
+  gboolean resolve_pending, per_flow;
+  uint32_t epoch, stamp;
+  uint64_t started, bundles_started, solves;
   net_rate_fn rate_fn;
   void *rate_ctx;
+  /* completion times: an indexed min-heap of active bundles by (end, id),
+   * and one engine event at its top, so a rate change moves a bundle in
+   * the heap instead of leaving a superseded event behind */
+  GArray *heap;       /* uint32 bundle ids */
+  double wake_s;      /* time of the earliest wake-up event pending */
   /* component scratch */
-  GArray *comp_flows, *comp_chans, *local_route, *mm_flows, *caps, *rates;
+  GArray *comp_bundles, *comp_chans, *local_route, *local_mult, *mm_flows, *caps, *rates;
   maxmin_work *mm;
 };
 
@@ -57,9 +77,12 @@ net *net_new(engine *eng, size_t n_chan, const double *cap_Bps) {
   for (size_t c = 0; c < n_chan; c++) n->chans[c].cap = cap_Bps[c];
   n->free_ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->dirty = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  n->comp_flows = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  n->heap = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  n->wake_s = INFINITY;
+  n->comp_bundles = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->comp_chans = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->local_route = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  n->local_mult = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->mm_flows = g_array_new(FALSE, FALSE, sizeof(maxmin_flow));
   n->caps = g_array_new(FALSE, FALSE, sizeof(double));
   n->rates = g_array_new(FALSE, FALSE, sizeof(double));
@@ -67,16 +90,27 @@ net *net_new(engine *eng, size_t n_chan, const double *cap_Bps) {
   return n;
 }
 
+static void bundle_release(bundle *b) {
+  g_free(b->uses);
+  b->uses = NULL;
+  if (b->own_members) g_free((net_member *)b->members);
+  b->members = NULL;
+  b->own_members = false;
+}
+
 void net_free(net *n) {
   if (!n) return;
-  for (size_t c = 0; c < n->n_chan; c++) g_free(n->chans[c].flows);
+  for (size_t c = 0; c < n->n_chan; c++) g_free(n->chans[c].items);
+  for (size_t i = 0; i < n->n_bundles; i++) bundle_release(&n->bundles[i]);
   g_free(n->chans);
-  g_free(n->flows);
+  g_free(n->bundles);
   g_array_free(n->free_ids, TRUE);
   g_array_free(n->dirty, TRUE);
-  g_array_free(n->comp_flows, TRUE);
+  g_array_free(n->heap, TRUE);
+  g_array_free(n->comp_bundles, TRUE);
   g_array_free(n->comp_chans, TRUE);
   g_array_free(n->local_route, TRUE);
+  g_array_free(n->local_mult, TRUE);
   g_array_free(n->mm_flows, TRUE);
   g_array_free(n->caps, TRUE);
   g_array_free(n->rates, TRUE);
@@ -88,6 +122,73 @@ void net_set_rate_observer(net *n, net_rate_fn fn, void *ctx) {
   n->rate_fn = fn;
   n->rate_ctx = ctx;
 }
+
+void net_set_per_flow(net *n, bool per_flow) { n->per_flow = per_flow; }
+
+/* ---- completion heap ---- */
+
+static bool heap_before(const net *n, uint32_t a, uint32_t b) {
+  double x = n->bundles[a].end_s, y = n->bundles[b].end_s;
+  return x != y ? x < y : a < b;
+}
+
+static void heap_set(net *n, uint32_t i, uint32_t id) {
+  g_array_index(n->heap, uint32_t, i) = id;
+  n->bundles[id].heap_pos = i;
+}
+
+static void heap_sift(net *n, uint32_t i) {
+  uint32_t *h = (uint32_t *)n->heap->data, len = n->heap->len, id = h[i];
+  while (i > 0 && heap_before(n, id, h[(i - 1) / 2])) {
+    heap_set(n, i, h[(i - 1) / 2]);
+    i = (i - 1) / 2;
+  }
+  for (;;) {
+    uint32_t l = 2 * i + 1, r = l + 1, m = i;
+    uint32_t best = id;
+    if (l < len && heap_before(n, h[l], best)) { m = l; best = h[l]; }
+    if (r < len && heap_before(n, h[r], best)) m = r;
+    if (m == i) break;
+    heap_set(n, i, h[m]);
+    i = m;
+  }
+  heap_set(n, i, id);
+}
+
+static void heap_remove(net *n, uint32_t id) {
+  uint32_t i = n->bundles[id].heap_pos;
+  if (i == UINT32_MAX) return;
+  n->bundles[id].heap_pos = UINT32_MAX;
+  uint32_t last = g_array_index(n->heap, uint32_t, n->heap->len - 1);
+  g_array_set_size(n->heap, n->heap->len - 1);
+  if (last == id) return;
+  heap_set(n, i, last);
+  heap_sift(n, i);
+}
+
+static void wake(void *ctx, uint64_t arg);
+
+/* One engine event at the earliest completion; a later one left pending
+ * finds nothing due and does nothing. */
+static void arm_wake(net *n) {
+  if (n->heap->len == 0) return;
+  double t = n->bundles[g_array_index(n->heap, uint32_t, 0)].end_s;
+  if (t >= n->wake_s) return;
+  n->wake_s = t;
+  engine_at(n->eng, t, wake, n, 0);
+}
+
+static void heap_update(net *n, uint32_t id) {
+  bundle *b = &n->bundles[id];
+  if (!isfinite(b->end_s)) { heap_remove(n, id); return; }
+  if (b->heap_pos == UINT32_MAX) {
+    g_array_set_size(n->heap, n->heap->len + 1);
+    heap_set(n, n->heap->len - 1, id);
+  }
+  heap_sift(n, b->heap_pos);
+}
+
+/* ---- channels ---- */
 
 static void mark_dirty(net *n, uint32_t c) {
   if (n->chans[c].dirty) return;
@@ -105,120 +206,338 @@ static void want_resolve(net *n) {
   engine_at(n->eng, engine_now(n->eng), resolve, n, 0);
 }
 
-static uint32_t flow_alloc(net *n) {
-  if (n->free_ids->len > 0) {
-    uint32_t id = g_array_index(n->free_ids, uint32_t, n->free_ids->len - 1);
-    g_array_set_size(n->free_ids, n->free_ids->len - 1);
-    return id;
-  }
-  if (n->n_flows == n->flows_alloc) {
-    n->flows_alloc = n->flows_alloc ? n->flows_alloc * 2 : 1024;
-    n->flows = g_renew(flow, n->flows, n->flows_alloc);
-  }
-  memset(&n->flows[n->n_flows], 0, sizeof(flow));
-  return (uint32_t)n->n_flows++;
-}
-
-static void chan_add_flow(net *n, uint32_t c, uint32_t id, uint32_t hop) {
-  chan *ch = &n->chans[c];
+static void chan_add(net *n, uint32_t id, uint32_t u) {
+  use *us = &n->bundles[id].uses[u];
+  chan *ch = &n->chans[us->chan];
   if (ch->n == ch->alloc) {
     ch->alloc = ch->alloc ? ch->alloc * 2 : 8;
-    ch->flows = g_renew(uint32_t, ch->flows, ch->alloc);
+    ch->items = g_renew(entry, ch->items, ch->alloc);
   }
-  n->flows[id].pos[hop] = ch->n;
-  ch->flows[ch->n++] = id;
+  us->pos = ch->n;
+  ch->items[ch->n++] = (entry){id, u};
   if (ch->n == 1) ch->busy_since = engine_now(n->eng);
-  mark_dirty(n, c);
+  mark_dirty(n, us->chan);
 }
 
-static void chan_remove_flow(net *n, uint32_t c, uint32_t id, uint32_t hop) {
-  chan *ch = &n->chans[c];
-  uint32_t p = n->flows[id].pos[hop];
-  uint32_t moved = ch->flows[--ch->n];
-  ch->flows[p] = moved;
-  if (moved != id) {
-    flow *m = &n->flows[moved];
-    for (uint32_t h = 0; h < m->n_hops; h++)
-      if (m->route[h] == c) { m->pos[h] = p; break; }
-  }
+static void chan_remove(net *n, uint32_t id, uint32_t u) {
+  const use *us = &n->bundles[id].uses[u];
+  chan *ch = &n->chans[us->chan];
+  entry moved = ch->items[--ch->n];
+  ch->items[us->pos] = moved;
+  n->bundles[moved.b].uses[moved.u].pos = us->pos;
   if (ch->n == 0) ch->busy_s += engine_now(n->eng) - ch->busy_since;
-  mark_dirty(n, c);
+  mark_dirty(n, us->chan);
 }
 
-static uint64_t pack(uint32_t id, uint32_t version) {
-  return ((uint64_t)version << 32) | id;
-}
+/* ---- bundles ---- */
 
-static void flow_sent(void *ctx, uint64_t arg) {
-  net *n = ctx;
-  uint32_t id = (uint32_t)arg, version = (uint32_t)(arg >> 32);
-  flow *f = &n->flows[id];
-  if (!f->active || f->version != version) return;  /* rescheduled since */
-  f->active = 0;
-  f->version++;
-  for (uint32_t h = 0; h < f->n_hops; h++) {
-    n->chans[f->route[h]].bytes += f->bytes;
-    chan_remove_flow(n, f->route[h], id, h);
+static uint32_t bundle_alloc(net *n) {
+  uint32_t id;
+  if (n->free_ids->len > 0) {
+    id = g_array_index(n->free_ids, uint32_t, n->free_ids->len - 1);
+    g_array_set_size(n->free_ids, n->free_ids->len - 1);
+  } else {
+    if (n->n_bundles == n->bundles_alloc) {
+      n->bundles_alloc = n->bundles_alloc ? n->bundles_alloc * 2 : 1024;
+      n->bundles = g_renew(bundle, n->bundles, n->bundles_alloc);
+    }
+    id = (uint32_t)n->n_bundles++;
   }
-  engine_at(n->eng, engine_now(n->eng) + f->latency_s, f->done, f->ctx, f->tag);
+  memset(&n->bundles[id], 0, sizeof(bundle));
+  n->bundles[id].heap_pos = UINT32_MAX;
+  n->bundles_started++;
+  return id;
+}
+
+/* The uses of members[0..count): one per (channel, hop), in first-seen
+ * order, counting the flows on each. */
+static use *uses_of(const net_member *members, uint32_t count, uint32_t n_hops,
+                    uint32_t *n_uses) {
+  if (count == 1) {
+    use *u = g_new(use, n_hops);
+    for (uint32_t h = 0; h < n_hops; h++) u[h] = (use){members[0].route[h], h, 1, 0};
+    *n_uses = n_hops;
+    return u;
+  }
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(use));
+  g_autoptr(GHashTable) at = g_hash_table_new(g_int64_hash, g_int64_equal);
+  g_autofree gint64 *keys = g_new(gint64, (size_t)count * n_hops);
+  size_t nk = 0;
+  for (uint32_t i = 0; i < count; i++)
+    for (uint32_t h = 0; h < n_hops; h++) {
+      gint64 k = (gint64)members[i].route[h] * NET_MAX_HOPS + h;
+      gpointer v;
+      if (g_hash_table_lookup_extended(at, &k, NULL, &v)) {
+        g_array_index(out, use, GPOINTER_TO_UINT(v)).mult++;
+        continue;
+      }
+      keys[nk] = k;
+      g_hash_table_insert(at, &keys[nk++], GUINT_TO_POINTER(out->len));
+      use u = {members[i].route[h], h, 1, 0};
+      g_array_append_val(out, u);
+    }
+  *n_uses = out->len;
+  return (use *)g_array_free(out, FALSE);
+}
+
+/* A bundle of members[0..count), otherwise as `like`. */
+static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bool own,
+                           const bundle *like) {
+  uint32_t id = bundle_alloc(n);
+  bundle *b = &n->bundles[id];
+  *b = *like;
+  b->heap_pos = UINT32_MAX;
+  b->members = members;
+  b->own_members = own;
+  b->count = count;
+  b->active = 1;
+  b->uses = uses_of(members, count, b->n_hops, &b->n_uses);
+  for (uint32_t u = 0; u < b->n_uses; u++) chan_add(n, id, u);
+  return id;
+}
+
+static void bundle_drop(net *n, uint32_t id) {
+  bundle *b = &n->bundles[id];
+  for (uint32_t u = 0; u < b->n_uses; u++) chan_remove(n, id, u);
+  heap_remove(n, id);
+  bundle_release(b);
+  b->active = 0;
   g_array_append_val(n->free_ids, id);
+}
+
+static void deliver(void *ctx, uint64_t arg) {
+  net *n = ctx;
+  uint32_t id = (uint32_t)arg;
+  bundle *b = &n->bundles[id];
+  b->done(b->ctx, b->tag, b->members, b->count);
+  b = &n->bundles[id];  /* the callback may have started flows */
+  bundle_release(b);
+  g_array_append_val(n->free_ids, id);
+}
+
+/* Bundles whose last byte has left by now are removed; each is delivered
+ * after its latency. */
+static void wake(void *ctx, uint64_t arg) {
+  (void)arg;
+  net *n = ctx;
+  double now = engine_now(n->eng);
+  if (now == n->wake_s) n->wake_s = INFINITY;
+  while (n->heap->len > 0) {
+    uint32_t id = g_array_index(n->heap, uint32_t, 0);
+    bundle *b = &n->bundles[id];
+    if (b->end_s > now) break;
+    heap_remove(n, id);
+    for (uint32_t u = 0; u < b->n_uses; u++) {
+      n->chans[b->uses[u].chan].bytes += b->bytes * b->uses[u].mult;
+      chan_remove(n, id, u);
+    }
+    b->active = 0;
+    engine_at(n->eng, now + b->latency_s, deliver, n, id);
+    want_resolve(n);
+  }
+  arm_wake(n);
+}
+
+/* Start members[0..count); `own`: the bundle frees `members` when done. */
+static void start(net *n, const net_member *members, uint32_t count, bool own, uint32_t n_hops,
+                  double latency_s, double bytes, double cap_Bps, net_done_fn done, void *ctx,
+                  uint64_t tag) {
+  g_assert(n_hops <= NET_MAX_HOPS);
+  if (count == 0) return;
+  n->started += count;
+  double now = engine_now(n->eng);
+  gboolean capped = cap_Bps > 0 && isfinite(cap_Bps);
+  bundle like = {.n_hops = n_hops, .left = bytes, .bytes = bytes, .rate = 0,
+                 .cap = capped ? cap_Bps : INFINITY, .updated_s = now, .latency_s = latency_s,
+                 .end_s = INFINITY, .done = done, .ctx = ctx, .tag = tag};
+  if (bytes <= 0 || n_hops == 0) {
+    /* nothing to share: no bytes, or no channel (its cap alone sets the pace) */
+    uint32_t id = bundle_alloc(n);
+    bundle *b = &n->bundles[id];
+    *b = like;
+    b->heap_pos = UINT32_MAX;
+    b->members = members;
+    b->own_members = own;
+    b->count = count;
+    double d = bytes > 0 && capped ? bytes / cap_Bps : 0;
+    engine_at(n->eng, now + d + latency_s, deliver, n, id);
+    return;
+  }
+  if (n->per_flow && count > 1)
+    for (uint32_t i = 0; i < count; i++) bundle_add(n, &members[i], 1, false, &like);
+  else
+    bundle_add(n, members, count, own, &like);
   want_resolve(n);
+}
+
+void net_bundle_start(net *n, const net_member *members, uint32_t count, uint32_t n_hops,
+                      double latency_s, double bytes, double cap_Bps, net_done_fn done,
+                      void *ctx, uint64_t tag) {
+  start(n, members, count, false, n_hops, latency_s, bytes, cap_Bps, done, ctx, tag);
 }
 
 void net_flow_start(net *n, const uint32_t *route, uint32_t n_hops, double latency_s,
-                    double bytes, double cap_Bps, net_done_fn done, void *ctx,
-                    uint64_t tag) {
-  g_assert(n_hops <= NET_MAX_HOPS);
-  n->started++;
-  double now = engine_now(n->eng);
-  gboolean capped = cap_Bps > 0 && isfinite(cap_Bps);
-  if (bytes <= 0 || (n_hops == 0 && !capped)) {
-    engine_at(n->eng, now + latency_s, done, ctx, tag);
-    return;
-  }
-  if (n_hops == 0) {
-    engine_at(n->eng, now + bytes / cap_Bps + latency_s, done, ctx, tag);
-    return;
-  }
-  uint32_t id = flow_alloc(n);
-  flow *f = &n->flows[id];
-  f->route = route;
-  f->n_hops = n_hops;
-  f->left = f->bytes = bytes;
-  f->rate = 0;
-  f->cap = capped ? cap_Bps : INFINITY;
-  f->updated_s = now;
-  f->latency_s = latency_s;
-  f->version++;
-  f->active = 1;
-  f->done = done;
-  f->ctx = ctx;
-  f->tag = tag;
-  for (uint32_t h = 0; h < n_hops; h++) chan_add_flow(n, route[h], id, h);
-  want_resolve(n);
+                    double bytes, double cap_Bps, net_done_fn done, void *ctx, uint64_t tag) {
+  net_member *m = g_new(net_member, 1);
+  *m = (net_member){route, 0};
+  start(n, m, 1, true, n_hops, latency_s, bytes, cap_Bps, done, ctx, tag);
 }
 
-/* Collect the component reachable from channel c0 into comp_chans/comp_flows. */
+/* ---- solving ---- */
+
+/* Collect the component reachable from channel c0 into comp_chans and
+ * comp_bundles. */
 static void collect_component(net *n, uint32_t c0) {
   g_array_set_size(n->comp_chans, 0);
-  g_array_set_size(n->comp_flows, 0);
+  g_array_set_size(n->comp_bundles, 0);
   n->chans[c0].mark = n->epoch;
   g_array_append_val(n->comp_chans, c0);
   for (guint i = 0; i < n->comp_chans->len; i++) {
     chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
     for (uint32_t k = 0; k < ch->n; k++) {
-      uint32_t id = ch->flows[k];
-      flow *f = &n->flows[id];
-      if (f->mark == n->epoch) continue;
-      f->mark = n->epoch;
-      g_array_append_val(n->comp_flows, id);
-      for (uint32_t h = 0; h < f->n_hops; h++) {
-        chan *hc = &n->chans[f->route[h]];
+      uint32_t id = ch->items[k].b;
+      bundle *b = &n->bundles[id];
+      if (b->mark == n->epoch) continue;
+      b->mark = n->epoch;
+      g_array_append_val(n->comp_bundles, id);
+      for (uint32_t u = 0; u < b->n_uses; u++) {
+        chan *hc = &n->chans[b->uses[u].chan];
         if (hc->mark == n->epoch) continue;
         hc->mark = n->epoch;
-        g_array_append_val(n->comp_chans, f->route[h]);
+        g_array_append_val(n->comp_chans, b->uses[u].chan);
       }
     }
+  }
+}
+
+static uint64_t mix(uint64_t x) {  /* splitmix64's finaliser */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Each channel's signature: its capacity and how many flows of each
+ * bundle (by colour) cross it, order-free (a sum of mixed words; two
+ * different loads colliding is a 2^-64 chance). */
+static void sign_channels(net *n) {
+  for (guint i = 0; i < n->comp_chans->len; i++) {
+    chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
+    uint64_t capbits;
+    memcpy(&capbits, &ch->cap, sizeof capbits);
+    uint64_t s = mix(capbits);
+    for (uint32_t k = 0; k < ch->n; k++) {
+      entry e = ch->items[k];
+      s += mix(n->bundles[e.b].color ^ mix(n->bundles[e.b].uses[e.u].mult));
+    }
+    ch->sig = s;
+  }
+}
+
+/* Whether, at every hop, the channels bundle id crosses are alike. */
+static bool bundle_uniform(const net *n, uint32_t id) {
+  const bundle *b = &n->bundles[id];
+  uint64_t first[NET_MAX_HOPS];
+  bool seen[NET_MAX_HOPS] = {false};
+  for (uint32_t u = 0; u < b->n_uses; u++) {
+    const use *us = &b->uses[u];
+    uint64_t sig = n->chans[us->chan].sig;
+    if (!seen[us->hop]) { seen[us->hop] = true; first[us->hop] = sig; }
+    else if (sig != first[us->hop]) return false;
+  }
+  return true;
+}
+
+/* Split bundle id into bundles of the flows that cross alike channels at
+ * every hop (the component's bundles are listed afresh after). */
+static void bundle_split(net *n, uint32_t id) {
+  bundle like = n->bundles[id];
+  const net_member *m = like.members;
+  bool own = like.own_members;
+  n->bundles[id].own_members = false;  /* the members outlive the drop */
+  g_autoptr(GHashTable) groups = g_hash_table_new(g_int64_hash, g_int64_equal);
+  g_autofree gint64 *keys = g_new(gint64, like.count);
+  g_autofree uint32_t *group = g_new(uint32_t, like.count);
+  GArray *sizes = g_array_new(FALSE, TRUE, sizeof(uint32_t));
+  for (uint32_t i = 0; i < like.count; i++) {
+    uint64_t k = like.color;
+    for (uint32_t h = 0; h < like.n_hops; h++) k = mix(k ^ n->chans[m[i].route[h]].sig);
+    keys[i] = (gint64)k;
+    gpointer v;
+    if (g_hash_table_lookup_extended(groups, &keys[i], NULL, &v)) {
+      group[i] = GPOINTER_TO_UINT(v);
+    } else {
+      group[i] = sizes->len;
+      g_hash_table_insert(groups, &keys[i], GUINT_TO_POINTER(sizes->len));
+      g_array_set_size(sizes, sizes->len + 1);
+    }
+    g_array_index(sizes, uint32_t, group[i])++;
+  }
+  bundle_drop(n, id);
+  n->bundles_started--;  /* the parts are counted instead */
+  /* members regrouped into fresh arrays, in their first-seen order; each
+   * part is coloured by its flows' key */
+  uint32_t ng = sizes->len;
+  g_autofree uint32_t *fill = g_new0(uint32_t, ng);
+  g_autofree uint64_t *color = g_new(uint64_t, ng);
+  net_member **parts = g_new(net_member *, ng);
+  for (uint32_t g = 0; g < ng; g++) parts[g] = g_new(net_member, g_array_index(sizes, uint32_t, g));
+  for (uint32_t i = 0; i < like.count; i++) {
+    color[group[i]] = (uint64_t)keys[i];
+    parts[group[i]][fill[group[i]]++] = m[i];
+  }
+  if (own) g_free((net_member *)m);
+  for (uint32_t g = 0; g < ng; g++) {
+    like.color = color[g];
+    uint32_t part = bundle_add(n, parts[g], fill[g], true, &like);
+    n->bundles[part].mark = n->epoch;
+  }
+  g_free(parts);
+  g_array_free(sizes, TRUE);
+}
+
+static void list_bundles(net *n) {
+  n->stamp++;
+  g_array_set_size(n->comp_bundles, 0);
+  for (guint i = 0; i < n->comp_chans->len; i++) {
+    const chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
+    for (uint32_t k = 0; k < ch->n; k++) {
+      bundle *b = &n->bundles[ch->items[k].b];
+      if (b->stamp == n->stamp) continue;
+      b->stamp = n->stamp;
+      g_array_append_val(n->comp_bundles, ch->items[k].b);
+    }
+  }
+}
+
+/* Split bundles until each crosses alike channels at every hop.  With
+ * each bundle its own colour, that is an equitable partition: every channel
+ * of a class carries as many flows of each bundle, every flow of a bundle
+ * crosses channels of the same classes, so progressive filling gives all
+ * flows of a bundle one rate and the bundle is one variable.  Parts of a
+ * split bundle are coloured by the channels they cross and checked again
+ * until none splits.  A component of single flows needs no check. */
+static void make_uniform(net *n) {
+  bool bundled = false;
+  for (guint i = 0; i < n->comp_bundles->len && !bundled; i++)
+    bundled = n->bundles[g_array_index(n->comp_bundles, uint32_t, i)].count > 1;
+  if (!bundled) return;
+  for (guint i = 0; i < n->comp_bundles->len; i++) {
+    uint32_t id = g_array_index(n->comp_bundles, uint32_t, i);
+    n->bundles[id].color = mix(id);
+  }
+  for (;;) {
+    sign_channels(n);
+    bool split = false;
+    guint len = n->comp_bundles->len;
+    for (guint i = 0; i < len; i++) {
+      uint32_t id = g_array_index(n->comp_bundles, uint32_t, i);
+      if (!n->bundles[id].active || n->bundles[id].count == 1 || bundle_uniform(n, id)) continue;
+      bundle_split(n, id);
+      split = true;
+    }
+    if (!split) return;
+    list_bundles(n);
   }
 }
 
@@ -234,7 +553,8 @@ static double end_time(double t) {
 
 static void solve_component(net *n) {
   double now = engine_now(n->eng);
-  guint nc = n->comp_chans->len, nf = n->comp_flows->len;
+  make_uniform(n);
+  guint nc = n->comp_chans->len, nb = n->comp_bundles->len;
   g_array_set_size(n->caps, nc);
   for (guint i = 0; i < nc; i++) {
     chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
@@ -242,45 +562,52 @@ static void solve_component(net *n) {
     g_array_index(n->caps, double, i) = ch->cap;
   }
   g_array_set_size(n->local_route, 0);
-  for (guint i = 0; i < nf; i++) {
-    flow *f = &n->flows[g_array_index(n->comp_flows, uint32_t, i)];
-    for (uint32_t h = 0; h < f->n_hops; h++)
-      g_array_append_val(n->local_route, n->chans[f->route[h]].local);
+  g_array_set_size(n->local_mult, 0);
+  for (guint i = 0; i < nb; i++) {
+    bundle *b = &n->bundles[g_array_index(n->comp_bundles, uint32_t, i)];
+    for (uint32_t u = 0; u < b->n_uses; u++) {
+      g_array_append_val(n->local_route, n->chans[b->uses[u].chan].local);
+      g_array_append_val(n->local_mult, b->uses[u].mult);
+    }
   }
-  g_array_set_size(n->mm_flows, nf);
-  g_array_set_size(n->rates, nf);
+  g_array_set_size(n->mm_flows, nb);
+  g_array_set_size(n->rates, nb);
   guint off = 0;
-  for (guint i = 0; i < nf; i++) {
-    flow *f = &n->flows[g_array_index(n->comp_flows, uint32_t, i)];
+  for (guint i = 0; i < nb; i++) {
+    bundle *b = &n->bundles[g_array_index(n->comp_bundles, uint32_t, i)];
     maxmin_flow *m = &g_array_index(n->mm_flows, maxmin_flow, i);
     m->chan = &g_array_index(n->local_route, uint32_t, off);
-    m->n_chan = f->n_hops;
-    m->cap = f->cap;
-    off += f->n_hops;
+    m->mult = &g_array_index(n->local_mult, uint32_t, off);
+    m->n_chan = b->n_uses;
+    m->cap = b->cap;
+    off += b->n_uses;
   }
-  if (nf > 0)
-    maxmin_solve(n->mm, nc, (const double *)n->caps->data, nf,
+  if (nb > 0)
+    maxmin_solve(n->mm, nc, (const double *)n->caps->data, nb,
                  (const maxmin_flow *)n->mm_flows->data, (double *)n->rates->data);
   n->solves++;
 
-  for (guint i = 0; i < nf; i++) {
-    uint32_t id = g_array_index(n->comp_flows, uint32_t, i);
-    flow *f = &n->flows[id];
+  for (guint i = 0; i < nb; i++) {
+    uint32_t id = g_array_index(n->comp_bundles, uint32_t, i);
+    bundle *b = &n->bundles[id];
     double r = g_array_index(n->rates, double, i);
-    f->left -= f->rate * (now - f->updated_s);
-    if (f->left < 0) f->left = 0;
-    f->updated_s = now;
-    if (r == f->rate) continue;  /* its completion event still holds */
-    f->rate = r;
-    f->version++;
-    double t_end = r > 0 ? end_time(now + f->left / r) : INFINITY;
-    if (isfinite(t_end)) engine_at(n->eng, t_end, flow_sent, n, pack(id, f->version));
+    b->left -= b->rate * (now - b->updated_s);
+    if (b->left < 0) b->left = 0;
+    b->updated_s = now;
+    if (r == b->rate && b->heap_pos != UINT32_MAX) continue;  /* its end still holds */
+    b->rate = r;
+    b->end_s = r > 0 ? end_time(now + b->left / r) : INFINITY;
+    heap_update(n, id);
   }
+  arm_wake(n);
   for (guint i = 0; i < nc; i++) {
     uint32_t c = g_array_index(n->comp_chans, uint32_t, i);
     chan *ch = &n->chans[c];
     double total = 0;
-    for (uint32_t k = 0; k < ch->n; k++) total += n->flows[ch->flows[k]].rate;
+    for (uint32_t k = 0; k < ch->n; k++) {
+      entry e = ch->items[k];
+      total += n->bundles[e.b].rate * n->bundles[e.b].uses[e.u].mult;
+    }
     if (total != ch->rate) {
       ch->rate = total;
       if (n->rate_fn) n->rate_fn(n->rate_ctx, c, now, total);
@@ -297,6 +624,13 @@ static void resolve(void *ctx, uint64_t arg) {
     uint32_t c = g_array_index(n->dirty, uint32_t, i);
     n->chans[c].dirty = 0;
     if (n->chans[c].mark == n->epoch) continue;
+    if (n->chans[c].n == 0) {  /* emptied: nothing to share */
+      if (n->chans[c].rate != 0) {
+        n->chans[c].rate = 0;
+        if (n->rate_fn) n->rate_fn(n->rate_ctx, c, engine_now(n->eng), 0);
+      }
+      continue;
+    }
     collect_component(n, c);
     solve_component(n);
   }
@@ -313,4 +647,5 @@ double net_chan_busy_s(const net *n, uint32_t c) {
 }
 
 uint64_t net_flows_started(const net *n) { return n->started; }
+uint64_t net_bundles_started(const net *n) { return n->bundles_started; }
 uint64_t net_solves(const net *n) { return n->solves; }

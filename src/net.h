@@ -8,10 +8,25 @@
  * port).  Rates are recomputed when flows start or end, for the connected
  * component of channels and flows that changed only, once per instant.  A
  * flow is delivered when its last byte has left, plus its route's latency.
- * The network knows nothing of attention or of GPUs. */
+ * The network knows nothing of attention or of GPUs.
+ *
+ * Bundles.  Flows that start together with the same bytes, cap, latency
+ * and route length are started as one bundle: the network solves it as one
+ * variable whose flows all get the same rate, a channel counting each of
+ * its flows that cross it.  That is exact when every flow of a bundle would
+ * get the same max-min rate one by one, which holds when, for each hop of
+ * the routes, the channels the bundle crosses there are interchangeable:
+ * the same capacity and the same number of flows of every bundle (then by
+ * symmetry progressive filling saturates them together and fixes every
+ * flow of the bundle at once).  Each solve checks that; a bundle whose
+ * channels at one hop differ is split, its flows grouped by the channels
+ * they cross, until the check holds (at worst one flow per bundle: the
+ * per-flow model).  `net_set_per_flow` starts every flow on its own: the
+ * reference the bundled model is tested against. */
 #ifndef TASP_NET_H
 #define TASP_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,24 +36,40 @@
 
 typedef struct net net;
 
-/* Called with the flow's tag when the flow has been delivered. */
-typedef void (*net_done_fn)(void *ctx, uint64_t tag);
+/* One flow of a bundle: its route (n_hops channels) and the caller's id. */
+typedef struct {
+  const uint32_t *route;
+  uint32_t id;
+} net_member;
+
+/* Called when flows have been delivered: `count` of them, `members` (valid
+ * during the call only), all started with `tag`. */
+typedef void (*net_done_fn)(void *ctx, uint64_t tag, const net_member *members,
+                            uint32_t count);
 /* Called whenever the total rate through a channel changes. */
 typedef void (*net_rate_fn)(void *ctx, uint32_t chan, double t_s, double rate_Bps);
 
 net *net_new(engine *eng, size_t n_chan, const double *cap_Bps);
 void net_free(net *n);
 void net_set_rate_observer(net *n, net_rate_fn fn, void *ctx);
+/* Start every flow as a bundle of its own (the reference model). */
+void net_set_per_flow(net *n, bool per_flow);
 
-/* Start a flow now.  route: n_hops channel indices (the array must outlive
- * the flow); cap_Bps <= 0 means no cap of its own. */
+/* Start `count` flows now, each of `bytes` over its member's route of
+ * n_hops channels (members and routes must outlive the flows), each held
+ * to cap_Bps (<= 0: no cap of its own), each delivered latency_s after its
+ * last byte left. */
+void net_bundle_start(net *n, const net_member *members, uint32_t count, uint32_t n_hops,
+                      double latency_s, double bytes, double cap_Bps, net_done_fn done,
+                      void *ctx, uint64_t tag);
+/* One flow (a bundle of one; `route` must outlive it). */
 void net_flow_start(net *n, const uint32_t *route, uint32_t n_hops, double latency_s,
-                    double bytes, double cap_Bps, net_done_fn done, void *ctx,
-                    uint64_t tag);
+                    double bytes, double cap_Bps, net_done_fn done, void *ctx, uint64_t tag);
 
 double net_chan_bytes(const net *n, uint32_t chan);   /* bytes carried so far */
 double net_chan_busy_s(const net *n, uint32_t chan);  /* time with >= 1 flow */
 uint64_t net_flows_started(const net *n);
+uint64_t net_bundles_started(const net *n);           /* splits included */
 uint64_t net_solves(const net *n);                    /* max-min solves run */
 
 #endif

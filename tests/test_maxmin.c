@@ -13,7 +13,7 @@ static void solve(size_t nc, const double *cap, size_t nf, const maxmin_flow *f,
 static void t_equal_split(void) {
   double cap[] = {90};
   uint32_t c0[] = {0};
-  maxmin_flow f[] = {{c0, 1, 0}, {c0, 1, 0}, {c0, 1, 0}};
+  maxmin_flow f[] = {{c0, 1, 0, NULL}, {c0, 1, 0, NULL}, {c0, 1, 0, NULL}};
   double r[3];
   solve(1, cap, 3, f, r);
   for (int i = 0; i < 3; i++) CU_ASSERT_DOUBLE_EQUAL(r[i], 30, 1e-9);
@@ -25,7 +25,7 @@ static void t_equal_split(void) {
 static void t_limited_elsewhere_leaves_share(void) {
   double cap[] = {10, 100};
   uint32_t a[] = {0, 1}, bc[] = {1};
-  maxmin_flow f[] = {{a, 2, 0}, {bc, 1, 0}, {bc, 1, 0}};
+  maxmin_flow f[] = {{a, 2, 0, NULL}, {bc, 1, 0, NULL}, {bc, 1, 0, NULL}};
   double r[3];
   solve(2, cap, 3, f, r);
   CU_ASSERT_DOUBLE_EQUAL(r[0], 10, 1e-9);
@@ -38,14 +38,14 @@ static void t_limited_elsewhere_leaves_share(void) {
 static void t_per_flow_caps(void) {
   double cap[] = {100};
   uint32_t c0[] = {0};
-  maxmin_flow f[] = {{c0, 1, 20}, {c0, 1, 0}, {c0, 1, 1000}};
+  maxmin_flow f[] = {{c0, 1, 20, NULL}, {c0, 1, 0, NULL}, {c0, 1, 1000, NULL}};
   double r[3];
   solve(1, cap, 3, f, r);
   CU_ASSERT_DOUBLE_EQUAL(r[0], 20, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(r[1], 40, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(r[2], 40, 1e-9);
   /* a lone flow below its channel is held by its cap */
-  maxmin_flow one[] = {{c0, 1, 70}};
+  maxmin_flow one[] = {{c0, 1, 70, NULL}};
   solve(1, cap, 1, one, r);
   CU_ASSERT_DOUBLE_EQUAL(r[0], 70, 1e-9);
 }
@@ -57,7 +57,7 @@ static void t_per_flow_caps(void) {
 static void t_parking_lot(void) {
   double cap[] = {12, 12, 12};
   uint32_t lng[] = {0, 1, 2}, s0[] = {0}, s1[] = {1}, s2[] = {2};
-  maxmin_flow f[] = {{lng, 3, 0}, {s0, 1, 0}, {s1, 1, 0}, {s2, 1, 0}};
+  maxmin_flow f[] = {{lng, 3, 0, NULL}, {s0, 1, 0, NULL}, {s1, 1, 0, NULL}, {s2, 1, 0, NULL}};
   double r[4];
   solve(3, cap, 4, f, r);
   for (int i = 0; i < 4; i++) CU_ASSERT_DOUBLE_EQUAL(r[i], 6, 1e-9);
@@ -86,7 +86,7 @@ static void t_random_instances_are_max_min_fair(void) {
       for (uint32_t k = 0; k < h; k++) route[i][k] = (uint32_t)((i + k * 3) % nc);
       if (h > 1 && route[i][0] == route[i][1]) h = 1;
       if (h > 2 && (route[i][2] == route[i][0] || route[i][2] == route[i][1])) h = 2;
-      f[i] = (maxmin_flow){route[i], h, g_rand_boolean(g) ? g_rand_double_range(g, 1, 50) : 0};
+      f[i] = (maxmin_flow){route[i], h, g_rand_boolean(g) ? g_rand_double_range(g, 1, 50) : 0, NULL};
     }
     double r[20], load[8] = {0};
     maxmin_solve(w, nc, cap, nf, f, r);

@@ -7,7 +7,9 @@
 static double done_at[16];
 static engine *g_eng; /* the engine of the running test */
 
-static void on_done(void *ctx, uint64_t tag) {
+static void on_done(void *ctx, uint64_t tag, const net_member *m, uint32_t count) {
+  (void)m;
+  (void)count;
   (void)ctx;
   done_at[tag] = engine_now(g_eng);
 }
