@@ -3,6 +3,13 @@
 Zigzag-Ring against the compute-to-communication ratio.
 
 usage: scripts/paper_study.py [--sim build/tasp-sim] [--out docs/paper/study.csv]
+       scripts/paper_study.py --grid [--sim build/tasp-sim] [--jobs N]
+                              [--out docs/paper/grid.csv] [--doc docs/paper.md]
+
+--grid runs the paper's own benchmark grid instead (scripts/paper_grid.py:
+every platform of the paper, batch x heads x sequence as its test scripts
+sweep them) and writes its table into docs/paper.md between the
+paper-grid markers (--doc '' leaves the doc alone).
 
 Platforms: H100 nodes of 8 (1, 2 and 4 nodes; the multi-node ones also
 with tasp-mkm, the (m-K_m-m)^u decomposition) and one MI300X node of 8.
@@ -48,8 +55,17 @@ def run(sim, topo, sp, scheds, shape, mask, comm_only):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default="build/tasp-sim")
-    ap.add_argument("--out", default="docs/paper/study.csv")
+    ap.add_argument("--out", default=None, help="CSV (default docs/paper/study.csv, "
+                    "with --grid docs/paper/grid.csv)")
+    ap.add_argument("--grid", action="store_true", help="the paper's own benchmark grid")
+    ap.add_argument("--jobs", type=int, default=0, help="tasp-sim threads (default: one per CPU)")
+    ap.add_argument("--doc", default="docs/paper.md", help="with --grid: doc to update")
     a = ap.parse_args()
+    if a.grid:
+        import paper_grid
+        paper_grid.main(a.sim, a.out or "docs/paper/grid.csv", a.doc, a.jobs)
+        return
+    a.out = a.out or "docs/paper/study.csv"
     rows = []
     for label, topo, sp, scheds in PLATFORMS:
         for shape in SHAPES:
