@@ -1,4 +1,4 @@
-/* compute: roofline or measured-table kernel times. */
+/* compute: roofline or measured-table kernel times (the model: compute.h). */
 #include "compute.h"
 
 #include <math.h>
@@ -17,7 +17,11 @@ void compute_model_init(compute_model *m) {
   m->copy_Bps = 2000e9;
   m->copy_fixed_s = 5e-6;
   m->copy_host_s = 15e-6;
-  for (int c = 0; c < 2; c++) m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  for (int c = 0; c < 2; c++) {
+    m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+    m->aspect_points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  }
+  m->table_scale = 1.0;
   m->linear_efficiency = m->efficiency;
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++)
@@ -25,8 +29,10 @@ void compute_model_init(compute_model *m) {
 }
 
 void compute_model_clear(compute_model *m) {
-  for (int c = 0; c < 2; c++)
+  for (int c = 0; c < 2; c++) {
     if (m->points[c]) g_array_free(m->points[c], TRUE);
+    if (m->aspect_points[c]) g_array_free(m->aspect_points[c], TRUE);
+  }
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++)
       if (m->lin_points[k][c]) g_array_free(m->lin_points[k][c], TRUE);
@@ -41,12 +47,14 @@ double compute_attn_flops(double batch, double heads, double head_dim, double sq
 
 static int cmp_point(gconstpointer a, gconstpointer b) {
   const compute_point *p = a, *q = b;
+  if (p->head_dim != q->head_dim) return (p->head_dim > q->head_dim) - (p->head_dim < q->head_dim);
   if (p->aspect != q->aspect) return (p->aspect > q->aspect) - (p->aspect < q->aspect);
   return (p->flops > q->flops) - (p->flops < q->flops);
 }
 
-/* Sort by (aspect, FLOPs); repeated kernels become one point at the
- * geometric mean of their times; then, within an aspect, times are made
+/* Sort by (head dim, aspect, FLOPs); repeated kernels (GQA and MHA of
+ * one size, say) become one point at the geometric mean of their times;
+ * then, within a head dim and aspect, times are made
  * non-decreasing (a running maximum), so the interpolation is monotone
  * even where measurement noise is not. */
 static void tidy_points(GArray *pts) {
@@ -58,12 +66,14 @@ static void tidy_points(GArray *pts) {
     guint j = i;
     bool has_bwd = true;
     for (; j < pts->len && g_array_index(pts, compute_point, j).flops == p->flops &&
-           g_array_index(pts, compute_point, j).aspect == p->aspect; j++) {
+           g_array_index(pts, compute_point, j).aspect == p->aspect &&
+           g_array_index(pts, compute_point, j).head_dim == p->head_dim; j++) {
       lf += log(g_array_index(pts, compute_point, j).fwd_s);
       double b = g_array_index(pts, compute_point, j).bwd_s;
       if (b > 0) lb += log(b); else has_bwd = false;
     }
-    compute_point merged = {p->aspect, p->flops, exp(lf / (j - i)), has_bwd ? exp(lb / (j - i)) : 0};
+    compute_point merged = {p->head_dim, p->aspect, p->flops, exp(lf / (j - i)),
+                            has_bwd ? exp(lb / (j - i)) : 0};
     g_array_index(pts, compute_point, out++) = merged;
     i = j;
   }
@@ -71,26 +81,29 @@ static void tidy_points(GArray *pts) {
   for (guint i = 1; i < pts->len; i++) {
     compute_point *a = &g_array_index(pts, compute_point, i - 1);
     compute_point *b = &g_array_index(pts, compute_point, i);
-    if (a->aspect != b->aspect) continue;
+    if (a->aspect != b->aspect || a->head_dim != b->head_dim) continue;
     if (b->fwd_s < a->fwd_s) b->fwd_s = a->fwd_s;
     if (b->bwd_s > 0 && b->bwd_s < a->bwd_s) b->bwd_s = a->bwd_s;
   }
 }
 
-static bool parse_point(json_object *p, json_where w, compute_model *m, GError **err) {
-  static const char *const keys[] = {"batch", "heads", "head_dim", "sq", "sk", "causal",
-                                     "fwd_ms", "bwd_ms", NULL};
+/* One measured kernel into pts[causal].  kv_heads is accepted for the
+ * record: GQA and MHA kernels of one shape take the same time (compute.h). */
+static bool parse_kernel(json_object *p, json_where w, GArray *pts[2], GError **err) {
+  static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "sq", "sk",
+                                     "causal", "fwd_ms", "bwd_ms", NULL};
   if (!json_object_is_type(p, json_type_object)) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected an object",
                 w.file, w.path);
     return false;
   }
   if (!json_check_keys(p, w, keys, err)) return false;
-  uint32_t b, h, d, sq, sk;
+  uint32_t b, h, hk, d, sq, sk;
   double fwd, bwd;
   json_object *c;
   if (!json_get_u32(p, w, "batch", false, 1, 1, &b, err) ||
       !json_get_u32(p, w, "heads", true, 0, 1, &h, err) ||
+      !json_get_u32(p, w, "kv_heads", false, 1, 1, &hk, err) ||
       !json_get_u32(p, w, "head_dim", true, 0, 1, &d, err) ||
       !json_get_u32(p, w, "sq", true, 0, 1, &sq, err) ||
       !json_get_u32(p, w, "sk", true, 0, 1, &sk, err) ||
@@ -107,10 +120,18 @@ static bool parse_point(json_object *p, json_where w, compute_model *m, GError *
     }
     causal = json_object_get_boolean(c);
   }
-  compute_point pt = {log2((double)sk / sq), compute_attn_flops(b, h, d, sq, sk, causal),
+  compute_point pt = {d, log2((double)sk / sq), compute_attn_flops(b, h, d, sq, sk, causal),
                       fwd * 1e-3, bwd * 1e-3};
-  g_array_append_val(m->points[causal], pt);
+  g_array_append_val(pts[causal], pt);
   return true;
+}
+
+static bool parse_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  return parse_kernel(p, w, m->points, err);
+}
+
+static bool parse_aspect_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  return parse_kernel(p, w, m->aspect_points, err);
 }
 
 /* ---- linear attention: FLOPs, bytes, measured kernels ---- */
@@ -234,7 +255,7 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   }
   plan_op op = {.kind = k, .causal = flags[0], .decay = flags[1], .batch = b, .heads = h,
                 .head_dim = d, .block = block, .sq = n, .sk = n};
-  compute_point pt = {0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
+  compute_point pt = {0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
   g_array_append_val(m->lin_points[lin_index(k)][flags[0]], pt);
   return true;
 }
@@ -270,7 +291,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
                                      "table", "source", "host_us", "merge_host_us", "copy_GBps",
                                      "copy_fixed_us", "copy_host_us", "linear_efficiency",
-                                     "linear_table", NULL};
+                                     "linear_table", "aspect_table", "table_scale", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -289,6 +310,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
       !json_get_double(obj, w, "efficiency", false, 1.0, 0, &m->efficiency, err) ||
       !json_get_double(obj, w, "launch_us", false, 0, -1, &launch_us, err) ||
       !json_get_double(obj, w, "bwd_ratio", false, m->bwd_ratio, 0, &m->bwd_ratio, err) ||
+      !json_get_double(obj, w, "table_scale", false, m->table_scale, 0, &m->table_scale, err) ||
       !json_get_double(obj, w, "merge_fixed_us", false, 0, -1, &merge_fixed_us, err) ||
       !json_get_double(obj, w, "merge_ns_per_kelem", false, 0, -1, &merge_ns_per_kelem, err) ||
       !json_get_double(obj, w, "host_us", false, 0, -1, &host_us, err) ||
@@ -323,6 +345,13 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     }
     for (int c = 0; c < 2; c++) tidy_points(m->points[c]);
   }
+  json_object *aspects = NULL;
+  if (!json_get_typed(obj, w, "aspect_table", false, json_type_array, &aspects, err)) return false;
+  if (aspects) {
+    g_autofree char *apath = json_path_join(w.path, "aspect_table");
+    if (!parse_points(aspects, w.file, apath, parse_aspect_point, m, err)) return false;
+    for (int c = 0; c < 2; c++) tidy_points(m->aspect_points[c]);
+  }
   return parse_linear_table(obj, w, m, err);
 }
 
@@ -345,11 +374,30 @@ static double class_s(const compute_point *p, guint n, double flops, bool backwa
   return exp(y0 + (y1 - y0) * (log(flops) - x0) / (x1 - x0));
 }
 
-/* Interpolate between the two measured aspects around `aspect`. */
-static double table_s(const GArray *pts, double flops, double aspect, bool backward,
-                      double ratio) {
+/* The points of one head dim: a run of a sorted table. */
+typedef struct {
+  const compute_point *p;
+  guint n;
+} dim_run;
+
+static dim_run run_of(const GArray *pts, double head_dim) {
   const compute_point *p = (const compute_point *)pts->data;
-  guint n = pts->len, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
+  guint i = 0;
+  while (i < pts->len && p[i].head_dim != head_dim) i++;
+  guint j = i;
+  while (j < pts->len && p[j].head_dim == head_dim) j++;
+  return (dim_run){p + i, j - i};
+}
+
+static double lo_aspect(dim_run r) { return r.p[0].aspect; }
+static double hi_aspect(dim_run r) { return r.p[r.n - 1].aspect; }
+static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* Within one head dim: interpolate between the two measured aspects around
+ * `aspect` (the nearest beyond them). */
+static double aspect_s(dim_run r, double flops, double aspect, bool backward, double ratio) {
+  const compute_point *p = r.p;
+  guint n = r.n, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
   for (guint i = 0; i < n;) {
     guint j = i;
     while (j < n && p[j].aspect == p[i].aspect) j++;
@@ -366,13 +414,72 @@ static double table_s(const GArray *pts, double flops, double aspect, bool backw
   return t0 + (t1 - t0) * (aspect - a0) / (a1 - a0);
 }
 
-double compute_attn_s(const compute_model *m, double flops, double sq, double sk, bool causal,
-                      bool backward) {
+/* The run of pts, other than head dim `skip`, that measures aspects
+ * furthest beyond `from` towards `to`, nearest to head_dim in log(D) among
+ * those that go as far; n = 0 when none goes beyond `from`. */
+static dim_run ratio_run(const GArray *pts, double skip, double head_dim, double from, double to) {
+  dim_run best = {NULL, 0};
+  double best_reach = 0, best_dist = 0;
+  const compute_point *p = (const compute_point *)pts->data;
+  for (guint i = 0; i < pts->len;) {
+    dim_run r = run_of(pts, p[i].head_dim);
+    i = (guint)(r.p - p) + r.n;
+    if (r.p[0].head_dim == skip) continue;
+    double reach = to > from ? hi_aspect(r) - from : from - lo_aspect(r);
+    reach = fmin(reach, fabs(to - from));
+    double dist = fabs(log(r.p[0].head_dim / head_dim));
+    if (reach <= 0 || (best.n && (reach < best_reach || (reach == best_reach && dist >= best_dist))))
+      continue;
+    best = r;
+    best_reach = reach;
+    best_dist = dist;
+  }
+  return best;
+}
+
+/* One measured head dim at any aspect: its own aspects where they reach,
+ * beyond them the ratio that the same aspect change costs in another head
+ * dim of this table, else in the sibling GPU's aspect table. */
+static double dim_s(const compute_model *m, const GArray *pts, const GArray *ref, dim_run r,
+                    double flops, double aspect, bool backward) {
+  double own = clamp(aspect, lo_aspect(r), hi_aspect(r));
+  double t = aspect_s(r, flops, own, backward, m->bwd_ratio);
+  if (own == aspect) return t;
+  dim_run q = ratio_run(pts, r.p[0].head_dim, r.p[0].head_dim, own, aspect);
+  if (q.n == 0) q = ratio_run(ref, -1, r.p[0].head_dim, own, aspect);
+  if (q.n == 0) return t;
+  double from = clamp(own, lo_aspect(q), hi_aspect(q)), to = clamp(aspect, lo_aspect(q), hi_aspect(q));
+  return t * aspect_s(q, flops, to, backward, m->bwd_ratio) /
+         aspect_s(q, flops, from, backward, m->bwd_ratio);
+}
+
+/* Between the measured head dims around head_dim, log(time) linear in
+ * log(D) at equal FLOPs; beyond them the nearest. */
+static double table_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
+                      double head_dim, double aspect, bool backward) {
+  const compute_point *p = (const compute_point *)pts->data;
+  double lo = 0, hi = 0;
+  for (guint i = 0; i < pts->len; i++) {
+    double d = p[i].head_dim;
+    if (d <= head_dim && d > lo) lo = d;
+    if (d >= head_dim && (hi == 0 || d < hi)) hi = d;
+  }
+  if (lo == 0) lo = hi;
+  if (hi == 0) hi = lo;
+  double t0 = dim_s(m, pts, ref, run_of(pts, lo), flops, aspect, backward);
+  if (hi == lo) return t0;
+  double t1 = dim_s(m, pts, ref, run_of(pts, hi), flops, aspect, backward);
+  return exp(log(t0) + log(t1 / t0) * log(head_dim / lo) / log(hi / lo));
+}
+
+double compute_attn_s(const compute_model *m, double flops, double head_dim, double sq,
+                      double sk, bool causal, bool backward) {
   if (flops <= 0) return 0;
   if (m->table) {
-    const GArray *pts = m->points[causal];
-    if (pts->len == 0) pts = m->points[!causal];
-    return table_s(pts, flops, log2(sk / sq), backward, m->bwd_ratio);
+    int c = m->points[causal]->len ? causal : !causal;
+    const GArray *ref = m->aspect_points[c]->len ? m->aspect_points[c] : m->aspect_points[!c];
+    return table_s(m, m->points[c], ref, flops / m->table_scale, head_dim, log2(sk / sq),
+                   backward);
   }
   double t = flops / (m->peak_flops * m->efficiency);
   return m->launch_s + (backward ? m->bwd_ratio * t : t);
@@ -393,7 +500,8 @@ double compute_op_flops(const plan_op *op) {
 }
 
 static double attn_s(const compute_model *m, const plan_op *op) {
-  return compute_attn_s(m, compute_op_flops(op), op->sq, op->sk, op->causal, op->backward);
+  return compute_attn_s(m, compute_op_flops(op), op->head_dim, op->sq, op->sk, op->causal,
+                        op->backward);
 }
 
 static double merge_s(const compute_model *m, const plan_op *op) {

@@ -19,8 +19,8 @@ static void t_roofline(void) {
   double f = compute_attn_flops(1, 32, 128, 8192, 8192, false);
   CU_ASSERT_CLOSE(f, 4.0 * 32 * 8192 * 8192 * 128, 1e-15);
   CU_ASSERT_CLOSE(compute_attn_flops(1, 32, 128, 8192, 8192, true), f / 2, 1e-15);
-  CU_ASSERT_CLOSE(compute_attn_s(&m, f, 8192, 8192, false, false), 10e-6 + f / 500e12, 1e-12);
-  CU_ASSERT_CLOSE(compute_attn_s(&m, f, 8192, 8192, false, true), 10e-6 + 2.8 * f / 500e12, 1e-12);
+  CU_ASSERT_CLOSE(compute_attn_s(&m, f, 128, 8192, 8192, false, false), 10e-6 + f / 500e12, 1e-12);
+  CU_ASSERT_CLOSE(compute_attn_s(&m, f, 128, 8192, 8192, false, true), 10e-6 + 2.8 * f / 500e12, 1e-12);
   compute_model_clear(&m);
 }
 
@@ -52,8 +52,8 @@ static void t_table_matches_measurements(void) {
                                     json_object_get_double(d), json_object_get_double(sq),
                                     json_object_get_double(sk), causal);
       double q = json_object_get_double(sq), k = json_object_get_double(sk);
-      double ef = compute_attn_s(&t->compute, f, q, k, causal, false) / (json_object_get_double(ms) * 1e-3) - 1;
-      double eb = compute_attn_s(&t->compute, f, q, k, causal, true) / (json_object_get_double(bwd) * 1e-3) - 1;
+      double ef = compute_attn_s(&t->compute, f, json_object_get_double(d), q, k, causal, false) / (json_object_get_double(ms) * 1e-3) - 1;
+      double eb = compute_attn_s(&t->compute, f, json_object_get_double(d), q, k, causal, true) / (json_object_get_double(bwd) * 1e-3) - 1;
       if (fmax(fabs(ef), fabs(eb)) > 0.05) fprintf(stderr, "sq %d sk %d causal %d: fwd %+.1f%% bwd %+.1f%%\n", json_object_get_int(sq), json_object_get_int(sk), causal, 100 * ef, 100 * eb);
       worst = fmax(worst, fmax(fabs(ef), fabs(eb)));
       n++;
@@ -75,7 +75,7 @@ static void t_table_monotone(void) {
       for (double asp = 0; asp < 4; asp += 0.7) {
       double prev = 0;
       for (double f = 1e6; f < 1e16; f *= 1.1) {
-        double s = compute_attn_s(&t->compute, f, 1000, 1000 * (1 + asp), c, bwd);
+        double s = compute_attn_s(&t->compute, f, 128, 1000, 1000 * (1 + asp), c, bwd);
         CU_ASSERT(s > 0);
         CU_ASSERT(s >= prev * (1 - 1e-12));
         prev = s;
@@ -83,8 +83,8 @@ static void t_table_monotone(void) {
     }
   /* backward from measured backward times: 2.5x-3.2x forward */
   double f = compute_attn_flops(1, 32, 128, 12288, 12288, false);
-  double r = compute_attn_s(&t->compute, f, 12288, 12288, false, true) /
-             compute_attn_s(&t->compute, f, 12288, 12288, false, false);
+  double r = compute_attn_s(&t->compute, f, 128, 12288, 12288, false, true) /
+             compute_attn_s(&t->compute, f, 128, 12288, 12288, false, false);
   CU_ASSERT(r > 2.5 && r < 3.2);
   topo_free(t);
 }
