@@ -48,17 +48,49 @@ double compute_attn_flops(double batch, double heads, double head_dim, double sq
 static int cmp_point(gconstpointer a, gconstpointer b) {
   const compute_point *p = a, *q = b;
   if (p->head_dim != q->head_dim) return (p->head_dim > q->head_dim) - (p->head_dim < q->head_dim);
+  if (p->bh != q->bh) return (p->bh > q->bh) - (p->bh < q->bh);
   if (p->aspect != q->aspect) return (p->aspect > q->aspect) - (p->aspect < q->aspect);
   return (p->flops > q->flops) - (p->flops < q->flops);
 }
 
-/* Sort by (head dim, aspect, FLOPs); repeated kernels (GQA and MHA of
- * one size, say) become one point at the geometric mean of their times;
- * then, within a head dim and aspect, times are made
- * non-decreasing (a running maximum), so the interpolation is monotone
- * even where measurement noise is not. */
+/* Least-squares non-decreasing fit of log(time) over one run of points
+ * (pool adjacent violators; weights: the repeats each point merged).  A
+ * noisy dip is shared between its neighbours, where a running maximum
+ * would lift every later point to the earlier one's time.  Backward: over
+ * the points that measure it. */
+static void isotonic(compute_point *p, const double *w, guint n, bool bwd) {
+  g_autofree double *v = g_new(double, n), *wt = g_new(double, n);
+  g_autofree guint *len = g_new(guint, n), *idx = g_new(guint, n);
+  guint m = 0, k = 0;
+  for (guint i = 0; i < n; i++) {
+    double t = bwd ? p[i].bwd_s : p[i].fwd_s;
+    if (t <= 0) continue;
+    idx[k++] = i;
+    v[m] = log(t);
+    wt[m] = w[i];
+    len[m++] = 1;
+    while (m > 1 && v[m - 2] > v[m - 1]) {
+      v[m - 2] = (v[m - 2] * wt[m - 2] + v[m - 1] * wt[m - 1]) / (wt[m - 2] + wt[m - 1]);
+      wt[m - 2] += wt[m - 1];
+      len[m - 2] += len[m - 1];
+      m--;
+    }
+  }
+  for (guint b = 0, pos = 0; b < m; b++)
+    for (guint l = 0; l < len[b]; l++) {
+      compute_point *q = &p[idx[pos++]];
+      *(bwd ? &q->bwd_s : &q->fwd_s) = exp(v[b]);
+    }
+}
+
+/* Sort by (head dim, batch x heads, aspect, FLOPs); repeated kernels (GQA
+ * and MHA of one size, say) become one point at the geometric mean of their
+ * times; then, within a head dim, batch x heads and aspect, times are made
+ * non-decreasing (isotonic), so the interpolation is monotone even where
+ * measurement noise is not. */
 static void tidy_points(GArray *pts) {
   g_array_sort(pts, cmp_point);
+  g_autofree double *w = g_new(double, pts->len + 1);
   guint out = 0;
   for (guint i = 0; i < pts->len;) {
     compute_point *p = &g_array_index(pts, compute_point, i);
@@ -67,23 +99,28 @@ static void tidy_points(GArray *pts) {
     bool has_bwd = true;
     for (; j < pts->len && g_array_index(pts, compute_point, j).flops == p->flops &&
            g_array_index(pts, compute_point, j).aspect == p->aspect &&
-           g_array_index(pts, compute_point, j).head_dim == p->head_dim; j++) {
+           g_array_index(pts, compute_point, j).head_dim == p->head_dim &&
+           g_array_index(pts, compute_point, j).bh == p->bh; j++) {
       lf += log(g_array_index(pts, compute_point, j).fwd_s);
       double b = g_array_index(pts, compute_point, j).bwd_s;
       if (b > 0) lb += log(b); else has_bwd = false;
     }
-    compute_point merged = {p->head_dim, p->aspect, p->flops, exp(lf / (j - i)),
+    compute_point merged = {p->head_dim, p->bh, p->aspect, p->flops, exp(lf / (j - i)),
                             has_bwd ? exp(lb / (j - i)) : 0};
+    w[out] = j - i;
     g_array_index(pts, compute_point, out++) = merged;
     i = j;
   }
   g_array_set_size(pts, out);
-  for (guint i = 1; i < pts->len; i++) {
-    compute_point *a = &g_array_index(pts, compute_point, i - 1);
-    compute_point *b = &g_array_index(pts, compute_point, i);
-    if (a->aspect != b->aspect || a->head_dim != b->head_dim) continue;
-    if (b->fwd_s < a->fwd_s) b->fwd_s = a->fwd_s;
-    if (b->bwd_s > 0 && b->bwd_s < a->bwd_s) b->bwd_s = a->bwd_s;
+  compute_point *p = (compute_point *)pts->data;
+  for (guint i = 0; i < out;) {
+    guint j = i;
+    while (j < out && p[j].aspect == p[i].aspect && p[j].head_dim == p[i].head_dim &&
+           p[j].bh == p[i].bh)
+      j++;
+    isotonic(p + i, w + i, j - i, false);
+    isotonic(p + i, w + i, j - i, true);
+    i = j;
   }
 }
 
@@ -120,7 +157,8 @@ static bool parse_kernel(json_object *p, json_where w, GArray *pts[2], GError **
     }
     causal = json_object_get_boolean(c);
   }
-  compute_point pt = {d, log2((double)sk / sq), compute_attn_flops(b, h, d, sq, sk, causal),
+  compute_point pt = {d, (double)b * h, log2((double)sk / sq),
+                      compute_attn_flops(b, h, d, sq, sk, causal),
                       fwd * 1e-3, bwd * 1e-3};
   g_array_append_val(pts[causal], pt);
   return true;
@@ -255,7 +293,7 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   }
   plan_op op = {.kind = k, .causal = flags[0], .decay = flags[1], .batch = b, .heads = h,
                 .head_dim = d, .block = block, .sq = n, .sk = n};
-  compute_point pt = {0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
+  compute_point pt = {0, 0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
   g_array_append_val(m->lin_points[lin_index(k)][flags[0]], pt);
   return true;
 }
@@ -374,28 +412,28 @@ static double class_s(const compute_point *p, guint n, double flops, bool backwa
   return exp(y0 + (y1 - y0) * (log(flops) - x0) / (x1 - x0));
 }
 
-/* The points of one head dim: a run of a sorted table. */
+/* The points of one head dim and batch x heads: a run of a sorted table. */
 typedef struct {
   const compute_point *p;
   guint n;
-} dim_run;
+} shape_run;
 
-static dim_run run_of(const GArray *pts, double head_dim) {
+static shape_run run_of(const GArray *pts, double head_dim, double bh) {
   const compute_point *p = (const compute_point *)pts->data;
   guint i = 0;
-  while (i < pts->len && p[i].head_dim != head_dim) i++;
+  while (i < pts->len && (p[i].head_dim != head_dim || p[i].bh != bh)) i++;
   guint j = i;
-  while (j < pts->len && p[j].head_dim == head_dim) j++;
-  return (dim_run){p + i, j - i};
+  while (j < pts->len && p[j].head_dim == head_dim && p[j].bh == bh) j++;
+  return (shape_run){p + i, j - i};
 }
 
-static double lo_aspect(dim_run r) { return r.p[0].aspect; }
-static double hi_aspect(dim_run r) { return r.p[r.n - 1].aspect; }
+static double lo_aspect(shape_run r) { return r.p[0].aspect; }
+static double hi_aspect(shape_run r) { return r.p[r.n - 1].aspect; }
 static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-/* Within one head dim: interpolate between the two measured aspects around
+/* Within one run: interpolate between the two measured aspects around
  * `aspect` (the nearest beyond them). */
-static double aspect_s(dim_run r, double flops, double aspect, bool backward, double ratio) {
+static double aspect_s(shape_run r, double flops, double aspect, bool backward, double ratio) {
   const compute_point *p = r.p;
   guint n = r.n, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
   for (guint i = 0; i < n;) {
@@ -414,20 +452,21 @@ static double aspect_s(dim_run r, double flops, double aspect, bool backward, do
   return t0 + (t1 - t0) * (aspect - a0) / (a1 - a0);
 }
 
-/* The run of pts, other than head dim `skip`, that measures aspects
- * furthest beyond `from` towards `to`, nearest to head_dim in log(D) among
- * those that go as far; n = 0 when none goes beyond `from`. */
-static dim_run ratio_run(const GArray *pts, double skip, double head_dim, double from, double to) {
-  dim_run best = {NULL, 0};
+/* The run of pts other than `self` whose aspects reach furthest beyond
+ * `from` towards `to`, among those nearest to self's shape in log(D) +
+ * log(B·H); n = 0 when none reaches beyond `from`. */
+static shape_run ratio_run(const GArray *pts, shape_run self, double from, double to) {
+  shape_run best = {NULL, 0};
   double best_reach = 0, best_dist = 0;
   const compute_point *p = (const compute_point *)pts->data;
   for (guint i = 0; i < pts->len;) {
-    dim_run r = run_of(pts, p[i].head_dim);
+    shape_run r = run_of(pts, p[i].head_dim, p[i].bh);
     i = (guint)(r.p - p) + r.n;
-    if (r.p[0].head_dim == skip) continue;
+    if (r.p == self.p) continue;
     double reach = to > from ? hi_aspect(r) - from : from - lo_aspect(r);
     reach = fmin(reach, fabs(to - from));
-    double dist = fabs(log(r.p[0].head_dim / head_dim));
+    double dist = fabs(log(r.p[0].head_dim / self.p[0].head_dim)) +
+                  fabs(log(r.p[0].bh / self.p[0].bh));
     if (reach <= 0 || (best.n && (reach < best_reach || (reach == best_reach && dist >= best_dist))))
       continue;
     best = r;
@@ -437,49 +476,85 @@ static dim_run ratio_run(const GArray *pts, double skip, double head_dim, double
   return best;
 }
 
-/* One measured head dim at any aspect: its own aspects where they reach,
- * beyond them the ratio that the same aspect change costs in another head
- * dim of this table, else in the sibling GPU's aspect table. */
-static double dim_s(const compute_model *m, const GArray *pts, const GArray *ref, dim_run r,
+/* One measured (head dim, B·H) at any aspect: its own aspects where they
+ * reach, beyond them the ratio the same aspect change costs in another run
+ * of this table, else in the sibling GPU's aspect table. */
+static double run_s(const compute_model *m, const GArray *pts, const GArray *ref, shape_run r,
                     double flops, double aspect, bool backward) {
   double own = clamp(aspect, lo_aspect(r), hi_aspect(r));
   double t = aspect_s(r, flops, own, backward, m->bwd_ratio);
   if (own == aspect) return t;
-  dim_run q = ratio_run(pts, r.p[0].head_dim, r.p[0].head_dim, own, aspect);
-  if (q.n == 0) q = ratio_run(ref, -1, r.p[0].head_dim, own, aspect);
+  shape_run q = ratio_run(pts, r, own, aspect);
+  if (q.n == 0) q = ratio_run(ref, r, own, aspect);
   if (q.n == 0) return t;
   double from = clamp(own, lo_aspect(q), hi_aspect(q)), to = clamp(aspect, lo_aspect(q), hi_aspect(q));
-  return t * aspect_s(q, flops, to, backward, m->bwd_ratio) /
-         aspect_s(q, flops, from, backward, m->bwd_ratio);
+  /* the ratio as measured: held at the ends of the FLOPs every aspect of
+   * q measures (beyond them it would compare extrapolations) */
+  double f_lo = 0, f_hi = INFINITY;
+  for (guint i = 0; i < q.n;) {
+    guint j = i;
+    while (j < q.n && q.p[j].aspect == q.p[i].aspect) j++;
+    f_lo = fmax(f_lo, q.p[i].flops);
+    f_hi = fmin(f_hi, q.p[j - 1].flops);
+    i = j;
+  }
+  double f = f_lo <= f_hi ? clamp(flops, f_lo, f_hi) : flops;
+  return t * aspect_s(q, f, to, backward, m->bwd_ratio) / aspect_s(q, f, from, backward, m->bwd_ratio);
+}
+
+/* The measured values of a shape variable around x (head dim, or B·H at
+ * head dim `d` when d > 0): the nearest one on each side, the nearest
+ * measured one for both beyond them. */
+static void around(const GArray *pts, double d, double x, double *lo, double *hi) {
+  const compute_point *p = (const compute_point *)pts->data;
+  *lo = *hi = 0;
+  for (guint i = 0; i < pts->len; i++) {
+    if (d > 0 && p[i].head_dim != d) continue;
+    double v = d > 0 ? p[i].bh : p[i].head_dim;
+    if (v <= x && v > *lo) *lo = v;
+    if (v >= x && (*hi == 0 || v < *hi)) *hi = v;
+  }
+  if (*lo == 0) *lo = *hi;
+  if (*hi == 0) *hi = *lo;
+}
+
+/* log(time) linear in log(x) between x0 and x1 (t0 where they coincide). */
+static double log_mix(double t0, double t1, double x0, double x1, double x) {
+  return x1 == x0 ? t0 : exp(log(t0) + log(t1 / t0) * log(x / x0) / log(x1 / x0));
+}
+
+/* One measured head dim: between its measured B·H around bh, log(time)
+ * linear in log(B·H) at equal FLOPs; beyond them the nearest. */
+static double dim_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
+                    double d, double bh, double aspect, bool backward) {
+  double lo, hi;
+  around(pts, d, bh, &lo, &hi);
+  double t0 = run_s(m, pts, ref, run_of(pts, d, lo), flops, aspect, backward);
+  if (hi == lo) return t0;
+  double t1 = run_s(m, pts, ref, run_of(pts, d, hi), flops, aspect, backward);
+  return log_mix(t0, t1, lo, hi, bh);
 }
 
 /* Between the measured head dims around head_dim, log(time) linear in
  * log(D) at equal FLOPs; beyond them the nearest. */
 static double table_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
-                      double head_dim, double aspect, bool backward) {
-  const compute_point *p = (const compute_point *)pts->data;
-  double lo = 0, hi = 0;
-  for (guint i = 0; i < pts->len; i++) {
-    double d = p[i].head_dim;
-    if (d <= head_dim && d > lo) lo = d;
-    if (d >= head_dim && (hi == 0 || d < hi)) hi = d;
-  }
-  if (lo == 0) lo = hi;
-  if (hi == 0) hi = lo;
-  double t0 = dim_s(m, pts, ref, run_of(pts, lo), flops, aspect, backward);
+                      double bh, double head_dim, double aspect, bool backward) {
+  double lo, hi;
+  around(pts, 0, head_dim, &lo, &hi);
+  double t0 = dim_s(m, pts, ref, flops, lo, bh, aspect, backward);
   if (hi == lo) return t0;
-  double t1 = dim_s(m, pts, ref, run_of(pts, hi), flops, aspect, backward);
-  return exp(log(t0) + log(t1 / t0) * log(head_dim / lo) / log(hi / lo));
+  double t1 = dim_s(m, pts, ref, flops, hi, bh, aspect, backward);
+  return log_mix(t0, t1, lo, hi, head_dim);
 }
 
-double compute_attn_s(const compute_model *m, double flops, double head_dim, double sq,
-                      double sk, bool causal, bool backward) {
+double compute_attn_s(const compute_model *m, double flops, double batch_heads, double head_dim,
+                      double sq, double sk, bool causal, bool backward) {
   if (flops <= 0) return 0;
   if (m->table) {
     int c = m->points[causal]->len ? causal : !causal;
     const GArray *ref = m->aspect_points[c]->len ? m->aspect_points[c] : m->aspect_points[!c];
-    return table_s(m, m->points[c], ref, flops / m->table_scale, head_dim, log2(sk / sq),
-                   backward);
+    return table_s(m, m->points[c], ref, flops / m->table_scale, batch_heads, head_dim,
+                   log2(sk / sq), backward);
   }
   double t = flops / (m->peak_flops * m->efficiency);
   return m->launch_s + (backward ? m->bwd_ratio * t : t);
@@ -500,8 +575,8 @@ double compute_op_flops(const plan_op *op) {
 }
 
 static double attn_s(const compute_model *m, const plan_op *op) {
-  return compute_attn_s(m, compute_op_flops(op), op->head_dim, op->sq, op->sk, op->causal,
-                        op->backward);
+  return compute_attn_s(m, compute_op_flops(op), (double)op->batch * op->heads, op->head_dim,
+                        op->sq, op->sk, op->causal, op->backward);
 }
 
 static double merge_s(const compute_model *m, const plan_op *op) {

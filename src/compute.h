@@ -8,17 +8,21 @@
  *    as the measurements count them): log-log interpolation; beyond the
  *    largest point time grows linearly with FLOPs (saturated), below the
  *    smallest it shrinks towards half the smallest time (launch-bound).
- *    Batch and heads enter through the work: B=2 and B=1 kernels of equal
- *    FLOPs run at the same rate (calibration/h100x1-tool, h200x2-sp), and
  *    GQA and MHA take the same time, so KV heads do not enter at all;
+ *  - batch x heads (the grid's width: how many thread blocks fill the SMs):
+ *    each measured B·H is its own curve; at equal FLOPs B·H = 64 runs up
+ *    to 10% faster than 32 on short causal kernels (more, smaller blocks
+ *    even out the masked tail) and the same on long ones (h100x1-tool,
+ *    h200x2-sp); between measured B·H log(time) is interpolated in
+ *    log(B·H), beyond them the nearest (FLOPs then carry the shape);
  *  - head dim: each measured head dim is its own curve (head dim 64 runs
  *    about 12% below 128 at equal FLOPs); between measured head dims
  *    log(time) is interpolated in log(D), beyond them the nearest is used;
- *  - aspect log2(sk/sq): between a head dim's measured aspects linear in
+ *  - aspect log2(sk/sq): between a shape's measured aspects linear in
  *    time; beyond them the nearest measured aspect, times the ratio that
- *    aspect change costs at the same FLOPs in the nearest head dim of the
- *    table that measures it, else in `aspect_table` (kernels of the same
- *    code on a GPU of the same die, kept for that ratio only).
+ *    aspect change costs at the same FLOPs in the nearest shape (head dim,
+ *    B·H) of the table that measures it, else in `aspect_table` (kernels of
+ *    the same code on a GPU of the same die, kept for that ratio only).
  * `table_scale` k runs a table measured on another GPU on one k times
  * faster when saturated: a kernel of F FLOPs takes the table's time of
  * F / k (the fixed costs of a small kernel stay the table's).
@@ -42,6 +46,7 @@
 
 typedef struct {
   double head_dim;/* attention: the kernel's head dim; linear: 0 */
+  double bh;      /* attention: batch x heads (the kernel's grid); linear: 0 */
   double aspect;  /* log2(sk / sq): backward cost is not symmetric in sq, sk */
   double flops;   /* nominal FLOPs of the measured kernel */
   double fwd_s;
@@ -79,10 +84,10 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
 /* Nominal FLOPs of one kernel. */
 double compute_attn_flops(double batch, double heads, double head_dim, double sq,
                           double sk, bool causal);
-/* Seconds for one kernel of the given nominal FLOPs, head dim and lengths
- * (batch and heads are in the FLOPs). */
-double compute_attn_s(const compute_model *m, double flops, double head_dim, double sq,
-                      double sk, bool causal, bool backward);
+/* Seconds for one kernel of the given nominal FLOPs, batch x heads, head
+ * dim and lengths. */
+double compute_attn_s(const compute_model *m, double flops, double batch_heads, double head_dim,
+                      double sq, double sk, bool causal, bool backward);
 /* Seconds to merge a block output of `elems` elements into the running one. */
 double compute_merge_s(const compute_model *m, double elems);
 
