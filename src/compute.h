@@ -15,9 +15,10 @@
  *    even out the masked tail) and the same on long ones (h100x1-tool,
  *    h200x2-sp); between measured B·H log(time) is interpolated in
  *    log(B·H), beyond them the nearest (FLOPs then carry the shape);
- *  - head dim: each measured head dim is its own curve (head dim 64 runs
- *    about 12% below 128 at equal FLOPs); between measured head dims
- *    log(time) is interpolated in log(D), beyond them the nearest is used;
+ *  - head dim: each measured head dim is its own curve (at equal FLOPs
+ *    head dim 64 takes 7-10% longer than 128 in the median, 10-14% from
+ *    16K tokens: calibration/h100x1-tool, h200x2-sp); between measured head
+ *    dims log(time) is interpolated in log(D), beyond them the nearest;
  *  - aspect log2(sk/sq): between a shape's measured aspects linear in
  *    time; beyond them the nearest measured aspect, times the ratio that
  *    aspect change costs at the same FLOPs in the nearest shape (head dim,

@@ -188,7 +188,7 @@ static void t_table_matches_measurements(void) {
   for (const char *const *f = tables; *f; f++) {
     topology *t = load(*f);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    json_object *root = json_object_from_file(*f), *comp, *table;
+    json_object *root = json_object_from_file(*f), *comp = NULL, *table = NULL;
     CU_ASSERT_FATAL(root && json_object_object_get_ex(root, "compute", &comp) &&
                     json_object_object_get_ex(comp, "table", &table));
     GArray *ok = table_errors(comp, table, &t->compute, false, true, *f);
@@ -287,7 +287,7 @@ static double measured(json_object *table, double b, double d, double sq, bool c
 static void t_shape_lookup(void) {
   topology *t = load("topologies/h100x8.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-  json_object *root = json_object_from_file("topologies/h100x8.json"), *comp, *table;
+  json_object *root = json_object_from_file("topologies/h100x8.json"), *comp = NULL, *table = NULL;
   CU_ASSERT_FATAL(root && json_object_object_get_ex(root, "compute", &comp) &&
                   json_object_object_get_ex(comp, "table", &table));
   /* exact measured shapes through the simulator's path */
@@ -377,6 +377,14 @@ static void t_aspect_ratio(void) {
   topo_free(h200);
 }
 
+/* A compute model from the text of a compute section (must parse). */
+static void model_of(const char *text, compute_model *m) {
+  g_autoptr(json_object) o = json_tokener_parse(text);
+  compute_model_init(m);
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_TRUE_FATAL(compute_model_parse(o, (json_where){"t.json", "compute"}, m, &err));
+}
+
 /* table_scale k: the table's time of F / k FLOPs; a scaled uncalibrated
  * GPU runs long kernels k times faster than the table's GPU. */
 static void t_table_scale(void) {
@@ -384,11 +392,8 @@ static void t_table_scale(void) {
       "{\"model\": \"table\", \"table_scale\": 2, \"table\": ["
       "{\"heads\": 32, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.1},"
       "{\"heads\": 32, \"head_dim\": 128, \"sq\": 8192, \"sk\": 8192, \"fwd_ms\": 3.3}]}";
-  g_autoptr(json_object) o = json_tokener_parse(text);
   compute_model m;
-  compute_model_init(&m);
-  g_autoptr(GError) err = NULL;
-  CU_ASSERT_TRUE_FATAL(compute_model_parse(o, (json_where){"t.json", "compute"}, &m, &err));
+  model_of(text, &m);
   double f = compute_attn_flops(1, 32, 128, 8192, 8192, false);
   CU_ASSERT_CLOSE(compute_attn_s(&m, 2 * f, 32, 128, 8192, 16384, false, false), 3.3e-3, 1e-12);
   CU_ASSERT_CLOSE(compute_attn_s(&m, 8 * f, 32, 128, 16384, 32768, false, false), 4 * 3.3e-3 / 1, 1e-12);
@@ -498,11 +503,8 @@ static void t_linear_table(void) {
       "\"causal\": true, \"fwd_ms\": 1.0, \"bwd_ms\": 3.0},"
       "{\"kind\": \"intra\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 8192, "
       "\"causal\": true, \"fwd_ms\": 2.2}]}";
-  g_autoptr(json_object) o = json_tokener_parse(good);
   compute_model m;
-  compute_model_init(&m);
-  g_autoptr(GError) err = NULL;
-  CU_ASSERT_TRUE_FATAL(compute_model_parse(o, (json_where){"t.json", "compute"}, &m, &err));
+  model_of(good, &m);
   plan_op op = {.kind = OP_LIN_INTRA, .causal = true, .batch = 1, .heads = 2, .head_dim = 128,
                 .elem_bytes = 2, .block = 64, .sq = 4096, .sk = 4096};
   CU_ASSERT_CLOSE(compute_op_s(&m, &op), 1.0e-3, 1e-12);
