@@ -196,6 +196,8 @@ def compute_section(compute, overhead, what, extra=(), aspects=None):
     kern_host = [r for r in overhead if r["op"] == "attn_fwd"]
     table = kernel_table(compute, overhead, what)
     shape_effects(table, what)
+    # backward/forward where none is measured: this calibration's own kernels
+    ratios = [e["bwd_ms"] / e["fwd_ms"] for e in table if e["sq"] >= 6144]
     sources = [f"{what}: compute-n*.jsonl and overhead-n*.jsonl"]
     def shape(e):
         return e["head_dim"], e["batch"] * e["heads"]
@@ -208,7 +210,6 @@ def compute_section(compute, overhead, what, extra=(), aspects=None):
             table += more
             shapes = ", ".join(f"D={d} B*H={bh}" for d, bh in sorted({shape(e) for e in more}))
             sources.append(f"{shapes} from {path} (host cost as {what})")
-    ratios = [e["bwd_ms"] / e["fwd_ms"] for e in table if e["sq"] >= 6144]
     kelems = [r["B"] * r["sq"] * r["H"] * r["D"] / 1e3 for r in merges]
     fixed_us, us_per_kelem = line_fit(kelems, [r["gpu_us"] for r in merges])
     describe_table(table, what)
