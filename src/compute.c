@@ -1,4 +1,4 @@
-/* compute: roofline or measured-table kernel times. */
+/* compute: roofline or measured-table kernel times (the model: compute.h). */
 #include "compute.h"
 
 #include <math.h>
@@ -17,7 +17,11 @@ void compute_model_init(compute_model *m) {
   m->copy_Bps = 2000e9;
   m->copy_fixed_s = 5e-6;
   m->copy_host_s = 15e-6;
-  for (int c = 0; c < 2; c++) m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  for (int c = 0; c < 2; c++) {
+    m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+    m->aspect_points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  }
+  m->table_scale = 1.0;
   m->linear_efficiency = m->efficiency;
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++)
@@ -25,8 +29,10 @@ void compute_model_init(compute_model *m) {
 }
 
 void compute_model_clear(compute_model *m) {
-  for (int c = 0; c < 2; c++)
+  for (int c = 0; c < 2; c++) {
     if (m->points[c]) g_array_free(m->points[c], TRUE);
+    if (m->aspect_points[c]) g_array_free(m->aspect_points[c], TRUE);
+  }
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++)
       if (m->lin_points[k][c]) g_array_free(m->lin_points[k][c], TRUE);
@@ -41,16 +47,50 @@ double compute_attn_flops(double batch, double heads, double head_dim, double sq
 
 static int cmp_point(gconstpointer a, gconstpointer b) {
   const compute_point *p = a, *q = b;
+  if (p->head_dim != q->head_dim) return (p->head_dim > q->head_dim) - (p->head_dim < q->head_dim);
+  if (p->bh != q->bh) return (p->bh > q->bh) - (p->bh < q->bh);
   if (p->aspect != q->aspect) return (p->aspect > q->aspect) - (p->aspect < q->aspect);
   return (p->flops > q->flops) - (p->flops < q->flops);
 }
 
-/* Sort by (aspect, FLOPs); repeated kernels become one point at the
- * geometric mean of their times; then, within an aspect, times are made
- * non-decreasing (a running maximum), so the interpolation is monotone
- * even where measurement noise is not. */
+/* Least-squares non-decreasing fit of log(time) over one run of points
+ * (pool adjacent violators; weights: the repeats each point merged).  A
+ * noisy dip is shared between its neighbours, where a running maximum
+ * would lift every later point to the earlier one's time.  Backward: over
+ * the points that measure it. */
+static void isotonic(compute_point *p, const double *w, guint n, bool bwd) {
+  g_autofree double *v = g_new(double, n), *wt = g_new(double, n);
+  g_autofree guint *len = g_new(guint, n), *idx = g_new(guint, n);
+  guint m = 0, k = 0;
+  for (guint i = 0; i < n; i++) {
+    double t = bwd ? p[i].bwd_s : p[i].fwd_s;
+    if (t <= 0) continue;
+    idx[k++] = i;
+    v[m] = log(t);
+    wt[m] = w[i];
+    len[m++] = 1;
+    while (m > 1 && v[m - 2] > v[m - 1]) {
+      v[m - 2] = (v[m - 2] * wt[m - 2] + v[m - 1] * wt[m - 1]) / (wt[m - 2] + wt[m - 1]);
+      wt[m - 2] += wt[m - 1];
+      len[m - 2] += len[m - 1];
+      m--;
+    }
+  }
+  for (guint b = 0, pos = 0; b < m; b++)
+    for (guint l = 0; l < len[b]; l++) {
+      compute_point *q = &p[idx[pos++]];
+      *(bwd ? &q->bwd_s : &q->fwd_s) = exp(v[b]);
+    }
+}
+
+/* Sort by (head dim, batch x heads, aspect, FLOPs); repeated kernels (GQA
+ * and MHA of one size, say) become one point at the geometric mean of their
+ * times; then, within a head dim, batch x heads and aspect, times are made
+ * non-decreasing (isotonic), so the interpolation is monotone even where
+ * measurement noise is not. */
 static void tidy_points(GArray *pts) {
   g_array_sort(pts, cmp_point);
+  g_autofree double *w = g_new(double, pts->len + 1);
   guint out = 0;
   for (guint i = 0; i < pts->len;) {
     compute_point *p = &g_array_index(pts, compute_point, i);
@@ -58,39 +98,49 @@ static void tidy_points(GArray *pts) {
     guint j = i;
     bool has_bwd = true;
     for (; j < pts->len && g_array_index(pts, compute_point, j).flops == p->flops &&
-           g_array_index(pts, compute_point, j).aspect == p->aspect; j++) {
+           g_array_index(pts, compute_point, j).aspect == p->aspect &&
+           g_array_index(pts, compute_point, j).head_dim == p->head_dim &&
+           g_array_index(pts, compute_point, j).bh == p->bh; j++) {
       lf += log(g_array_index(pts, compute_point, j).fwd_s);
       double b = g_array_index(pts, compute_point, j).bwd_s;
       if (b > 0) lb += log(b); else has_bwd = false;
     }
-    compute_point merged = {p->aspect, p->flops, exp(lf / (j - i)), has_bwd ? exp(lb / (j - i)) : 0};
+    compute_point merged = {p->head_dim, p->bh, p->aspect, p->flops, exp(lf / (j - i)),
+                            has_bwd ? exp(lb / (j - i)) : 0};
+    w[out] = j - i;
     g_array_index(pts, compute_point, out++) = merged;
     i = j;
   }
   g_array_set_size(pts, out);
-  for (guint i = 1; i < pts->len; i++) {
-    compute_point *a = &g_array_index(pts, compute_point, i - 1);
-    compute_point *b = &g_array_index(pts, compute_point, i);
-    if (a->aspect != b->aspect) continue;
-    if (b->fwd_s < a->fwd_s) b->fwd_s = a->fwd_s;
-    if (b->bwd_s > 0 && b->bwd_s < a->bwd_s) b->bwd_s = a->bwd_s;
+  compute_point *p = (compute_point *)pts->data;
+  for (guint i = 0; i < out;) {
+    guint j = i;
+    while (j < out && p[j].aspect == p[i].aspect && p[j].head_dim == p[i].head_dim &&
+           p[j].bh == p[i].bh)
+      j++;
+    isotonic(p + i, w + i, j - i, false);
+    isotonic(p + i, w + i, j - i, true);
+    i = j;
   }
 }
 
-static bool parse_point(json_object *p, json_where w, compute_model *m, GError **err) {
-  static const char *const keys[] = {"batch", "heads", "head_dim", "sq", "sk", "causal",
-                                     "fwd_ms", "bwd_ms", NULL};
+/* One measured kernel into pts[causal].  kv_heads is accepted for the
+ * record: GQA and MHA kernels of one shape take the same time (compute.h). */
+static bool parse_kernel(json_object *p, json_where w, GArray *pts[2], GError **err) {
+  static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "sq", "sk",
+                                     "causal", "fwd_ms", "bwd_ms", NULL};
   if (!json_object_is_type(p, json_type_object)) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected an object",
                 w.file, w.path);
     return false;
   }
   if (!json_check_keys(p, w, keys, err)) return false;
-  uint32_t b, h, d, sq, sk;
+  uint32_t b, h, hk, d, sq, sk;
   double fwd, bwd;
   json_object *c;
   if (!json_get_u32(p, w, "batch", false, 1, 1, &b, err) ||
       !json_get_u32(p, w, "heads", true, 0, 1, &h, err) ||
+      !json_get_u32(p, w, "kv_heads", false, 1, 1, &hk, err) ||
       !json_get_u32(p, w, "head_dim", true, 0, 1, &d, err) ||
       !json_get_u32(p, w, "sq", true, 0, 1, &sq, err) ||
       !json_get_u32(p, w, "sk", true, 0, 1, &sk, err) ||
@@ -107,10 +157,19 @@ static bool parse_point(json_object *p, json_where w, compute_model *m, GError *
     }
     causal = json_object_get_boolean(c);
   }
-  compute_point pt = {log2((double)sk / sq), compute_attn_flops(b, h, d, sq, sk, causal),
+  compute_point pt = {d, (double)b * h, log2((double)sk / sq),
+                      compute_attn_flops(b, h, d, sq, sk, causal),
                       fwd * 1e-3, bwd * 1e-3};
-  g_array_append_val(m->points[causal], pt);
+  g_array_append_val(pts[causal], pt);
   return true;
+}
+
+static bool parse_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  return parse_kernel(p, w, m->points, err);
+}
+
+static bool parse_aspect_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  return parse_kernel(p, w, m->aspect_points, err);
 }
 
 /* ---- linear attention: FLOPs, bytes, measured kernels ---- */
@@ -234,7 +293,7 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   }
   plan_op op = {.kind = k, .causal = flags[0], .decay = flags[1], .batch = b, .heads = h,
                 .head_dim = d, .block = block, .sq = n, .sk = n};
-  compute_point pt = {0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
+  compute_point pt = {0, 0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
   g_array_append_val(m->lin_points[lin_index(k)][flags[0]], pt);
   return true;
 }
@@ -270,7 +329,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
                                      "table", "source", "host_us", "merge_host_us", "copy_GBps",
                                      "copy_fixed_us", "copy_host_us", "linear_efficiency",
-                                     "linear_table", NULL};
+                                     "linear_table", "aspect_table", "table_scale", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -289,6 +348,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
       !json_get_double(obj, w, "efficiency", false, 1.0, 0, &m->efficiency, err) ||
       !json_get_double(obj, w, "launch_us", false, 0, -1, &launch_us, err) ||
       !json_get_double(obj, w, "bwd_ratio", false, m->bwd_ratio, 0, &m->bwd_ratio, err) ||
+      !json_get_double(obj, w, "table_scale", false, m->table_scale, 0, &m->table_scale, err) ||
       !json_get_double(obj, w, "merge_fixed_us", false, 0, -1, &merge_fixed_us, err) ||
       !json_get_double(obj, w, "merge_ns_per_kelem", false, 0, -1, &merge_ns_per_kelem, err) ||
       !json_get_double(obj, w, "host_us", false, 0, -1, &host_us, err) ||
@@ -323,6 +383,13 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     }
     for (int c = 0; c < 2; c++) tidy_points(m->points[c]);
   }
+  json_object *aspects = NULL;
+  if (!json_get_typed(obj, w, "aspect_table", false, json_type_array, &aspects, err)) return false;
+  if (aspects) {
+    g_autofree char *apath = json_path_join(w.path, "aspect_table");
+    if (!parse_points(aspects, w.file, apath, parse_aspect_point, m, err)) return false;
+    for (int c = 0; c < 2; c++) tidy_points(m->aspect_points[c]);
+  }
   return parse_linear_table(obj, w, m, err);
 }
 
@@ -345,11 +412,30 @@ static double class_s(const compute_point *p, guint n, double flops, bool backwa
   return exp(y0 + (y1 - y0) * (log(flops) - x0) / (x1 - x0));
 }
 
-/* Interpolate between the two measured aspects around `aspect`. */
-static double table_s(const GArray *pts, double flops, double aspect, bool backward,
-                      double ratio) {
+/* The points of one head dim and batch x heads: a run of a sorted table. */
+typedef struct {
+  const compute_point *p;
+  guint n;
+} shape_run;
+
+static shape_run run_of(const GArray *pts, double head_dim, double bh) {
   const compute_point *p = (const compute_point *)pts->data;
-  guint n = pts->len, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
+  guint i = 0;
+  while (i < pts->len && (p[i].head_dim != head_dim || p[i].bh != bh)) i++;
+  guint j = i;
+  while (j < pts->len && p[j].head_dim == head_dim && p[j].bh == bh) j++;
+  return (shape_run){p + i, j - i};
+}
+
+static double lo_aspect(shape_run r) { return r.p[0].aspect; }
+static double hi_aspect(shape_run r) { return r.p[r.n - 1].aspect; }
+static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* Within one run: interpolate between the two measured aspects around
+ * `aspect` (the nearest beyond them). */
+static double aspect_s(shape_run r, double flops, double aspect, bool backward, double ratio) {
+  const compute_point *p = r.p;
+  guint n = r.n, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
   for (guint i = 0; i < n;) {
     guint j = i;
     while (j < n && p[j].aspect == p[i].aspect) j++;
@@ -366,13 +452,109 @@ static double table_s(const GArray *pts, double flops, double aspect, bool backw
   return t0 + (t1 - t0) * (aspect - a0) / (a1 - a0);
 }
 
-double compute_attn_s(const compute_model *m, double flops, double sq, double sk, bool causal,
-                      bool backward) {
+/* The run of pts other than `self` whose aspects reach furthest beyond
+ * `from` towards `to`, among those nearest to self's shape in log(D) +
+ * log(B·H); n = 0 when none reaches beyond `from`. */
+static shape_run ratio_run(const GArray *pts, shape_run self, double from, double to) {
+  shape_run best = {NULL, 0};
+  double best_reach = 0, best_dist = 0;
+  const compute_point *p = (const compute_point *)pts->data;
+  for (guint i = 0; i < pts->len;) {
+    shape_run r = run_of(pts, p[i].head_dim, p[i].bh);
+    i = (guint)(r.p - p) + r.n;
+    if (r.p == self.p) continue;
+    double reach = to > from ? hi_aspect(r) - from : from - lo_aspect(r);
+    reach = fmin(reach, fabs(to - from));
+    double dist = fabs(log(r.p[0].head_dim / self.p[0].head_dim)) +
+                  fabs(log(r.p[0].bh / self.p[0].bh));
+    if (reach <= 0 || (best.n && (reach < best_reach || (reach == best_reach && dist >= best_dist))))
+      continue;
+    best = r;
+    best_reach = reach;
+    best_dist = dist;
+  }
+  return best;
+}
+
+/* One measured (head dim, B·H) at any aspect: its own aspects where they
+ * reach, beyond them the ratio the same aspect change costs in another run
+ * of this table, else in the sibling GPU's aspect table. */
+static double run_s(const compute_model *m, const GArray *pts, const GArray *ref, shape_run r,
+                    double flops, double aspect, bool backward) {
+  double own = clamp(aspect, lo_aspect(r), hi_aspect(r));
+  double t = aspect_s(r, flops, own, backward, m->bwd_ratio);
+  if (own == aspect) return t;
+  shape_run q = ratio_run(pts, r, own, aspect);
+  if (q.n == 0) q = ratio_run(ref, r, own, aspect);
+  if (q.n == 0) return t;
+  double from = clamp(own, lo_aspect(q), hi_aspect(q)), to = clamp(aspect, lo_aspect(q), hi_aspect(q));
+  /* the ratio as measured: held at the ends of the FLOPs every aspect of
+   * q measures (beyond them it would compare extrapolations) */
+  double f_lo = 0, f_hi = INFINITY;
+  for (guint i = 0; i < q.n;) {
+    guint j = i;
+    while (j < q.n && q.p[j].aspect == q.p[i].aspect) j++;
+    f_lo = fmax(f_lo, q.p[i].flops);
+    f_hi = fmin(f_hi, q.p[j - 1].flops);
+    i = j;
+  }
+  double f = f_lo <= f_hi ? clamp(flops, f_lo, f_hi) : flops;
+  return t * aspect_s(q, f, to, backward, m->bwd_ratio) / aspect_s(q, f, from, backward, m->bwd_ratio);
+}
+
+/* The measured values of a shape variable around x (head dim, or B·H at
+ * head dim `d` when d > 0): the nearest one on each side, the nearest
+ * measured one for both beyond them. */
+static void around(const GArray *pts, double d, double x, double *lo, double *hi) {
+  const compute_point *p = (const compute_point *)pts->data;
+  *lo = *hi = 0;
+  for (guint i = 0; i < pts->len; i++) {
+    if (d > 0 && p[i].head_dim != d) continue;
+    double v = d > 0 ? p[i].bh : p[i].head_dim;
+    if (v <= x && v > *lo) *lo = v;
+    if (v >= x && (*hi == 0 || v < *hi)) *hi = v;
+  }
+  if (*lo == 0) *lo = *hi;
+  if (*hi == 0) *hi = *lo;
+}
+
+/* log(time) linear in log(x) between x0 and x1 (t0 where they coincide). */
+static double log_mix(double t0, double t1, double x0, double x1, double x) {
+  return x1 == x0 ? t0 : exp(log(t0) + log(t1 / t0) * log(x / x0) / log(x1 / x0));
+}
+
+/* One measured head dim: between its measured B·H around bh, log(time)
+ * linear in log(B·H) at equal FLOPs; beyond them the nearest. */
+static double dim_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
+                    double d, double bh, double aspect, bool backward) {
+  double lo, hi;
+  around(pts, d, bh, &lo, &hi);
+  double t0 = run_s(m, pts, ref, run_of(pts, d, lo), flops, aspect, backward);
+  if (hi == lo) return t0;
+  double t1 = run_s(m, pts, ref, run_of(pts, d, hi), flops, aspect, backward);
+  return log_mix(t0, t1, lo, hi, bh);
+}
+
+/* Between the measured head dims around head_dim, log(time) linear in
+ * log(D) at equal FLOPs; beyond them the nearest. */
+static double table_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
+                      double bh, double head_dim, double aspect, bool backward) {
+  double lo, hi;
+  around(pts, 0, head_dim, &lo, &hi);
+  double t0 = dim_s(m, pts, ref, flops, lo, bh, aspect, backward);
+  if (hi == lo) return t0;
+  double t1 = dim_s(m, pts, ref, flops, hi, bh, aspect, backward);
+  return log_mix(t0, t1, lo, hi, head_dim);
+}
+
+double compute_attn_s(const compute_model *m, double flops, double batch_heads, double head_dim,
+                      double sq, double sk, bool causal, bool backward) {
   if (flops <= 0) return 0;
   if (m->table) {
-    const GArray *pts = m->points[causal];
-    if (pts->len == 0) pts = m->points[!causal];
-    return table_s(pts, flops, log2(sk / sq), backward, m->bwd_ratio);
+    int c = m->points[causal]->len ? causal : !causal;
+    const GArray *ref = m->aspect_points[c]->len ? m->aspect_points[c] : m->aspect_points[!c];
+    return table_s(m, m->points[c], ref, flops / m->table_scale, batch_heads, head_dim,
+                   log2(sk / sq), backward);
   }
   double t = flops / (m->peak_flops * m->efficiency);
   return m->launch_s + (backward ? m->bwd_ratio * t : t);
@@ -393,7 +575,8 @@ double compute_op_flops(const plan_op *op) {
 }
 
 static double attn_s(const compute_model *m, const plan_op *op) {
-  return compute_attn_s(m, compute_op_flops(op), op->sq, op->sk, op->causal, op->backward);
+  return compute_attn_s(m, compute_op_flops(op), (double)op->batch * op->heads, op->head_dim,
+                        op->sq, op->sk, op->causal, op->backward);
 }
 
 static double merge_s(const compute_model *m, const plan_op *op) {

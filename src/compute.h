@@ -1,14 +1,32 @@
 /* compute: how long one attention kernel, or one output merge, takes.
  *
  * Two models.  `roofline`: launch cost + FLOPs / (peak x efficiency).
- * `table`: kernel times measured on the target GPU, interpolated in
- * log(time) over log(FLOPs), separately for causal and full kernels;
- * beyond the largest point time grows linearly with FLOPs (the kernel is
- * saturated), below the smallest it shrinks towards half the smallest time
- * (launch-bound).  Kernels are grouped by aspect log2(sk/sq); between
- * measured aspects the time is interpolated linearly, beyond them the
- * nearest is used.  FLOPs are nominal: 4·B·H·sq·sk·D, half that when causal,
- * as the measurements count them (shared/calibration/h200x4/README.md).
+ * `table`: kernel times measured on the target GPU (docs/validation.md,
+ * "Kernel model"), separately for causal and full kernels, indexed by the
+ * shape variables that change a flash kernel's rate:
+ *  - work per kernel (nominal FLOPs 4·B·H·sq·sk·D, half that when causal,
+ *    as the measurements count them): log-log interpolation; beyond the
+ *    largest point time grows linearly with FLOPs (saturated), below the
+ *    smallest it shrinks towards half the smallest time (launch-bound).
+ *    GQA and MHA take the same time, so KV heads do not enter at all;
+ *  - batch x heads (the grid's width: how many thread blocks fill the SMs):
+ *    each measured B·H is its own curve; at equal FLOPs B·H = 64 runs up
+ *    to 10% faster than 32 on short causal kernels (more, smaller blocks
+ *    even out the masked tail) and the same on long ones (h100x1-tool,
+ *    h200x2-sp); between measured B·H log(time) is interpolated in
+ *    log(B·H), beyond them the nearest (FLOPs then carry the shape);
+ *  - head dim: each measured head dim is its own curve (at equal FLOPs
+ *    head dim 64 takes 7-10% longer than 128 in the median, 10-14% from
+ *    16K tokens: calibration/h100x1-tool, h200x2-sp); between measured head
+ *    dims log(time) is interpolated in log(D), beyond them the nearest;
+ *  - aspect log2(sk/sq): between a shape's measured aspects linear in
+ *    time; beyond them the nearest measured aspect, times the ratio that
+ *    aspect change costs at the same FLOPs in the nearest shape (head dim,
+ *    B·H) of the table that measures it, else in `aspect_table` (kernels of
+ *    the same code on a GPU of the same die, kept for that ratio only).
+ * `table_scale` k runs a table measured on another GPU on one k times
+ * faster when saturated: a kernel of F FLOPs takes the table's time of
+ * F / k (the fixed costs of a small kernel stay the table's).
  * Backward: its own measured times where given, else a ratio to forward.
  *
  * Linear attention (OP_LIN_*): FLOPs and bytes per kind, forward and
@@ -28,6 +46,8 @@
 #include "plan.h"
 
 typedef struct {
+  double head_dim;/* attention: the kernel's head dim; linear: 0 */
+  double bh;      /* attention: batch x heads (the kernel's grid); linear: 0 */
   double aspect;  /* log2(sk / sq): backward cost is not symmetric in sq, sk */
   double flops;   /* nominal FLOPs of the measured kernel */
   double fwd_s;
@@ -47,7 +67,9 @@ typedef struct {
   double copy_Bps;        /* bytes a rearranging copy (cat, permute) moves per second */
   double copy_fixed_s;    /* ... plus this per copy */
   double copy_host_s;     /* host time to issue one copy */
-  GArray *points[2];      /* compute_point, ascending flops; [0] full, [1] causal */
+  GArray *points[2];      /* compute_point, by (head dim, aspect, flops); [0] full, [1] causal */
+  GArray *aspect_points[2]; /* the same, from a sibling GPU: aspect ratios only */
+  double table_scale;     /* saturated speed of this GPU over the table's */
   double linear_efficiency;  /* fraction of peak the linear-attention kernels reach */
   /* measured linear kernels per kind (intra, state, apply) and mask, keyed
    * by forward FLOPs; empty: roofline */
@@ -63,9 +85,10 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
 /* Nominal FLOPs of one kernel. */
 double compute_attn_flops(double batch, double heads, double head_dim, double sq,
                           double sk, bool causal);
-/* Seconds for one kernel of the given nominal FLOPs and lengths. */
-double compute_attn_s(const compute_model *m, double flops, double sq, double sk, bool causal,
-                      bool backward);
+/* Seconds for one kernel of the given nominal FLOPs, batch x heads, head
+ * dim and lengths. */
+double compute_attn_s(const compute_model *m, double flops, double batch_heads, double head_dim,
+                      double sq, double sk, bool causal, bool backward);
 /* Seconds to merge a block output of `elems` elements into the running one. */
 double compute_merge_s(const compute_model *m, double elems);
 

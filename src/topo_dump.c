@@ -53,8 +53,10 @@ void topo_dump(FILE *f, const topology *t) {
           t->p2p_msg_s * 1e6, t->comm_host_s * 1e6, t->kernel_blocks_comm ? "true" : "false");
   const compute_model *m = &t->compute;
   if (m->table)
-    fprintf(f, "compute: table of %u full and %u causal kernels, bwd_ratio %g (where no "
-            "backward is measured)\n", m->points[0]->len, m->points[1]->len, m->bwd_ratio);
+    fprintf(f, "compute: table of %u full and %u causal kernels, table_scale %g, aspect_table "
+            "%u kernels, bwd_ratio %g (where no backward is measured)\n", m->points[0]->len,
+            m->points[1]->len, m->table_scale, m->aspect_points[0]->len + m->aspect_points[1]->len,
+            m->bwd_ratio);
   else
     fprintf(f, "compute: roofline, peak_tflops %g, efficiency %g, launch_us %g, bwd_ratio %g\n",
             m->peak_flops * 1e-12, m->efficiency, m->launch_s * 1e6, m->bwd_ratio);

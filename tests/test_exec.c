@@ -131,8 +131,8 @@ static void t_compute_only_sum(void) {
   exec_result *r = exec_run(p, t, &o);
   double c = (double)w.seq_len / n;
   for (uint32_t g = 0; g < n; g++) {
-    double want = compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, true), c, c, true, false);
-    want += g * (compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, false), c, c, false, false) +
+    double want = compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, true), 32, 128, c, c, true, false);
+    want += g * (compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, false), 32, 128, c, c, false, false) +
                  compute_merge_s(&t->compute, c * 32 * 128));
     CU_ASSERT_CLOSE(r->gpu_compute_s[g], want, 1e-12);
   }
@@ -240,8 +240,9 @@ static void t_collectives(void) {
  * 2 T0 is GPU 0's compute, T1 - T0 (if positive) waiting on GPU 1's
  * compute, C on the transfer. */
 static double kernel_s(const topology *t, const workload *w, double l) {
-  return compute_attn_s(&t->compute, compute_attn_flops(w->batch, w->heads, w->head_dim, l, l,
-                                                        false), l, l, false, false);
+  return compute_attn_s(&t->compute,
+                        compute_attn_flops(w->batch, w->heads, w->head_dim, l, l, false),
+                        (double)w->batch * w->heads, w->head_dim, l, l, false, false);
 }
 
 static exec_result *two_gpu_run(const topology *t, const workload *w, uint64_t l0, uint64_t l1,

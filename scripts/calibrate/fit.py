@@ -3,16 +3,36 @@
 
 usage: scripts/calibrate/fit.py CALIBRATION_DIR --out topologies/NAME.json
            [--name NAME] [--replay build/tasp-replay] [--sim build/tasp-sim]
+           [--kernels SWEEP.jsonl ...] [--aspects-from SWEEP.jsonl] [--compute-only]
+       scripts/calibrate/fit.py --scale-from REFERENCE.json --out topologies/NAME.json
+
+--compute-only rewrites the kernel table of an existing --out topology and
+leaves the rest of it (links, host costs) as it is; it needs only
+compute-nN.jsonl and overhead-nN.jsonl.  --kernels adds the kernels of
+shapes (head dim, batch x heads) the calibration's own sweep lacks from
+another sweep of the same GPU and software (its host cost subtracted with this calibration's
+overhead rows).  --aspects-from keeps a sweep of the same kernels on a GPU
+of the same die as compute.aspect_table, for the aspects (sk/sq) the table
+lacks (src/compute.h).  --scale-from gives an uncalibrated GPU the kernel
+table of REFERENCE.json scaled to its saturated rate: table_scale =
+peak_tflops x efficiency of --out over the reference's saturated forward
+rate; --out's compute.peak_tflops and efficiency must say where they come
+from in its sources.
 
 What comes from where (every constant is measured or fitted, none typed in):
 - comm.host_us: host time of one grouped send/receive call
   (overhead-nN.jsonl, batch_p2p_ring).
 - port capacity, per-flow cap, device launch costs: fitted to
   links-n*.jsonl by scripts/fit_links.py's coordinate descent.
-- compute.table: every attention kernel of compute-nN.jsonl.  A kernel
-  timed alone includes the host time of issuing it (the GPU idles until
-  the launch arrives), so the table holds ms minus the measured host cost
-  of one call; the simulator adds host issue time on its own clock.
+- compute.table: every attention kernel of compute-nN.jsonl, with its
+  batch, heads, KV heads and head dim (the table is indexed by head dim,
+  aspect and FLOPs: src/compute.h).  A kernel timed alone includes the
+  host time of issuing it (the GPU idles until the launch arrives), so the
+  table holds ms minus the measured host cost of one call (the overhead
+  row of the nearest length; a note names kernels outside the lengths the
+  overhead rows measure); so does a backward timed alone (bwd_ms; where
+  the backward is fwd_bwd_ms - ms the host time cancels).  The simulator
+  adds host issue time on its own clock.
 - compute.host_us / merge_host_us: host time per kernel / per merge
   (overhead-nN.jsonl), median over sizes.
 - merge_fixed_us, merge_ns_per_kelem: least-squares line through the GPU
@@ -23,8 +43,10 @@ What comes from where (every constant is measured or fitted, none typed in):
   exists, the choice with the smaller median pass error is written.
 """
 import argparse
+import bisect
 import glob
 import json
+import math
 import os
 import statistics
 import sys
@@ -50,26 +72,150 @@ def line_fit(xs, ys):
     return my - slope * mx, slope
 
 
-def compute_section(compute, overhead, what):
+def kernel_table(compute, overhead, path):
+    """Table entries of a kernel sweep, host issue time taken off (module
+    doc); notes for kernels whose host cost comes from beyond the lengths
+    the overhead rows measure."""
     kern_host = [r for r in overhead if r["op"] == "attn_fwd"]
-    merges = [r for r in overhead if r["op"] == "merge"]
-    table, ratios = [], []
+    lo, hi = min(r["sq"] for r in kern_host), max(r["sq"] for r in kern_host)
+    table, far = [], set()
     for r in compute:
         if r["op"] != "attn_fwd":
             continue
+        if not lo <= r["sq"] <= hi:
+            far.add(r["sq"])
         host_ms = nearest(kern_host, r["sq"])["host_us"] * 1e-3
         fwd = max(r["ms"] - host_ms, 0.5 * r["ms"])
-        bwd = max(r["bwd_ms_est"], fwd)
-        if r["sq"] >= 6144:
-            ratios.append(bwd / fwd)
-        table.append({"batch": r["B"], "heads": r["H"], "head_dim": r["D"], "sq": r["sq"],
-                      "sk": r["sk"], "causal": r["causal"], "fwd_ms": round(fwd, 5),
-                      "bwd_ms": round(bwd, 5)})
+        if r.get("bwd_ms") is not None and r.get("fwd_bwd_ms") is None:
+            bwd = max(r["bwd_ms"] - host_ms, 0.5 * r["bwd_ms"])
+        else:
+            bwd = r["bwd_ms_est"]
+        e = {"batch": r["B"], "heads": r["H"]}
+        if "Hk" in r:
+            e["kv_heads"] = r["Hk"]
+        e.update({"head_dim": r["D"], "sq": r["sq"], "sk": r["sk"], "causal": r["causal"],
+                  "fwd_ms": round(fwd, 5), "bwd_ms": round(max(bwd, fwd), 5)})
+        table.append(e)
+    for sq in sorted(far):
+        print(f"fit: note: {path}: kernels of sq={sq}: host cost extrapolated from the overhead "
+              f"row at sq={nearest(kern_host, sq)['sq']} (overhead rows measure sq {lo}..{hi})")
+    return table
+
+
+def flops(e):
+    f = 4.0 * e["batch"] * e["heads"] * e["sq"] * e["sk"] * e["head_dim"]
+    return f / 2 if e["causal"] else f
+
+
+def aspect(e):
+    return math.log2(e["sk"] / e["sq"])
+
+
+def loglog(xs, ys, x):
+    """Piecewise log-log interpolation through ascending xs (None outside)."""
+    if not xs[0] <= x <= xs[-1]:
+        return None
+    i = min(max(bisect.bisect_left(xs, x), 1), len(xs) - 1)
+    w = math.log(x / xs[i - 1]) / math.log(xs[i] / xs[i - 1]) if xs[i] > xs[i - 1] else 0
+    return ys[i - 1] * (ys[i] / ys[i - 1]) ** w
+
+
+def describe_table(table, what):
+    """What the table measures, and notes on what the simulator models
+    beyond it (src/compute.h)."""
+    for causal in (False, True):
+        rows = [e for e in table if e["causal"] == causal]
+        if not rows:
+            continue
+        mask = "causal" if causal else "full"
+        dims = sorted({e["head_dim"] for e in rows})
+        for d in dims:
+            at = [e for e in rows if e["head_dim"] == d]
+            asp = sorted({aspect(e) for e in at})
+            bh = sorted({e["batch"] * e["heads"] for e in at})
+            fl = [flops(e) for e in at]
+            big = [e for e in at if aspect(e) == 0 and flops(e) >= 0.5 * max(fl)]
+            rate = statistics.median(flops(e) / e["fwd_ms"] * 1e-9 for e in big) if big else 0
+            print(f"fit: {what}: {mask} D={d}: {len(at)} kernels, aspects "
+                  f"{', '.join(f'{a:+g}' for a in asp)}, B*H {'/'.join(map(str, bh))}, "
+                  f"{min(fl):.3g}..{max(fl):.3g} FLOPs; saturated forward {rate:.0f} TFLOP/s")
+            if len(asp) == 1:
+                print(f"fit: note: {what}: {mask} D={d} measures aspect {asp[0]:+g} alone: other "
+                      "aspects take the ratio measured at another shape or in aspect_table")
+        bhs = sorted({e["batch"] * e["heads"] for e in rows})
+        print(f"fit: note: {what}: {mask} kernels of head dims outside {dims[0]}..{dims[-1]} "
+              f"or B*H outside {bhs[0]}..{bhs[-1]} are priced on the nearest measured curve at "
+              "equal FLOPs, and beyond the largest FLOPs of a curve at its last rate")
+
+
+def compare(rows, key, what, label, reverse=False):
+    """Kernel times of each value of key(e) against the curve of its first
+    value (the largest with reverse) at equal FLOPs, forward and backward,
+    where the FLOPs fall inside that curve."""
+    vals = sorted({key(e) for e in rows}, reverse=reverse)
+    if len(vals) < 2:
+        return
+    base = sorted((flops(e), e["fwd_ms"], e["bwd_ms"]) for e in rows if key(e) == vals[0])
+    xs = [b[0] for b in base]
+    for v in vals[1:]:
+        errs = []
+        for e in rows:
+            if key(e) != v:
+                continue
+            for k, col in ((1, "fwd_ms"), (2, "bwd_ms")):
+                t = loglog(xs, [b[k] for b in base], flops(e))
+                if t is not None:
+                    errs.append(e[col] / t - 1)
+        if errs:
+            print(f"fit: {what}: {label} {v} against {vals[0]} at equal FLOPs: time "
+                  f"{100 * statistics.median(errs):+.1f}% median, {100 * min(errs):+.1f}% to "
+                  f"{100 * max(errs):+.1f}% over {len(errs)} kernel times")
+
+
+def shape_effects(table, what):
+    """How far each shape variable moves a kernel's time at equal FLOPs in
+    one sweep: what the table must be indexed by (src/compute.h)."""
+    for causal in (False, True):
+        mask = "causal" if causal else "full"
+        rows = [e for e in table if e["causal"] == causal and aspect(e) == 0]
+        for d in sorted({e["head_dim"] for e in rows}):
+            for bh in sorted({e["batch"] * e["heads"] for e in rows}):
+                compare([e for e in rows if e["head_dim"] == d and e["batch"] * e["heads"] == bh],
+                        lambda e: e.get("kv_heads", e["heads"]), what,
+                        f"{mask} D={d} B*H={bh}: KV heads")
+        for d in sorted({e["head_dim"] for e in rows}):
+            compare([e for e in rows if e["head_dim"] == d], lambda e: e["batch"] * e["heads"],
+                    what, f"{mask} D={d}: B*H")
+        for bh in sorted({e["batch"] * e["heads"] for e in rows}):
+            compare([e for e in rows if e["batch"] * e["heads"] == bh],
+                    lambda e: e["head_dim"], what, f"{mask} B*H={bh}: head dim", reverse=True)
+
+
+def compute_section(compute, overhead, what, extra=(), aspects=None):
+    merges = [r for r in overhead if r["op"] == "merge"]
+    kern_host = [r for r in overhead if r["op"] == "attn_fwd"]
+    table = kernel_table(compute, overhead, what)
+    shape_effects(table, what)
+    # backward/forward where none is measured: this calibration's own kernels
+    ratios = [e["bwd_ms"] / e["fwd_ms"] for e in table if e["sq"] >= 6144]
+    sources = [f"{what}: compute-n*.jsonl and overhead-n*.jsonl"]
+    def shape(e):
+        return e["head_dim"], e["batch"] * e["heads"]
+    own = {shape(e) for e in table}
+    for path in extra:
+        sweep = kernel_table(read_jsonl(path), overhead, path)
+        shape_effects(sweep, path)
+        more = [e for e in sweep if shape(e) not in own]
+        if more:
+            table += more
+            shapes = ", ".join(f"D={d} B*H={bh}" for d, bh in sorted({shape(e) for e in more}))
+            sources.append(f"{shapes} from {path} (host cost as {what})")
     kelems = [r["B"] * r["sq"] * r["H"] * r["D"] / 1e3 for r in merges]
     fixed_us, us_per_kelem = line_fit(kelems, [r["gpu_us"] for r in merges])
-    return {
+    describe_table(table, what)
+    sec = {
         "model": "table",
-        "source": f"{what}: compute-n*.jsonl and overhead-n*.jsonl, by scripts/calibrate/fit.py",
+        "source": "; ".join(sources) + ", by scripts/calibrate/fit.py",
         "host_us": round(statistics.median(r["host_us"] for r in kern_host), 1),
         "merge_host_us": round(statistics.median(r["host_us"] for r in merges), 1),
         "merge_fixed_us": round(max(fixed_us, 0.0), 1),
@@ -77,18 +223,119 @@ def compute_section(compute, overhead, what):
         "bwd_ratio": round(statistics.median(ratios), 3),
         "table": table,
     }
+    if aspects:
+        adir = os.path.dirname(aspects)
+        aover = read_jsonl(sorted(glob.glob(f"{adir}/overhead-n*.jsonl"))[-1])
+        sec["aspect_table"] = kernel_table(read_jsonl(aspects), aover, aspects)
+        sec["source"] += (f"; aspect_table: {aspects} (same kernels on a GPU of the same die, "
+                          "for the ratio of a non-square kernel's time to a square one's)")
+    return sec
+
+
+def saturated_tflops(table):
+    """Forward rate of the reference's largest square full kernels of its
+    largest head dim (the rate a long chunk reaches)."""
+    d = max(e["head_dim"] for e in table)
+    sq = [e for e in table if e["head_dim"] == d and not e["causal"] and e["sq"] == e["sk"]]
+    big = [e for e in sq if flops(e) >= 0.5 * max(flops(x) for x in sq)]
+    return statistics.median(flops(e) / e["fwd_ms"] * 1e-9 for e in big)
+
+
+def file_indent(path):
+    """The indent of an existing JSON file's first key (fit.py writes 1)."""
+    try:
+        with open(path) as f:
+            f.readline()
+            line = f.readline()
+        return max(len(line) - len(line.lstrip(" ")), 1)
+    except OSError:
+        return 1
+
+
+def dump(topo, path, indent=1):
+    """JSON at the given indent, one kernel per line in the tables."""
+    keys = ("table", "aspect_table")
+    comp = topo.get("compute", {})
+    held = {k: comp.pop(k) for k in keys if k in comp}
+    for k in held:
+        comp[k] = f"@@{k}@@"
+    text = json.dumps(topo, indent=indent)
+    for k, rows in held.items():
+        body = ",\n".join(" " * 3 * indent + json.dumps(e) for e in rows)
+        text = text.replace(f'"@@{k}@@"', "[\n" + body + "\n" + " " * 2 * indent + "]")
+        comp[k] = rows
+    tmp = path + ".tmp.json"
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+    os.replace(tmp, path)
+
+
+def scale_from(ref_path, out):
+    """--scale-from: the reference's kernel table, run table_scale times
+    faster (module doc)."""
+    ref = json.load(open(ref_path))["compute"]
+    topo = json.load(open(out))
+    c = topo["compute"]
+    rate = saturated_tflops(ref["table"])
+    k = c["peak_tflops"] * c.get("efficiency", 1.0) / rate
+    c["model"] = "table"
+    c["table_scale"] = round(k, 4)
+    c["table"] = ref["table"]
+    if "aspect_table" in ref:
+        c["aspect_table"] = ref["aspect_table"]
+    c["source"] = (f"kernel table of {ref_path} ({ref.get('source', '')}), table_scale "
+                   f"{c['peak_tflops']:g} x {c.get('efficiency', 1.0):g} / {rate:.0f}")
+    line = (f"compute.table: not measured on this GPU: the kernel table measured for "
+            f"{ref_path}, its times as a function of FLOPs, head dim and aspect, run "
+            f"{k:.3f}x faster (table_scale = peak_tflops {c['peak_tflops']:g} x efficiency "
+            f"{c.get('efficiency', 1.0):g} over the reference's saturated forward rate of "
+            f"{rate:.0f} TFLOP/s); the fixed costs of small kernels stay the reference's")
+    topo["sources"] = [s for s in topo.get("sources", []) if not s.startswith("compute.table:")]
+    topo["sources"].append(line)
+    print(f"fit: note: {out}: kernels extrapolated from {ref_path}: table_scale {k:.3f}")
+    dump(topo, out, file_indent(out))
+    print(f"fit: wrote {out}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("calibration")
+    ap.add_argument("calibration", nargs="?")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--kernels", nargs="+", default=[])
+    ap.add_argument("--aspects-from")
+    ap.add_argument("--compute-only", action="store_true")
+    ap.add_argument("--scale-from")
     ap.add_argument("--name")
     ap.add_argument("--replay", default="build/tasp-replay")
     ap.add_argument("--sim", default="build/tasp-sim")
     a = ap.parse_args()
+    if a.scale_from:
+        scale_from(a.scale_from, a.out)
+        return
+    if not a.calibration:
+        ap.error("CALIBRATION_DIR is needed unless --scale-from is given")
     d = a.calibration
+    if a.compute_only:
+        computes = sorted(glob.glob(f"{d}/compute-n*.jsonl"))
+        overheads = sorted(glob.glob(f"{d}/overhead-n*.jsonl"))
+        if not (computes and overheads):
+            sys.exit(f"fit: {d} needs compute-n*.jsonl and overhead-n*.jsonl")
+        topo = json.load(open(a.out))
+        new = compute_section(read_jsonl(computes[-1]), read_jsonl(overheads[-1]), d,
+                              a.kernels, a.aspects_from)
+        c = topo.setdefault("compute", {})
+        c["model"] = "table"
+        for k in ("source", "table", "aspect_table"):
+            c.pop(k, None)
+            if k in new:
+                c[k] = new[k]
+        topo["sources"] = [s for s in topo.get("sources", [])
+                           if not s.startswith("compute.table:")]
+        topo["sources"].append(f"compute.table: {new['source']}")
+        dump(topo, a.out, file_indent(a.out))
+        print(f"fit: wrote {a.out} (compute table only)")
+        return
     envs = sorted(glob.glob(f"{d}/env-n*.json"), key=lambda p: json.load(open(p))["gpus"])
     computes = sorted(glob.glob(f"{d}/compute-n*.jsonl"))
     overheads = sorted(glob.glob(f"{d}/overhead-n*.jsonl"))
@@ -109,7 +356,8 @@ def main():
                     f"{overheads[-1]}"],
         "generator": {"kind": "nvswitch", "gpus": n, "port_gbps": 300.0, "latency_us": 3},
         "comm": {"host_us": round(p2p_host[0], 1) if p2p_host else 0.0, "launch_us": 0},
-        "compute": compute_section(read_jsonl(computes[-1]), overhead, d),
+        "compute": compute_section(read_jsonl(computes[-1]), overhead, d, a.kernels,
+                                   a.aspects_from),
     }
     tmp = a.out + ".tmp.json"
     with open(tmp, "w") as f:
@@ -142,10 +390,7 @@ def main():
             f"comm.kernel_blocks_comm: the choice with the smaller median |error| over "
             f"{passes[-1]} ({100 * min(medians.values()):.2f}% against "
             f"{100 * max(medians.values()):.2f}%)")
-    with open(tmp, "w") as f:
-        json.dump(topo, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.out)
+    dump(topo, a.out)
     print(f"fit: wrote {a.out}")
 
 
