@@ -324,12 +324,36 @@ static bool parse_linear_table(json_object *obj, json_where w, compute_model *m,
   return true;
 }
 
+/* bwd_host_us and linear_host_us, after host_us (their default: a kernel
+ * call's host cost, each). */
+static bool parse_host_costs(json_object *obj, json_where w, compute_model *m, GError **err) {
+  double us = m->host_s * 1e6, bwd_us;
+  if (!json_get_double(obj, w, "bwd_host_us", false, us, -1, &bwd_us, err)) return false;
+  m->bwd_host_s = bwd_us * 1e-6;
+  json_object *lin = NULL;
+  if (!json_get_typed(obj, w, "linear_host_us", false, json_type_object, &lin, err))
+    return false;
+  static const char *const keys[] = {"intra", "intra_bwd", "intra_causal", "intra_causal_bwd",
+                                     "state", "state_bwd", "apply", "apply_bwd", NULL};
+  g_autofree char *path = json_path_join(w.path, "linear_host_us");
+  json_where lw = {w.file, path};
+  if (lin && !json_check_keys(lin, lw, keys, err)) return false;
+  for (int k = 0; k < 4; k++)
+    for (int b = 0; b < 2; b++) {
+      double v = us;
+      if (lin && !json_get_double(lin, lw, keys[2 * k + b], false, us, -1, &v, err)) return false;
+      m->lin_host_s[k][b] = v * 1e-6;
+    }
+  return true;
+}
+
 bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GError **err) {
   static const char *const keys[] = {"model", "peak_tflops", "efficiency", "launch_us",
                                      "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
                                      "table", "source", "host_us", "merge_host_us", "copy_GBps",
                                      "copy_fixed_us", "copy_host_us", "linear_efficiency",
-                                     "linear_table", "aspect_table", "table_scale", NULL};
+                                     "linear_table", "aspect_table", "table_scale",
+                                     "bwd_host_us", "linear_host_us", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -371,6 +395,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   m->merge_s_per_elem = merge_ns_per_kelem * 1e-12;
   m->host_s = host_us * 1e-6;
   m->merge_host_s = merge_host_us * 1e-6;
+  if (!parse_host_costs(obj, w, m, err)) return false;
   json_object *table = NULL;
   if (!json_get_typed(obj, w, "table", m->table, json_type_array, &table, err)) return false;
   if (table) {
@@ -602,21 +627,37 @@ static double linear_s(const compute_model *m, const plan_op *op) {
   return m->launch_s + (t > mem ? t : mem);
 }
 
-static double attn_host_s(const compute_model *m) { return m->host_s; }
-static double merge_host_s(const compute_model *m) { return m->merge_host_s; }
-static double copy_host_s(const compute_model *m) { return m->copy_host_s; }
+/* Host time of each kind (calibration/h200x2-host): a flash call's forward
+ * and, backward, the call plus the adds of its dQ, dK, dV into the running
+ * gradients; a linear task's function (lin_host_s), whose causal intra
+ * kernel issues several times the ops of the others. */
+static double attn_host_s(const compute_model *m, const plan_op *op) {
+  return op->backward ? m->bwd_host_s : m->host_s;
+}
+static double merge_host_s(const compute_model *m, const plan_op *op) {
+  (void)op;
+  return m->merge_host_s;
+}
+static double copy_host_s(const compute_model *m, const plan_op *op) {
+  (void)op;
+  return m->copy_host_s;
+}
+static double linear_host_s(const compute_model *m, const plan_op *op) {
+  int k = op->kind == OP_LIN_INTRA ? (op->causal ? 1 : 0) : op->kind == OP_LIN_STATE ? 2 : 3;
+  return m->lin_host_s[k][op->backward];
+}
 
 /* One entry per op_kind: adding a kind of work is adding a line here. */
 static const struct {
   double (*time_s)(const compute_model *, const plan_op *);
-  double (*host_s)(const compute_model *);
+  double (*host_s)(const compute_model *, const plan_op *);
 } kinds[OP_KINDS] = {
     [OP_ATTN] = {attn_s, attn_host_s},
     [OP_MERGE] = {merge_s, merge_host_s},
     [OP_COPY] = {copy_s, copy_host_s},
-    [OP_LIN_INTRA] = {linear_s, attn_host_s},
-    [OP_LIN_STATE] = {linear_s, attn_host_s},
-    [OP_LIN_APPLY] = {linear_s, attn_host_s},
+    [OP_LIN_INTRA] = {linear_s, linear_host_s},
+    [OP_LIN_STATE] = {linear_s, linear_host_s},
+    [OP_LIN_APPLY] = {linear_s, linear_host_s},
 };
 
 double compute_op_s(const compute_model *m, const plan_op *op) {
@@ -626,5 +667,5 @@ double compute_op_s(const compute_model *m, const plan_op *op) {
 
 double compute_op_host_s(const compute_model *m, const plan_op *op) {
   g_assert(op->kind < OP_KINDS);
-  return kinds[op->kind].host_s(m);
+  return kinds[op->kind].host_s(m, op);
 }

@@ -63,6 +63,10 @@ typedef struct {
   double merge_fixed_s;   /* log-sum-exp merge of one block output: fixed part */
   double merge_s_per_elem;/* ... and per output element (B·sq·H·D) */
   double host_s;          /* host time to issue one kernel (framework overhead) */
+  double bwd_host_s;      /* ... one backward kernel and the adds of its gradients */
+  /* ... one linear task, [intra full, intra causal, state, apply][fwd, bwd]:
+   * the PyTorch ops its function issues (compute.linear_host_us) */
+  double lin_host_s[4][2];
   double merge_host_s;    /* host time to issue one merge (several small ops) */
   double copy_Bps;        /* bytes a rearranging copy (cat, permute) moves per second */
   double copy_fixed_s;    /* ... plus this per copy */

@@ -262,16 +262,29 @@ static void ready_task(exec_state *s, uint32_t id) {
 /* The host thread of each GPU issues its tasks in plan order and never
  * waits for the GPU (PyTorch's stream semantics: a NCCL wait() makes the
  * stream wait, not the host), so issue times are known before the run.
- * A group starts once every GPU in it has issued it. */
+ * A collective costs each GPU in it comm_host_s; a grouped send/receive
+ * p2p_host_s plus p2p_op_host_s per isend or irecv that GPU puts in it (one
+ * per message it sends or receives): calibration/h200x2-host, where
+ * batch_isend_irecv's host time grows with its ops.  A group starts once
+ * every GPU in it has issued it. */
 static double *issue_times(const plan *p, const topology *t, const exec_opts *o) {
   guint nt = p->tasks->len;
   double *issue = g_new0(double, nt);
   g_autofree double *host = g_new0(double, p->n_gpus);
   g_autofree guint *in = g_new0(guint, p->n_gpus); /* i+1: GPU takes part in group i */
+  g_autofree uint32_t *ops = g_new0(uint32_t, p->n_gpus);
   for (guint i = 0; i < nt; i++) {
     const plan_task *k = plan_task_at(p, i);
     if (k->kind == TASK_COMM) {
       if (o->no_comm) continue;
+      bool p2p = k->api == COMM_P2P;
+      double base = p2p && t->p2p_host_s >= 0 ? t->p2p_host_s : t->comm_host_s;
+      double per_op = p2p ? t->p2p_op_host_s : 0;
+      for (uint32_t x = 0; x < k->n_xfer; x++) {
+        const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
+        ops[tx->src] += tx->msgs;
+        ops[tx->dst] += tx->msgs;
+      }
       for (uint32_t x = 0; x < k->n_xfer; x++) {
         const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
         uint32_t g2[2] = {tx->src, tx->dst};
@@ -279,7 +292,8 @@ static double *issue_times(const plan *p, const topology *t, const exec_opts *o)
           uint32_t g = g2[e];
           if (in[g] == i + 1) continue;
           in[g] = i + 1;
-          host[g] += t->comm_host_s;
+          host[g] += base + per_op * ops[g];
+          ops[g] = 0;
           if (host[g] > issue[i]) issue[i] = host[g];
         }
       }

@@ -49,8 +49,10 @@ void topo_dump(FILE *f, const topology *t) {
   for (unsigned i = 0; i < nc; i++) fprintf(f, " %g", caps[i] * 1e-9);
   fputs(more ? " ...\n" : "\n", f);
   fprintf(f, "comm: launch_us %g, p2p_launch_us %g, p2p_msg_us %g, host_us %g, "
-          "kernel_blocks_comm %s\n", t->launch_s * 1e6, t->p2p_launch_s * 1e6,
-          t->p2p_msg_s * 1e6, t->comm_host_s * 1e6, t->kernel_blocks_comm ? "true" : "false");
+          "p2p_host_us %g, p2p_op_host_us %g, kernel_blocks_comm %s\n", t->launch_s * 1e6,
+          t->p2p_launch_s * 1e6, t->p2p_msg_s * 1e6, t->comm_host_s * 1e6, t->p2p_host_s * 1e6,
+          t->p2p_op_host_s * 1e6,
+          t->kernel_blocks_comm ? "true" : "false");
   const compute_model *m = &t->compute;
   if (m->table)
     fprintf(f, "compute: table of %u full and %u causal kernels, table_scale %g, aspect_table "
@@ -60,7 +62,12 @@ void topo_dump(FILE *f, const topology *t) {
   else
     fprintf(f, "compute: roofline, peak_tflops %g, efficiency %g, launch_us %g, bwd_ratio %g\n",
             m->peak_flops * 1e-12, m->efficiency, m->launch_s * 1e6, m->bwd_ratio);
-  fprintf(f, "  host_us %g per kernel; merge: merge_fixed_us %g, merge_ns_per_kelem %g, "
-          "merge_host_us %g\n", m->host_s * 1e6, m->merge_fixed_s * 1e6,
+  fprintf(f, "  host_us %g per kernel (backward %g); linear host_us intra %g/%g, causal intra "
+          "%g/%g, state %g/%g, apply %g/%g (fwd/bwd)\n", m->host_s * 1e6, m->bwd_host_s * 1e6,
+          m->lin_host_s[0][0] * 1e6, m->lin_host_s[0][1] * 1e6, m->lin_host_s[1][0] * 1e6,
+          m->lin_host_s[1][1] * 1e6, m->lin_host_s[2][0] * 1e6, m->lin_host_s[2][1] * 1e6,
+          m->lin_host_s[3][0] * 1e6, m->lin_host_s[3][1] * 1e6);
+  fprintf(f, "  merge: merge_fixed_us %g, merge_ns_per_kelem %g, "
+          "merge_host_us %g\n", m->merge_fixed_s * 1e6,
           m->merge_s_per_elem * 1e12, m->merge_host_s * 1e6);
 }

@@ -11,6 +11,7 @@ topology *topo_new(const char *name, uint32_t n_gpus) {
   t->channels = g_array_new(FALSE, FALSE, sizeof(topo_channel));
   t->route_chan = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   compute_model_init(&t->compute);
+  t->p2p_host_s = -1;  /* as a collective, comm_host_s */
   return t;
 }
 
@@ -221,15 +222,19 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   json_where cw = {file, "comm"};
   static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
                                           "flow_cap_gbps", "inter_node_flow_cap_gbps",
-                                          "host_us", "kernel_blocks_comm", "source", NULL};
-  double launch_us, p2p_launch_us, p2p_msg_us, cap_gbps, inter_gbps, host_us;
+                                          "host_us", "p2p_host_us", "p2p_op_host_us", "kernel_blocks_comm",
+                                          "source", NULL};
+  double launch_us, p2p_launch_us, p2p_msg_us, cap_gbps, inter_gbps, host_us, p2p_host_us,
+      op_host_us;
   if (!json_check_keys(comm, cw, comm_keys, err) ||
       !json_get_double(comm, cw, "launch_us", true, 0, -1, &launch_us, err) ||
       !json_get_double(comm, cw, "p2p_launch_us", false, -1, -1, &p2p_launch_us, err) ||
       !json_get_double(comm, cw, "p2p_msg_us", false, 0, -1, &p2p_msg_us, err) ||
       !json_get_double(comm, cw, "flow_cap_gbps", false, 0, -1, &cap_gbps, err) ||
       !json_get_double(comm, cw, "inter_node_flow_cap_gbps", false, 0, -1, &inter_gbps, err) ||
-      !json_get_double(comm, cw, "host_us", false, 0, -1, &host_us, err))
+      !json_get_double(comm, cw, "host_us", false, 0, -1, &host_us, err) ||
+      !json_get_double(comm, cw, "p2p_host_us", false, -1, -1, &p2p_host_us, err) ||
+      !json_get_double(comm, cw, "p2p_op_host_us", false, 0, -1, &op_host_us, err))
     return NULL;
 
   uint32_t n_gpus = 0;
@@ -261,6 +266,8 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
     t->kernel_blocks_comm = json_object_get_boolean(kb);
   }
   t->comm_host_s = host_us * 1e-6;
+  t->p2p_host_s = p2p_host_us < 0 ? host_us * 1e-6 : p2p_host_us * 1e-6;
+  t->p2p_op_host_s = op_host_us * 1e-6;
   json_where gw = {file, "generator"}, pw = {file, "compute"};
   /* the compute model first: every field is checked before tables are built */
   bool ok = compute_model_parse(comp, pw, &t->compute, err);

@@ -44,6 +44,8 @@ typedef struct topology {
   double p2p_msg_s;        /* ...plus this per message of its busiest GPU */
   bool kernel_blocks_comm; /* transfers wait for running attention kernels */
   double comm_host_s;      /* host time to issue one group, per GPU taking part */
+  double p2p_host_s;       /* the same for a grouped send/receive (< 0: comm_host_s)... */
+  double p2p_op_host_s;    /* ...plus this per op (isend or irecv) the GPU puts in it */
   compute_model compute;
 } topology;
 

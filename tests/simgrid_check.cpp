@@ -50,6 +50,7 @@ static topology *load(const check_case &c) {
   }
   /* pure bandwidth sharing: no fixed costs on either side */
   t->launch_s = t->p2p_launch_s = t->p2p_msg_s = t->comm_host_s = 0;
+  t->p2p_host_s = t->p2p_op_host_s = 0;
   if (c.zero_latency) {
     for (guint i = 0; i < t->channels->len; i++)
       g_array_index(t->channels, topo_channel, i).latency_s = 0;

@@ -184,6 +184,61 @@ static void t_host_issue(void) {
   topo_free(t);
 }
 
+/* The host issue rule on a hand-built plan: a grouped send/receive costs
+ * each GPU in it p2p_host_s plus p2p_op_host_s per isend/irecv it issues
+ * (one per message), a collective comm_host_s, a compute task its kind's
+ * host cost.  Group A: 0->1 as 2 messages, 1->0 as 1, 0->2 as 1 (GPU 0
+ * issues 4 ops, GPU 1 3, GPU 2 1); group B: 1->2 as 1 message; then one
+ * causal linear intra task on GPU 2.  Transfers of one byte and kernels of
+ * no time: the pass ends when the last task is issued. */
+static void t_host_issue_per_op(void) {
+  topology *t = switch_topo(3, 1e15, 0, 0);
+  t->comm_host_s = 1e-3;  /* a collective's: must not apply here */
+  t->p2p_host_s = 10e-6;
+  t->p2p_op_host_s = 2e-6;
+  t->compute.lin_host_s[1][0] = 7e-6;  /* causal intra, forward */
+  t->compute.lin_host_s[0][0] = 1e-3;  /* full intra: must not apply */
+  plan *p = plan_new(3, false);
+  uint32_t a = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add_msgs(p, a, 0, 1, 1, 2);
+  plan_xfer_add_msgs(p, a, 1, 0, 1, 1);
+  plan_xfer_add_msgs(p, a, 0, 2, 1, 1);
+  plan_issue(p, a, NULL, -1, false);
+  uint32_t b = plan_comm(p, 1, COMM_P2P);
+  plan_xfer_add_msgs(p, b, 1, 2, 1, 1);
+  plan_issue(p, b, NULL, -1, false);
+  plan_dep(p, a, b);
+  plan_op op = {.kind = OP_LIN_INTRA, .causal = true};
+  uint32_t k = plan_compute(p, 2, 1, &op);
+  plan_dep(p, b, k);
+  plan_finish(p);
+  exec_opts o = {.keep_trace = true};
+  exec_result *r = exec_run(p, t, &o);
+  /* A: issued once GPU 0 has (10 + 4 x 2 us); B: GPU 1 at 10 + 3 x 2 +
+   * 10 + 2, GPU 2 at 10 + 2 + 10 + 2 (B waits for A's end anyway); the
+   * kernel: GPU 2's host after B, + 7 us */
+  double a_at = 18e-6, b_at = fmax(28e-6, a_at), k_at = 24e-6 + 7e-6;
+  CU_ASSERT_CLOSE(r->step_s, fmax(b_at, k_at), 1e-6);
+  bool seen_a = false;
+  for (guint i = 0; i < r->spans->len; i++) {
+    const exec_span *sp = &g_array_index(r->spans, exec_span, i);
+    if (sp->comm && sp->step == 0) {
+      CU_ASSERT_CLOSE(sp->t0_s, a_at, 1e-6);
+      seen_a = true;
+    }
+  }
+  CU_ASSERT(seen_a);
+  exec_result_free(r);
+  /* without the op cost every group costs its base only: the kernel is
+   * issued at 10 + 10 + 7 us */
+  t->p2p_op_host_s = 0;
+  r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(r->step_s, 27e-6, 1e-6);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
 /* Same inputs, same numbers, to the bit. */
 static void t_deterministic(void) {
   topology *t = switch_topo(8, 80e9, 3e-6, 20e-6);
@@ -389,7 +444,7 @@ static void t_lasp_compute_chain(void) {
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
-                                    TEST(t_host_issue), TEST(t_deterministic),
+                                    TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
                                     TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),

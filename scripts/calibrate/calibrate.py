@@ -25,6 +25,18 @@ Every measurement is one JSON line (rank 0 writes them):
                      apart: the host cost of issuing a call (wall clock, GPU
                      kept busy so the call never blocks) and its GPU cost
                      (CUDA events around calls queued behind a busy GPU)
+  host-nN.jsonl      (--parts host) host cost of every operation a pass
+                     program issues, one at a time, with the GPU busy and
+                     idle: flash forward and backward calls, the first
+                     block's copies, merge, torch.cat of 2 and 4 key
+                     ranges, the backward's gradient adds, batch_isend_irecv
+                     of 1..8 ops (issued; issued and waited), LASP's single
+                     isend / irecv, an async all_gather, each linear kernel
+                     function; a linear Ring step's hop and kernel alone and
+                     together; and the host time to issue each whole pass
+                     program (softmax and linear, both masks, with and
+                     without communication), which the per-op costs must
+                     add up to
   passes-nN.jsonl    whole forward passes of sequence-parallel attention
                      schedules, with and without their communication, for
                      validating tasp-sim's predictions; with --backward,
@@ -367,35 +379,16 @@ def measure_compute_sweep(out, n, heads, dims, batches, chunks, iters, budget_s)
 
 # ------------------------------------------------------------- overhead
 
-def split_cost(fn, reps=20):
-    """Host cost (wall clock per call while the GPU is busy, so no call
-    waits) and GPU cost (events around `reps` calls queued behind a busy
-    GPU) of fn, in microseconds."""
-    fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time at 2 GHz
-    t0 = time.perf_counter()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    host = (time.perf_counter() - t0) / reps * 1e6
-    torch.cuda.synchronize()
-    gpu = a.elapsed_time(b) / reps * 1e3
-    return host, gpu
-
-
 def measure_overhead(out, n, rank, B, H, D, max_tokens):
     name = f"overhead-n{n}.jsonl"
     sq = 768
     while sq <= max_tokens:
         acc, lse, blk, blse = merge_inputs(B, sq, H, D)
-        host, gpu = split_cost(lambda: merge(acc, lse, blk, blse))
+        host, gpu = host_us(lambda: merge(acc, lse, blk, blse), True)
         out.write(name, {"part": "overhead", "n": n, "op": "merge", "B": B, "H": H, "D": D,
                          "sq": sq, "host_us": host, "gpu_us": gpu})
         q = torch.randn(B, sq, H, D, dtype=torch.bfloat16, device="cuda")
-        host, gpu = split_cost(lambda: flash(q, q, q, False), reps=5)
+        host, gpu = host_us(lambda: flash(q, q, q, False), True, reps=5)
         out.write(name, {"part": "overhead", "n": n, "op": "attn_fwd", "B": B, "H": H, "D": D,
                          "sq": sq, "sk": sq, "host_us": host, "gpu_us": gpu})
         sq *= 4
@@ -419,7 +412,7 @@ def measure_overhead(out, n, rank, B, H, D, max_tokens):
         dist.all_to_all(outs, ins, async_op=True).wait()
     for op, fn in [("batch_p2p_ring", ring_step), ("alltoall_list_2peers", alltoall_list)]:
         dist.barrier()
-        host, _ = split_cost(fn)
+        host, _ = host_us(fn, True, reps=20)
         dist.barrier()
         out.write(name, {"part": "overhead", "n": n, "op": op, "msg_bytes": 8192,
                          "host_us": host})
@@ -1447,6 +1440,220 @@ LINEAR_SCHEDULES = [("lasp", False), ("lasp", True), ("lasp2", False), ("lasp2",
 LINEAR_CLASSES = {"lasp": Lasp, "lasp2": Lasp2, "ring": LinRing}
 
 
+# ----------------------------------------------------------------- host
+
+def host_us(fn, busy, reps=10):
+    """Host microseconds per call of fn (wall clock).  busy: every call is
+    queued behind a sleeping GPU, so none waits for it (the pure issue
+    cost); idle: the GPU is synchronised before each call, as when a short
+    pass outruns its kernels.  Also the GPU time per call (events around
+    the calls, busy only: launch gaps hidden), microseconds."""
+    fn()
+    torch.cuda.synchronize()
+    if busy:
+        torch.cuda._sleep(100_000_000)  # ~50 ms of GPU time at 2 GHz
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        host = (time.perf_counter() - t0) / reps * 1e6
+        b.record()
+        torch.cuda.synchronize()
+        return host, a.elapsed_time(b) / reps * 1e3
+    total = 0.0
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        total += time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return total / reps * 1e6, None
+
+
+def both_ranks(x):
+    """[rank 0's x, rank 1's x, ...] (every rank calls this)."""
+    t = torch.tensor([x], dtype=torch.float64, device="cuda")
+    outs = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(outs, t)
+    return [o.item() for o in outs]
+
+
+def p2p_batch_ops(n, rank, k, bufs, rbufs):
+    """k point-to-point ops of one batch_isend_irecv call on this rank,
+    matched on every rank.  2 GPUs: rank 0 alternates send, receive, ...
+    and rank 1 receive, send, ...; more GPUs: k/2 sends to the next rank
+    and k/2 receives from the previous (k even)."""
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    ops = []
+    for i in range(k):
+        send = (i % 2 == 0) == (rank == 0) if n == 2 else i < k // 2
+        if send:
+            ops.append(dist.P2POp(dist.isend, bufs[i], nxt))
+        else:
+            ops.append(dist.P2POp(dist.irecv, rbufs[i], prv))
+    return ops
+
+
+def measure_host(out, n, rank, B, H, D, chunks=(1536, 3072, 12288), lin_chunks=(2048, 8192)):
+    """Host cost of each operation the pass programs issue, one at a time
+    (records "op", "host_us" GPU busy, "host_idle_us" GPU idle, "gpu_us"),
+    and the host time to issue each whole pass program with the GPU busy
+    ("op": "pass"), which the per-operation costs must add up to."""
+    name = f"host-n{n}.jsonl"
+
+    def rec(op, fn, **kw):
+        try:  # an op failing fails on every rank alike: the others still run
+            hb, gpu = host_us(fn, True)
+            hi, _ = host_us(fn, False)
+        except (RuntimeError, TypeError, ValueError) as e:
+            print(f"calibrate: host {op} {kw} failed: {e}", flush=True)
+            return
+        hb, hi = max(both_ranks(hb)), max(both_ranks(hi))
+        out.write(name, {"part": "host", "n": n, "op": op, "B": B, "H": H, "D": D, **kw,
+                         "host_us": hb, "host_idle_us": hi, "gpu_us": gpu})
+
+    for c in chunks:
+        q = bf16(B, c, H, D)
+        kv = bf16(B, c, 2, H, D)
+        k, v = kv[:, :, 0], kv[:, :, 1]
+        o, lse = flash(q, k, v, False)
+        acc = torch.zeros(B, c, H, D, dtype=torch.float32, device=DEV)
+        lacc = torch.zeros(B, c, H, 1, dtype=torch.float32, device=DEV)
+        rec("flash_fwd", lambda: flash(q, k, v, False), sq=c, sk=c)
+        rec("flash_fwd_causal", lambda: flash(q, k, v, True), sq=c, sk=c)
+        rec("copy_out", lambda: acc.copy_(o), sq=c)
+        rec("copy_lse", lambda: lacc.copy_(lse.transpose(1, 2).unsqueeze(-1)), sq=c)
+        rec("merge", lambda: merge(acc, lacc, o, lse), sq=c)
+        h = c // 2
+        rec("cat2", lambda: torch.cat([kv[:, :h], kv[:, h:]], dim=1), tokens=c, segs=2)
+        qs = [(i * c // 4, (i + 1) * c // 4) for i in range(4)]
+        rec("cat4", lambda: torch.cat([kv[:, a:b] for a, b in qs], dim=1), tokens=c, segs=4)
+        out_b = o.contiguous()
+        lse_b = lse.contiguous()
+        rec("flash_bwd", lambda: flash_bwd(q, q, k, v, out_b, lse_b, False), sq=c, sk=c)
+        dq = torch.zeros_like(acc)
+        dacc = torch.zeros(kv.shape, dtype=torch.float32, device=DEV)
+        arrived = torch.zeros_like(dacc)
+        rec("add_dq", lambda: dq.__iadd__(q), sq=c)
+        rec("add_dk", lambda: dacc[:, :, 0].__iadd__(k), tokens=c)
+        rec("zero_acc", lambda: dacc.zero_(), tokens=c)
+        rec("add_arrived", lambda: dacc.__iadd__(arrived), tokens=c)
+        del q, kv, k, v, o, lse, acc, lacc, out_b, lse_b, dq, dacc, arrived
+        torch.cuda.empty_cache()
+    if n > 1:
+        # the calls that move data, with small messages (host cost does not
+        # depend on size): batch_isend_irecv of k ops, issued alone and
+        # issued then waited on; single isend / irecv + wait; all_gather
+        bufs = [torch.zeros(4096, dtype=torch.bfloat16, device="cuda") for _ in range(8)]
+        rbufs = [torch.empty_like(b) for b in bufs]
+        for k in range(1, 9):
+            if n > 2 and k % 2:
+                continue
+            works = []
+
+            def issue():
+                works.extend(dist.batch_isend_irecv(p2p_batch_ops(n, rank, k, bufs, rbufs)))
+
+            def issue_wait():
+                for w in dist.batch_isend_irecv(p2p_batch_ops(n, rank, k, bufs, rbufs)):
+                    w.wait()
+            dist.barrier()
+            once = dist.batch_isend_irecv(p2p_batch_ops(n, rank, k, bufs, rbufs))
+            nworks = len(once)
+            wait_all(once)
+            rec("p2p_batch", issue, ops=k, works=nworks)
+            wait_all(works)
+            works.clear()
+            dist.barrier()
+            rec("p2p_batch_wait", issue_wait, ops=k, works=nworks)
+            dist.barrier()
+
+        def chain():  # LASP's hop: rank r > 0 receives then waits, r < n-1 sends
+            if rank > 0:
+                dist.irecv(rbufs[0], rank - 1).wait()
+            if rank + 1 < n:
+                works.append(dist.isend(bufs[0], rank + 1))
+        dist.barrier()
+        hb, _ = host_us(chain, True)
+        hi, _ = host_us(chain, False)
+        wait_all(works)
+        works.clear()
+        out.write(name, {"part": "host", "n": n, "op": "isend_or_irecv_wait",
+                         "host_us_by_rank": both_ranks(hb), "host_idle_us_by_rank": both_ranks(hi)})
+        glob = torch.zeros(n * 4096, dtype=torch.bfloat16, device="cuda")
+        dist.barrier()
+        rec("all_gather_wait",
+            lambda: dist.all_gather_into_tensor(glob, bufs[0], async_op=True).wait())
+        torch.cuda.synchronize()
+        dist.barrier()
+    for L in lin_chunks:
+        q, k, v, do = (bf16(B, H, L, D) for _ in range(4))
+        m = lin_state(k, v)
+        o = lin_apply(q, m)
+        glob = torch.zeros(max(n, 2), B, H, D, D, dtype=torch.float32, device=DEV)
+        for op, fn in [("lin_intra_causal", lambda: lin_intra(q, k, v, True)),
+                       ("lin_intra_full", lambda: lin_intra(q, k, v, False)),
+                       ("lin_state", lambda: lin_state(k, v)),
+                       ("lin_apply", lambda: lin_apply(q, m)),
+                       ("lin_apply_into", lambda: lin_apply(q, m, o)),
+                       ("lin_intra_causal_bwd", lambda: lin_intra_bwd(q, k, v, do, True)),
+                       ("lin_intra_full_bwd", lambda: lin_intra_bwd(q, k, v, do, False)),
+                       ("lin_state_bwd", lambda: lin_state_bwd(k, v, m)),
+                       ("lin_apply_bwd", lambda: lin_apply_bwd(q, do, m)),
+                       ("state_add", lambda: m + m),
+                       ("state_sum", lambda: glob.sum(0))]:
+            rec(op, fn, tokens=L)
+        del q, k, v, do, m, o, glob
+        torch.cuda.empty_cache()
+    if n == 2:
+        # a linear Ring step: the packed KV hop alone, the own chunk's
+        # intra kernel alone, and both as the pass issues them (hop first)
+        for L in (16384, 65536):
+            kv = bf16(2, B, H, L, D)
+            rkv = torch.empty_like(kv)
+            q = bf16(B, H, L, D)
+            hop = lambda: wait_all(p2p(None, [(kv, 1 - rank)], [(rkv, 1 - rank)]))  # noqa: E731
+            for causal in (True, False):
+                kern = lambda: lin_intra(q, kv[0], kv[1], causal)  # noqa: E731
+
+                def both():
+                    reqs = p2p(None, [(kv, 1 - rank)], [(rkv, 1 - rank)])
+                    kern()
+                    wait_all(reqs)
+                res = {}
+                for what, fn in [("hop", hop), ("kernel", kern), ("both", both)]:
+                    res[what] = timed(fn, 5, 2)[0]
+                out.write(name, {"part": "host", "n": n, "op": "lin_ring_step_overlap",
+                                 "tokens": L, "causal": causal, "B": B, "H": H, "D": D,
+                                 "hop_ms": res["hop"], "kernel_ms": res["kernel"],
+                                 "both_ms": res["both"]})
+            del kv, rkv, q
+            torch.cuda.empty_cache()
+    # whole pass programs: host time to issue one pass, GPU busy
+    progs = [(s, cz, "softmax", c) for c in chunks[:2] for s, cz in SCHEDULES[:5]]
+    progs += [(s, cz, "linear", c) for c in lin_chunks for s, cz in LINEAR_SCHEDULES]
+    for sched, causal, att, c in progs:
+        for comm in (True, False):
+            if att == "linear":
+                p = LINEAR_CLASSES[sched](causal, n, rank, B, H, D, c, comm)
+            else:
+                p = make_pass(sched, causal, n, rank, B, H, D, c, comm)
+            p.prepare_backward(torch.randn_like(p.q))
+            for pas, fn in [("fwd", p.run), ("bwd", p.run_backward)]:
+                dist.barrier()
+                hb, gpu = host_us(fn, True, reps=3)
+                hi, _ = host_us(fn, False, reps=3)
+                out.write(name, {"part": "host", "n": n, "op": "pass", "attention": att,
+                                 "sched": sched, "mask": "causal" if causal else "full",
+                                 "pass": pas, "comm": comm, "B": B, "H": H, "D": D,
+                                 "tokens_per_gpu": c, "host_us_by_rank": both_ranks(hb),
+                                 "host_idle_us_by_rank": both_ranks(hi), "gpu_us": gpu})
+            del p
+            torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def judge(errs, why, label, reference, rank, stop):
     """One schedule's check: the largest error of output, dQ, dK and dV over
     the ranks must be within 2e-2 of the reference's largest magnitude (NaN
@@ -1703,6 +1910,8 @@ def main():
             measure_compute(out, n, B, H, D, a.max_tokens, a.iters)
         elif part == "overhead":
             measure_overhead(out, n, rank, B, H, D, a.max_tokens)
+        elif part == "host":
+            measure_host(out, n, rank, B, H, D)
         elif part == "passes":
             measure_passes(out, n, rank, B, H, D, ints(a.pass_tokens), a.iters, a.backward,
                            schedules, not a.skip_failed, a.attention)
