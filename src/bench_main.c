@@ -5,6 +5,8 @@
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 
 #include "sched/hamilton.h"
 #include "scenario.h"
@@ -53,6 +55,30 @@ static void bench_point(const char *topo, uint32_t gpus, const char *seq, const 
   scenario_free(s);
 }
 
+/* One point in a process of its own, as a row of the scaling table:
+ * wall seconds, events, flows, bundles, max-min solves, the process's peak
+ * resident memory (plan, network and all), and the predicted step. */
+static void bench_row(const char *sched, const char *topo, const char *gpus, const char *seq,
+                      const char *mask, const char *set) {
+  char *sets[2] = {(char *)set, NULL};
+  scenario_overrides ov = {.topology = topo, .sched = sched, .seq = seq, .sp = gpus,
+                           .mask = mask, .set = set ? sets : NULL};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(NULL, &ov, &err);
+  if (!s) { fprintf(stderr, "tasp-bench: %s\n", err->message); exit(2); }
+  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  exec_opts eo = {0};
+  sim_result *r = sim_run_point(s->topo, pt, &eo);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("| %-6s | %-9s | %5s | %9.3f | %10" G_GUINT64_FORMAT " | %11" G_GUINT64_FORMAT
+         " | %8" G_GUINT64_FORMAT " | %7" G_GUINT64_FORMAT " | %7.0f | %9.3f |\n",
+         sched, topo, gpus, r->wall_s, r->r->events, r->r->flows,
+         r->r->bundles, r->r->solves, ru.ru_maxrss / 1024.0, r->r->step_s * 1e3);
+  sim_result_free(r);
+  scenario_free(s);
+}
+
 /* The n-1 Hamiltonian cycles of K_n* (construction, then the check tasp
  * runs before use): the best of a few runs, as one run is a millisecond. */
 static void bench_hamilton(uint32_t n) {
@@ -74,12 +100,16 @@ static void bench_hamilton(uint32_t n) {
 }
 
 int main(int argc, char **argv) {
-  const char *scen = argc > 1 ? argv[1] : "scenarios/h100x8.json";
-  bench_scenario(scen);
-  if (argc > 2) {  /* one point: tasp-bench SCENARIO TOPOLOGY GPUS SEQ MASK */
-    bench_point(argv[2], (uint32_t)atoi(argv[3]), argv[4], argv[5]);
+  if (argc > 1 && strcmp(argv[1], "--row") == 0) {
+    if (argc < 7) {
+      fprintf(stderr, "usage: tasp-bench --row SCHED TOPOLOGY GPUS SEQ MASK [KEY=VALUE]\n");
+      return 2;
+    }
+    bench_row(argv[2], argv[3], argv[4], argv[5], argv[6], argc > 7 ? argv[7] : NULL);
     return 0;
   }
+  const char *scen = argc > 1 ? argv[1] : "scenarios/h100x8.json";
+  bench_scenario(scen);
   bench_point("h100x8", 8, "128K", "causal");
   bench_point("h100x8x8", 64, "1M", "causal");
   bench_point("h100x8x32", 256, "1M", "causal");
