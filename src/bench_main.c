@@ -37,22 +37,28 @@ static void bench_scenario(const char *file) {
   scenario_free(s);
 }
 
-static void bench_point(const char *topo, uint32_t gpus, const char *seq, const char *mask) {
-  g_autofree char *sp = g_strdup_printf("%u", gpus);
-  scenario_overrides ov = {.topology = topo, .sched = "tasp", .seq = seq, .sp = sp, .mask = mask};
+/* The first point of the scenario the overrides make, run once. */
+static sim_result *run_one(const scenario_overrides *ov) {
   g_autoptr(GError) err = NULL;
-  scenario *s = scenario_load(NULL, &ov, &err);
+  scenario *s = scenario_load(NULL, ov, &err);
   if (!s) { fprintf(stderr, "tasp-bench: %s\n", err->message); exit(2); }
   const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
   exec_opts eo = {0};
   sim_result *r = sim_run_point(s->topo, pt, &eo);
+  scenario_free(s);
+  return r;
+}
+
+static void bench_point(const char *topo, uint32_t gpus, const char *seq, const char *mask) {
+  g_autofree char *sp = g_strdup_printf("%u", gpus);
+  scenario_overrides ov = {.topology = topo, .sched = "tasp", .seq = seq, .sp = sp, .mask = mask};
+  sim_result *r = run_one(&ov);
   printf("point tasp %-10s gpus %4u seq %-5s %-6s wall %8.3f s  events %10" G_GUINT64_FORMAT
          "  events/s %.3g  flows %" G_GUINT64_FORMAT "  bundles %" G_GUINT64_FORMAT
          "  max-min solves %" G_GUINT64_FORMAT "  step %.3f ms\n", topo, gpus, seq, mask,
          r->wall_s, r->r->events, r->r->events / r->wall_s, r->r->flows, r->r->bundles,
          r->r->solves, r->r->step_s * 1e3);
   sim_result_free(r);
-  scenario_free(s);
 }
 
 /* One point in a process of its own, as a row of the scaling table:
@@ -63,12 +69,7 @@ static void bench_row(const char *sched, const char *topo, const char *gpus, con
   char *sets[2] = {(char *)set, NULL};
   scenario_overrides ov = {.topology = topo, .sched = sched, .seq = seq, .sp = gpus,
                            .mask = mask, .set = set ? sets : NULL};
-  g_autoptr(GError) err = NULL;
-  scenario *s = scenario_load(NULL, &ov, &err);
-  if (!s) { fprintf(stderr, "tasp-bench: %s\n", err->message); exit(2); }
-  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
-  exec_opts eo = {0};
-  sim_result *r = sim_run_point(s->topo, pt, &eo);
+  sim_result *r = run_one(&ov);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("| %-6s | %-9s | %5s | %9.3f | %10" G_GUINT64_FORMAT " | %11" G_GUINT64_FORMAT
@@ -76,7 +77,6 @@ static void bench_row(const char *sched, const char *topo, const char *gpus, con
          sched, topo, gpus, r->wall_s, r->r->events, r->r->flows,
          r->r->bundles, r->r->solves, ru.ru_maxrss / 1024.0, r->r->step_s * 1e3);
   sim_result_free(r);
-  scenario_free(s);
 }
 
 /* The n-1 Hamiltonian cycles of K_n* (construction, then the check tasp

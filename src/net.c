@@ -280,8 +280,8 @@ static use *uses_of(const net_member *members, uint32_t count, uint32_t n_hops,
   return (use *)g_array_free(out, FALSE);
 }
 
-/* A bundle of members[0..count), otherwise as `like`. */
-static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bool own,
+/* A bundle of members[0..count), otherwise as `like`, not yet on channels. */
+static uint32_t bundle_new(net *n, const net_member *members, uint32_t count, bool own,
                            const bundle *like) {
   uint32_t id = bundle_alloc(n);
   bundle *b = &n->bundles[id];
@@ -290,6 +290,14 @@ static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bo
   b->members = members;
   b->own_members = own;
   b->count = count;
+  return id;
+}
+
+/* ... and on its channels. */
+static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bool own,
+                           const bundle *like) {
+  uint32_t id = bundle_new(n, members, count, own, like);
+  bundle *b = &n->bundles[id];
   b->active = 1;
   b->uses = uses_of(members, count, b->n_hops, &b->n_uses);
   for (uint32_t u = 0; u < b->n_uses; u++) chan_add(n, id, u);
@@ -352,13 +360,7 @@ static void start(net *n, const net_member *members, uint32_t count, bool own, u
                  .end_s = INFINITY, .done = done, .ctx = ctx, .tag = tag};
   if (bytes <= 0 || n_hops == 0) {
     /* nothing to share: no bytes, or no channel (its cap alone sets the pace) */
-    uint32_t id = bundle_alloc(n);
-    bundle *b = &n->bundles[id];
-    *b = like;
-    b->heap_pos = UINT32_MAX;
-    b->members = members;
-    b->own_members = own;
-    b->count = count;
+    uint32_t id = bundle_new(n, members, count, own, &like);
     double d = bytes > 0 && capped ? bytes / cap_Bps : 0;
     engine_at(n->eng, now + d + latency_s, deliver, n, id);
     return;
