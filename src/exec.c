@@ -27,8 +27,15 @@ typedef struct {
   double *gpu_free_s;       /* per GPU: end of its last compute task */
   double *launched_s;       /* per task, with keep_trace: when its flows started */
   net_member **members;     /* per comm task in flight: its flows, for the network */
+  GPtrArray *shapes;        /* per pattern: pattern_launch variants, made at first use */
   exec_result *r;
 } exec_state;
+
+/* The GPUs compute task t runs on: [*lo, *hi). */
+static void task_gpus(const exec_state *s, const plan_task *t, uint32_t *lo, uint32_t *hi) {
+  *lo = t->gpu == PLAN_ALL ? 0 : t->gpu;
+  *hi = t->gpu == PLAN_ALL ? s->p->n_gpus : t->gpu + 1;
+}
 
 static void start_task(exec_state *s, uint32_t id);
 static void ready_task(exec_state *s, uint32_t id);
@@ -43,6 +50,12 @@ static void span(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, dou
 /* Calls fn for every GPU taking part in comm task t, each once. */
 static void for_group_gpus(exec_state *s, const plan_task *t,
                            void (*fn)(exec_state *, uint32_t, const plan_task *)) {
+  const plan_pattern_info *pi = plan_task_pattern(s->p, t);
+  if (pi) {
+    for (uint32_t i = 0; i < pi->n_gpus; i++)
+      fn(s, g_array_index(s->p->pattern_gpus, uint32_t, pi->gpu_off + i), t);
+    return;
+  }
   s->stamp_now++;
   for (uint32_t i = 0; i < t->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
@@ -79,9 +92,13 @@ static void task_done(void *ctx, uint64_t arg) {
   if (t->kind == TASK_COMM) {
     for_group_gpus(s, t, gpu_comm_end);
   } else {
-    if (now > s->r->gpu_finish_s[t->gpu]) s->r->gpu_finish_s[t->gpu] = now;
-    s->gpu_free_s[t->gpu] = now;
-    span(s, t->gpu, false, t, s->start_s[id]);
+    uint32_t lo, hi;
+    task_gpus(s, t, &lo, &hi);
+    for (uint32_t g = lo; g < hi; g++) {
+      if (now > s->r->gpu_finish_s[g]) s->r->gpu_finish_s[g] = now;
+      s->gpu_free_s[g] = now;
+      span(s, g, false, t, s->start_s[id]);
+    }
   }
   for (uint32_t i = s->succ_off[id]; i < s->succ_off[id + 1]; i++)
     if (--s->waiting[s->succ[i]] == 0) {
@@ -98,9 +115,8 @@ static void flow_done(void *ctx, uint64_t tag, const net_member *m, uint32_t cou
   if (s->opts.keep_trace) {
     const plan_task *t = plan_task_at(s->p, task);
     for (uint32_t i = 0; i < count; i++) {
-      const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + m[i].id);
-      exec_xfer e = {x->src, x->dst, t->step, x->bytes, s->launched_s[task],
-                     engine_now(s->eng)};
+      plan_xfer x = plan_xfer_at(s->p, t, m[i].id);
+      exec_xfer e = {x.src, x.dst, t->step, x.bytes, s->launched_s[task], engine_now(s->eng)};
       g_array_append_val(s->r->xfers, e);
     }
   }
@@ -131,31 +147,39 @@ static gboolean flow_kind_equal(gconstpointer a, gconstpointer b) {
          x->hops == y->hops;
 }
 
-static void comm_launched(void *ctx, uint64_t arg) {
-  exec_state *s = ctx;
-  uint32_t id = (uint32_t)arg, nx;
-  const plan_task *t = plan_task_at(s->p, id);
-  nx = t->n_xfer;
-  s->flows_left[id] = nx;
-  if (s->opts.keep_trace) s->launched_s[id] = engine_now(s->eng);
-  /* sort the transfers into kinds (first-seen order), then start each
-   * kind's members as one bundle */
+/* A group's transfers sorted into kinds, in first-seen order: members
+ * [at[k], at[k+1]) are of kind k and start as one bundle. */
+typedef struct {
+  net_member *m;
+  flow_kind *kinds;
+  uint32_t nk, *at;
+} flow_kinds;
+
+static void flow_kinds_clear(flow_kinds *f) {
+  g_free(f->kinds);
+  g_free(f->at);
+}
+
+/* Sorts group t's transfers into kinds; a member's id is its transfer's
+ * index in the group. */
+static flow_kinds sort_kinds(exec_state *s, const plan_task *t) {
+  uint32_t nx = plan_xfer_count(s->p, t);
   g_autofree flow_kind *kinds = g_new(flow_kind, nx);
   g_autofree uint32_t *kind_of = g_new(uint32_t, nx);
   g_autoptr(GHashTable) seen = g_hash_table_new(flow_kind_hash, flow_kind_equal);
   g_autoptr(GArray) sizes = g_array_new(FALSE, TRUE, sizeof(uint32_t));
-  net_member *m = s->members[id] = g_new(net_member, nx);
+  g_autofree net_member *m = g_new(net_member, nx);
   for (uint32_t i = 0; i < nx; i++) {
-    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
-    size_t pair = (size_t)x->src * s->t->n_gpus + x->dst;
+    plan_xfer x = plan_xfer_at(s->p, t, i);
+    size_t pair = (size_t)x.src * s->t->n_gpus + x.dst;
     /* a ring collective's edge is several NCCL channels, not one
      * connection (plan_coll.c), and pays the latency once per step */
     double cap = plan_api_is_ring(t->api) ? 0 : s->t->route_cap_Bps[pair];
-    m[i].route = topo_route_chans(s->t, x->src, x->dst, &kinds[i].hops);
+    m[i].route = topo_route_chans(s->t, x.src, x.dst, &kinds[i].hops);
     m[i].id = i;
-    kinds[i].bytes = x->bytes;
+    kinds[i].bytes = x.bytes;
     kinds[i].cap = cap;
-    kinds[i].latency = s->t->route_latency_s[pair] * x->steps;
+    kinds[i].latency = s->t->route_latency_s[pair] * x.steps;
     gpointer v;
     if (g_hash_table_lookup_extended(seen, &kinds[i], NULL, &v)) {
       kind_of[i] = GPOINTER_TO_UINT(v);
@@ -166,21 +190,84 @@ static void comm_launched(void *ctx, uint64_t arg) {
     }
     g_array_index(sizes, uint32_t, kind_of[i])++;
   }
-  /* members grouped by kind, in place: a counting sort */
-  uint32_t nk = sizes->len;
-  g_autofree uint32_t *at = g_new0(uint32_t, nk + 1);
-  g_autofree uint32_t *first = g_new(uint32_t, nk);
-  for (uint32_t k = 0; k < nk; k++) at[k + 1] = at[k] + g_array_index(sizes, uint32_t, k);
-  for (uint32_t i = nx; i-- > 0;) first[kind_of[i]] = i;
-  g_autofree net_member *sorted = g_new(net_member, nx);
-  g_autofree uint32_t *fill = g_memdup2(at, sizeof(uint32_t) * nk);
-  for (uint32_t i = 0; i < nx; i++) sorted[fill[kind_of[i]]++] = m[i];
-  memcpy(m, sorted, sizeof(net_member) * nx);
-  for (uint32_t k = 0; k < nk; k++) {
-    const flow_kind *fk = &kinds[first[k]];
-    net_bundle_start(s->net, &m[at[k]], at[k + 1] - at[k], fk->hops, fk->latency, fk->bytes,
-                     fk->cap, flow_done, s, id);
+  /* members grouped by kind: a counting sort */
+  flow_kinds f = {.nk = sizes->len, .m = g_new(net_member, nx)};
+  f.at = g_new0(uint32_t, f.nk + 1);
+  f.kinds = g_new(flow_kind, f.nk);
+  for (uint32_t k = 0; k < f.nk; k++) f.at[k + 1] = f.at[k] + g_array_index(sizes, uint32_t, k);
+  for (uint32_t i = nx; i-- > 0;) f.kinds[kind_of[i]] = kinds[i];
+  g_autofree uint32_t *fill = g_memdup2(f.at, sizeof(uint32_t) * f.nk);
+  for (uint32_t i = 0; i < nx; i++) f.m[fill[kind_of[i]]++] = m[i];
+  return f;
+}
+
+/* A pattern's kinds and each kind's net shape, made at its first launch
+ * (per api family and pipelined steps, which set caps and latencies) and
+ * kept for the run: a pattern launched every step costs its channels, not
+ * its pairs. */
+typedef struct {
+  bool ring;
+  uint32_t steps;
+  flow_kinds f;
+  net_shape **shapes;
+} pattern_launch;
+
+static void pattern_launch_free(gpointer p) {
+  pattern_launch *l = p;
+  for (uint32_t k = 0; k < l->f.nk; k++) net_shape_free(l->shapes[k]);
+  g_free(l->shapes);
+  g_free(l->f.m);
+  flow_kinds_clear(&l->f);
+  g_free(l);
+}
+
+static void pattern_variants_free(gpointer p) {
+  if (p) g_ptr_array_unref(p);
+}
+
+static const pattern_launch *pattern_launch_of(exec_state *s, const plan_task *t) {
+  const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off);
+  bool ring = plan_api_is_ring(t->api);
+  if (!s->shapes) s->shapes = g_ptr_array_new_with_free_func(pattern_variants_free);
+  if (s->shapes->len <= x->dst) g_ptr_array_set_size(s->shapes, x->dst + 1);
+  GPtrArray *vs = g_ptr_array_index(s->shapes, x->dst);
+  if (!vs) vs = g_ptr_array_index(s->shapes, x->dst) = g_ptr_array_new_with_free_func(pattern_launch_free);
+  for (guint i = 0; i < vs->len; i++) {
+    const pattern_launch *l = g_ptr_array_index(vs, i);
+    if (l->ring == ring && l->steps == x->steps) return l;
   }
+  pattern_launch *l = g_new(pattern_launch, 1);
+  *l = (pattern_launch){ring, x->steps, sort_kinds(s, t), NULL};
+  l->shapes = g_new(net_shape *, l->f.nk);
+  for (uint32_t k = 0; k < l->f.nk; k++)
+    l->shapes[k] = net_shape_new(&l->f.m[l->f.at[k]], l->f.at[k + 1] - l->f.at[k], l->f.kinds[k].hops);
+  g_ptr_array_add(vs, l);
+  return l;
+}
+
+static void comm_launched(void *ctx, uint64_t arg) {
+  exec_state *s = ctx;
+  uint32_t id = (uint32_t)arg;
+  const plan_task *t = plan_task_at(s->p, id);
+  s->flows_left[id] = plan_xfer_count(s->p, t);
+  if (s->opts.keep_trace) s->launched_s[id] = engine_now(s->eng);
+  if (plan_task_pattern(s->p, t)) {
+    const pattern_launch *l = pattern_launch_of(s, t);
+    double bytes = g_array_index(s->p->xfers, plan_xfer, t->xfer_off).bytes;
+    for (uint32_t k = 0; k < l->f.nk; k++) {
+      const flow_kind *fk = &l->f.kinds[k];
+      net_shape_start(s->net, l->shapes[k], fk->latency, bytes, fk->cap, flow_done, s, id);
+    }
+    return;
+  }
+  flow_kinds f = sort_kinds(s, t);
+  s->members[id] = f.m;  /* freed when the group is done */
+  for (uint32_t k = 0; k < f.nk; k++) {
+    const flow_kind *fk = &f.kinds[k];
+    net_bundle_start(s->net, &f.m[f.at[k]], f.at[k + 1] - f.at[k], fk->hops, fk->latency,
+                     fk->bytes, fk->cap, flow_done, s, id);
+  }
+  flow_kinds_clear(&f);
 }
 
 /* Device-side fixed cost of a group before its data moves: a collective
@@ -190,17 +277,22 @@ static void comm_launched(void *ctx, uint64_t arg) {
 static double comm_launch_s(exec_state *s, const plan_task *t) {
   if (t->api != COMM_P2P) return s->t->launch_s;
   if (s->t->p2p_msg_s == 0) return s->t->p2p_launch_s;
+  const plan_pattern_info *pi = plan_task_pattern(s->p, t);
   uint32_t *msgs = s->msgs, busiest = 0;
-  for (uint32_t i = 0; i < t->n_xfer; i++) {
-    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
-    msgs[x->src] += x->msgs;
-    msgs[x->dst] += x->msgs;
-    if (msgs[x->src] > busiest) busiest = msgs[x->src];
-    if (msgs[x->dst] > busiest) busiest = msgs[x->dst];
-  }
-  for (uint32_t i = 0; i < t->n_xfer; i++) {
-    const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
-    msgs[x->src] = msgs[x->dst] = 0;
+  if (pi) {
+    busiest = pi->max_degree * g_array_index(s->p->xfers, plan_xfer, t->xfer_off).msgs;
+  } else {
+    for (uint32_t i = 0; i < t->n_xfer; i++) {
+      const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
+      msgs[x->src] += x->msgs;
+      msgs[x->dst] += x->msgs;
+      if (msgs[x->src] > busiest) busiest = msgs[x->src];
+      if (msgs[x->dst] > busiest) busiest = msgs[x->dst];
+    }
+    for (uint32_t i = 0; i < t->n_xfer; i++) {
+      const plan_xfer *x = &g_array_index(s->p->xfers, plan_xfer, t->xfer_off + i);
+      msgs[x->src] = msgs[x->dst] = 0;
+    }
   }
   return s->t->p2p_launch_s + s->t->p2p_msg_s * busiest;
 }
@@ -209,25 +301,26 @@ static double compute_time(exec_state *s, const plan_task *t) {
   return s->opts.no_compute ? 0 : compute_op_s(&s->t->compute, &t->op);
 }
 
-/* Whether task d is compute on a GPU other than g. */
+/* Whether task d is compute on a GPU other than g (a lockstep task runs
+ * on g too). */
 static bool other_compute(exec_state *s, uint32_t d, uint32_t g) {
   if (d == UINT32_MAX) return false;
   const plan_task *t = plan_task_at(s->p, d);
-  return t->kind != TASK_COMM && t->gpu != g;
+  return t->kind != TASK_COMM && t->gpu != g && t->gpu != PLAN_ALL;
 }
 
 /* A compute task starting after its GPU fell idle: the part of the gap
  * spent waiting on another GPU's compute (directly, or on a transfer
  * that itself waited for that compute) is load imbalance. */
-static void attribute_gap(exec_state *s, uint32_t id, const plan_task *t, double now) {
-  double free_s = s->gpu_free_s[t->gpu], wait = 0;
+static void attribute_gap(exec_state *s, uint32_t id, uint32_t g, double now) {
+  double free_s = s->gpu_free_s[g], wait = 0;
   if (now <= free_s) return;
   uint32_t d = s->last_dep[id];
-  if (other_compute(s, d, t->gpu)) wait = now - free_s;
+  if (other_compute(s, d, g)) wait = now - free_s;
   else if (d != UINT32_MAX && plan_task_at(s->p, d)->kind == TASK_COMM &&
-           other_compute(s, s->last_dep[d], t->gpu) && s->start_s[d] > free_s)
+           other_compute(s, s->last_dep[d], g) && s->start_s[d] > free_s)
     wait = s->start_s[d] - free_s;
-  s->r->gpu_imbalance_s[t->gpu] += wait;
+  s->r->gpu_imbalance_s[g] += wait;
 }
 
 static void start_task(exec_state *s, uint32_t id) {
@@ -244,10 +337,14 @@ static void start_task(exec_state *s, uint32_t id) {
     else engine_at(s->eng, now + comm_launch_s(s, t), comm_launched, s, id);
     return;
   }
-  attribute_gap(s, id, t, now);
   double d = compute_time(s, t);
-  s->r->gpu_compute_s[t->gpu] += d;
-  s->r->flops += compute_op_flops(&t->op);
+  uint32_t lo, hi;
+  task_gpus(s, t, &lo, &hi);
+  for (uint32_t g = lo; g < hi; g++) {
+    attribute_gap(s, id, g, now);
+    s->r->gpu_compute_s[g] += d;
+  }
+  s->r->flops += (hi - lo) * compute_op_flops(&t->op);
   engine_at(s->eng, now + d, task_done, s, id);
 }
 
@@ -280,6 +377,17 @@ static double *issue_times(const plan *p, const topology *t, const exec_opts *o)
       bool p2p = k->api == COMM_P2P;
       double base = p2p && t->p2p_host_s >= 0 ? t->p2p_host_s : t->comm_host_s;
       double per_op = p2p ? t->p2p_op_host_s : 0;
+      const plan_pattern_info *pi = plan_task_pattern(p, k);
+      if (pi) {
+        uint32_t msgs = g_array_index(p->xfers, plan_xfer, k->xfer_off).msgs;
+        for (uint32_t j = 0; j < pi->n_gpus; j++) {
+          uint32_t g = g_array_index(p->pattern_gpus, uint32_t, pi->gpu_off + j);
+          uint32_t deg = g_array_index(p->pattern_degree, uint32_t, pi->degree_off + g);
+          host[g] += base + per_op * deg * msgs;
+          if (host[g] > issue[i]) issue[i] = host[g];
+        }
+        continue;
+      }
       for (uint32_t x = 0; x < k->n_xfer; x++) {
         const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
         ops[tx->src] += tx->msgs;
@@ -298,8 +406,21 @@ static double *issue_times(const plan *p, const topology *t, const exec_opts *o)
         }
       }
     } else if (!o->no_compute) {
-      host[k->gpu] += compute_op_host_s(&t->compute, &k->op);
-      issue[i] = host[k->gpu];
+      double c = compute_op_host_s(&t->compute, &k->op);
+      if (k->gpu != PLAN_ALL) {
+        host[k->gpu] += c;
+        issue[i] = host[k->gpu];
+        continue;
+      }
+      /* a lockstep task's copies are issued at once only if every host
+       * got there at the same time: else the plan must be expanded */
+      for (uint32_t g = 0; g < p->n_gpus; g++)
+        if (host[g] != host[0]) {
+          g_free(issue);
+          return NULL;
+        }
+      for (uint32_t g = 0; g < p->n_gpus; g++) host[g] += c;
+      issue[i] = host[0];
     }
   }
   return issue;
@@ -399,7 +520,18 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
     }
 }
 
+/* The reference: the plan task by task, transfer by transfer. */
+static exec_result *run_expanded(const plan *p, const topology *t, const exec_opts *opts) {
+  plan *q = plan_expand(p);
+  exec_result *r = exec_run(q, t, opts);
+  plan_free(q);
+  return r;
+}
+
 exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
+  if (p->has_lockstep && opts->per_flow) return run_expanded(p, t, opts);
+  double *issue = issue_times(p, t, opts);
+  if (!issue) return run_expanded(p, t, opts);
   uint32_t n = p->n_gpus, nc = t->channels->len;
   guint nt = p->tasks->len;
   exec_result *r = exec_result_new(n, nc, opts->keep_trace);
@@ -416,7 +548,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   s.waiting = g_new0(uint32_t, nt);
   s.flows_left = g_new0(uint32_t, nt);
   s.start_s = g_new0(double, nt);
-  s.issue_s = issue_times(p, t, opts);
+  s.issue_s = issue;
   s.comm_active = g_new0(uint32_t, n);
   s.comm_since = g_new0(double, n);
   s.stamp = g_new0(uint32_t, n);
@@ -457,6 +589,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   g_free(s.launched_s);
   for (guint i = 0; i < nt; i++) g_free(s.members[i]);
   g_free(s.members);
+  if (s.shapes) g_ptr_array_unref(s.shapes);
   return r;
 }
 

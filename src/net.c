@@ -33,6 +33,21 @@ typedef struct {
   uint64_t tag;
 } bundle;
 
+/* A growable list of ids: pushed in the solver's innermost loops, where a
+ * GArray's call per element showed as a third of a 1,024-GPU ring's time. */
+typedef struct {
+  uint32_t *v;
+  uint32_t n, cap;
+} idbuf;
+
+static inline void idbuf_push(idbuf *b, uint32_t x) {
+  if (b->n == b->cap) {
+    b->cap = b->cap ? 2 * b->cap : 64;
+    b->v = g_renew(uint32_t, b->v, b->cap);
+  }
+  b->v[b->n++] = x;
+}
+
 /* A channel's list entry: a bundle and which of its uses this is. */
 typedef struct { uint32_t b, u; } entry;
 
@@ -53,7 +68,7 @@ struct net {
   bundle *bundles;
   size_t n_bundles, bundles_alloc;
   GArray *free_ids;   /* uint32 */
-  GArray *dirty;      /* uint32 channel ids */
+  idbuf dirty;        /* channel ids */
   gboolean resolve_pending, per_flow;
   uint32_t epoch, stamp;
   uint64_t started, bundles_started, solves;
@@ -65,7 +80,8 @@ struct net {
   GArray *heap;       /* uint32 bundle ids */
   double wake_s;      /* time of the earliest wake-up event pending */
   /* component scratch */
-  GArray *comp_bundles, *comp_chans, *local_route, *local_mult, *mm_flows, *caps, *rates;
+  idbuf comp_bundles, comp_chans, local_route, local_mult;
+  GArray *mm_flows, *caps, *rates;
   maxmin_work *mm;
 };
 
@@ -76,13 +92,8 @@ net *net_new(engine *eng, size_t n_chan, const double *cap_Bps) {
   n->chans = g_new0(chan, n_chan);
   for (size_t c = 0; c < n_chan; c++) n->chans[c].cap = cap_Bps[c];
   n->free_ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  n->dirty = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->heap = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->wake_s = INFINITY;
-  n->comp_bundles = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  n->comp_chans = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  n->local_route = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  n->local_mult = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->mm_flows = g_array_new(FALSE, FALSE, sizeof(maxmin_flow));
   n->caps = g_array_new(FALSE, FALSE, sizeof(double));
   n->rates = g_array_new(FALSE, FALSE, sizeof(double));
@@ -105,12 +116,12 @@ void net_free(net *n) {
   g_free(n->chans);
   g_free(n->bundles);
   g_array_free(n->free_ids, TRUE);
-  g_array_free(n->dirty, TRUE);
+  g_free(n->dirty.v);
   g_array_free(n->heap, TRUE);
-  g_array_free(n->comp_bundles, TRUE);
-  g_array_free(n->comp_chans, TRUE);
-  g_array_free(n->local_route, TRUE);
-  g_array_free(n->local_mult, TRUE);
+  g_free(n->comp_bundles.v);
+  g_free(n->comp_chans.v);
+  g_free(n->local_route.v);
+  g_free(n->local_mult.v);
   g_array_free(n->mm_flows, TRUE);
   g_array_free(n->caps, TRUE);
   g_array_free(n->rates, TRUE);
@@ -193,7 +204,7 @@ static void heap_update(net *n, uint32_t id) {
 static void mark_dirty(net *n, uint32_t c) {
   if (n->chans[c].dirty) return;
   n->chans[c].dirty = 1;
-  g_array_append_val(n->dirty, c);
+  idbuf_push(&n->dirty, c);
 }
 
 static void resolve(void *ctx, uint64_t arg);
@@ -293,13 +304,37 @@ static uint32_t bundle_new(net *n, const net_member *members, uint32_t count, bo
   return id;
 }
 
-/* ... and on its channels. */
+struct net_shape {
+  const net_member *members;
+  uint32_t count, n_hops, n_uses;
+  use *uses;
+};
+
+net_shape *net_shape_new(const net_member *members, uint32_t count, uint32_t n_hops) {
+  net_shape *s = g_new(net_shape, 1);
+  *s = (net_shape){members, count, n_hops, 0, NULL};
+  s->uses = uses_of(members, count, n_hops, &s->n_uses);
+  return s;
+}
+
+void net_shape_free(net_shape *s) {
+  if (!s) return;
+  g_free(s->uses);
+  g_free(s);
+}
+
+/* ... and on its channels (the uses of `shape` when given: its members'). */
 static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bool own,
-                           const bundle *like) {
+                           const net_shape *shape, const bundle *like) {
   uint32_t id = bundle_new(n, members, count, own, like);
   bundle *b = &n->bundles[id];
   b->active = 1;
-  b->uses = uses_of(members, count, b->n_hops, &b->n_uses);
+  if (shape) {
+    b->uses = g_memdup2(shape->uses, sizeof(use) * shape->n_uses);
+    b->n_uses = shape->n_uses;
+  } else {
+    b->uses = uses_of(members, count, b->n_hops, &b->n_uses);
+  }
   for (uint32_t u = 0; u < b->n_uses; u++) chan_add(n, id, u);
   return id;
 }
@@ -346,10 +381,11 @@ static void wake(void *ctx, uint64_t arg) {
   arm_wake(n);
 }
 
-/* Start members[0..count); `own`: the bundle frees `members` when done. */
+/* Start members[0..count); `own`: the bundle frees `members` when done;
+ * `shape`: their uses, made before (NULL: count them now). */
 static void start(net *n, const net_member *members, uint32_t count, bool own, uint32_t n_hops,
-                  double latency_s, double bytes, double cap_Bps, net_done_fn done, void *ctx,
-                  uint64_t tag) {
+                  const net_shape *shape, double latency_s, double bytes, double cap_Bps,
+                  net_done_fn done, void *ctx, uint64_t tag) {
   g_assert(n_hops <= NET_MAX_HOPS);
   if (count == 0) return;
   n->started += count;
@@ -366,23 +402,29 @@ static void start(net *n, const net_member *members, uint32_t count, bool own, u
     return;
   }
   if (n->per_flow && count > 1)
-    for (uint32_t i = 0; i < count; i++) bundle_add(n, &members[i], 1, false, &like);
+    for (uint32_t i = 0; i < count; i++) bundle_add(n, &members[i], 1, false, NULL, &like);
   else
-    bundle_add(n, members, count, own, &like);
+    bundle_add(n, members, count, own, shape, &like);
   want_resolve(n);
 }
 
 void net_bundle_start(net *n, const net_member *members, uint32_t count, uint32_t n_hops,
                       double latency_s, double bytes, double cap_Bps, net_done_fn done,
                       void *ctx, uint64_t tag) {
-  start(n, members, count, false, n_hops, latency_s, bytes, cap_Bps, done, ctx, tag);
+  start(n, members, count, false, n_hops, NULL, latency_s, bytes, cap_Bps, done, ctx, tag);
+}
+
+void net_shape_start(net *n, const net_shape *s, double latency_s, double bytes,
+                     double cap_Bps, net_done_fn done, void *ctx, uint64_t tag) {
+  start(n, s->members, s->count, false, s->n_hops, s, latency_s, bytes, cap_Bps, done, ctx,
+        tag);
 }
 
 void net_flow_start(net *n, const uint32_t *route, uint32_t n_hops, double latency_s,
                     double bytes, double cap_Bps, net_done_fn done, void *ctx, uint64_t tag) {
   net_member *m = g_new(net_member, 1);
   *m = (net_member){route, 0};
-  start(n, m, 1, true, n_hops, latency_s, bytes, cap_Bps, done, ctx, tag);
+  start(n, m, 1, true, n_hops, NULL, latency_s, bytes, cap_Bps, done, ctx, tag);
 }
 
 /* ---- solving ---- */
@@ -390,23 +432,23 @@ void net_flow_start(net *n, const uint32_t *route, uint32_t n_hops, double laten
 /* Collect the component reachable from channel c0 into comp_chans and
  * comp_bundles. */
 static void collect_component(net *n, uint32_t c0) {
-  g_array_set_size(n->comp_chans, 0);
-  g_array_set_size(n->comp_bundles, 0);
+  n->comp_chans.n = 0;
+  n->comp_bundles.n = 0;
   n->chans[c0].mark = n->epoch;
-  g_array_append_val(n->comp_chans, c0);
-  for (guint i = 0; i < n->comp_chans->len; i++) {
-    chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
+  idbuf_push(&n->comp_chans, c0);
+  for (guint i = 0; i < n->comp_chans.n; i++) {
+    chan *ch = &n->chans[n->comp_chans.v[i]];
     for (uint32_t k = 0; k < ch->n; k++) {
       uint32_t id = ch->items[k].b;
       bundle *b = &n->bundles[id];
       if (b->mark == n->epoch) continue;
       b->mark = n->epoch;
-      g_array_append_val(n->comp_bundles, id);
+      idbuf_push(&n->comp_bundles, id);
       for (uint32_t u = 0; u < b->n_uses; u++) {
         chan *hc = &n->chans[b->uses[u].chan];
         if (hc->mark == n->epoch) continue;
         hc->mark = n->epoch;
-        g_array_append_val(n->comp_chans, b->uses[u].chan);
+        idbuf_push(&n->comp_chans, b->uses[u].chan);
       }
     }
   }
@@ -423,8 +465,8 @@ static uint64_t mix(uint64_t x) {  /* splitmix64's finaliser */
  * bundle (by colour) cross it, order-free (a sum of mixed words; two
  * different loads colliding is a 2^-64 chance). */
 static void sign_channels(net *n) {
-  for (guint i = 0; i < n->comp_chans->len; i++) {
-    chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
+  for (guint i = 0; i < n->comp_chans.n; i++) {
+    chan *ch = &n->chans[n->comp_chans.v[i]];
     uint64_t capbits;
     memcpy(&capbits, &ch->cap, sizeof capbits);
     uint64_t s = mix(capbits);
@@ -491,7 +533,7 @@ static void bundle_split(net *n, uint32_t id) {
   if (own) g_free((net_member *)m);
   for (uint32_t g = 0; g < ng; g++) {
     like.color = color[g];
-    uint32_t part = bundle_add(n, parts[g], fill[g], true, &like);
+    uint32_t part = bundle_add(n, parts[g], fill[g], true, NULL, &like);
     n->bundles[part].mark = n->epoch;
   }
   g_free(parts);
@@ -500,14 +542,14 @@ static void bundle_split(net *n, uint32_t id) {
 
 static void list_bundles(net *n) {
   n->stamp++;
-  g_array_set_size(n->comp_bundles, 0);
-  for (guint i = 0; i < n->comp_chans->len; i++) {
-    const chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
+  n->comp_bundles.n = 0;
+  for (guint i = 0; i < n->comp_chans.n; i++) {
+    const chan *ch = &n->chans[n->comp_chans.v[i]];
     for (uint32_t k = 0; k < ch->n; k++) {
       bundle *b = &n->bundles[ch->items[k].b];
       if (b->stamp == n->stamp) continue;
       b->stamp = n->stamp;
-      g_array_append_val(n->comp_bundles, ch->items[k].b);
+      idbuf_push(&n->comp_bundles, ch->items[k].b);
     }
   }
 }
@@ -521,19 +563,19 @@ static void list_bundles(net *n) {
  * until none splits.  A component of single flows needs no check. */
 static void make_uniform(net *n) {
   bool bundled = false;
-  for (guint i = 0; i < n->comp_bundles->len && !bundled; i++)
-    bundled = n->bundles[g_array_index(n->comp_bundles, uint32_t, i)].count > 1;
+  for (guint i = 0; i < n->comp_bundles.n && !bundled; i++)
+    bundled = n->bundles[n->comp_bundles.v[i]].count > 1;
   if (!bundled) return;
-  for (guint i = 0; i < n->comp_bundles->len; i++) {
-    uint32_t id = g_array_index(n->comp_bundles, uint32_t, i);
+  for (guint i = 0; i < n->comp_bundles.n; i++) {
+    uint32_t id = n->comp_bundles.v[i];
     n->bundles[id].color = mix(id);
   }
   for (;;) {
     sign_channels(n);
     bool split = false;
-    guint len = n->comp_bundles->len;
+    guint len = n->comp_bundles.n;
     for (guint i = 0; i < len; i++) {
-      uint32_t id = g_array_index(n->comp_bundles, uint32_t, i);
+      uint32_t id = n->comp_bundles.v[i];
       if (!n->bundles[id].active || n->bundles[id].count == 1 || bundle_uniform(n, id)) continue;
       bundle_split(n, id);
       split = true;
@@ -556,30 +598,30 @@ static double end_time(double t) {
 static void solve_component(net *n) {
   double now = engine_now(n->eng);
   make_uniform(n);
-  guint nc = n->comp_chans->len, nb = n->comp_bundles->len;
+  guint nc = n->comp_chans.n, nb = n->comp_bundles.n;
   g_array_set_size(n->caps, nc);
   for (guint i = 0; i < nc; i++) {
-    chan *ch = &n->chans[g_array_index(n->comp_chans, uint32_t, i)];
+    chan *ch = &n->chans[n->comp_chans.v[i]];
     ch->local = i;
     g_array_index(n->caps, double, i) = ch->cap;
   }
-  g_array_set_size(n->local_route, 0);
-  g_array_set_size(n->local_mult, 0);
+  n->local_route.n = 0;
+  n->local_mult.n = 0;
   for (guint i = 0; i < nb; i++) {
-    bundle *b = &n->bundles[g_array_index(n->comp_bundles, uint32_t, i)];
+    bundle *b = &n->bundles[n->comp_bundles.v[i]];
     for (uint32_t u = 0; u < b->n_uses; u++) {
-      g_array_append_val(n->local_route, n->chans[b->uses[u].chan].local);
-      g_array_append_val(n->local_mult, b->uses[u].mult);
+      idbuf_push(&n->local_route, n->chans[b->uses[u].chan].local);
+      idbuf_push(&n->local_mult, b->uses[u].mult);
     }
   }
   g_array_set_size(n->mm_flows, nb);
   g_array_set_size(n->rates, nb);
   guint off = 0;
   for (guint i = 0; i < nb; i++) {
-    bundle *b = &n->bundles[g_array_index(n->comp_bundles, uint32_t, i)];
+    bundle *b = &n->bundles[n->comp_bundles.v[i]];
     maxmin_flow *m = &g_array_index(n->mm_flows, maxmin_flow, i);
-    m->chan = &g_array_index(n->local_route, uint32_t, off);
-    m->mult = &g_array_index(n->local_mult, uint32_t, off);
+    m->chan = &n->local_route.v[off];
+    m->mult = &n->local_mult.v[off];
     m->n_chan = b->n_uses;
     m->cap = b->cap;
     off += b->n_uses;
@@ -590,7 +632,7 @@ static void solve_component(net *n) {
   n->solves++;
 
   for (guint i = 0; i < nb; i++) {
-    uint32_t id = g_array_index(n->comp_bundles, uint32_t, i);
+    uint32_t id = n->comp_bundles.v[i];
     bundle *b = &n->bundles[id];
     double r = g_array_index(n->rates, double, i);
     b->left -= b->rate * (now - b->updated_s);
@@ -603,7 +645,7 @@ static void solve_component(net *n) {
   }
   arm_wake(n);
   for (guint i = 0; i < nc; i++) {
-    uint32_t c = g_array_index(n->comp_chans, uint32_t, i);
+    uint32_t c = n->comp_chans.v[i];
     chan *ch = &n->chans[c];
     double total = 0;
     for (uint32_t k = 0; k < ch->n; k++) {
@@ -622,8 +664,8 @@ static void resolve(void *ctx, uint64_t arg) {
   net *n = ctx;
   n->resolve_pending = FALSE;
   n->epoch++;
-  for (guint i = 0; i < n->dirty->len; i++) {
-    uint32_t c = g_array_index(n->dirty, uint32_t, i);
+  for (guint i = 0; i < n->dirty.n; i++) {
+    uint32_t c = n->dirty.v[i];
     n->chans[c].dirty = 0;
     if (n->chans[c].mark == n->epoch) continue;
     if (n->chans[c].n == 0) {  /* emptied: nothing to share */
@@ -636,7 +678,7 @@ static void resolve(void *ctx, uint64_t arg) {
     collect_component(n, c);
     solve_component(n);
   }
-  g_array_set_size(n->dirty, 0);
+  n->dirty.n = 0;
 }
 
 double net_chan_bytes(const net *n, uint32_t c) { return n->chans[c].bytes; }

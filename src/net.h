@@ -62,6 +62,17 @@ void net_set_per_flow(net *n, bool per_flow);
 void net_bundle_start(net *n, const net_member *members, uint32_t count, uint32_t n_hops,
                       double latency_s, double bytes, double cap_Bps, net_done_fn done,
                       void *ctx, uint64_t tag);
+/* The channels members[0..count) cross, each counted once with its flows:
+ * made once for a bundle of the same members started again and again (an
+ * all-to-all step after step), so that a start costs the channels crossed,
+ * not the flows.  Members must outlive the shape. */
+typedef struct net_shape net_shape;
+net_shape *net_shape_new(const net_member *members, uint32_t count, uint32_t n_hops);
+void net_shape_free(net_shape *s);
+/* net_bundle_start of the shape's members. */
+void net_shape_start(net *n, const net_shape *s, double latency_s, double bytes,
+                     double cap_Bps, net_done_fn done, void *ctx, uint64_t tag);
+
 /* One flow (a bundle of one; `route` must outlive it). */
 void net_flow_start(net *n, const uint32_t *route, uint32_t n_hops, double latency_s,
                     double bytes, double cap_Bps, net_done_fn done, void *ctx, uint64_t tag);

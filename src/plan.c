@@ -20,6 +20,10 @@ plan *plan_new(uint32_t n_gpus, bool record_segs) {
   p->gpu_buf = g_new(uint32_t, n_gpus);
   p->coll_buf = g_new(int64_t, n_gpus);
   p->note = g_string_new(NULL);
+  p->patterns = g_array_new(FALSE, FALSE, sizeof(plan_pattern_info));
+  p->pairs = g_array_new(FALSE, FALSE, sizeof(plan_pair));
+  p->pattern_gpus = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  p->pattern_degree = g_array_new(FALSE, TRUE, sizeof(uint32_t));
   return p;
 }
 
@@ -37,6 +41,10 @@ void plan_free(plan *p) {
   g_free(p->gpu_buf);
   g_free(p->coll_buf);
   g_string_free(p->note, TRUE);
+  g_array_free(p->patterns, TRUE);
+  g_array_free(p->pairs, TRUE);
+  g_array_free(p->pattern_gpus, TRUE);
+  g_array_free(p->pattern_degree, TRUE);
   g_free(p);
 }
 
@@ -45,10 +53,25 @@ static uint32_t add_task(plan *p, plan_task *t) {
   return p->tasks->len - 1;
 }
 
-/* Compute tasks of one GPU run in order on its compute stream. */
+bool plan_lockstep(const plan *p) {
+  for (uint32_t g = 1; g < p->n_gpus; g++)
+    if (p->last_compute[g] != p->last_compute[0]) return false;
+  return true;
+}
+
+/* Compute tasks of one GPU run in order on its compute stream; a lockstep
+ * task is on every stream. */
 uint32_t plan_compute(plan *p, uint32_t gpu, uint32_t step, const plan_op *op) {
   plan_task t = {.kind = TASK_COMPUTE, .gpu = gpu, .step = step, .op = *op};
   uint32_t id = add_task(p, &t);
+  if (gpu == PLAN_ALL) {
+    g_assert(plan_lockstep(p));
+    p->has_lockstep = true;
+    if (p->last_compute[0] >= 0) plan_dep(p, (uint32_t)p->last_compute[0], id);
+    for (uint32_t g = 0; g < p->n_gpus; g++) p->last_compute[g] = id;
+    return id;
+  }
+  g_assert(gpu < p->n_gpus);
   if (p->last_compute[gpu] >= 0) plan_dep(p, (uint32_t)p->last_compute[gpu], id);
   p->last_compute[gpu] = id;
   return id;
@@ -139,6 +162,7 @@ void plan_xfer_push(plan *p, uint32_t comm, plan_xfer x) {
   /* transfers of a group are added while it is the newest group */
   g_assert(t->kind == TASK_COMM && t->xfer_off + t->n_xfer == p->xfers->len);
   g_assert(x.src != x.dst && x.src < p->n_gpus && x.dst < p->n_gpus);
+  g_assert(t->n_xfer == 0 || g_array_index(p->xfers, plan_xfer, t->xfer_off).src != PLAN_ALL);
   g_array_append_val(p->xfers, x);
   t->n_xfer++;
 }
@@ -152,8 +176,65 @@ void plan_xfer_add_msgs(plan *p, uint32_t comm, uint32_t src, uint32_t dst, doub
   plan_xfer_push(p, comm, (plan_xfer){src, dst, bytes, msgs, 1});
 }
 
+uint32_t plan_pattern(plan *p, const plan_pair *pairs, uint32_t n) {
+  plan_pattern_info info = {p->pairs->len, n, p->pattern_gpus->len, 0, p->pattern_degree->len, 0};
+  g_array_append_vals(p->pairs, pairs, n);
+  g_array_set_size(p->pattern_degree, info.degree_off + p->n_gpus);
+  uint32_t *deg = &g_array_index(p->pattern_degree, uint32_t, info.degree_off);
+  for (uint32_t i = 0; i < n; i++) {
+    g_assert(pairs[i].src != pairs[i].dst && pairs[i].src < p->n_gpus && pairs[i].dst < p->n_gpus);
+    deg[pairs[i].src]++;
+    deg[pairs[i].dst]++;
+  }
+  for (uint32_t g = 0; g < p->n_gpus; g++) {
+    if (!deg[g]) continue;
+    g_array_append_val(p->pattern_gpus, g);
+    info.n_gpus++;
+    if (deg[g] > info.max_degree) info.max_degree = deg[g];
+  }
+  g_array_append_val(p->patterns, info);
+  return p->patterns->len - 1;
+}
+
+void plan_xfer_pattern(plan *p, uint32_t comm, uint32_t pattern, double bytes, uint32_t msgs) {
+  plan_task *t = plan_task_at(p, comm);
+  g_assert(t->kind == TASK_COMM && t->n_xfer == 0 && t->xfer_off == p->xfers->len);
+  g_assert(pattern < p->patterns->len);
+  plan_xfer x = {PLAN_ALL, pattern, bytes, msgs, 1};
+  g_array_append_val(p->xfers, x);
+  t->n_xfer = 1;
+  p->has_lockstep = true;
+}
+
+const plan_pattern_info *plan_task_pattern(const plan *p, const plan_task *t) {
+  if (t->kind != TASK_COMM || t->n_xfer != 1) return NULL;
+  const plan_xfer *x = &g_array_index(p->xfers, plan_xfer, t->xfer_off);
+  return x->src == PLAN_ALL ? &g_array_index(p->patterns, plan_pattern_info, x->dst) : NULL;
+}
+
+uint32_t plan_xfer_count(const plan *p, const plan_task *t) {
+  const plan_pattern_info *pi = plan_task_pattern(p, t);
+  return pi ? pi->n_pairs : t->n_xfer;
+}
+
+plan_xfer plan_xfer_at(const plan *p, const plan_task *t, uint32_t i) {
+  const plan_pattern_info *pi = plan_task_pattern(p, t);
+  if (!pi) return g_array_index(p->xfers, plan_xfer, t->xfer_off + i);
+  plan_xfer x = g_array_index(p->xfers, plan_xfer, t->xfer_off);
+  plan_pair pr = g_array_index(p->pairs, plan_pair, pi->pair_off + i);
+  x.src = pr.src;
+  x.dst = pr.dst;
+  return x;
+}
+
 uint32_t plan_comm_gpus(plan *p, uint32_t comm, uint32_t *out) {
   const plan_task *c = plan_task_at(p, comm);
+  const plan_pattern_info *pi = plan_task_pattern(p, c);
+  if (pi) {
+    memcpy(out, &g_array_index(p->pattern_gpus, uint32_t, pi->gpu_off),
+           pi->n_gpus * sizeof(uint32_t));
+    return pi->n_gpus;
+  }
   for (uint32_t i = 0; i < c->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(p->xfers, plan_xfer, c->xfer_off + i);
     p->scratch[x->src] = p->scratch[x->dst] = 1;
@@ -176,31 +257,38 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* `to` after each task of ids[0..k) once (ids are reordered), but -1 and
+ * skip. */
+static void dep_each_once(plan *p, int64_t *ids, uint32_t k, int64_t skip, uint32_t to) {
+  uint32_t same = 1;
+  while (same < k && ids[same] == ids[0]) same++;
+  if (same < k) qsort(ids, k, sizeof *ids, cmp_i64);  /* else all one (lockstep) */
+  for (uint32_t i = 0; i < k; i++)
+    if (ids[i] >= 0 && ids[i] != skip && (i == 0 || ids[i] != ids[i - 1]))
+      plan_dep(p, (uint32_t)ids[i], to);
+}
+
 void plan_issue(plan *p, uint32_t comm, const int64_t *issued, int64_t skip, bool ordered) {
   uint32_t *gpus = p->gpu_buf;
   int64_t *colls = p->coll_buf;
   uint32_t k = plan_comm_gpus(p, comm, gpus);
   if (!issued) issued = p->last_compute;
-  /* compute tasks belong to one GPU each, so these are distinct */
-  for (uint32_t i = 0; i < k; i++)
-    if (issued[gpus[i]] >= 0 && issued[gpus[i]] != skip)
-      plan_dep(p, (uint32_t)issued[gpus[i]], comm);
+  /* a lockstep task is the last compute of several GPUs, a collective is
+   * shared by its GPUs: depend on each one once */
+  for (uint32_t i = 0; i < k; i++) colls[i] = issued[gpus[i]];
+  dep_each_once(p, colls, k, skip, comm);
   if (!ordered) return;
-  /* a collective is shared by its GPUs: depend on each one once */
   for (uint32_t i = 0; i < k; i++) {
     colls[i] = p->last_coll[gpus[i]];
     p->last_coll[gpus[i]] = comm;
   }
-  qsort(colls, k, sizeof *colls, cmp_i64);
-  for (uint32_t i = 0; i < k; i++)
-    if (colls[i] >= 0 && colls[i] != skip && (i == 0 || colls[i] != colls[i - 1]))
-      plan_dep(p, (uint32_t)colls[i], comm);
+  dep_each_once(p, colls, k, skip, comm);
 }
 
 uint32_t plan_barrier(plan *p, uint32_t step, int64_t after) {
   uint32_t b = plan_comm(p, step, COMM_BARRIER);
-  for (uint32_t g = 0; g < p->n_gpus; g++)
-    if (p->last_compute[g] >= 0) plan_dep(p, (uint32_t)p->last_compute[g], b);
+  memcpy(p->coll_buf, p->last_compute, p->n_gpus * sizeof(int64_t));
+  dep_each_once(p, p->coll_buf, p->n_gpus, -1, b);
   if (after >= 0) plan_dep(p, (uint32_t)after, b);
   for (uint32_t g = 0; g < p->n_gpus; g++) p->last_coll[g] = b;
   return b;
@@ -208,6 +296,11 @@ uint32_t plan_barrier(plan *p, uint32_t step, int64_t after) {
 
 void plan_dep(plan *p, uint32_t before, uint32_t after) {
   g_assert(before < after);
+  /* a lockstep task waits on other lockstep tasks and on groups only: a
+   * task of one GPU would hold back the copies of all */
+  const plan_task *a = plan_task_at(p, after), *b = plan_task_at(p, before);
+  g_assert(a->kind != TASK_COMPUTE || a->gpu != PLAN_ALL || b->kind == TASK_COMM ||
+           b->gpu == PLAN_ALL);
   g_array_append_val(p->dep_from, before);
   g_array_append_val(p->dep_to, after);
 }
@@ -239,6 +332,62 @@ void plan_finish(plan *p) {
     plan_task *t = plan_task_at(p, g_array_index(p->dep_to, uint32_t, e));
     p->deps[t->dep_off + t->n_dep++] = g_array_index(p->dep_from, uint32_t, e);
   }
+}
+
+/* The copy of old task d that a task of GPU g (PLAN_ALL: a group, which
+ * waits for every copy) waits for, through dep(). */
+static void expand_deps(plan *q, const plan *p, const uint32_t *first, uint32_t old,
+                        uint32_t id, uint32_t gpu) {
+  const plan_task *t = plan_task_at(p, old);
+  for (uint32_t i = 0; i < t->n_dep; i++) {
+    uint32_t d = p->deps[t->dep_off + i];
+    const plan_task *dt = plan_task_at(p, d);
+    bool lock = dt->kind == TASK_COMPUTE && dt->gpu == PLAN_ALL;
+    if (!lock) plan_dep(q, first[d], id);
+    else if (gpu != PLAN_ALL) plan_dep(q, first[d] + gpu, id);
+    else
+      for (uint32_t g = 0; g < p->n_gpus; g++) plan_dep(q, first[d] + g, id);
+  }
+}
+
+plan *plan_expand(const plan *p) {
+  uint32_t n = p->n_gpus;
+  guint nt = p->tasks->len;
+  plan *q = plan_new(n, p->record_segs);
+  g_string_assign(q->note, p->note->str);
+  g_autofree uint32_t *first = g_new(uint32_t, nt);
+  for (guint i = 0; i < nt; i++) {
+    plan_task t = *plan_task_at(p, i);
+    t.dep_off = t.n_dep = 0;
+    first[i] = q->tasks->len;
+    if (t.kind == TASK_COMM) {
+      uint32_t nx = plan_xfer_count(p, &t);
+      plan_task c = t;
+      c.xfer_off = q->xfers->len;
+      c.n_xfer = nx;
+      for (uint32_t x = 0; x < nx; x++) {
+        plan_xfer e = plan_xfer_at(p, &t, x);
+        g_array_append_val(q->xfers, e);
+      }
+      add_task(q, &c);
+      expand_deps(q, p, first, i, first[i], PLAN_ALL);
+      continue;
+    }
+    uint32_t copies = t.gpu == PLAN_ALL ? n : 1;
+    for (uint32_t g = 0; g < copies; g++) {
+      plan_task c = t;
+      if (copies > 1) c.gpu = g;
+      if (p->record_segs && t.n_qseg + t.n_kseg > 0) {
+        c.seg_off = q->segs->len;
+        g_array_append_vals(q->segs, &g_array_index(p->segs, plan_seg, t.seg_off),
+                            t.n_qseg + t.n_kseg);
+      }
+      uint32_t id = add_task(q, &c);
+      expand_deps(q, p, first, i, id, c.gpu);
+    }
+  }
+  plan_finish(q);
+  return q;
 }
 
 const char *plan_op_name(op_kind k) {

@@ -17,7 +17,18 @@
  * waits for the compute that GPU had issued before it (PyTorch makes the
  * NCCL stream wait for the current stream at issue); collectives of one
  * process group run in issue order on its NCCL stream; a barrier joins
- * every GPU.  Attention tasks carry their query and key token segments
+ * every GPU.
+ *
+ * Lockstep.  Where every GPU does alike work at a step (a full mask: the
+ * same kernel shapes on every GPU) a scheduler may emit one compute task
+ * for all GPUs of the plan (gpu PLAN_ALL) and one transfer for every edge
+ * of a pattern of GPU pairs registered once (plan_pattern): a 1,024-GPU
+ * TASP step is then one task and one transfer instead of a million.  A
+ * lockstep task only follows lockstep tasks on the compute streams (all
+ * GPUs' last compute the same task: plan_lockstep), so its copies start
+ * and end together; plan_expand turns a plan into the one it stands for,
+ * task by task and transfer by transfer (the reference, and what exec
+ * runs when host issue times differ between GPUs).  Attention tasks carry their query and key token segments
  * (global positions) and head range when the plan records them, so tests
  * can check that a schedule covers the mask exactly, head by head. */
 #ifndef TASP_PLAN_H
@@ -71,6 +82,19 @@ typedef struct {
  * each paying the route's latency once. */
 typedef struct { uint32_t src, dst; double bytes; uint32_t msgs, steps; } plan_xfer;
 
+/* task.gpu of a lockstep compute task; plan_xfer.src of a transfer along
+ * every pair of pattern plan_xfer.dst (a group holding one holds only it) */
+#define PLAN_ALL UINT32_MAX
+
+typedef struct { uint32_t src, dst; } plan_pair;
+
+/* A set of GPU pairs, its GPUs (ascending, each once) and how many of its
+ * pairs each GPU is in (sending or receiving): into plan.pairs, .pattern_gpus
+ * and .pattern_degree (n_gpus entries per pattern). */
+typedef struct {
+  uint32_t pair_off, n_pairs, gpu_off, n_gpus, degree_off, max_degree;
+} plan_pattern_info;
+
 /* How a communication group is issued: grouped send/receive
  * (batch_isend_irecv, as ring_flash_attn does) or one collective call. */
 typedef enum {
@@ -109,6 +133,11 @@ typedef struct {
   uint32_t *gpu_buf;     /* per GPU, scratch for plan_issue */
   int64_t *coll_buf;     /* per GPU, scratch for plan_issue */
   GString *note;  /* what the scheduler wants the user to know */
+  GArray *patterns;       /* plan_pattern_info */
+  GArray *pairs;          /* plan_pair */
+  GArray *pattern_gpus;   /* uint32 */
+  GArray *pattern_degree; /* uint32 */
+  bool has_lockstep;      /* some task or transfer is PLAN_ALL */
 } plan;
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);
@@ -132,6 +161,9 @@ uint32_t plan_linear(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
 uint32_t plan_merge(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape, double rows);
 /* A memory-bound copy of `bytes` on GPU gpu. */
 uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes);
+/* Whether every GPU's compute stream ends in the same task (or none): a
+ * lockstep task (gpu PLAN_ALL) may be added only then. */
+bool plan_lockstep(const plan *p);
 
 /* ---- communication ---- */
 
@@ -144,6 +176,18 @@ void plan_xfer_add_msgs(plan *p, uint32_t comm, uint32_t src, uint32_t dst, doub
                         uint32_t msgs);
 /* Any transfer, as given. */
 void plan_xfer_push(plan *p, uint32_t comm, plan_xfer x);
+/* Registers the pairs[0..n) (distinct, src != dst) as a pattern; returns
+ * its id. */
+uint32_t plan_pattern(plan *p, const plan_pair *pairs, uint32_t n);
+/* One transfer of `bytes` in `msgs` messages along every pair of pattern
+ * `pattern`: the group's only transfer. */
+void plan_xfer_pattern(plan *p, uint32_t comm, uint32_t pattern, double bytes, uint32_t msgs);
+/* The transfers group t stands for (patterns expanded): how many, and the
+ * i-th of them. */
+uint32_t plan_xfer_count(const plan *p, const plan_task *t);
+plan_xfer plan_xfer_at(const plan *p, const plan_task *t, uint32_t i);
+/* A group's pattern info, or NULL when its transfers are listed one by one. */
+const plan_pattern_info *plan_task_pattern(const plan *p, const plan_task *t);
 
 /* Collectives over the ranks gpus[0..n) (a process group, in rank order),
  * expanded into the flows NCCL moves for them (plan_coll.c says why):
@@ -185,6 +229,10 @@ void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
 void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
+/* The finished plan p stands for, with every lockstep task one task per
+ * GPU and every pattern transfer one transfer per pair (record_segs as p,
+ * segments copied to each copy). */
+plan *plan_expand(const plan *p);
 
 static inline plan_task *plan_task_at(const plan *p, uint32_t id) {
   return &g_array_index(p->tasks, plan_task, id);

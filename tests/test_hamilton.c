@@ -32,7 +32,7 @@ static uint64_t count_arcs(const ham_decomp *d, uint8_t *used, uint32_t *seen) {
  * have no decomposition (Tillson 1980) and get 2 and 4 cycles, the most
  * there can be (one more would be a decomposition). */
 static void t_every_n_to_1024(void) {
-  enum { N_MAX = 1024 };
+  enum { N_MAX = HAM_MAX_N };
   g_autofree uint8_t *used = g_new(uint8_t, (size_t)N_MAX * N_MAX);
   g_autofree uint32_t *seen = g_new(uint32_t, N_MAX);
   uint32_t bad = 0;

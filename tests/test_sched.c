@@ -141,6 +141,13 @@ static void check_coverage(const plan *p, const workload *w, uint64_t g, const c
   g_free(dkv.diag);
 }
 
+/* The plan p stands for, transfer by transfer and task by task. */
+static plan *expanded(plan *p) {
+  plan *q = plan_expand(p);
+  plan_free(p);
+  return q;
+}
+
 /* Generic: transfers stay inside the SP group and carry bytes, the bytes
  * sent are the bytes received; dependencies point backwards.  (Per GPU
  * the families' checks pin what each sends.) */
@@ -413,7 +420,7 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   bool ok = sched_check(s, &w, t, &err);
   if (!ok) fprintf(stderr, "%s: %s\n", what, err->message);
   CU_ASSERT_TRUE_FATAL(ok);
-  plan *p = s->build(&w, t, true);
+  plan *p = expanded(s->build(&w, t, true));
   /* TASP pieces are 1/k of a chunk; n = 4, 6 use fewer cycles: finer grid */
   uint64_t gran = 3;
   if ((s == &sched_tasp || s == &sched_tasp_mkm) && (w.gpus % 2 == 0 || t->gpus_per_node < w.gpus))
@@ -507,7 +514,7 @@ static void t_tasp_given_cycles(void) {
       w.tasp_cycles = cases[c].spec;
       g_autoptr(GError) err = NULL;
       CU_ASSERT_TRUE(sched_tasp.check(&w, t, &err));
-      plan *p = sched_tasp.build(&w, t, true);
+      plan *p = expanded(sched_tasp.build(&w, t, true));
       CU_ASSERT(strstr(p->note->str, "given by tasp_cycles") != NULL);
       /* step 1 of the first cycle: GPU 0 sends to GPU 1 */
       bool to_next = false;
@@ -651,27 +658,48 @@ static void t_balance(void) {
   topo_free(t);
 }
 
-/* TASP's step is one all-to-all: every GPU sends to n-1 distinct peers. */
+/* TASP's step is one all-to-all: every GPU sends to n-1 distinct peers,
+ * along one pattern of pairs registered once; under a full mask without
+ * segments every kernel is one lockstep task of all GPUs, and the plan it
+ * stands for has a task per GPU. */
 static void t_tasp_all_to_all(void) {
   uint32_t n = 8;
   topology *t = complete_topo(n);
   workload w = shape(n, 2 * 8 * 7 * 2, false, PASS_FWD);
   plan *p = sched_tasp.build(&w, t, false);
-  unsigned groups = 0;
+  unsigned groups = 0, lock = 0, kernels = 0;
+  CU_ASSERT_EQUAL(p->patterns->len, 1);
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *k = plan_task_at(p, i);
-    if (k->kind != TASK_COMM) continue;
+    if (k->kind != TASK_COMM) {
+      lock += k->gpu == PLAN_ALL;
+      kernels++;
+      continue;
+    }
     groups++;
-    CU_ASSERT_EQUAL(k->n_xfer, n * (n - 1));
+    CU_ASSERT_PTR_NOT_NULL(plan_task_pattern(p, k));
+    CU_ASSERT_EQUAL(plan_xfer_count(p, k), n * (n - 1));
     uint8_t pair[64] = {0};
-    for (uint32_t x = 0; x < k->n_xfer; x++) {
-      const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
-      pair[tx->src * n + tx->dst]++;
+    for (uint32_t x = 0; x < plan_xfer_count(p, k); x++) {
+      plan_xfer tx = plan_xfer_at(p, k, x);
+      pair[tx.src * n + tx.dst]++;
     }
     for (uint32_t a = 0; a < n; a++)
       for (uint32_t b = 0; b < n; b++) CU_ASSERT_EQUAL(pair[a * n + b], a == b ? 0 : 1);
   }
   CU_ASSERT_EQUAL(groups, n - 1);
+  CU_ASSERT_EQUAL(lock, kernels);
+  CU_ASSERT_EQUAL(kernels, 2 * n - 1); /* n kernels, n - 1 merges */
+  plan *q = plan_expand(p);
+  unsigned per_gpu = 0, xfers = 0;
+  for (guint i = 0; i < q->tasks->len; i++) {
+    const plan_task *k = plan_task_at(q, i);
+    if (k->kind == TASK_COMM) xfers += k->n_xfer;
+    else per_gpu += k->gpu < n;
+  }
+  CU_ASSERT_EQUAL(per_gpu, n * kernels);
+  CU_ASSERT_EQUAL(xfers, (n - 1) * n * (n - 1));
+  plan_free(q);
   plan_free(p);
   topo_free(t);
 }
@@ -703,7 +731,7 @@ static void t_kbc_flash_only(void) {
       w.attention = ATTN_LINEAR;
       w.linear_block = 16;
     }
-    plan *p = sched_ring.build(&w, t, false);
+    plan *p = expanded(sched_ring.build(&w, t, false));
     unsigned on_kernels = 0;
     for (guint i = 0; i < p->tasks->len; i++) {
       const plan_task *c = plan_task_at(p, i);

@@ -22,6 +22,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The largest n TASP decomposes: the range tests/test_hamilton.c checks
+ * every construction over (ham_verify runs before every use anyway). */
+#define HAM_MAX_N 1024u
+
 typedef struct {
   uint32_t n;         /* vertices (GPUs) */
   uint32_t n_cycles;

@@ -33,15 +33,21 @@ ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag) {
   return g;
 }
 
-void ring_geom_xfers(const void *self, rotate_emit *e, uint32_t step) {
+static void ring_geom_xfers(const void *self, rotate_emit *e, uint32_t step) {
   const ring_geom *g = self;
   (void)step;
-  uint32_t n = g->w->gpus;
   if (g->ranks < 2) return; /* one ring rank: nothing moves */
-  for (uint32_t i = 0; i < n; i++) rotate_xfer(e, i, (i + g->u) % n, g->kv_bytes, 1);
+  rotate_xfer_all(e, g->kv_bytes, 1);
 }
 
-void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
+/* Under a full mask every GPU attends a chunk of the same size each step. */
+static bool ring_geom_alike(const void *self, uint32_t step) {
+  const ring_geom *g = self;
+  (void)step;
+  return !g->w->causal;
+}
+
+static void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
   const ring_geom *g = self;
   uint32_t r = g->ranks, a = gpu / g->u, src = (a + r - step) % r;
   uint32_t heads = g->w->heads / g->u, h0 = (gpu % g->u) * heads;
@@ -60,6 +66,19 @@ void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t 
   else if (g->zigzag) rotate_kernel_heads(e, h0, heads, false, &q[1], 1, k, 2);
 }
 
+plan *ring_geom_build(const ring_geom *g, rotate_ops ops, const topology *t, bool record_segs) {
+  uint32_t n = g->w->gpus;
+  g_autofree plan_pair *pairs = g_new(plan_pair, n);
+  for (uint32_t i = 0; i < n; i++) pairs[i] = (plan_pair){i, (i + g->u) % n};
+  ops.n_steps = g->ranks;
+  ops.xfers = ring_geom_xfers;
+  ops.kernels = ring_geom_kernels;
+  ops.alike = ring_geom_alike;
+  ops.pairs = pairs;
+  ops.n_pairs = g->ranks < 2 ? 0 : n;
+  return rotate_build(&ops, g, g->w, t, record_segs);
+}
+
 static bool ring_check(const workload *w, const topology *t, GError **err) {
   (void)t;
   return sched_check_divisible(w, 1, "ring gives every GPU an equal contiguous chunk", err);
@@ -72,8 +91,7 @@ static bool zigzag_check(const workload *w, const topology *t, GError **err) {
 
 static plan *build(const workload *w, const topology *t, bool record_segs, bool zigzag) {
   ring_geom g = ring_geom_make(w, 1, zigzag);
-  rotate_ops ops = {.n_steps = w->gpus, .xfers = ring_geom_xfers, .kernels = ring_geom_kernels};
-  return rotate_build(&ops, &g, w, t, record_segs);
+  return ring_geom_build(&g, (rotate_ops){0}, t, record_segs);
 }
 
 static plan *ring_build(const workload *w, const topology *t, bool record_segs) {

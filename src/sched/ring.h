@@ -21,7 +21,8 @@ typedef struct {
 /* r = n / u ring ranks over the sequence; KV heads per GPU: kv_heads / u,
  * or one replica where kv_heads < u (ulysses.h). */
 ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag);
-void ring_geom_xfers(const void *self, rotate_emit *e, uint32_t step);
-void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
+/* The plan of g's ring over its ranks, with `ops`' prologue and epilogue
+ * (the steps, transfers and kernels are the geometry's). */
+plan *ring_geom_build(const ring_geom *g, rotate_ops ops, const topology *t, bool record_segs);
 
 #endif

@@ -13,12 +13,28 @@ struct rotate_emit {
   double grad_scale;      /* dK/dV accumulator bytes per KV byte */
   double byte_scale;      /* of the group being filled: 1, or grad_scale */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
+  int64_t pattern;        /* plan pattern of ops.pairs, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
 };
 
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
   plan_xfer_add_msgs(e->p, e->comm, src, dst, bytes * e->byte_scale, msgs);
+}
+
+void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs) {
+  g_assert(e->pattern >= 0);
+  plan_xfer_pattern(e->p, e->comm, (uint32_t)e->pattern, bytes * e->byte_scale, msgs);
+}
+
+/* Whether the GPU (all GPUs: lockstep) being emitted has had a kernel in
+ * this pass; then it has. */
+static bool started_once(rotate_emit *e) {
+  uint32_t g = e->gpu == PLAN_ALL ? 0 : e->gpu;
+  bool was = e->started[g];
+  if (e->gpu == PLAN_ALL) memset(e->started, 1, e->p->n_gpus * sizeof(bool));
+  else e->started[g] = true;
+  return was;
 }
 
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
@@ -34,9 +50,8 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   uint32_t id = plan_attn(e->p, e->gpu, e->step, &shape, q, nq, k, nk);
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   g_array_append_val(e->step_kernels, id);
-  if (!e->backward && e->started[e->gpu])
+  if (started_once(e) && !e->backward)
     plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq);
-  e->started[e->gpu] = true;
 }
 
 static void step_task(rotate_emit *e, uint32_t id) {
@@ -63,7 +78,7 @@ void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool own,
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, q, nq, k, nk));
   }
-  e->started[e->gpu] = true;
+  started_once(e);
 }
 
 /* A communication group for the given step's pattern, after `after` and
@@ -98,9 +113,14 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
-    for (uint32_t g = 0; g < n; g++) {
-      e->gpu = g;
-      ops->kernels(self, e, g, t);
+    if (ops->alike && !e->p->record_segs && plan_lockstep(e->p) && ops->alike(self, t)) {
+      e->gpu = PLAN_ALL;
+      ops->kernels(self, e, 0, t);
+    } else {
+      for (uint32_t g = 0; g < n; g++) {
+        e->gpu = g;
+        ops->kernels(self, e, g, t);
+      }
     }
     if (more && e->kernel_blocks_comm) {
       /* The transfer is issued before the kernels but gets no SMs while a
@@ -131,8 +151,9 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   plan *p = plan_new(w->gpus, record_segs);
   rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
-                   .started = g_new0(bool, w->gpus),
+                   .started = g_new0(bool, w->gpus), .pattern = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
+  if (ops->n_pairs) e.pattern = plan_pattern(p, ops->pairs, ops->n_pairs);
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {

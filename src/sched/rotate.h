@@ -29,10 +29,20 @@ typedef struct {
   void (*xfers)(const void *self, rotate_emit *e, uint32_t step);
   /* Kernels of GPU `gpu` at `step`, by rotate_kernel(). */
   void (*kernels)(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
+  /* Optional: the GPU pairs every step's transfers go along, the same
+   * bytes on each (then xfers calls rotate_xfer_all once a step). */
+  const plan_pair *pairs;
+  uint32_t n_pairs;
+  /* Optional: whether every GPU runs kernels of the same shapes at `step`
+   * (a full mask); they are then emitted once, for GPU 0, as lockstep
+   * tasks of all GPUs (plan.h), unless the plan records segments. */
+  bool (*alike)(const void *self, uint32_t step);
 } rotate_ops;
 
 /* A transfer of the group being filled, issued as `msgs` messages. */
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs);
+/* A transfer of `bytes` in `msgs` messages along every one of ops.pairs. */
+void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs);
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
                    const plan_seg *k, uint32_t nk);
 /* The same on the query heads [head_off, head_off + heads) only. */

@@ -70,6 +70,16 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
   return true;
 }
 
+bool sched_check_tasks(double tasks, const char *who, GError **err) {
+  double bytes = tasks * SCHED_PLAN_TASK_BYTES;
+  if (bytes <= (double)SCHED_MAX_PLAN_BYTES) return true;
+  g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
+              "%s: a plan of about %.3g tasks needs about %.1f GiB; expected at most "
+              "%llu GiB (fewer GPUs, or a full mask, whose steps are one task for all GPUs)",
+              who, tasks, bytes / (1u << 30), SCHED_MAX_PLAN_BYTES >> 30);
+  return false;
+}
+
 plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
   sched_ctx c = {plan_new(w->gpus, record_segs), w, t};
   int64_t last = -1;

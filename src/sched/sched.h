@@ -48,6 +48,13 @@ bool sched_check(const sched_ops *s, const workload *w, const topology *t, GErro
  * group, with at least one token per piece. */
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err);
 
+/* A plan of about `tasks` tasks fits in memory: each costs about
+ * PLAN_TASK_BYTES here and in the replay (its record, dependencies and the
+ * executor's state); refused past SCHED_MAX_PLAN_BYTES, blaming --sp. */
+#define SCHED_PLAN_TASK_BYTES 224.0
+#define SCHED_MAX_PLAN_BYTES (1ull << 30)
+bool sched_check_tasks(double tasks, const char *who, GError **err);
+
 /* Token segments rank a of r holds: one contiguous chunk of S/r tokens,
  * or (zigzag) chunks a and 2r-1-a of S/2r tokens (zigzag_ring_flash_attn's
  * layout, balanced under a causal mask).  Returns how many. */

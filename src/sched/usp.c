@@ -47,9 +47,8 @@ static bool check(const workload *w, const topology *t, bool zigzag, const char 
 static plan *build(const workload *w, const topology *t, bool record_segs, bool zigzag) {
   uint32_t u = degree(w, t);
   ring_geom g = ring_geom_make(w, u, zigzag);
-  rotate_ops ops = {.n_steps = g.ranks, .prologue = prologue, .epilogue = epilogue,
-                    .xfers = ring_geom_xfers, .kernels = ring_geom_kernels};
-  plan *p = rotate_build(&ops, &g, w, t, record_segs);
+  rotate_ops ops = {.prologue = prologue, .epilogue = epilogue};
+  plan *p = ring_geom_build(&g, ops, t, record_segs);
   g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",
                   u, g.ranks);
   return p;
