@@ -49,6 +49,19 @@ static bool same_file(const char *a, const char *b) {
          sa.st_ino == sb.st_ino;
 }
 
+/* Whether path can be written, checked before any work: an existing file
+ * (or device) writable, else a new file in a writable directory.  errno
+ * says why not. */
+static bool writable(const char *path) {
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    errno = EISDIR;
+    return false;
+  }
+  if (g_file_test(path, G_FILE_TEST_EXISTS)) return access(path, W_OK) == 0;
+  g_autofree char *dir = g_path_get_dirname(path);
+  return access(dir, W_OK | X_OK) == 0;
+}
+
 bool outputs_add(outputs *o, const char *option, const char *path, output_fn fn,
                  GError **err) {
   bool out = !strcmp(path, "-");
@@ -61,6 +74,14 @@ bool outputs_add(outputs *o, const char *option, const char *path, output_fn fn,
                   "different file for each output", option, path, x->option);
       return false;
     }
+  }
+  if (!out && !writable(path)) {
+    int e = errno;
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "command line: option '%s': \"%s\" cannot be written (%s); expected a file in "
+                "an existing, writable directory (here %s)", option, path, g_strerror(e), dir);
+    return false;
   }
   output x = {g_strdup(option), g_strdup(path), NULL, fn};
   g_array_append_val(o->items, x);

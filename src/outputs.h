@@ -20,7 +20,9 @@ void outputs_free(outputs *o);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(outputs, outputs_free)
 
 /* An output of `option` to `path` ("-": stdout, at most one).  FALSE with
- * an error naming both options when it is the file of an earlier one. */
+ * an error naming both options when it is the file of an earlier one, or
+ * naming the option when the path cannot be written (checked now, before
+ * the run's work). */
 bool outputs_add(outputs *o, const char *option, const char *path, output_fn fn,
                  GError **err);
 /* FALSE with an error when some output would overwrite input `file`

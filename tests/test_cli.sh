@@ -271,12 +271,19 @@ expect_error "--trace naming the topology file" "is the topology file" \
 check "a 1-GPU topology runs (no route to offset)" \
   "[ \$? -eq 0 ] && [ \$(wc -l < $tmp/one.csv) -eq 3 ]"
 
-# All outputs land together or none: a failing --trace leaves no --csv.
+# An output that cannot be written is refused before any work (exit 2).
+expect_error "--trace into a missing directory" \
+  "option '--trace': \"$tmp/nodir/t.json\" cannot be written" --topology h100x8 --seq 32K \
+  --sp 4 --trace "$tmp/nodir/t.json"
+expect_error "--links naming a directory" "option '--links': \"$tmp\" cannot be written" \
+  --topology h100x8 --seq 32K --sp 4 --links "$tmp"
+# All outputs land together or none: a --trace failing as it is written
+# (a full device) leaves no --csv.
 rm -f "$tmp/all.csv" "$tmp/all.links"
 "$sim" --topology h100x8 --seq 32K --sp 4 --csv "$tmp/all.csv" --links "$tmp/all.links" \
-  --trace "$tmp/nodir/t.json" --quiet 2> "$tmp/stderr"
+  --trace /dev/full --quiet 2> "$tmp/stderr"
 check "a failing later output: exit 1, named, earlier outputs not written" \
-  "[ \$? -eq 1 ] && grep -q 'nodir/t.json: cannot write' $tmp/stderr && [ ! -e $tmp/all.csv ] && [ ! -e $tmp/all.links ] && [ -z \"\$(ls $tmp | grep tmp\\\\.)\" ]"
+  "[ \$? -eq 1 ] && grep -q '/dev/full: cannot write' $tmp/stderr && [ ! -e $tmp/all.csv ] && [ ! -e $tmp/all.links ] && [ -z \"\$(ls $tmp | grep tmp\\\\.)\" ]"
 # SIGINT while writing: the trace goes to a FIFO nobody reads, so the run
 # blocks there after writing the CSV's temporary; the signal must remove it.
 mkdir "$tmp/sig" && mkfifo "$tmp/sig/fifo"
