@@ -26,6 +26,7 @@ typedef struct {
   uint32_t *last_dep;       /* per task: the predecessor that finished last, or UINT32_MAX */
   double *gpu_free_s;       /* per GPU: end of its last compute task */
   double *launched_s;       /* per task, with keep_trace: when its flows started */
+  uint32_t finished;        /* tasks done, for opts.progress */
   net_member **members;     /* per comm task in flight: its flows, for the network */
   GPtrArray *shapes;        /* per pattern: pattern_launch variants, made at first use */
   exec_result *r;
@@ -84,9 +85,15 @@ static void gpu_comm_end(exec_state *s, uint32_t g, const plan_task *t) {
   span(s, g, true, t, task_start_of(s, t));
 }
 
+static void publish(exec_state *s) {
+  g_atomic_pointer_set(&s->opts.progress->events, (gsize)engine_events(s->eng));
+  g_atomic_int_set(&s->opts.progress->done, (gint)s->finished);
+}
+
 static void task_done(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
   uint32_t id = (uint32_t)arg;
+  if (s->opts.progress && ++s->finished % 1024 == 0) publish(s);
   const plan_task *t = plan_task_at(s->p, id);
   double now = engine_now(s->eng);
   if (t->kind == TASK_COMM) {
@@ -559,9 +566,14 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   for (guint i = 0; i < nt; i++) s.last_dep[i] = UINT32_MAX;
   build_successors(&s);
 
+  if (opts->progress) {
+    g_atomic_int_set(&opts->progress->done, 0);
+    g_atomic_int_set(&opts->progress->total, (gint)nt);
+  }
   for (guint i = 0; i < nt; i++)
     if (s.waiting[i] == 0) ready_task(&s, i);
   engine_run(s.eng);
+  if (opts->progress) publish(&s);
 
   r->step_s = engine_now(s.eng);
   for (uint32_t g = 0; g < n; g++) {

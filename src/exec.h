@@ -15,7 +15,17 @@
 #include "plan.h"
 #include "topology.h"
 
+/* How far a run has got, for another thread to show while it runs:
+ * tasks finished of the plan's, and engine events (published every 1,024
+ * tasks and at the end; read with g_atomic_int_get and
+ * g_atomic_pointer_get). */
 typedef struct {
+  gint done, total;
+  gsize events;
+} exec_progress;
+
+typedef struct {
+  exec_progress *progress; /* NULL: not published */
   bool no_compute;  /* compute takes no time (communication only) */
   bool no_comm;     /* communication takes no time (compute only) */
   bool keep_trace;  /* record spans and channel rates */

@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
                           .per_flow = o.per_flow,
                           .keep_trace = o.trace != NULL},
                  .jobs = (unsigned)o.jobs, .shard = o.shard_i, .shards = o.shard_n};
-  so.progress = isatty(STDERR_FILENO) && s0->points->len >= 50 && !o.quiet;
+  /* on a terminal only; the line appears once a run has taken a second */
+  so.progress = isatty(STDERR_FILENO) && !o.quiet;
   /* one table per topology of the sweep; the files get every row */
   g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
   g_autoptr(GPtrArray) all = g_ptr_array_new();

@@ -1,6 +1,7 @@
 /* sim: one point, and a whole sweep on a thread pool. */
 #include "sim.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -89,20 +90,64 @@ typedef struct {
   const scenario *s;
   const sim_opts *o;
   sim_result **out;
+  exec_progress *slots;   /* per point: its replay's progress */
+  guint *state;           /* per point: 0 waiting, 1 running, 2 done (atomic) */
+  guint total;
+  gint64 t0;
   GMutex lock;
-  guint done, total;
+  GCond cond;
+  bool stop;
 } pool_ctx;
 
 static void run_one(gpointer data, gpointer user) {
   pool_ctx *c = user;
   guint i = GPOINTER_TO_UINT(data) - 1;
   const scenario_point *pt = &g_array_index(c->s->points, scenario_point, i);
-  c->out[i] = sim_run_point(c->s->topo, pt, &c->o->exec);
+  exec_opts o = c->o->exec;
+  o.progress = &c->slots[i];
+  g_atomic_int_set(&c->state[i], 1);
+  c->out[i] = sim_run_point(c->s->topo, pt, &o);
+  g_atomic_int_set(&c->state[i], 2);
+}
+
+void sim_progress_format(GString *out, guint done, guint total, double frac, double events,
+                         double elapsed_s) {
+  g_string_printf(out, "tasp-sim: %u/%u points, %.0f%%, %.3g events", done, total, 100 * frac,
+                  events);
+  if (frac <= 0 || frac >= 1) return;
+  double eta = elapsed_s * (1 - frac) / frac;
+  if (eta < 60) g_string_append_printf(out, ", ETA %.0f s", eta);
+  else g_string_append_printf(out, ", ETA %.0f min %02.0f s", floor(eta / 60), fmod(eta, 60));
+}
+
+/* A line on stderr, redrawn twice a second from one second on: points
+ * done, the fraction done (finished points plus the finished share of
+ * the tasks of points running), events so far and the time left at the
+ * rate so far.  A long single point shows its own progress this way. */
+static gpointer ticker(gpointer data) {
+  pool_ctx *c = data;
+  g_autoptr(GString) line = g_string_new(NULL);
   g_mutex_lock(&c->lock);
-  c->done++;
-  if (c->o->progress)
-    fprintf(stderr, "\rtasp-sim: %u/%u points", c->done, c->total);
+  while (!c->stop) {
+    g_cond_wait_until(&c->cond, &c->lock, g_get_monotonic_time() + G_TIME_SPAN_SECOND / 2);
+    double elapsed = (double)(g_get_monotonic_time() - c->t0) * 1e-6;
+    if (c->stop || elapsed < 1) continue;
+    guint done = 0;
+    double part = 0, events = 0;
+    for (guint i = 0; i < c->s->points->len; i++) {
+      guint st = (guint)g_atomic_int_get(&c->state[i]);
+      if (st == 0) continue;
+      events += (double)g_atomic_pointer_get(&c->slots[i].events);
+      gint d = g_atomic_int_get(&c->slots[i].done), t = g_atomic_int_get(&c->slots[i].total);
+      if (st == 2) done++;
+      else if (t > 0) part += (double)d / t;
+    }
+    sim_progress_format(line, done, c->total, c->total ? (done + part) / c->total : 0, events,
+                        elapsed);
+    fprintf(stderr, "\r\033[K%s", line->str);
+  }
   g_mutex_unlock(&c->lock);
+  return NULL;
 }
 
 static bool same_point(const workload *a, const workload *b) {
@@ -112,8 +157,11 @@ static bool same_point(const workload *a, const workload *b) {
 
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
   guint n = s->points->len;
-  pool_ctx c = {s, o, g_new0(sim_result *, n), {0}, 0, 0};
+  pool_ctx c = {.s = s, .o = o, .out = g_new0(sim_result *, n),
+                .slots = g_new0(exec_progress, n), .state = g_new0(guint, n),
+                .t0 = g_get_monotonic_time()};
   g_mutex_init(&c.lock);
+  g_cond_init(&c.cond);
   /* a shard takes whole groups (one seq x SP x mask x pass), so a shard's
    * rows carry their ring speedups and shards concatenate into the sweep */
   g_autofree guint *group = g_new(guint, n);
@@ -128,6 +176,7 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     mine[i] = o->shards == 0 || group[i] % o->shards == o->shard;
     c.total += mine[i];
   }
+  GThread *tick = o->progress ? g_thread_new("progress", ticker, &c) : NULL;
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
   if (jobs > c.total) jobs = c.total;  /* an exclusive pool starts all its threads */
   if (jobs > 1 && c.total > 1) {
@@ -139,8 +188,18 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     for (guint i = 0; i < n; i++)
       if (mine[i]) run_one(GUINT_TO_POINTER(i + 1), &c);
   }
-  if (o->progress && c.total) fprintf(stderr, "\r\033[K");
+  if (tick) {
+    g_mutex_lock(&c.lock);
+    c.stop = true;
+    g_cond_signal(&c.cond);
+    g_mutex_unlock(&c.lock);
+    g_thread_join(tick);
+    fprintf(stderr, "\r\033[K");
+  }
   g_mutex_clear(&c.lock);
+  g_cond_clear(&c.cond);
+  g_free(c.slots);
+  g_free(c.state);
 
   GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)sim_result_free);
   /* groups are contiguous: find each group's ring and baseline (the

@@ -30,7 +30,7 @@ typedef struct {
   exec_opts exec;
   unsigned jobs;          /* threads; 0 = one per CPU */
   unsigned shard, shards; /* run points with index % shards == shard; shards 0 = all */
-  bool progress;          /* progress line on stderr */
+  bool progress;          /* progress line on stderr (sim_progress_format) */
 } sim_opts;
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o);
@@ -39,6 +39,11 @@ void sim_result_free(sim_result *r);
 /* All points of the scenario (of this shard); results in point order.
  * Hidden ring baselines are run too and then dropped. */
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o);
+
+/* The progress line: points done of total, the fraction of the work done
+ * (frac), events so far and, from the rate so far, the time left. */
+void sim_progress_format(GString *out, guint done, guint total, double frac, double events,
+                         double elapsed_s);
 
 /* Utilisation of channel c in run r (see sim_result). */
 double sim_util(const topology *t, const exec_result *r, uint32_t c);

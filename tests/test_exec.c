@@ -2,6 +2,7 @@
 #include "compute.h"
 #include "exec.h"
 #include "sched/sched.h"
+#include "sim.h"
 #include "testutil.h"
 
 /* An NVSwitch-like topology: per GPU an egress and an ingress channel of
@@ -441,6 +442,79 @@ static void t_lasp_compute_chain(void) {
   topo_free(t);
 }
 
+/* Lockstep: a plan whose pattern gives GPUs different host costs (GPU 0
+ * in two pairs, the others in one) cannot issue the next lockstep kernel
+ * at once on every GPU; exec must run the plan it stands for, task by
+ * task, and so match it exactly.  With equal costs it stays lockstep
+ * (fewer tasks) and still matches. */
+static void t_lockstep_expand(void) {
+  topology *t = switch_topo(3, 100e9, 2e-6, 5e-6);
+  t->p2p_host_s = 10e-6;
+  t->compute.launch_s = 0;
+  for (int uneven = 0; uneven < 2; uneven++) {
+    t->p2p_op_host_s = uneven ? 40e-6 : 0;
+    plan *p = plan_new(3, false);
+    plan_pair pairs[] = {{0, 1}, {0, 2}};
+    uint32_t pat = plan_pattern(p, pairs, 2);
+    plan_op op = {.kind = OP_COPY, .bytes = 1e6};
+    plan_compute(p, PLAN_ALL, 0, &op);
+    uint32_t c = plan_comm(p, 0, COMM_P2P);
+    plan_xfer_pattern(p, c, pat, 1e6, 1);
+    plan_issue(p, c, NULL, -1, false);
+    plan_compute(p, PLAN_ALL, 1, &op);  /* after the group's issue on each host */
+    plan_finish(p);
+    plan *q = plan_expand(p);
+    CU_ASSERT_EQUAL(q->tasks->len, 2 * 3 + 1);
+    CU_ASSERT_EQUAL(plan_task_at(q, 3)->n_xfer, 2);
+    exec_opts o = {.keep_trace = true};
+    exec_result *a = exec_run(p, t, &o), *b = exec_run(q, t, &o);
+    CU_ASSERT_EQUAL(a->tasks, uneven ? q->tasks->len : p->tasks->len);
+    CU_ASSERT_CLOSE(a->step_s, b->step_s, 1e-12);
+    for (uint32_t g = 0; g < 3; g++) {
+      CU_ASSERT_CLOSE(a->gpu_finish_s[g], b->gpu_finish_s[g], 1e-12);
+      CU_ASSERT_CLOSE(a->gpu_compute_s[g], b->gpu_compute_s[g], 1e-12);
+    }
+    for (uint32_t ch = 0; ch < a->n_chan; ch++) CU_ASSERT_CLOSE(a->chan_bytes[ch], b->chan_bytes[ch], 1e-12);
+    /* the uneven host costs do show: GPU 0 issues the second kernel later */
+    double at[3] = {0};
+    for (guint i = 0; i < b->spans->len; i++) {
+      const exec_span *sp = &g_array_index(b->spans, exec_span, i);
+      if (!sp->comm && sp->step == 1) at[sp->gpu] = sp->t0_s;
+    }
+    CU_ASSERT(uneven ? at[0] > at[1] + 30e-6 : at[0] == at[1]);
+    CU_ASSERT_DOUBLE_EQUAL(at[1], at[2], 1e-15);
+    exec_result_free(a);
+    exec_result_free(b);
+    plan_free(q);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* Progress: every task counted by the end, the events published are the
+ * run's; the line's fraction and time left. */
+static void t_progress(void) {
+  topology *t = switch_topo(4, 100e9, 2e-6, 5e-6);
+  workload w = llama(4, 4 * 1024, true);
+  plan *p = sched_ring.build(&w, t, false);
+  exec_progress pr = {0};
+  exec_opts o = {.progress = &pr};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_EQUAL(pr.total, (gint)p->tasks->len);
+  CU_ASSERT_EQUAL(pr.done, pr.total);
+  CU_ASSERT_EQUAL(pr.events, r->events);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+  g_autoptr(GString) l = g_string_new(NULL);
+  sim_progress_format(l, 1, 4, 0.25, 2.5e6, 10);
+  CU_ASSERT_STRING_EQUAL(l->str, "tasp-sim: 1/4 points, 25%, 2.5e+06 events, ETA 30 s");
+  sim_progress_format(l, 0, 1, 0.1, 1e3, 20);
+  CU_ASSERT_STRING_EQUAL(l->str, "tasp-sim: 0/1 points, 10%, 1e+03 events, ETA 3 min 00 s");
+  sim_progress_format(l, 2, 2, 1, 5, 20);
+  CU_ASSERT_STRING_EQUAL(l->str, "tasp-sim: 2/2 points, 100%, 5 events");
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
@@ -448,6 +522,6 @@ int main(void) {
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
                                     TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
-                                    {NULL, NULL}};
+                                    TEST(t_lockstep_expand), TEST(t_progress), {NULL, NULL}};
   return test_run("exec", cases);
 }

@@ -22,6 +22,8 @@ void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint3
   plan_xfer_add_msgs(e->p, e->comm, src, dst, bytes * e->byte_scale, msgs);
 }
 
+bool rotate_records_segs(const rotate_emit *e) { return e->p->record_segs; }
+
 void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs) {
   g_assert(e->pattern >= 0);
   plan_xfer_pattern(e->p, e->comm, (uint32_t)e->pattern, bytes * e->byte_scale, msgs);

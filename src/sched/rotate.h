@@ -41,6 +41,10 @@ typedef struct {
 
 /* A transfer of the group being filled, issued as `msgs` messages. */
 void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs);
+/* Whether the plan records kernels' token segments (tests); where not,
+ * a scheduler may pass any segments of the right lengths to a kernel
+ * whose mask is full. */
+bool rotate_records_segs(const rotate_emit *e);
 /* A transfer of `bytes` in `msgs` messages along every one of ops.pairs. */
 void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs);
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,

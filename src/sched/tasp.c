@@ -34,7 +34,32 @@ typedef struct {
   uint32_t *pos;    /* pos[m*n+v]: position of v on cycle m, from vertex 0 */
   uint32_t *order;  /* order[m*n+i]: vertex at position i of cycle m */
   uint64_t span;    /* tokens per chunk: S/2N causal (two chunks), S/N full */
+  plan_seg *low, *high; /* tasp_kernels' scratch, 2k each */
+  /* key lengths of every GPU's two kernels at step `at` (step_lengths) */
+  struct tasp_lengths { uint32_t at; uint64_t *low, *high; } *len;
 } tasp_self;
+
+/* Key tokens of every GPU's kernels at `step` (causal: origins below the
+ * GPU give the first piece to all its queries, others both pieces to its
+ * second chunk's; full: all pieces to all): walking each cycle in its
+ * order keeps the n·k lookups of a step sequential in memory. */
+static void step_lengths(const tasp_self *s, uint32_t step) {
+  uint32_t n = s->w->gpus, k = s->d.n_cycles;
+  struct tasp_lengths *l = s->len;
+  if (l->at == step) return;
+  l->at = step;
+  memset(l->low, 0, n * sizeof(uint64_t));
+  memset(l->high, 0, n * sizeof(uint64_t));
+  for (uint32_t m = 0; m < k; m++) {
+    uint64_t len = (uint64_t)s->span * (m + 1) / k - (uint64_t)s->span * m / k;
+    const uint32_t *order = &s->order[(size_t)m * n];
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t g = order[i], o = order[(i + n - step % n) % n];
+      if (!s->w->causal || o < g) l->low[g] += len;
+      else l->high[g] += 2 * len;
+    }
+  }
+}
 
 static uint32_t origin(const tasp_self *s, uint32_t m, uint32_t gpu, uint32_t step) {
   uint32_t n = s->w->gpus;
@@ -94,16 +119,24 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
     rotate_kernel(e, s->w->causal, local, nl, local, nl);
     return;
   }
-  g_autofree plan_seg *low = g_new(plan_seg, 2 * (size_t)k);
-  g_autofree plan_seg *high = g_new(plan_seg, 2 * (size_t)k);
+  /* The kernels are unmasked: their cost needs only the key lengths, one
+   * segment of that length stands for the pieces.  Segments are listed
+   * only where the plan records them (tests). */
+  plan_seg *low = s->low, *high = s->high;
   uint32_t nlow = 0, nhigh = 0;
-  for (uint32_t m = 0; m < k; m++) {
-    uint32_t o = origin(s, m, gpu, step);
-    plan_seg seg[2];
-    subchunk(s, o, m, seg);
-    if (!s->w->causal) { low[nlow++] = seg[0]; continue; }
-    if (o < gpu) low[nlow++] = seg[0];   /* first half only */
-    else { high[nhigh++] = seg[0]; high[nhigh++] = seg[1]; }
+  if (!rotate_records_segs(e)) {
+    step_lengths(s, step);
+    if (s->len->low[gpu]) low[nlow++] = (plan_seg){0, s->len->low[gpu]};
+    if (s->len->high[gpu]) high[nhigh++] = (plan_seg){0, s->len->high[gpu]};
+  } else {
+    for (uint32_t m = 0; m < k; m++) {
+      uint32_t o = origin(s, m, gpu, step);
+      plan_seg seg[2];
+      subchunk(s, o, m, seg);
+      if (!s->w->causal) { low[nlow++] = seg[0]; continue; }
+      if (o < gpu) low[nlow++] = seg[0];   /* first half only */
+      else { high[nhigh++] = seg[0]; high[nhigh++] = seg[1]; }
+    }
   }
   if (nlow) rotate_kernel(e, false, local, nl, low, nlow);
   if (nhigh) rotate_kernel(e, false, &local[1], 1, high, nhigh);
@@ -265,6 +298,10 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   gboolean ok = ham_verify(&s.d, NULL, &err);
   g_assert(ok && k > 0);  /* a decomposition we made and could not verify is our bug */
   s.span = w->seq_len / ((w->causal ? 2 : 1) * (uint64_t)n);
+  struct tasp_lengths lengths = {UINT32_MAX, g_new(uint64_t, n), g_new(uint64_t, n)};
+  s.len = &lengths;
+  s.low = g_new(plan_seg, 2 * (size_t)k);
+  s.high = g_new(plan_seg, 2 * (size_t)k);
   s.pos = g_new(uint32_t, (size_t)k * n);
   s.order = g_new(uint32_t, (size_t)k * n);
   for (uint32_t m = 0; m < k; m++) {
@@ -301,6 +338,10 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
                     "search budget", k, links);
   g_free(s.pos);
   g_free(s.order);
+  g_free(s.low);
+  g_free(s.high);
+  g_free(lengths.low);
+  g_free(lengths.high);
   ham_clear(&s.d);
   return p;
 }
