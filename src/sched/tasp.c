@@ -39,9 +39,9 @@ typedef struct {
   struct tasp_lengths { uint32_t at; uint64_t *low, *high; } *len;
 } tasp_self;
 
-/* Key tokens of every GPU's kernels at `step` (causal: origins below the
- * GPU give the first piece to all its queries, others both pieces to its
- * second chunk's; full: all pieces to all): walking each cycle in its
+/* Key tokens of every GPU's kernels at `step` under a causal mask
+ * (origins below the GPU give the first piece to all its queries, others
+ * both pieces to its second chunk's): walking each cycle in its
  * order keeps the n·k lookups of a step sequential in memory. */
 static void step_lengths(const tasp_self *s, uint32_t step) {
   uint32_t n = s->w->gpus, k = s->d.n_cycles;
@@ -55,7 +55,7 @@ static void step_lengths(const tasp_self *s, uint32_t step) {
     const uint32_t *order = &s->order[(size_t)m * n];
     for (uint32_t i = 0; i < n; i++) {
       uint32_t g = order[i], o = order[(i + n - step % n) % n];
-      if (!s->w->causal || o < g) l->low[g] += len;
+      if (o < g) l->low[g] += len;
       else l->high[g] += 2 * len;
     }
   }
@@ -124,7 +124,9 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
    * only where the plan records them (tests). */
   plan_seg *low = s->low, *high = s->high;
   uint32_t nlow = 0, nhigh = 0;
-  if (!rotate_records_segs(e)) {
+  if (!rotate_records_segs(e) && !s->w->causal) {
+    low[nlow++] = (plan_seg){0, s->span};  /* every piece: a whole chunk */
+  } else if (!rotate_records_segs(e)) {
     step_lengths(s, step);
     if (s->len->low[gpu]) low[nlow++] = (plan_seg){0, s->len->low[gpu]};
     if (s->len->high[gpu]) high[nhigh++] = (plan_seg){0, s->len->high[gpu]};
