@@ -17,6 +17,8 @@ void compute_model_init(compute_model *m) {
   m->copy_Bps = 2000e9;
   m->copy_fixed_s = 5e-6;
   m->copy_host_s = 15e-6;
+  m->copy_mixed_Bps = 0; /* 0: copy_Bps */
+  m->comm_slowdown = 0;
   for (int c = 0; c < 2; c++) {
     m->points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
     m->aspect_points[c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
@@ -24,8 +26,10 @@ void compute_model_init(compute_model *m) {
   m->table_scale = 1.0;
   m->linear_efficiency = m->efficiency;
   for (int k = 0; k < 3; k++)
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < 2; c++) {
       m->lin_points[k][c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+      m->lin_gpu_points[k][c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
+    }
 }
 
 void compute_model_clear(compute_model *m) {
@@ -35,7 +39,10 @@ void compute_model_clear(compute_model *m) {
   }
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++)
+    {
       if (m->lin_points[k][c]) g_array_free(m->lin_points[k][c], TRUE);
+      if (m->lin_gpu_points[k][c]) g_array_free(m->lin_gpu_points[k][c], TRUE);
+    }
   memset(m, 0, sizeof *m);
 }
 
@@ -248,10 +255,13 @@ double compute_op_bytes(const plan_op *op) {
 static int lin_index(op_kind k) { return k == OP_LIN_INTRA ? 0 : k == OP_LIN_STATE ? 1 : 2; }
 
 /* One measured linear kernel:
- * {"kind","batch","heads","head_dim","tokens","causal","block","decay","fwd_ms","bwd_ms"}. */
+ * {"kind","batch","heads","head_dim","tokens","causal","block","decay","fwd_ms","bwd_ms"},
+ * optionally with "gpu_fwd_ms" and "gpu_bwd_ms" (both): the GPU time alone
+ * (scripts/calibrate --parts lingpu). */
 static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GError **err) {
   static const char *const keys[] = {"kind", "batch", "heads", "head_dim", "tokens", "causal",
-                                     "block", "decay", "fwd_ms", "bwd_ms", NULL};
+                                     "block", "decay", "fwd_ms", "bwd_ms", "gpu_fwd_ms",
+                                     "gpu_bwd_ms", NULL};
   if (!json_object_is_type(p, json_type_object)) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected an object",
                 w.file, w.path);
@@ -259,7 +269,7 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   }
   const char *kind;
   uint32_t b, h, d, n, block;
-  double fwd, bwd;
+  double fwd, bwd, gfwd, gbwd;
   if (!json_check_keys(p, w, keys, err) || !json_get_string(p, w, "kind", true, NULL, &kind, err) ||
       !json_get_u32(p, w, "batch", false, 1, 1, &b, err) ||
       !json_get_u32(p, w, "heads", true, 0, 1, &h, err) ||
@@ -267,7 +277,9 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
       !json_get_u32(p, w, "tokens", true, 0, 1, &n, err) ||
       !json_get_u32(p, w, "block", false, LIN_DEFAULT_BLOCK, 1, &block, err) ||
       !json_get_double(p, w, "fwd_ms", true, 0, 0, &fwd, err) ||
-      !json_get_double(p, w, "bwd_ms", false, 0, -1, &bwd, err))
+      !json_get_double(p, w, "bwd_ms", false, 0, -1, &bwd, err) ||
+      !json_get_double(p, w, "gpu_fwd_ms", false, 0, -1, &gfwd, err) ||
+      !json_get_double(p, w, "gpu_bwd_ms", gfwd > 0, 0, 0, &gbwd, err))
     return false;
   op_kind k = !strcmp(kind, "intra") ? OP_LIN_INTRA : !strcmp(kind, "state") ? OP_LIN_STATE
             : !strcmp(kind, "apply") ? OP_LIN_APPLY : OP_KINDS;
@@ -295,6 +307,10 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
                 .head_dim = d, .block = block, .sq = n, .sk = n};
   compute_point pt = {0, 0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
   g_array_append_val(m->lin_points[lin_index(k)][flags[0]], pt);
+  if (gfwd > 0) {
+    compute_point gp = {0, 0, 0, pt.flops, gfwd * 1e-3, gbwd * 1e-3};
+    g_array_append_val(m->lin_gpu_points[lin_index(k)][flags[0]], gp);
+  }
   return true;
 }
 
@@ -320,7 +336,17 @@ static bool parse_linear_table(json_object *obj, json_where w, compute_model *m,
   g_autofree char *tpath = json_path_join(w.path, "linear_table");
   if (!parse_points(table, w.file, tpath, parse_lin_point, m, err)) return false;
   for (int k = 0; k < 3; k++)
-    for (int c = 0; c < 2; c++) tidy_points(m->lin_points[k][c]);
+    for (int c = 0; c < 2; c++) {
+      GArray *all = m->lin_points[k][c], *gpu = m->lin_gpu_points[k][c];
+      tidy_points(all);
+      tidy_points(gpu);
+      if (gpu->len && gpu->len != all->len) {
+        g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                    "%s: field '%s': expected gpu_fwd_ms and gpu_bwd_ms on every entry of a "
+                    "kind and mask, or on none", w.file, tpath);
+        return false;
+      }
+    }
   return true;
 }
 
@@ -353,12 +379,13 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "table", "source", "host_us", "merge_host_us", "copy_GBps",
                                      "copy_fixed_us", "copy_host_us", "linear_efficiency",
                                      "linear_table", "aspect_table", "table_scale",
-                                     "bwd_host_us", "linear_host_us", NULL};
+                                     "bwd_host_us", "linear_host_us", "copy_mixed_GBps",
+                                     "comm_slowdown", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
   double copy_GBps = m->copy_Bps * 1e-9, copy_fixed_us = m->copy_fixed_s * 1e6,
-         copy_host_us = m->copy_host_s * 1e6;
+         copy_host_us = m->copy_host_s * 1e6, copy_mixed_GBps;
   if (!json_get_string(obj, w, "model", true, NULL, &model, err)) return false;
   if (g_strcmp0(model, "roofline") && g_strcmp0(model, "table")) {
     g_autofree char *f = json_path_join(w.path, "model");
@@ -379,8 +406,18 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
       !json_get_double(obj, w, "merge_host_us", false, 0, -1, &merge_host_us, err) ||
       !json_get_double(obj, w, "copy_GBps", false, copy_GBps, 0, &copy_GBps, err) ||
       !json_get_double(obj, w, "copy_fixed_us", false, copy_fixed_us, -1, &copy_fixed_us, err) ||
-      !json_get_double(obj, w, "copy_host_us", false, copy_host_us, -1, &copy_host_us, err))
+      !json_get_double(obj, w, "copy_host_us", false, copy_host_us, -1, &copy_host_us, err) ||
+      !json_get_double(obj, w, "copy_mixed_GBps", false, copy_GBps, 0, &copy_mixed_GBps, err) ||
+      !json_get_double(obj, w, "comm_slowdown", false, 0, -1, &m->comm_slowdown, err))
     return false;
+  if (m->comm_slowdown >= 1) {
+    g_autofree char *f = json_path_join(w.path, "comm_slowdown");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: field '%s': expected a fraction in [0, 1), got %g", w.file, f,
+                m->comm_slowdown);
+    return false;
+  }
+  m->copy_mixed_Bps = copy_mixed_GBps * 1e9;
   m->copy_Bps = copy_GBps * 1e9;
   m->copy_fixed_s = copy_fixed_us * 1e-6;
   m->copy_host_s = copy_host_us * 1e-6;
@@ -612,19 +649,41 @@ static double copy_s(const compute_model *m, const plan_op *op) {
   return op->bytes > 0 ? m->copy_fixed_s + op->bytes / m->copy_Bps : 0;
 }
 
-/* A measured table of this kind (either mask where only one is measured),
- * looked up by the forward FLOPs of the task's shape; else the roofline. */
+double compute_mixed_bytes(const compute_model *m, double bytes) {
+  return m->copy_mixed_Bps > 0 ? bytes * m->copy_Bps / m->copy_mixed_Bps : bytes;
+}
+
+/* The measured points of a linear kind and mask (the other mask's where
+ * only it is measured): GPU times alone (gpu), or calls timed from their
+ * issue on an idle GPU. */
+static const GArray *lin_table(const compute_model *m, const plan_op *op, bool gpu) {
+  GArray *const *set = gpu ? m->lin_gpu_points[lin_index(op->kind)]
+                           : m->lin_points[lin_index(op->kind)];
+  return set[op->causal]->len ? set[op->causal] : set[!op->causal];
+}
+
+static double lin_table_s(const GArray *pts, const plan_op *op) {
+  return class_s((const compute_point *)pts->data, pts->len, lin_fwd_flops(op), op->backward,
+                 lin_bwd_ratio(op));
+}
+
+/* A measured table of this kind, looked up by the forward FLOPs of the
+ * task's shape: the GPU time alone where the table has it, else the time
+ * of a call; without a table the roofline. */
 static double linear_s(const compute_model *m, const plan_op *op) {
   double flops = compute_op_flops(op);
   if (flops <= 0) return 0;
-  int k = lin_index(op->kind);
-  const GArray *pts = m->lin_points[k][op->causal];
-  if (pts->len == 0) pts = m->lin_points[k][!op->causal];
-  if (pts->len > 0)
-    return class_s((const compute_point *)pts->data, pts->len, lin_fwd_flops(op), op->backward,
-                   lin_bwd_ratio(op));
+  const GArray *gpu = lin_table(m, op, true), *all = lin_table(m, op, false);
+  if (gpu->len) return lin_table_s(gpu, op);
+  if (all->len) return lin_table_s(all, op);
   double t = flops / (m->peak_flops * m->linear_efficiency), mem = compute_op_bytes(op) / m->copy_Bps;
   return m->launch_s + (t > mem ? t : mem);
+}
+
+double compute_op_alone_s(const compute_model *m, const plan_op *op) {
+  if (op->kind != OP_LIN_INTRA && op->kind != OP_LIN_STATE && op->kind != OP_LIN_APPLY) return 0;
+  if (compute_op_flops(op) <= 0 || !lin_table(m, op, true)->len) return 0;
+  return lin_table_s(lin_table(m, op, false), op);
 }
 
 /* Host time of each kind (calibration/h200x2-host): a flash call's forward

@@ -71,6 +71,12 @@ typedef struct {
   double copy_Bps;        /* bytes a rearranging copy (cat, permute) moves per second */
   double copy_fixed_s;    /* ... plus this per copy */
   double copy_host_s;     /* host time to issue one copy */
+  double copy_mixed_Bps;  /* ... an add of two dtypes (float32 += bf16), which PyTorch's
+                             elementwise kernels do not vectorise (compute.copy_mixed_GBps) */
+  /* Fraction by which a compute task's progress slows while a transfer of
+   * its GPU is in flight (both draw on the GPU's memory bandwidth):
+   * compute.comm_slowdown, 0 where not measured. */
+  double comm_slowdown;
   GArray *points[2];      /* compute_point, by (head dim, aspect, flops); [0] full, [1] causal */
   GArray *aspect_points[2]; /* the same, from a sibling GPU: aspect ratios only */
   double table_scale;     /* saturated speed of this GPU over the table's */
@@ -78,6 +84,11 @@ typedef struct {
   /* measured linear kernels per kind (intra, state, apply) and mask, keyed
    * by forward FLOPs; empty: roofline */
   GArray *lin_points[3][2];
+  /* the same kernels' GPU time alone (launch gaps hidden: queued behind a
+   * busy GPU; linear_table's gpu_fwd_ms, gpu_bwd_ms); empty where not
+   * measured.  Where measured, lin_points time a call from its host issue
+   * on an idle GPU (launch gaps included): compute_op_alone_s */
+  GArray *lin_gpu_points[3][2];
 } compute_model;
 
 void compute_model_init(compute_model *m);
@@ -101,6 +112,14 @@ double compute_merge_s(const compute_model *m, double elems);
 double compute_op_s(const compute_model *m, const plan_op *op);
 /* Host time to issue it (framework overhead; the GPU may run ahead). */
 double compute_op_host_s(const compute_model *m, const plan_op *op);
+/* Where the model knows both (a linear table with GPU times): the time of
+ * the task's call alone on an idle GPU, from the start of its host issue
+ * to the end of its last kernel, launch gaps included; else 0.  A task
+ * whose GPU was idle when its issue began ends then (exec). */
+double compute_op_alone_s(const compute_model *m, const plan_op *op);
+/* The bytes of a same-dtype copy that take as long as an add of two dtypes
+ * moving `bytes` (copy_Bps / copy_mixed_Bps times them). */
+double compute_mixed_bytes(const compute_model *m, double bytes);
 /* Nominal FLOPs of an attention task: 4·B·H·D per unmasked (query, key)
  * pair, counting the causal diagonal half (for a square causal block this
  * is 4·B·H·sq·sk·D/2, the measurements' convention); of a linear task its

@@ -25,6 +25,12 @@ typedef struct {
   uint32_t *msgs;           /* per GPU, scratch for comm_launch_s (all zero) */
   uint32_t *last_dep;       /* per task: the predecessor that finished last, or UINT32_MAX */
   double *gpu_free_s;       /* per GPU: end of its last compute task */
+  /* per GPU, where compute.comm_slowdown > 0: the running compute task
+   * (UINT32_MAX none), its work left at full speed as of run_since, and a
+   * generation that voids its earlier completion events */
+  uint32_t *run_task, *run_gen;
+  double *run_left, *run_since;
+  double end_s;             /* the last task's end (voided events pass it) */
   double *launched_s;       /* per task, with keep_trace: when its flows started */
   uint32_t finished;        /* tasks done, for opts.progress */
   net_member **members;     /* per comm task in flight: its flows, for the network */
@@ -40,6 +46,7 @@ static void task_gpus(const exec_state *s, const plan_task *t, uint32_t *lo, uin
 
 static void start_task(exec_state *s, uint32_t id);
 static void ready_task(exec_state *s, uint32_t id);
+static void gpu_rate(exec_state *s, uint32_t g, uint32_t id, double work);
 
 static void span(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0) {
   if (!s->opts.keep_trace) return;
@@ -71,7 +78,10 @@ static void for_group_gpus(exec_state *s, const plan_task *t,
 
 static void gpu_comm_begin(exec_state *s, uint32_t g, const plan_task *t) {
   (void)t;
-  if (s->comm_active[g]++ == 0) s->comm_since[g] = engine_now(s->eng);
+  if (s->comm_active[g]++ == 0) {
+    s->comm_since[g] = engine_now(s->eng);
+    gpu_rate(s, g, UINT32_MAX, 0);
+  }
 }
 
 static double task_start_of(exec_state *s, const plan_task *t) {
@@ -80,7 +90,10 @@ static double task_start_of(exec_state *s, const plan_task *t) {
 
 static void gpu_comm_end(exec_state *s, uint32_t g, const plan_task *t) {
   double now = engine_now(s->eng);
-  if (--s->comm_active[g] == 0) s->r->gpu_comm_s[g] += now - s->comm_since[g];
+  if (--s->comm_active[g] == 0) {
+    s->r->gpu_comm_s[g] += now - s->comm_since[g];
+    gpu_rate(s, g, UINT32_MAX, 0);
+  }
   if (now > s->r->gpu_finish_s[g]) s->r->gpu_finish_s[g] = now;
   span(s, g, true, t, task_start_of(s, t));
 }
@@ -96,6 +109,7 @@ static void task_done(void *ctx, uint64_t arg) {
   if (s->opts.progress && ++s->finished % 1024 == 0) publish(s);
   const plan_task *t = plan_task_at(s->p, id);
   double now = engine_now(s->eng);
+  s->end_s = now;
   if (t->kind == TASK_COMM) {
     for_group_gpus(s, t, gpu_comm_end);
   } else {
@@ -352,10 +366,46 @@ static void start_task(exec_state *s, uint32_t id) {
     s->r->gpu_compute_s[g] += d;
   }
   s->r->flops += (hi - lo) * compute_op_flops(&t->op);
-  engine_at(s->eng, now + d, task_done, s, id);
+  if (s->t->compute.comm_slowdown > 0) gpu_rate(s, t->gpu, id, d);  /* never lockstep */
+  else engine_at(s->eng, now + d, task_done, s, id);
 }
 
 static void start_event(void *ctx, uint64_t arg) { start_task(ctx, (uint32_t)arg); }
+
+/* A compute task's completion event, (generation << 32) | task: void if its
+ * GPU's speed changed since it was scheduled. */
+static void compute_done(void *ctx, uint64_t arg) {
+  exec_state *s = ctx;
+  uint32_t id = (uint32_t)arg, g = plan_task_at(s->p, id)->gpu;
+  if ((uint32_t)(arg >> 32) != s->run_gen[g]) return;
+  s->run_task[g] = UINT32_MAX;
+  task_done(s, id);
+}
+
+/* compute.comm_slowdown: a compute task progresses at 1 - slowdown of its
+ * speed alone while any transfer of its GPU is in flight (the linear
+ * kernels and NCCL's copies share the GPU's memory bandwidth:
+ * calibration/h200x2-linfid/overlap-n2.jsonl).  Starts task id with
+ * `work` seconds at full speed (id = UINT32_MAX: the GPU's transfers
+ * started or all ended; the running task's rest is rescheduled). */
+static void gpu_rate(exec_state *s, uint32_t g, uint32_t id, double work) {
+  double slow = s->t->compute.comm_slowdown, now = engine_now(s->eng);
+  if (slow <= 0) return;
+  if (id != UINT32_MAX) {
+    s->run_task[g] = id;
+    s->run_left[g] = work;
+  } else if (s->run_task[g] == UINT32_MAX) {
+    return;
+  } else { /* the speed changes now: take off the work done at the old one */
+    double old = s->comm_active[g] > 0 ? 1 : 1 - slow; /* the count has just changed */
+    s->run_left[g] -= (now - s->run_since[g]) * old;
+    if (s->run_left[g] < 0) s->run_left[g] = 0;
+  }
+  s->run_since[g] = now;
+  double rate = s->comm_active[g] > 0 ? 1 - slow : 1;
+  uint64_t arg = ((uint64_t)++s->run_gen[g] << 32) | s->run_task[g];
+  engine_at(s->eng, now + s->run_left[g] / rate, compute_done, s, arg);
+}
 
 /* Dependencies met: start once the host has issued it too. */
 static void ready_task(exec_state *s, uint32_t id) {
@@ -536,7 +586,10 @@ static exec_result *run_expanded(const plan *p, const topology *t, const exec_op
 }
 
 exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
-  if (p->has_lockstep && opts->per_flow) return run_expanded(p, t, opts);
+  /* a kernel's speed under compute.comm_slowdown follows its own GPU's
+   * transfers: lockstep copies are run one by one there too */
+  if (p->has_lockstep && (opts->per_flow || t->compute.comm_slowdown > 0))
+    return run_expanded(p, t, opts);
   double *issue = issue_times(p, t, opts);
   if (!issue) return run_expanded(p, t, opts);
   uint32_t n = p->n_gpus, nc = t->channels->len;
@@ -561,6 +614,11 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   s.stamp = g_new0(uint32_t, n);
   s.msgs = g_new0(uint32_t, n);
   s.gpu_free_s = g_new0(double, n);
+  s.run_task = g_new(uint32_t, n);
+  for (uint32_t g = 0; g < n; g++) s.run_task[g] = UINT32_MAX;
+  s.run_gen = g_new0(uint32_t, n);
+  s.run_left = g_new0(double, n);
+  s.run_since = g_new0(double, n);
   if (opts->keep_trace) s.launched_s = g_new0(double, nt);
   s.last_dep = g_new(uint32_t, nt);
   for (guint i = 0; i < nt; i++) s.last_dep[i] = UINT32_MAX;
@@ -575,7 +633,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   engine_run(s.eng);
   if (opts->progress) publish(&s);
 
-  r->step_s = engine_now(s.eng);
+  r->step_s = t->compute.comm_slowdown > 0 ? s.end_s : engine_now(s.eng);
   for (uint32_t g = 0; g < n; g++) {
     if (r->gpu_compute_s[g] > r->compute_s) r->compute_s = r->gpu_compute_s[g];
     if (r->gpu_comm_s[g] > r->comm_s) r->comm_s = r->gpu_comm_s[g];
@@ -599,6 +657,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp); g_free(s.msgs);
   g_free(s.succ_off); g_free(s.succ); g_free(s.last_dep); g_free(s.gpu_free_s);
   g_free(s.launched_s);
+  g_free(s.run_task); g_free(s.run_gen); g_free(s.run_left); g_free(s.run_since);
   for (guint i = 0; i < nt; i++) g_free(s.members[i]);
   g_free(s.members);
   if (s.shapes) g_ptr_array_unref(s.shapes);

@@ -533,11 +533,59 @@ static void t_linear_table(void) {
   compute_model_clear(&m);
 }
 
+/* gpu_fwd_ms / gpu_bwd_ms: the kernels' GPU time prices a task, the call's
+ * time (fwd_ms, bwd_ms) is what compute_op_alone_s gives; without them
+ * alone is 0.  GPU times on some entries only, or comm_slowdown >= 1, is
+ * one clear error. */
+static void t_linear_gpu_times(void) {
+  const char *good =
+      "{\"model\": \"roofline\", \"peak_tflops\": 100, \"comm_slowdown\": 0.25, "
+      "\"copy_GBps\": 1000, \"copy_mixed_GBps\": 500, \"linear_table\": ["
+      "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+      "\"fwd_ms\": 0.05, \"bwd_ms\": 0.09, \"gpu_fwd_ms\": 0.01, \"gpu_bwd_ms\": 0.03}]}";
+  compute_model m;
+  model_of(good, &m);
+  CU_ASSERT_CLOSE(m.comm_slowdown, 0.25, 1e-15);
+  CU_ASSERT_CLOSE(compute_mixed_bytes(&m, 100), 200.0, 1e-12);
+  plan_op op = {.kind = OP_LIN_STATE, .batch = 1, .heads = 2, .head_dim = 128,
+                .elem_bytes = 2, .block = 64, .sq = 4096, .sk = 4096};
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.01e-3, 1e-12);
+  CU_ASSERT_CLOSE(compute_op_alone_s(&m, &op), 0.05e-3, 1e-12);
+  op.backward = true;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.03e-3, 1e-12);
+  CU_ASSERT_CLOSE(compute_op_alone_s(&m, &op), 0.09e-3, 1e-12);
+  op.kind = OP_LIN_APPLY; /* not measured */
+  CU_ASSERT_DOUBLE_EQUAL(compute_op_alone_s(&m, &op), 0, 0);
+  compute_model_clear(&m);
+  static const char *const bad[][2] = {
+      {"{\"model\": \"roofline\", \"peak_tflops\": 100, \"linear_table\": ["
+       "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+       "\"fwd_ms\": 0.05, \"gpu_fwd_ms\": 0.01, \"gpu_bwd_ms\": 0.02},"
+       "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 8192, "
+       "\"fwd_ms\": 0.08}]}",
+       "expected gpu_fwd_ms and gpu_bwd_ms on every entry"},
+      {"{\"model\": \"roofline\", \"peak_tflops\": 100, \"linear_table\": ["
+       "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+       "\"fwd_ms\": 0.05, \"gpu_fwd_ms\": 0.01}]}",
+       "gpu_bwd_ms"},
+      {"{\"model\": \"roofline\", \"peak_tflops\": 100, \"comm_slowdown\": 1}",
+       "field 'compute.comm_slowdown': expected a fraction in [0, 1)"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(json_object) b = json_tokener_parse(bad[i][0]);
+    g_autoptr(GError) e = NULL;
+    compute_model_init(&m);
+    CU_ASSERT_FALSE(compute_model_parse(b, (json_where){"t.json", "compute"}, &m, &e));
+    CU_ASSERT_PTR_NOT_NULL(e ? strstr(e->message, bad[i][1]) : NULL);
+    compute_model_clear(&m);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_roofline), TEST(t_table_matches_measurements),
                                     TEST(t_table_monotone), TEST(t_shape_lookup),
                                     TEST(t_aspect_ratio), TEST(t_table_scale),
                                     TEST(t_table_errors), TEST(t_merge),
-                                    TEST(t_linear_roofline), TEST(t_linear_table), {NULL, NULL}};
+                                    TEST(t_linear_roofline), TEST(t_linear_table),
+                                    TEST(t_linear_gpu_times), {NULL, NULL}};
   return test_run("compute", cases);
 }

@@ -436,7 +436,63 @@ static void t_lasp_compute_chain(void) {
   plan_free(p);
   p = sched_lasp2.build(&w, t, false);
   r = exec_run(p, t, &o);
-  CU_ASSERT_CLOSE(r->step_s, st + in + sum7 + ap, 1e-9);
+  /* GPU 7 also keeps a copy of its prefix state for backward */
+  double keep = t->compute.copy_fixed_s + Z / t->compute.copy_Bps;
+  CU_ASSERT_CLOSE(r->step_s, st + in + sum7 + keep + ap, 1e-9);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* compute.comm_slowdown: a copy of d seconds alone on GPU 0 starts with a
+ * transfer 0 -> 1 of x < d seconds; while the transfer runs it progresses
+ * at 1 - s, so it ends at x + (d - (1 - s) x).  Two transfers in a row
+ * (the second after the first) slow it the same way; without the
+ * slowdown it ends at d; a copy that starts after the transfer is not
+ * slowed. */
+static void t_comm_slowdown(void) {
+  topology *t = switch_topo(2, 100e9, 0, 0);
+  t->compute.copy_fixed_s = 0;
+  t->compute.copy_host_s = 0;
+  double bw = 100e9, x = 1e-3, d = 3e-3, s = 0.35;
+  for (int slow = 0; slow < 2; slow++) {
+    t->compute.comm_slowdown = slow ? s : 0;
+    plan *p = plan_new(2, false);
+    uint32_t g = plan_comm(p, 0, COMM_P2P);
+    plan_xfer_add(p, g, 0, 1, x * bw);
+    plan_copy(p, 0, 0, d * t->compute.copy_Bps);
+    uint32_t late = plan_copy(p, 1, 0, d * t->compute.copy_Bps);
+    plan_dep(p, g, late);
+    plan_finish(p);
+    exec_opts o = {.keep_trace = true};
+    exec_result *r = exec_run(p, t, &o);
+    double want0 = slow ? x + (d - (1 - s) * x) : d, want1 = x + d;
+    CU_ASSERT_CLOSE(r->gpu_finish_s[0], want0, 1e-9);
+    CU_ASSERT_CLOSE(r->gpu_finish_s[1], want1, 1e-9);
+    CU_ASSERT_CLOSE(r->step_s, fmax(want0, want1), 1e-9);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  /* the transfer outlasts the copy: slowed the whole way, d / (1 - s) */
+  t->compute.comm_slowdown = s;
+  plan *p = plan_new(2, false);
+  uint32_t g = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, g, 0, 1, 10 * d * bw);
+  plan_copy(p, 0, 0, d * t->compute.copy_Bps);
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(r->gpu_compute_s[0], d, 1e-12);
+  CU_ASSERT_CLOSE(r->step_s, 10 * d, 1e-9);
+  double span = 0;
+  exec_result_free(r);
+  o.keep_trace = true;
+  r = exec_run(p, t, &o);
+  for (guint i = 0; i < r->spans->len; i++) {
+    exec_span *sp = &g_array_index(r->spans, exec_span, i);
+    if (!sp->comm) span = sp->t1_s - sp->t0_s;
+  }
+  CU_ASSERT_CLOSE(span, d / (1 - s), 1e-9);
   exec_result_free(r);
   plan_free(p);
   topo_free(t);
@@ -522,6 +578,7 @@ int main(void) {
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
                                     TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
-                                    TEST(t_lockstep_expand), TEST(t_progress), {NULL, NULL}};
+                                    TEST(t_comm_slowdown), TEST(t_lockstep_expand),
+                                    TEST(t_progress), {NULL, NULL}};
   return test_run("exec", cases);
 }

@@ -754,6 +754,38 @@ static void t_kbc_flash_only(void) {
   topo_free(t);
 }
 
+/* Ring on linear layers, backward: the memory-bound work of each step
+ * (rotate.c linear_grad_steps), in bytes per GPU: every step zeroes the
+ * float32 dK/dV accumulator (4 bytes an element); a needed step adds dK,
+ * dV into it (float32 read and written, bf16 read: 10, times the two-dtype
+ * scale); another chunk's step adds dQ (bf16: 6 per query element); from
+ * the second step on the arrived accumulator is added (12). */
+static void t_ring_linear_grad_bytes(void) {
+  topology *t = complete_topo(2);
+  double c = 64, row = 1 * 2 * 4, acc = 2 * c * row, dq = 6 * c * row;
+  for (int mixed = 0; mixed < 2; mixed++) {
+    t->compute.copy_mixed_Bps = mixed ? t->compute.copy_Bps / 2 : 0;
+    double add = 10 * acc * (mixed ? 2 : 1);
+    for (int causal = 0; causal < 2; causal++) {
+      workload w = shape(2, 2 * (uint64_t)c, causal, PASS_BWD);
+      w.attention = ATTN_LINEAR;
+      plan *p = expanded(sched_ring.build(&w, t, false));
+      double bytes[2] = {0, 0};
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *k = plan_task_at(p, i);
+        if (k->kind == TASK_COMPUTE && k->op.kind == OP_COPY) bytes[k->gpu] += k->op.bytes;
+      }
+      double other = 4 * acc + add + dq + 12 * acc, own = 4 * acc + add;
+      /* causal: GPU 0 skips GPU 1's later chunk but still zeroes and adds
+       * the accumulator that arrived */
+      CU_ASSERT_DOUBLE_EQUAL(bytes[0], causal ? own + 4 * acc + 12 * acc : own + other, 1e-9);
+      CU_ASSERT_DOUBLE_EQUAL(bytes[1], own + other, 1e-9);
+      plan_free(p);
+    }
+  }
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
@@ -761,6 +793,7 @@ int main(void) {
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     TEST(t_ulysses_variants), TEST(t_ulysses_heads),
                                     TEST(t_collective_rings), TEST(t_kbc_flash_only),
+                                    TEST(t_ring_linear_grad_bytes),
                                     {NULL, NULL}};
   return test_run("sched", cases);
 }

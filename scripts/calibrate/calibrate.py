@@ -67,6 +67,13 @@ Every measurement is one JSON line (rank 0 writes them):
   linear-nN.jsonl    (--parts linear) linear-attention kernels alone:
                      intra-chunk (causal, none), state K^T V, apply Q M,
                      forward and backward, as compute.linear_table entries
+  lingpu-nN.jsonl    (--parts lingpu) the same kernels' GPU time with the
+                     launch gaps hidden (calls queued behind a busy GPU),
+                     and the linear backward's memory-bound steps (zero_,
+                     gradient adds) by bytes moved
+  overlap-nN.jsonl   (--parts overlap, 2 GPUs) a hop (bf16 KV, float32
+                     dK/dV) alone, a linear kernel alone, and both at once:
+                     how much each slows the other
 
 Timing: every timed iteration starts after a barrier; `ms` is the median
 over iterations of the slowest rank's time (CUDA events), ms_min / ms_max
@@ -1110,6 +1117,41 @@ def linear_reference(q, k, v, causal):
     return torch.matmul(q, torch.matmul(k.transpose(-1, -2), v))
 
 
+def linear_kinds(q, k, v, do, m, block):
+    """(kind, causal, forward call, backward call) of each linear kernel
+    kind on these tensors, as tasp-sim's compute.linear_table names them."""
+    return [("intra", True, lambda: lin_intra(q, k, v, True, block),
+             lambda: lin_intra_bwd(q, k, v, do, True, block)),
+            ("intra", False, lambda: lin_intra(q, k, v, False, block),
+             lambda: lin_intra_bwd(q, k, v, do, False, block)),
+            ("state", False, lambda: lin_state(k, v), lambda: lin_state_bwd(k, v, m)),
+            ("apply", False, lambda: lin_apply(q, m), lambda: lin_apply_bwd(q, do, m))]
+
+
+def time_linear_kinds(out, name, L, heads, dims, block, timer, keys):
+    """One record per linear kernel kind, heads and head dim at chunk L:
+    timer(call) ms of the forward and backward calls, under `keys`, with
+    the fields of a compute.linear_table entry.  A kind that fails (memory)
+    is reported and skipped."""
+    for H in heads:
+        for D in dims:
+            q, k, v, do = (bf16(1, H, L, D) for _ in range(4))
+            m = lin_state(k, v)
+            kinds = linear_kinds(q, k, v, do, m, block)
+            for kind, causal, fwd, bwd in kinds:
+                try:
+                    fms, bms = timer(fwd), timer(bwd)
+                except RuntimeError as e:  # memory
+                    print(f"calibrate: {name} {kind} H={H} D={D} L={L} failed: {e}", flush=True)
+                    torch.cuda.empty_cache()
+                    continue
+                out.write(name, {"kind": kind, "batch": 1, "heads": H, "head_dim": D,
+                                 "tokens": L, "causal": causal, "block": block,
+                                 "decay": False, keys[0]: fms, keys[1]: bms})
+            del q, k, v, do, m, kinds
+            torch.cuda.empty_cache()
+
+
 def measure_linear(out, n, heads, dims, chunks, iters, block):
     """Each linear kernel kind on this GPU alone, forward and backward,
     timed apart: intra (causal and full), state and apply (no mask),
@@ -1118,32 +1160,8 @@ def measure_linear(out, n, heads, dims, chunks, iters, block):
     name = f"linear-n{n}.jsonl"
     t0 = time.time()
     for L in chunks:
-        for H in heads:
-            for D in dims:
-                q, k, v, do = (bf16(1, H, L, D) for _ in range(4))
-                m = lin_state(k, v)
-                kinds = [("intra", True, lambda: lin_intra(q, k, v, True, block),
-                          lambda: lin_intra_bwd(q, k, v, do, True, block)),
-                         ("intra", False, lambda: lin_intra(q, k, v, False, block),
-                          lambda: lin_intra_bwd(q, k, v, do, False, block)),
-                         ("state", False, lambda: lin_state(k, v),
-                          lambda: lin_state_bwd(k, v, m)),
-                         ("apply", False, lambda: lin_apply(q, m),
-                          lambda: lin_apply_bwd(q, do, m))]
-                for kind, causal, fwd, bwd in kinds:
-                    try:
-                        fms, _, _ = timed(fwd, iters, 2)
-                        bms, _, _ = timed(bwd, iters, 2)
-                    except RuntimeError as e:  # memory
-                        print(f"calibrate: linear {kind} H={H} D={D} L={L} failed: {e}",
-                              flush=True)
-                        torch.cuda.empty_cache()
-                        continue
-                    out.write(name, {"kind": kind, "batch": 1, "heads": H, "head_dim": D,
-                                     "tokens": L, "causal": causal, "block": block,
-                                     "decay": False, "fwd_ms": fms, "bwd_ms": bms})
-                del q, k, v, do, m, kinds
-                torch.cuda.empty_cache()
+        time_linear_kinds(out, name, L, heads, dims, block,
+                          lambda f: timed(f, iters, 2)[0], ("fwd_ms", "bwd_ms"))
         print(f"calibrate: linear chunk {L} done at {time.time() - t0:.0f} s", flush=True)
 
 
@@ -1438,6 +1456,120 @@ class LinRing(LinearPass):
 LINEAR_SCHEDULES = [("lasp", False), ("lasp", True), ("lasp2", False), ("lasp2", True),
                     ("ring", False), ("ring", True)]
 LINEAR_CLASSES = {"lasp": Lasp, "lasp2": Lasp2, "ring": LinRing}
+
+
+# ----------------------------------------------- linear: GPU time, overlap
+
+def gpu_ms(fn, reps=10):
+    """GPU milliseconds per call of fn with every call queued behind a
+    sleeping GPU (torch.cuda._sleep), so that no launch gap is counted:
+    the kernels' own time, whatever the host takes to issue them."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # ~100 ms of GPU time: longer than the issuing
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / reps
+
+
+def mem_ops(B, H, D, L):
+    """The memory-bound steps of the linear passes' backward (LinRing,
+    Lasp, Lasp2 run_backward), as (op, bytes moved, fn): zero_ of the float32
+    dK/dV accumulator (2, B, H, L, D); acc[0] += dk (float32 += bf16, one
+    of K, V); acc += arrived (float32 + float32, both halves); dq += dq
+    (bf16)."""
+    acc = torch.zeros(2, B, H, L, D, dtype=torch.float32, device=DEV)
+    arr = torch.zeros_like(acc)
+    g = bf16(B, H, L, D)
+    dq = bf16(B, H, L, D)
+    e = B * H * L * D
+    return [("zero_acc", 8 * e, lambda: acc.zero_()),
+            ("acc_add_bf16", 10 * e, lambda: acc[0].add_(g)),
+            ("add_arrived", 24 * e, lambda: acc.add_(arr)),
+            ("add_dq", 6 * e, lambda: dq.add_(g))]
+
+
+def measure_linear_gpu(out, n, heads, dims, chunks, block, B=1, H=32, D=128):
+    """Each linear kernel kind's GPU time alone (launch gaps hidden: gpu_ms),
+    forward and backward, over the shapes of the linear part: the fields
+    of a compute.linear_table entry with gpu_fwd_ms / gpu_bwd_ms.  Then the
+    passes' memory-bound steps (mem_ops) at B, H, D, by bytes moved."""
+    name = f"lingpu-n{n}.jsonl"
+    for L in chunks:
+        time_linear_kinds(out, name, L, heads, dims, block, gpu_ms,
+                          ("gpu_fwd_ms", "gpu_bwd_ms"))
+        ops = mem_ops(B, H, D, L)
+        for op, nbytes, fn in ops:
+            out.write(name, {"part": "mem", "op": op, "B": B, "H": H, "D": D, "tokens": L,
+                             "bytes": nbytes, "gpu_ms": gpu_ms(fn)})
+        del ops
+        torch.cuda.empty_cache()
+
+
+def measure_overlap(out, n, rank, B, H, D, chunks, iters):
+    """Two GPUs: a hop (one batch_isend_irecv each way, as LinRing sends)
+    alone, a kernel alone, and both issued as the passes issue them (hop
+    first).  The hop's end is taken on a side stream that waits for it, the
+    kernel's on the compute stream, both from one start event, so that the
+    slowdown of each while the other runs can be told apart.  Hops: the
+    packed bf16 KV (2, B, H, L, D) and the float32 dK/dV accumulator of
+    the same shape; kernels: intra causal and full forward, intra causal
+    backward, and the accumulator's zero_ + two adds (memory-bound)."""
+    name = f"overlap-n{n}.jsonl"
+    peer = 1 - rank
+    side = torch.cuda.Stream()
+    for L in chunks:
+        q, do = bf16(B, H, L, D), bf16(B, H, L, D)
+        kv = bf16(2, B, H, L, D)
+        acc = torch.zeros(2, B, H, L, D, dtype=torch.float32, device=DEV)
+        g = bf16(B, H, L, D)
+        bufs = {"kv_bf16": (kv, torch.empty_like(kv)),
+                "acc_f32": (acc, torch.empty_like(acc))}
+        kerns = {"intra_causal_fwd": lambda: lin_intra(q, kv[0], kv[1], True),
+                 "intra_full_fwd": lambda: lin_intra(q, kv[0], kv[1], False),
+                 "intra_causal_bwd": lambda: lin_intra_bwd(q, kv[0], kv[1], do, True),
+                 "acc_zero_add": lambda: (acc.zero_(), acc[0].add_(g), acc[1].add_(g))}
+        for hop_name, (src, dst) in bufs.items():
+            for kname, kern in kerns.items():
+                rows = []
+                for it in range(iters + 2):
+                    res = {}
+                    for what in ("hop", "kernel", "both"):
+                        dist.barrier()
+                        torch.cuda.synchronize()
+                        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+                        ev[0].record()
+                        reqs = []
+                        if what != "kernel":
+                            reqs = p2p(None, [(src, peer)], [(dst, peer)])
+                            side.wait_stream(torch.cuda.current_stream())
+                            with torch.cuda.stream(side):
+                                wait_all(reqs)
+                                ev[1].record(side)
+                        if what != "hop":
+                            kern()
+                        ev[2].record()
+                        torch.cuda.synchronize()
+                        h = ev[0].elapsed_time(ev[1]) if what != "kernel" else 0.0
+                        k = ev[0].elapsed_time(ev[2]) if what != "hop" else 0.0
+                        t = torch.tensor([h, k], device=DEV)
+                        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                        res[what] = t.tolist()
+                    if it >= 2:
+                        rows.append(res)
+                med = lambda w, i: statistics.median(r[w][i] for r in rows)  # noqa: E731
+                out.write(name, {"part": "overlap", "n": n, "tokens": L, "B": B, "H": H,
+                                 "D": D, "hop": hop_name, "hop_bytes": src.numel() *
+                                 src.element_size(), "kernel": kname,
+                                 "hop_ms": med("hop", 0), "kernel_ms": med("kernel", 1),
+                                 "both_hop_ms": med("both", 0),
+                                 "both_kernel_ms": med("both", 1)})
+        del q, do, kv, acc, g, bufs, kerns
+        torch.cuda.empty_cache()
 
 
 # ----------------------------------------------------------------- host
@@ -1850,6 +1982,8 @@ def main():
     ap.add_argument("--linear-head-dims", default="128,64", help="linear part: head dims")
     ap.add_argument("--linear-chunks", default="1024,2048,4096,8192,16384,32768,65536",
                     help="linear part: chunk lengths (tokens)")
+    ap.add_argument("--overlap-chunks", default="4096,16384,65536",
+                    help="overlap part: tokens per GPU of the hop and the kernels")
     ap.add_argument("--skip-failed", action="store_true",
                     help="a schedule failing the check against autograd is not timed and "
                          "the others are (default: the run stops)")
@@ -1918,6 +2052,11 @@ def main():
         elif part == "linear":
             measure_linear(out, n, ints(a.linear_heads), ints(a.linear_head_dims),
                            ints(a.linear_chunks), a.iters, LIN_BLOCK)
+        elif part == "lingpu":
+            measure_linear_gpu(out, n, ints(a.linear_heads), ints(a.linear_head_dims),
+                               ints(a.linear_chunks), LIN_BLOCK, B, H, D)
+        elif part == "overlap":
+            measure_overlap(out, n, rank, B, H, D, ints(a.overlap_chunks), a.iters)
         else:
             raise SystemExit(f"calibrate: unknown part {part!r}")
         if rank == 0:

@@ -15,7 +15,9 @@
  * dM = Q^T dO (lasp_naive.py backward: recv DKV from r+1, send to r-1):
  * GPU r first computes its intra-chunk gradients, dQ from the cached
  * M_{1:r-1} and its dM_r; after the suffix dM_{r+1:n} arrives it computes
- * its keys' dK, dV from it, adds dM_r and sends dM_{r:n} on.
+ * its keys' dK, dV from it (added to the intra-chunk ones, as dQ from the
+ * prefix is: memory-bound adds, lasp_grad_add), adds dM_r and sends
+ * dM_{r:n} on.
  * Bidirectional (no mask): no intra-chunk part; the running sum makes one
  * lap to GPU n-1, which then holds the total, and a second lap hands the
  * total on to GPUs 0..n-2 (2(n-1) serial hops; LASP gives no other way for
@@ -57,12 +59,16 @@ static int64_t causal_bwd(const sched_ctx *c, int64_t after) {
     plan_seg own = lasp_chunk(w, r), before = lasp_before(w, r);
     if (r > 0) lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &before, after);
     lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
+    if (r > 0) lasp_grad_add(c, r, 0, 1, -1); /* dQ += the prefix's dQ */
   }
   int64_t arrived = -1;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t r = n - 1 - i;
     plan_seg own = lasp_chunk(w, r), later = lasp_after(w, r);
-    if (r + 1 < n) lasp_task(c, r, i, OP_LIN_STATE, true, &later, &own, arrived);
+    if (r + 1 < n) {
+      lasp_task(c, r, i, OP_LIN_STATE, true, &later, &own, arrived);
+      lasp_grad_add(c, r, i, 2, -1); /* dK +=, dV += the suffix's */
+    }
     if (r == 0) break;
     if (r + 1 < n) lasp_sum(c, r, i, 2, -1); /* dM_{r:n} = dM_{r+1:n} + dM_r */
     arrived = hop(c, i, r, r - 1, true);

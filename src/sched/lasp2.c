@@ -13,7 +13,10 @@
  * Backward (Algorithms 3, 4): every GPU computes dQ from the cached
  * prefix and its dM_t = Q_t^T dO_t, ONE all-gather of the dM, the
  * intra-chunk gradients overlapping it, then the suffix dM_{t+1:T} (all of
- * them, bidirectional) is summed and gives the chunk's dK, dV.
+ * them, bidirectional) is summed and gives the chunk's dK, dV.  Causal,
+ * the programs add the prefix's dQ and the suffix's dK, dV to the
+ * intra-chunk gradients in place (lasp_grad_add), and keep a copy of the
+ * prefix state for backward.
  * Two collective calls per layer, forward and backward, against LASP's
  * 2(n-1) point-to-point hops; the same bytes per GPU. */
 #include "lasp_common.h"
@@ -47,6 +50,9 @@ static int64_t fwd(const sched_ctx *c, int64_t after) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_before(w, r) : lasp_all(w);
     uint32_t states = w->causal ? r : n;
     if (states > 1) lasp_sum(c, r, 1, states, ag);
+    /* causal: the prefix is kept for backward, a copy of one state (the
+     * gathered buffer is reused) */
+    if (w->causal) lasp_sum(c, r, 1, 1, ag);
     lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag);
   }
   return ag;
@@ -63,12 +69,15 @@ static int64_t bwd(const sched_ctx *c, int64_t after) {
   for (uint32_t r = 0; r < n && w->causal; r++) {
     plan_seg own = lasp_chunk(w, r);
     lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
+    if (r > 0) lasp_grad_add(c, r, 0, 1, -1); /* dQ += the prefix's dQ */
   }
   for (uint32_t r = 0; r < (w->causal ? n - 1 : n); r++) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_after(w, r) : lasp_all(w);
     uint32_t states = w->causal ? n - 1 - r : n;
     if (states > 1) lasp_sum(c, r, 1, states, ag);
     lasp_task(c, r, 1, OP_LIN_STATE, true, &src, &own, ag);
+    /* causal: added to the intra-chunk dK, dV (bidirectional: the only ones) */
+    if (w->causal) lasp_grad_add(c, r, 1, 2, -1);
   }
   return ag;
 }

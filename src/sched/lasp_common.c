@@ -34,6 +34,15 @@ uint32_t lasp_sum(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t states
   return id;
 }
 
+uint32_t lasp_grad_add(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t tensors,
+                       int64_t after) {
+  const workload *w = c->w;
+  double elems = (double)w->batch * lasp_chunk(w, r).len * w->heads * w->head_dim;
+  uint32_t id = plan_copy(c->p, r, step, tensors * 3.0 * w->elem_bytes * elems);
+  if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
+  return id;
+}
+
 bool lasp_check(const workload *w, const char *who, GError **err) {
   g_autofree char *why = g_strdup_printf("%s gives every GPU an equal contiguous chunk", who);
   return sched_check_divisible(w, 1, why, err);

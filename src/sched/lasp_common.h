@@ -26,6 +26,15 @@ uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, 
  * of what it reads and writes); after `after` (-1 none). */
 uint32_t lasp_sum(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t states, int64_t after);
 
+/* Adding `tensors` bf16 gradients of GPU r's chunk (B x c x H x D each)
+ * into others in place, as the measured programs do (dQ += dQ from the
+ * prefix; dK += , dV += from the suffix): an elementwise add reads two
+ * elements and writes one, 3 x elem_bytes each, priced as a copy of those
+ * bytes (calibration/h200x2-linfid lingpu-n1.jsonl: add_dq).  After
+ * `after` (-1 none). */
+uint32_t lasp_grad_add(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t tensors,
+                       int64_t after);
+
 /* Contiguous chunks, one per GPU. */
 bool lasp_check(const workload *w, const char *who, GError **err);
 #endif

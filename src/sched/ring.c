@@ -56,7 +56,7 @@ static void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, ui
   uint32_t nk = sched_layout(g->w->seq_len, src, r, g->zigzag, k);
   if (g->w->attention == ATTN_LINEAR) {
     g_assert(!g->zigzag); /* only ring registers linear layers */
-    if (!g->w->causal || src <= a) rotate_linear(e, h0, heads, src == a, q, nq, k, nk);
+    rotate_linear(e, h0, heads, !g->w->causal || src <= a, src == a, q, nq, k, nk);
     return;
   }
   if (!g->w->causal) rotate_kernel_heads(e, h0, heads, false, q, nq, k, nk);

@@ -1,6 +1,8 @@
 /* rotate: steps of overlapped transfer and compute. */
 #include "rotate.h"
 
+#include "compute.h"
+
 #include <string.h>
 
 struct rotate_emit {
@@ -12,8 +14,11 @@ struct rotate_emit {
   bool kernel_blocks_comm;
   double grad_scale;      /* dK/dV accumulator bytes per KV byte */
   double byte_scale;      /* of the group being filled: 1, or grad_scale */
+  double mixed_scale;     /* copy bytes per byte of a two-dtype add (compute_mixed_bytes) */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   int64_t pattern;        /* plan pattern of ops.pairs, -1 none */
+  int64_t grads_arrived;  /* backward: group that brought the dK/dV accumulator
+                             this step adds to its own, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
 };
@@ -61,11 +66,46 @@ static void step_task(rotate_emit *e, uint32_t id) {
   g_array_append_val(e->step_kernels, id);
 }
 
-void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool own,
-                   const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
-  plan_op shape = sched_shape(e->w, e->w->causal, e->backward);
-  shape.head_off = head_off;
-  shape.heads = heads;
+static double seg_tokens(const plan_seg *s, uint32_t n) {
+  double t = 0;
+  for (uint32_t i = 0; i < n; i++) t += s[i].len;
+  return t;
+}
+
+/* The memory-bound steps of a linear Ring backward step around its
+ * kernels, as the measured program runs them (scripts/calibrate
+ * calibrate.py LinRing.run_backward; GPU times in
+ * calibration/h200x2-linfid/lingpu-n1.jsonl): before, zero_ of the step's
+ * dK/dV accumulator (2 x B x c x H x D in the gradient dtype: written
+ * once); after needed kernels, acc[0] += dK, acc[1] += dV (each element:
+ * the accumulator read and written, the gradient read), and for another
+ * chunk's keys dQ += dQ (read two, write one); then, from the second step
+ * on, acc += the accumulator that arrived (read two, write one) once it is
+ * here.  Each is priced by the bytes it moves (OP_COPY). */
+static void linear_grad_steps(rotate_emit *e, const plan_op *shape, bool needed, bool own,
+                              double q_tokens, double k_tokens, bool before) {
+  double gb = e->grad_scale * shape->elem_bytes, eb = shape->elem_bytes;
+  double row = (double)shape->batch * shape->heads * shape->head_dim;
+  double acc = 2 * k_tokens * row; /* accumulator elements */
+  if (before) {
+    step_task(e, plan_copy(e->p, e->gpu, e->step, acc * gb));
+    return;
+  }
+  /* float32 += bf16: two dtypes, slower per byte (compute_mixed_bytes) */
+  double add = acc * (2 * gb + eb) * (gb == eb ? 1 : e->mixed_scale);
+  if (needed) step_task(e, plan_copy(e->p, e->gpu, e->step, add));
+  if (needed && !own) step_task(e, plan_copy(e->p, e->gpu, e->step, 3 * eb * q_tokens * row));
+  if (e->grads_arrived >= 0) {
+    uint32_t id = plan_copy(e->p, e->gpu, e->step, acc * 3 * gb);
+    plan_dep(e->p, (uint32_t)e->grads_arrived, id);
+    step_task(e, id);
+  }
+}
+
+/* The kernels of rotate_linear. */
+static void linear_kernels(rotate_emit *e, const plan_op *sh, bool own, const plan_seg *q,
+                           uint32_t nq, const plan_seg *k, uint32_t nk) {
+  plan_op shape = *sh;
   if (own) {
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_INTRA, q, nq, k, nk));
   } else if (!e->backward) {
@@ -80,7 +120,18 @@ void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool own,
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, q, nq, k, nk));
   }
-  started_once(e);
+}
+
+void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool needed, bool own,
+                   const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
+  plan_op shape = sched_shape(e->w, e->w->causal, e->backward);
+  shape.head_off = head_off;
+  shape.heads = heads;
+  double qt = seg_tokens(q, nq), kt = seg_tokens(k, nk);
+  if (e->backward) linear_grad_steps(e, &shape, needed, own, qt, kt, true);
+  if (needed) linear_kernels(e, &shape, own, q, nq, k, nk);
+  if (e->backward) linear_grad_steps(e, &shape, needed, own, qt, kt, false);
+  if (needed) started_once(e);
 }
 
 /* A communication group for the given step's pattern, after `after` and
@@ -115,6 +166,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
+    e->grads_arrived = backward && t > 0 ? dkv_prev : -1;
     if (ops->alike && !e->p->record_segs && plan_lockstep(e->p) && ops->alike(self, t)) {
       e->gpu = PLAN_ALL;
       ops->kernels(self, e, 0, t);
@@ -153,6 +205,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   plan *p = plan_new(w->gpus, record_segs);
   rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
+                   .mixed_scale = compute_mixed_bytes(&t->compute, 1.0),
                    .started = g_new0(bool, w->gpus), .pattern = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   if (ops->n_pairs) e.pattern = plan_pattern(p, ops->pairs, ops->n_pairs);

@@ -57,8 +57,11 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
  * the KV of k: own (k is the GPU's own chunk): one intra-chunk task under
  * the workload's mask; else the right product, a state K^T V of k and its
  * product with q (forward), or their gradients (backward).  Outputs add,
- * so nothing is merged. */
-void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool own,
+ * so nothing is merged.  needed: false where the mask skips k (called all
+ * the same: backward, the step still zeroes and forwards the dK/dV
+ * accumulator it holds).  Backward also emits the step's memory-bound
+ * accumulator work (zero_, adds; rotate.c linear_grad_steps). */
+void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool needed, bool own,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
 /* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd) on t:
