@@ -3,7 +3,10 @@
  * A task starts when every task it depends on has finished.  Compute
  * tasks take the compute model's time; a communication group waits its
  * launch cost, then starts one flow per transfer over the topology's
- * route and finishes when the last flow is delivered.  The result holds
+ * route and finishes when the last flow is delivered.  A lockstep task
+ * (plan.h) runs on every GPU at once; a group along a pattern starts its
+ * pairs as bundles whose channel uses are made once per run.  The result
+ * holds
  * what the report needs: step time, per-GPU busy times, per-channel bytes
  * and busy time, and, when asked, the spans and rates for a trace. */
 #ifndef TASP_EXEC_H
