@@ -6,9 +6,8 @@
  * route and finishes when the last flow is delivered.  A lockstep task
  * (plan.h) runs on every GPU at once; a group along a pattern starts its
  * pairs as bundles whose channel uses are made once per run.  The result
- * holds
- * what the report needs: step time, per-GPU busy times, per-channel bytes
- * and busy time, and, when asked, the spans and rates for a trace. */
+ * holds what the report needs: step time, per-GPU busy times, per-channel
+ * bytes and busy time, and, when asked, the spans and rates for a trace. */
 #ifndef TASP_EXEC_H
 #define TASP_EXEC_H
 
