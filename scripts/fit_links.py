@@ -163,10 +163,16 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         hops = None
         if a.hops:
-            with open(a.hops) as f:
-                recs = hop_records(f, a.hops)
+            try:
+                with open(a.hops) as f:
+                    recs = hop_records(f, a.hops)
+            except OSError as e:
+                print(f"fit_links: --hops {a.hops}: {e.strerror}", file=sys.stderr)
+                sys.exit(2)
             if not recs:
-                sys.exit(f"fit_links: no overlap records in {a.hops}")
+                print(f"fit_links: --hops {a.hops}: no records with \"part\": \"overlap\"",
+                      file=sys.stderr)
+                sys.exit(2)
             hops = os.path.join(tmp, "hops.jsonl")
             with open(hops, "w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in recs)

@@ -56,6 +56,16 @@ check(code == 2, "a record without hop_ms exits 2")
 check("bad.jsonl line 2" in err.getvalue() and "'hop_ms'" in err.getvalue(),
       "the error names the file, line and field")
 
+# --hops naming a file without overlap records (here a links file): exit 2
+# before any fitting, naming the option
+r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fit_links.py"),
+                    os.path.join(ROOT, "topologies", "h200x2-tool.json"),
+                    os.path.join(ROOT, "calibration", "h200x2-tool"), "--hops",
+                    os.path.join(ROOT, "calibration", "h200x2-tool", "links-n2.jsonl")],
+                   capture_output=True, text=True)
+check(r.returncode == 2 and "--hops" in r.stderr and "overlap" in r.stderr,
+      "--hops without overlap records exits 2 naming the option")
+
 # the replay reads the records written: it prices both sizes, and the
 # parser of its rows gets them back in bytes
 replay = sys.argv[1] if len(sys.argv) > 1 else "build/tasp-replay"
