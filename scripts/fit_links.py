@@ -16,14 +16,25 @@ transfer only shows host + device cost together, so it is kept as the
 topology states it (scripts/calibrate measures it apart) and the device
 costs are fitted on top of it.
 
-usage: scripts/fit_links.py TOPOLOGY.json CALIBRATION_DIR [--replay build/tasp-replay] [--write]
+--hops OVERLAP.jsonl adds the hops timed alone by calibrate.py's overlap
+part (one batch_isend_irecv each way between two GPUs, 64 MiB to 2 GiB,
+beyond the links part's 256 MiB) to the records fitted, as pair_bi
+batch_p2p records of the median hop time per size; the fit then also
+reports the replay error of each of those sizes, so that a link model can
+be checked over the whole range the passes move.
+
+usage: scripts/fit_links.py TOPOLOGY.json CALIBRATION_DIR [--hops OVERLAP.jsonl]
+                            [--replay build/tasp-replay] [--write]
 """
 import argparse
 import glob
 import json
+import os
 import re
+import statistics
 import subprocess
 import sys
+import tempfile
 
 # fitted parameter -> (tasp-replay option, grid)
 PARAMS = {
@@ -76,6 +87,48 @@ def fit(replay, topo, files, host_us, rounds=3):
     return best, big, every
 
 
+def hop_records(lines, name):
+    """Links records (as calibrate.py's links part writes them) of the
+    hops alone in overlap records: per hop size, the median hop_ms of the
+    records of that size, as a pair_bi batch_p2p pattern of 2 GPUs (the
+    overlap part's hop is one batch_isend_irecv each way).  Other parts'
+    records are skipped; a bad overlap record exits 2 naming the field."""
+    times = {}
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("part") != "overlap":
+            continue
+        for k in ("hop_bytes", "hop_ms"):
+            if not isinstance(r.get(k), (int, float)) or r[k] <= 0:
+                print(f"fit_links: {name} line {i}: field '{k}' must be a positive number",
+                      file=sys.stderr)
+                sys.exit(2)
+        times.setdefault(int(r["hop_bytes"]), []).append(float(r["hop_ms"]))
+    out = []
+    for b, ms in sorted(times.items()):
+        m = statistics.median(ms)
+        out.append({"part": "links", "n": 2, "pattern": "pair_bi", "api": "batch_p2p",
+                    "msg_bytes": b, "peers_per_sender": 1, "ms": m, "ms_min": min(ms),
+                    "ms_max": max(ms), "egress_GBps": b / m / 1e6})
+    return out
+
+
+def size_errors(replay, topo, path, p, host_us):
+    """(msg_bytes, measured ms, predicted ms) of each record of one links
+    file replayed with parameters p."""
+    args = [replay, f"--host-us={host_us}"] + [f"{PARAMS[k][0]}={v}" for k, v in p.items()]
+    out = subprocess.run(args + [topo, path], check=True, capture_output=True,
+                         text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 7 and f[6].endswith("%"):
+            rows.append((int(f[3]) * 1024, float(f[4]), float(f[5])))
+    return rows
+
+
 def apply(t, p, big, every, what):
     """Write fitted link constants into topology dict t."""
     t["generator"]["port_gbps"] = p["port"]
@@ -97,6 +150,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("topology")
     ap.add_argument("calibration")
+    ap.add_argument("--hops", help="overlap-n2.jsonl: hops timed alone, fitted too")
     ap.add_argument("--replay", default="build/tasp-replay")
     ap.add_argument("--write", action="store_true", help="rewrite the topology file")
     a = ap.parse_args()
@@ -105,10 +159,33 @@ def main():
         sys.exit(f"fit_links: no links-n*.jsonl in {a.calibration}")
     t = json.load(open(a.topology))
     host_us = t["comm"].get("host_us", 0)
-    p, big, every = fit(a.replay, a.topology, files, host_us)
-    print("fit: " + describe(p, big, every))
+    what = f"{a.calibration}/links-n*.jsonl"
+    with tempfile.TemporaryDirectory() as tmp:
+        hops = None
+        if a.hops:
+            try:
+                with open(a.hops) as f:
+                    recs = hop_records(f, a.hops)
+            except OSError as e:
+                print(f"fit_links: --hops {a.hops}: {e.strerror}", file=sys.stderr)
+                sys.exit(2)
+            if not recs:
+                print(f"fit_links: --hops {a.hops}: no records with \"part\": \"overlap\"",
+                      file=sys.stderr)
+                sys.exit(2)
+            hops = os.path.join(tmp, "hops.jsonl")
+            with open(hops, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in recs)
+            files.append(hops)
+            what += f" and the hops alone of {a.hops}"
+        p, big, every = fit(a.replay, a.topology, files, host_us)
+        print("fit: " + describe(p, big, every))
+        if hops:
+            for b, m, pred in size_errors(a.replay, a.topology, hops, p, host_us):
+                print(f"fit: hop {b / 2**20:6.0f} MiB: measured {m:.3f} ms, "
+                      f"fitted {pred:.3f} ms ({100 * (pred - m) / m:+.1f}%)")
     if a.write:
-        apply(t, p, big, every, f"{a.calibration}/links-n*.jsonl")
+        apply(t, p, big, every, what)
         with open(a.topology, "w") as f:
             json.dump(t, f, indent=1)
             f.write("\n")
