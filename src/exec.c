@@ -318,8 +318,13 @@ static double comm_launch_s(exec_state *s, const plan_task *t) {
   return s->t->p2p_launch_s + s->t->p2p_msg_s * busiest;
 }
 
+/* Whether compute task t runs at all (exec.h: no_comm). */
+static bool skipped(const exec_opts *o, const plan_task *t) {
+  return o->no_comm && t->on_arrival;
+}
+
 static double compute_time(exec_state *s, const plan_task *t) {
-  return s->opts.no_compute ? 0 : compute_op_s(&s->t->compute, &t->op);
+  return s->opts.no_compute || skipped(&s->opts, t) ? 0 : compute_op_s(&s->t->compute, &t->op);
 }
 
 /* Whether task d is compute on a GPU other than g (a lockstep task runs
@@ -463,7 +468,7 @@ static double *issue_times(const plan *p, const topology *t, const exec_opts *o)
         }
       }
     } else if (!o->no_compute) {
-      double c = compute_op_host_s(&t->compute, &k->op);
+      double c = skipped(o, k) ? 0 : compute_op_host_s(&t->compute, &k->op);
       if (k->gpu != PLAN_ALL) {
         host[k->gpu] += c;
         issue[i] = host[k->gpu];

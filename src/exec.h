@@ -29,7 +29,10 @@ typedef struct {
 typedef struct {
   exec_progress *progress; /* NULL: not published */
   bool no_compute;  /* compute takes no time (communication only) */
-  bool no_comm;     /* communication takes no time (compute only) */
+  bool no_comm;     /* no communication: transfers take no time, and tasks
+                       that only add in what one brought (on_arrival) are
+                       not run, as a program without communication does
+                       (calibration/h200x2-linear: Ring's acc += arrived) */
   bool keep_trace;  /* record spans and channel rates */
   bool per_flow;    /* every flow on its own (net.h): the bundles' reference */
 } exec_opts;

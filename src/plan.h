@@ -114,6 +114,9 @@ typedef struct {
   plan_op op;          /* compute tasks */
   comm_api api;                   /* comm */
   bool grads;                     /* comm: moves gradients (traces) */
+  bool on_arrival;                /* compute: adds in what a transfer brought;
+                                     a run without communication has nothing
+                                     to add and skips it (exec no_comm) */
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */

@@ -547,6 +547,37 @@ static void t_lockstep_expand(void) {
   topo_free(t);
 }
 
+/* no_comm: a task that adds in what a transfer brought is not run (no
+ * time, no host cost); with communication it costs its full price. */
+static void t_no_comm_arrival(void) {
+  topology *t = switch_topo(2, 100e9, 2e-6, 5e-6);
+  t->compute.copy_host_s = 4e-6;
+  for (int flag = 0; flag < 2; flag++) {
+    plan *p = plan_new(2, false);
+    uint32_t c = plan_comm(p, 0, COMM_P2P);
+    plan_xfer_add(p, c, 0, 1, 1e6);
+    plan_issue(p, c, NULL, -1, false);
+    uint32_t k = plan_copy(p, 1, 0, 1e9);
+    plan_task_at(p, k)->on_arrival = flag;
+    plan_dep(p, c, k);
+    plan_finish(p);
+    exec_opts with = {0}, without = {.no_comm = true};
+    exec_result *a = exec_run(p, t, &with), *b = exec_run(p, t, &without);
+    double copy = compute_op_s(&t->compute, &plan_task_at(p, k)->op);
+    CU_ASSERT(copy > 1e-4);
+    CU_ASSERT(a->step_s > copy);
+    if (flag) {
+      CU_ASSERT_DOUBLE_EQUAL(b->step_s, 0, 1e-15);
+    } else {
+      CU_ASSERT_CLOSE(b->step_s, t->compute.copy_host_s + copy, 1e-9);
+    }
+    exec_result_free(a);
+    exec_result_free(b);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
 /* Progress: every task counted by the end, the events published are the
  * run's; the line's fraction and time left. */
 static void t_progress(void) {
@@ -579,6 +610,6 @@ int main(void) {
                                     TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
-                                    TEST(t_progress), {NULL, NULL}};
+                                    TEST(t_progress), TEST(t_no_comm_arrival), {NULL, NULL}};
   return test_run("exec", cases);
 }

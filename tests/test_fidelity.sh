@@ -50,10 +50,11 @@ check_from_3k ulysses/allgather/tokenring topologies/h200x2-tool.json \
   calibration/h200x2-sp/passes-n2.jsonl 5 15
 # Linear attention (LASP, LASP-2, Ring on linear) on 2 H200
 # (calibration/h200x2-linear): the figures reached with the kernels' GPU
-# times, the backward's memory-bound steps and the kernels' slowdown under
-# a transfer (calibration/h200x2-linfid), 6.74% and 43.3%; issue 10's
-# target is median 5%, max 15% (docs/validation.md says what is left)
+# times, the backward's memory-bound steps, the kernels' slowdown under
+# a transfer (calibration/h200x2-linfid) and no-comm runs without the adds
+# of what a transfer brought, 5.83% and 43.3%; issue 10's target is median
+# 5%, max 15% (docs/validation.md says what is left)
 check_from_3k linear topologies/h200x2-linear.json calibration/h200x2-linear/passes-n2.jsonl \
-  7.5 46
+  6.5 46
 echo "fidelity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -771,10 +771,18 @@ static void t_ring_linear_grad_bytes(void) {
       w.attention = ATTN_LINEAR;
       plan *p = expanded(sched_ring.build(&w, t, false));
       double bytes[2] = {0, 0};
+      unsigned arrival[2] = {0, 0};
       for (guint i = 0; i < p->tasks->len; i++) {
         const plan_task *k = plan_task_at(p, i);
         if (k->kind == TASK_COMPUTE && k->op.kind == OP_COPY) bytes[k->gpu] += k->op.bytes;
+        /* only acc += arrived adds in what a transfer brought */
+        if (k->on_arrival) {
+          CU_ASSERT(k->kind == TASK_COMPUTE && k->step == 1);
+          CU_ASSERT_DOUBLE_EQUAL(k->op.bytes, 12 * acc, 1e-9);
+          arrival[k->gpu]++;
+        }
       }
+      CU_ASSERT(arrival[0] == 1 && arrival[1] == 1);
       double other = 4 * acc + add + dq + 12 * acc, own = 4 * acc + add;
       /* causal: GPU 0 skips GPU 1's later chunk but still zeroes and adds
        * the accumulator that arrived */

@@ -97,6 +97,7 @@ static void linear_grad_steps(rotate_emit *e, const plan_op *shape, bool needed,
   if (needed && !own) step_task(e, plan_copy(e->p, e->gpu, e->step, 3 * eb * q_tokens * row));
   if (e->grads_arrived >= 0) {
     uint32_t id = plan_copy(e->p, e->gpu, e->step, acc * 3 * gb);
+    plan_task_at(e->p, id)->on_arrival = true;
     plan_dep(e->p, (uint32_t)e->grads_arrived, id);
     step_task(e, id);
   }
