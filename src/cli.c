@@ -60,7 +60,7 @@ static GOptionContext *context(cli_opts *o) {
       {"no-compute", 0, 0, G_OPTION_ARG_NONE, &o->no_compute, "What-if: compute takes no time",
        NULL},
       {"no-comm", 0, 0, G_OPTION_ARG_NONE, &o->no_comm,
-       "What-if: communication takes no time", NULL},
+       "What-if: no communication: transfers take no time, and nothing they would bring is added in", NULL},
       {"per-flow", 0, 0, G_OPTION_ARG_NONE, &o->per_flow,
        "Solve every flow on its own instead of bundles of alike flows (the reference model; "
        "slower, same answers)",
