@@ -3,6 +3,7 @@
 
 #include "compute.h"
 #include "engine.h"
+#include "groups.h"
 #include "net.h"
 
 #include <string.h>
@@ -186,9 +187,6 @@ static void flow_kinds_clear(flow_kinds *f) {
 static flow_kinds sort_kinds(exec_state *s, const plan_task *t) {
   uint32_t nx = plan_xfer_count(s->p, t);
   g_autofree flow_kind *kinds = g_new(flow_kind, nx);
-  g_autofree uint32_t *kind_of = g_new(uint32_t, nx);
-  g_autoptr(GHashTable) seen = g_hash_table_new(flow_kind_hash, flow_kind_equal);
-  g_autoptr(GArray) sizes = g_array_new(FALSE, TRUE, sizeof(uint32_t));
   g_autofree net_member *m = g_new(net_member, nx);
   for (uint32_t i = 0; i < nx; i++) {
     plan_xfer x = plan_xfer_at(s->p, t, i);
@@ -201,24 +199,14 @@ static flow_kinds sort_kinds(exec_state *s, const plan_task *t) {
     kinds[i].bytes = x.bytes;
     kinds[i].cap = cap;
     kinds[i].latency = s->t->route_latency_s[pair] * x.steps;
-    gpointer v;
-    if (g_hash_table_lookup_extended(seen, &kinds[i], NULL, &v)) {
-      kind_of[i] = GPOINTER_TO_UINT(v);
-    } else {
-      kind_of[i] = sizes->len;
-      g_hash_table_insert(seen, &kinds[i], GUINT_TO_POINTER(sizes->len));
-      g_array_set_size(sizes, sizes->len + 1);
-    }
-    g_array_index(sizes, uint32_t, kind_of[i])++;
   }
-  /* members grouped by kind: a counting sort */
-  flow_kinds f = {.nk = sizes->len, .m = g_new(net_member, nx)};
-  f.at = g_new0(uint32_t, f.nk + 1);
+  groups g;
+  groups_make(&g, kinds, sizeof *kinds, nx, flow_kind_hash, flow_kind_equal);
+  flow_kinds f = {.nk = g.n, .m = g_new(net_member, nx), .at = g.at};
   f.kinds = g_new(flow_kind, f.nk);
-  for (uint32_t k = 0; k < f.nk; k++) f.at[k + 1] = f.at[k] + g_array_index(sizes, uint32_t, k);
-  for (uint32_t i = nx; i-- > 0;) f.kinds[kind_of[i]] = kinds[i];
-  g_autofree uint32_t *fill = g_memdup2(f.at, sizeof(uint32_t) * f.nk);
-  for (uint32_t i = 0; i < nx; i++) f.m[fill[kind_of[i]]++] = m[i];
+  for (uint32_t k = 0; k < f.nk; k++) f.kinds[k] = kinds[g.order[g.at[k]]];
+  for (uint32_t i = 0; i < nx; i++) f.m[i] = m[g.order[i]];
+  g_free(g.order);  /* f owns g.at */
   return f;
 }
 

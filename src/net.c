@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "groups.h"
 #include "maxmin.h"
 
 /* Where a bundle crosses a channel: at hop `hop` of its routes, `mult` of
@@ -499,45 +500,28 @@ static void bundle_split(net *n, uint32_t id) {
   const net_member *m = like.members;
   bool own = like.own_members;
   n->bundles[id].own_members = false;  /* the members outlive the drop */
-  g_autoptr(GHashTable) groups = g_hash_table_new(g_int64_hash, g_int64_equal);
   g_autofree gint64 *keys = g_new(gint64, like.count);
-  g_autofree uint32_t *group = g_new(uint32_t, like.count);
-  GArray *sizes = g_array_new(FALSE, TRUE, sizeof(uint32_t));
   for (uint32_t i = 0; i < like.count; i++) {
     uint64_t k = like.color;
     for (uint32_t h = 0; h < like.n_hops; h++) k = mix(k ^ n->chans[m[i].route[h]].sig);
     keys[i] = (gint64)k;
-    gpointer v;
-    if (g_hash_table_lookup_extended(groups, &keys[i], NULL, &v)) {
-      group[i] = GPOINTER_TO_UINT(v);
-    } else {
-      group[i] = sizes->len;
-      g_hash_table_insert(groups, &keys[i], GUINT_TO_POINTER(sizes->len));
-      g_array_set_size(sizes, sizes->len + 1);
-    }
-    g_array_index(sizes, uint32_t, group[i])++;
   }
+  groups g;
+  groups_make(&g, keys, sizeof *keys, like.count, g_int64_hash, g_int64_equal);
   bundle_drop(n, id);
   n->bundles_started--;  /* the parts are counted instead */
   /* members regrouped into fresh arrays, in their first-seen order; each
    * part is coloured by its flows' key */
-  uint32_t ng = sizes->len;
-  g_autofree uint32_t *fill = g_new0(uint32_t, ng);
-  g_autofree uint64_t *color = g_new(uint64_t, ng);
-  net_member **parts = g_new(net_member *, ng);
-  for (uint32_t g = 0; g < ng; g++) parts[g] = g_new(net_member, g_array_index(sizes, uint32_t, g));
-  for (uint32_t i = 0; i < like.count; i++) {
-    color[group[i]] = (uint64_t)keys[i];
-    parts[group[i]][fill[group[i]]++] = m[i];
+  for (uint32_t k = 0; k < g.n; k++) {
+    uint32_t size = g.at[k + 1] - g.at[k];
+    net_member *part = g_new(net_member, size);
+    for (uint32_t j = 0; j < size; j++) part[j] = m[g.order[g.at[k] + j]];
+    like.color = (uint64_t)keys[g.order[g.at[k]]];
+    uint32_t b = bundle_add(n, part, size, true, NULL, &like);
+    n->bundles[b].mark = n->epoch;
   }
   if (own) g_free((net_member *)m);
-  for (uint32_t g = 0; g < ng; g++) {
-    like.color = color[g];
-    uint32_t part = bundle_add(n, parts[g], fill[g], true, NULL, &like);
-    n->bundles[part].mark = n->epoch;
-  }
-  g_free(parts);
-  g_array_free(sizes, TRUE);
+  groups_clear(&g);
 }
 
 static void list_bundles(net *n) {
