@@ -23,10 +23,6 @@ struct rotate_emit {
   GArray *step_kernels;   /* kernels of the current step (uint32) */
 };
 
-void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs) {
-  plan_xfer_add_msgs(e->p, e->comm, src, dst, bytes * e->byte_scale, msgs);
-}
-
 bool rotate_records_segs(const rotate_emit *e) { return e->p->record_segs; }
 
 void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs) {

@@ -39,8 +39,6 @@ typedef struct {
   bool (*alike)(const void *self, uint32_t step);
 } rotate_ops;
 
-/* A transfer of the group being filled, issued as `msgs` messages. */
-void rotate_xfer(rotate_emit *e, uint32_t src, uint32_t dst, double bytes, uint32_t msgs);
 /* Whether the plan records kernels' token segments (tests); where not,
  * a scheduler may pass any segments of the right lengths to a kernel
  * whose mask is full. */
