@@ -12,17 +12,9 @@ import subprocess
 import sys
 import contextlib
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import ROOT, check, finish  # noqa: E402
 import fit_links  # noqa: E402
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print(f"FAIL: {what}")
 
 
 def overlap(b, ms, kernel="k"):
@@ -86,5 +78,4 @@ except subprocess.CalledProcessError as e:
 finally:
     os.unlink(path)
 
-print(f"fit_links: {len(failures)} failed")
-sys.exit(1 if failures else 0)
+finish("fit_links")

@@ -16,17 +16,9 @@ Times 3 head counts: 444, 444, 399.
 import os
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import ROOT, check, finish  # noqa: E402
 import paper_grid  # noqa: E402
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print(f"FAIL: {what}")
 
 
 EXPECTED = {"H100-1": 444, "H100-2": 444, "H100-4": 399, "MI300X-1": 444}
@@ -96,7 +88,4 @@ t = paper_grid.table(sp)
 check("| H100-2 | full | tasp-mkm (code's) | 444 |" in t,
       "the table marks the code's TASP and counts the grid's points")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("paper grid: all checks passed")
+finish("paper grid")
