@@ -9,7 +9,7 @@ Prints one row per measured pass (measured ms, predicted ms, error) and the
 median |error|, over all passes and over those with communication.  With
 --max-median the exit status is 1 when the median over all passes exceeds
 PCT (a test uses this).  Passes timed without their communication are
-predicted with --no-comm.  With --min-tokens the figures also cover the
+predicted with --alone (each GPU runs its own work, waiting on no other).  With --min-tokens the figures also cover the
 passes with at least T tokens per GPU alone ("from T tokens/GPU: median
 ... max ..."), the band the fidelity targets name.
 """
@@ -50,8 +50,8 @@ def predict(sim, topo, rows):
                 "--jobs", "1"]
         if "tasp" in scheds:  # the only scheduler that takes given cycles
             args += ["--tasp-cycles", cycles]
-        if not comm:
-            args.append("--no-comm")
+        if not comm:  # the program with its communication calls taken out
+            args.append("--alone")
         res = subprocess.run(args, check=True, capture_output=True, text=True).stdout
         for c in csv.DictReader(io.StringIO(res)):
             out[(c["scheduler"], mask, int(c["seq_len"]), comm, pas)] = float(c["step_ms"])

@@ -61,6 +61,10 @@ static GOptionContext *context(cli_opts *o) {
        NULL},
       {"no-comm", 0, 0, G_OPTION_ARG_NONE, &o->no_comm,
        "What-if: no communication: transfers take no time, and nothing they would bring is added in", NULL},
+      {"alone", 0, 0, G_OPTION_ARG_NONE, &o->alone,
+       "What-if: every GPU alone, as its program with the communication calls taken out "
+       "runs: no transfers, no GPU waits on another, nothing a transfer would bring is added in",
+       NULL},
       {"per-flow", 0, 0, G_OPTION_ARG_NONE, &o->per_flow,
        "Solve every flow on its own instead of bundles of alike flows (the reference model; "
        "slower, same answers)",
@@ -105,8 +109,9 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
   }
   if (rest == 2) o->scenario = g_strdup(args[1]);
   if (o->help || o->version || o->list) return true;
-  if (o->no_compute && o->no_comm)
-    return opt_error(err, "--no-comm", "--no-compute and --no-comm together leave nothing");
+  if (o->no_compute && (o->no_comm || o->alone))
+    return opt_error(err, o->alone ? "--alone" : "--no-comm",
+                     "--no-compute and no communication together leave nothing");
   if (o->jobs < 0 || o->jobs > CLI_MAX_JOBS) {
     g_autofree char *m = g_strdup_printf("expected a whole number from 0 (one per CPU) to %d, "
                                          "got %d", CLI_MAX_JOBS, o->jobs);

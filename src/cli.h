@@ -21,7 +21,7 @@ typedef struct {
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
   gboolean ulysses_fused;
-  gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, links_summary,
+  gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, alone, links_summary,
       per_flow;
   int jobs;             /* 0: one per CPU */
   unsigned shard_i, shard_n; /* shard_n 0: all */

@@ -18,7 +18,12 @@ typedef struct {
   uint32_t *succ_off, *succ;
   uint32_t *flows_left;     /* per task (comm) */
   double *start_s;
-  double *issue_s;          /* when the host has issued the task (all its GPUs) */
+  double *issue_s;          /* when the task may start: the host has issued it
+                               (all its GPUs), or begun to, for a call whose
+                               kernels start while it issues (done_by_s) */
+  double *done_by_s;        /* per task, NULL if none: a multi-kernel call
+                               cannot end before its host start + its time
+                               alone (compute_op_alone_s) */
   uint32_t *comm_active;    /* per GPU: groups in flight */
   double *comm_since;
   uint32_t *stamp;          /* per GPU, for de-duplicating a group's GPUs */
@@ -48,6 +53,7 @@ static void task_gpus(const exec_state *s, const plan_task *t, uint32_t *lo, uin
 static void start_task(exec_state *s, uint32_t id);
 static void ready_task(exec_state *s, uint32_t id);
 static void gpu_rate(exec_state *s, uint32_t g, uint32_t id, double work);
+static void kernels_done(void *ctx, uint64_t arg);
 
 static void span(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0) {
   if (!s->opts.keep_trace) return;
@@ -360,10 +366,21 @@ static void start_task(exec_state *s, uint32_t id) {
   }
   s->r->flops += (hi - lo) * compute_op_flops(&t->op);
   if (s->t->compute.comm_slowdown > 0) gpu_rate(s, t->gpu, id, d);  /* never lockstep */
-  else engine_at(s->eng, now + d, task_done, s, id);
+  else engine_at(s->eng, now + d, kernels_done, s, id);
 }
 
 static void start_event(void *ctx, uint64_t arg) { start_task(ctx, (uint32_t)arg); }
+
+/* A compute task's GPU work is done: it ends now, or once its host has
+ * issued its last kernel and that kernel ran (done_by_s). */
+static void kernels_done(void *ctx, uint64_t arg) {
+  exec_state *s = ctx;
+  uint32_t id = (uint32_t)arg;
+  if (s->done_by_s && s->done_by_s[id] > engine_now(s->eng))
+    engine_at(s->eng, s->done_by_s[id], task_done, s, id);
+  else
+    task_done(s, id);
+}
 
 /* A compute task's completion event, (generation << 32) | task: void if its
  * GPU's speed changed since it was scheduled. */
@@ -372,7 +389,7 @@ static void compute_done(void *ctx, uint64_t arg) {
   uint32_t id = (uint32_t)arg, g = plan_task_at(s->p, id)->gpu;
   if ((uint32_t)(arg >> 32) != s->run_gen[g]) return;
   s->run_task[g] = UINT32_MAX;
-  task_done(s, id);
+  kernels_done(s, id);
 }
 
 /* compute.comm_slowdown: a compute task progresses at 1 - slowdown of its
@@ -406,74 +423,135 @@ static void ready_task(exec_state *s, uint32_t id) {
   else start_task(s, id);
 }
 
-/* The host thread of each GPU issues its tasks in plan order and never
- * waits for the GPU (PyTorch's stream semantics: a NCCL wait() makes the
- * stream wait, not the host), so issue times are known before the run.
+/* The host thread of each GPU issues its tasks in plan order (a group
+ * with host_at, at that task's place instead) and never waits for the GPU
+ * (PyTorch's stream semantics: a NCCL wait() makes the stream wait, not
+ * the host), so issue times are known before the run.
  * A collective costs each GPU in it comm_host_s; a grouped send/receive
  * p2p_host_s plus p2p_op_host_s per isend or irecv that GPU puts in it (one
  * per message it sends or receives): calibration/h200x2-host, where
  * batch_isend_irecv's host time grows with its ops.  A group starts once
- * every GPU in it has issued it. */
-static double *issue_times(const plan *p, const topology *t, const exec_opts *o) {
-  guint nt = p->tasks->len;
-  double *issue = g_new0(double, nt);
-  g_autofree double *host = g_new0(double, p->n_gpus);
-  g_autofree guint *in = g_new0(guint, p->n_gpus); /* i+1: GPU takes part in group i */
-  g_autofree uint32_t *ops = g_new0(uint32_t, p->n_gpus);
-  for (guint i = 0; i < nt; i++) {
-    const plan_task *k = plan_task_at(p, i);
-    if (k->kind == TASK_COMM) {
-      if (o->no_comm) continue;
-      bool p2p = k->api == COMM_P2P;
-      double base = p2p && t->p2p_host_s >= 0 ? t->p2p_host_s : t->comm_host_s;
-      double per_op = p2p ? t->p2p_op_host_s : 0;
-      const plan_pattern_info *pi = plan_task_pattern(p, k);
-      if (pi) {
-        uint32_t msgs = g_array_index(p->xfers, plan_xfer, k->xfer_off).msgs;
-        for (uint32_t j = 0; j < pi->n_gpus; j++) {
-          uint32_t g = g_array_index(p->pattern_gpus, uint32_t, pi->gpu_off + j);
-          uint32_t deg = g_array_index(p->pattern_degree, uint32_t, pi->degree_off + g);
-          host[g] += base + per_op * deg * msgs;
-          if (host[g] > issue[i]) issue[i] = host[g];
-        }
-        continue;
-      }
-      for (uint32_t x = 0; x < k->n_xfer; x++) {
-        const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
-        ops[tx->src] += tx->msgs;
-        ops[tx->dst] += tx->msgs;
-      }
-      for (uint32_t x = 0; x < k->n_xfer; x++) {
-        const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
-        uint32_t g2[2] = {tx->src, tx->dst};
-        for (int e = 0; e < 2; e++) {
-          uint32_t g = g2[e];
-          if (in[g] == i + 1) continue;
-          in[g] = i + 1;
-          host[g] += base + per_op * ops[g];
-          ops[g] = 0;
-          if (host[g] > issue[i]) issue[i] = host[g];
-        }
-      }
-    } else if (!o->no_compute) {
-      double c = skipped(o, k) ? 0 : compute_op_host_s(&t->compute, &k->op);
-      if (k->gpu != PLAN_ALL) {
-        host[k->gpu] += c;
-        issue[i] = host[k->gpu];
-        continue;
-      }
-      /* a lockstep task's copies are issued at once only if every host
-       * got there at the same time: else the plan must be expanded */
-      for (uint32_t g = 0; g < p->n_gpus; g++)
-        if (host[g] != host[0]) {
-          g_free(issue);
-          return NULL;
-        }
-      for (uint32_t g = 0; g < p->n_gpus; g++) host[g] += c;
-      issue[i] = host[0];
+ * every GPU in it has issued it.  A compute task starts once its host has
+ * issued it, except a call whose time alone is known
+ * (compute_op_alone_s): its kernels start while its host still issues the
+ * later ones (calibration/h200x2-linfid: a causal intra call at 2K tokens
+ * is 154 us of host work and 195 us of GPU work, 280 us alone), so it may
+ * start when its host begins it and ends no earlier than that plus its
+ * time alone. */
+typedef struct {
+  const plan *p;
+  const topology *t;
+  const exec_opts *o;
+  double *issue, *done_by; /* the results (done_by NULL until needed) */
+  double *host;            /* per GPU: its host's clock */
+  guint *in;               /* per GPU: i+1 once it took part in group i */
+  uint32_t *ops;           /* per GPU: scratch, isends and irecvs */
+} host_clock;
+
+static void issue_comm(host_clock *h, guint i, const plan_task *k) {
+  const topology *t = h->t;
+  double *host = h->host, *issue = h->issue;
+  bool p2p = k->api == COMM_P2P;
+  double base = p2p && t->p2p_host_s >= 0 ? t->p2p_host_s : t->comm_host_s;
+  double per_op = p2p ? t->p2p_op_host_s : 0;
+  const plan_pattern_info *pi = plan_task_pattern(h->p, k);
+  if (pi) {
+    uint32_t msgs = g_array_index(h->p->xfers, plan_xfer, k->xfer_off).msgs;
+    for (uint32_t j = 0; j < pi->n_gpus; j++) {
+      uint32_t g = g_array_index(h->p->pattern_gpus, uint32_t, pi->gpu_off + j);
+      uint32_t deg = g_array_index(h->p->pattern_degree, uint32_t, pi->degree_off + g);
+      host[g] += base + per_op * deg * msgs;
+      if (host[g] > issue[i]) issue[i] = host[g];
+    }
+    return;
+  }
+  for (uint32_t x = 0; x < k->n_xfer; x++) {
+    const plan_xfer *tx = &g_array_index(h->p->xfers, plan_xfer, k->xfer_off + x);
+    h->ops[tx->src] += tx->msgs;
+    h->ops[tx->dst] += tx->msgs;
+  }
+  for (uint32_t x = 0; x < k->n_xfer; x++) {
+    const plan_xfer *tx = &g_array_index(h->p->xfers, plan_xfer, k->xfer_off + x);
+    uint32_t g2[2] = {tx->src, tx->dst};
+    for (int e = 0; e < 2; e++) {
+      uint32_t g = g2[e];
+      if (h->in[g] == i + 1) continue;
+      h->in[g] = i + 1;
+      host[g] += base + per_op * h->ops[g];
+      h->ops[g] = 0;
+      if (host[g] > issue[i]) issue[i] = host[g];
     }
   }
-  return issue;
+}
+
+/* False where a lockstep task's GPUs would issue it at different times. */
+static bool issue_compute(host_clock *h, guint i, const plan_task *k) {
+  const compute_model *m = &h->t->compute;
+  double c = skipped(h->o, k) ? 0 : compute_op_host_s(m, &k->op);
+  double alone = skipped(h->o, k) ? 0 : compute_op_alone_s(m, &k->op);
+  uint32_t g0 = k->gpu == PLAN_ALL ? 0 : k->gpu;
+  /* a lockstep task's copies are issued at once only if every host got
+   * there at the same time: else the plan must be expanded */
+  if (k->gpu == PLAN_ALL)
+    for (uint32_t g = 1; g < h->p->n_gpus; g++)
+      if (h->host[g] != h->host[0]) return false;
+  if (alone > 0) {
+    if (!h->done_by) h->done_by = g_new0(double, h->p->tasks->len);
+    h->done_by[i] = h->host[g0] + alone;
+    h->issue[i] = h->host[g0];
+  }
+  if (k->gpu == PLAN_ALL)
+    for (uint32_t g = 0; g < h->p->n_gpus; g++) h->host[g] += c;
+  else
+    h->host[g0] += c;
+  if (alone <= 0) h->issue[i] = h->host[g0];
+  return true;
+}
+
+static bool issue_task(host_clock *h, guint i) {
+  const plan_task *k = plan_task_at(h->p, i);
+  if (k->kind == TASK_COMM) {
+    if (!h->o->no_comm) issue_comm(h, i, k);
+    return true;
+  }
+  return h->o->no_compute || issue_compute(h, i, k);
+}
+
+static gint by_host_at(gconstpointer a, gconstpointer b) {
+  const uint32_t *x = a, *y = b; /* (host_at, task) */
+  return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* Issue times (and *done_by, or NULL), or NULL where a lockstep plan must
+ * be expanded. */
+static double *issue_times(const plan *p, const topology *t, const exec_opts *o,
+                           double **done_by) {
+  guint nt = p->tasks->len;
+  g_autofree double *host = g_new0(double, p->n_gpus);
+  g_autofree guint *in = g_new0(guint, p->n_gpus);
+  g_autofree uint32_t *ops = g_new0(uint32_t, p->n_gpus);
+  host_clock h = {p, t, o, g_new0(double, nt), NULL, host, in, ops};
+  /* groups issued ahead of their place, by the place */
+  g_autoptr(GArray) early = g_array_new(FALSE, FALSE, 2 * sizeof(uint32_t));
+  for (guint i = 0; i < nt; i++) {
+    uint32_t at = plan_task_at(p, i)->host_at;
+    if (at != PLAN_IN_PLACE) g_array_append_vals(early, (uint32_t[2]){at, i}, 1);
+  }
+  g_array_sort(early, by_host_at);
+  bool ok = true;
+  guint e = 0;
+  for (guint i = 0; ok && i < nt; i++) {
+    for (; ok && e < early->len && g_array_index(early, uint32_t, 2 * e) == i; e++)
+      ok = issue_task(&h, g_array_index(early, uint32_t, 2 * e + 1));
+    if (ok && plan_task_at(p, i)->host_at == PLAN_IN_PLACE) ok = issue_task(&h, i);
+  }
+  if (!ok) {
+    g_free(h.issue);
+    g_free(h.done_by);
+    h.issue = h.done_by = NULL;
+  }
+  *done_by = h.done_by;
+  return h.issue;
 }
 
 static void on_rate(void *ctx, uint32_t chan, double t_s, double rate) {
@@ -482,21 +560,29 @@ static void on_rate(void *ctx, uint32_t chan, double t_s, double rate) {
   g_array_append_val(s->r->rates, r);
 }
 
+/* Predecessors task t waits for: none for a group of a run `alone` (the
+ * program without its communication calls has nothing to wait on). */
+static uint32_t deps_kept(const exec_state *s, const plan_task *t) {
+  return s->opts.alone && t->kind == TASK_COMM ? 0 : t->n_dep;
+}
+
 static void build_successors(exec_state *s) {
   const plan *p = s->p;
   guint n = p->tasks->len;
   s->succ_off = g_new0(uint32_t, n + 1);
   for (guint i = 0; i < n; i++) {
     const plan_task *t = plan_task_at(p, i);
-    s->waiting[i] = t->n_dep;
-    for (uint32_t d = 0; d < t->n_dep; d++) s->succ_off[p->deps[t->dep_off + d] + 1]++;
+    uint32_t nd = deps_kept(s, t);
+    s->waiting[i] = nd;
+    for (uint32_t d = 0; d < nd; d++) s->succ_off[p->deps[t->dep_off + d] + 1]++;
   }
   for (guint i = 0; i < n; i++) s->succ_off[i + 1] += s->succ_off[i];
   g_autofree uint32_t *fill = g_new0(uint32_t, n);
   s->succ = g_new(uint32_t, s->succ_off[n] + 1);
   for (guint i = 0; i < n; i++) {
     const plan_task *t = plan_task_at(p, i);
-    for (uint32_t d = 0; d < t->n_dep; d++) {
+    uint32_t nd = deps_kept(s, t);
+    for (uint32_t d = 0; d < nd; d++) {
       uint32_t from = p->deps[t->dep_off + d];
       s->succ[s->succ_off[from] + fill[from]++] = i;
     }
@@ -583,7 +669,8 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
    * transfers: lockstep copies are run one by one there too */
   if (p->has_lockstep && (opts->per_flow || t->compute.comm_slowdown > 0))
     return run_expanded(p, t, opts);
-  double *issue = issue_times(p, t, opts);
+  double *done_by;
+  double *issue = issue_times(p, t, opts, &done_by);
   if (!issue) return run_expanded(p, t, opts);
   uint32_t n = p->n_gpus, nc = t->channels->len;
   guint nt = p->tasks->len;
@@ -602,6 +689,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   s.flows_left = g_new0(uint32_t, nt);
   s.start_s = g_new0(double, nt);
   s.issue_s = issue;
+  s.done_by_s = done_by;
   s.comm_active = g_new0(uint32_t, n);
   s.comm_since = g_new0(double, n);
   s.stamp = g_new0(uint32_t, n);
@@ -646,7 +734,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
 
   net_free(s.net);
   engine_free(s.eng);
-  g_free(s.waiting); g_free(s.flows_left); g_free(s.start_s); g_free(s.issue_s);
+  g_free(s.waiting); g_free(s.flows_left); g_free(s.start_s); g_free(s.issue_s); g_free(s.done_by_s);
   g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp); g_free(s.msgs);
   g_free(s.succ_off); g_free(s.succ); g_free(s.last_dep); g_free(s.gpu_free_s);
   g_free(s.launched_s);

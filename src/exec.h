@@ -33,6 +33,9 @@ typedef struct {
                        that only add in what one brought (on_arrival) are
                        not run, as a program without communication does
                        (calibration/h200x2-linear: Ring's acc += arrived) */
+  bool alone;       /* with no_comm: nor does a GPU wait on another through a
+                       transfer, as the program with its communication calls
+                       taken out runs (calibrate.py's passes "comm": false) */
   bool keep_trace;  /* record spans and channel rates */
   bool per_flow;    /* every flow on its own (net.h): the bundles' reference */
 } exec_opts;

@@ -105,8 +105,8 @@ int main(int argc, char **argv) {
       !outputs_check_input(outs, s0->file, "scenario file", &err) ||
       !outputs_check_input(outs, s0->topo->file, "topology file", &err))
     return fail(err, 2);
-  sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm,
-                          .per_flow = o.per_flow,
+  sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm || o.alone,
+                          .alone = o.alone, .per_flow = o.per_flow,
                           .keep_trace = o.trace != NULL},
                  .jobs = (unsigned)o.jobs, .shard = o.shard_i, .shards = o.shard_n};
   /* on a terminal only; the line appears once a run has taken a second */

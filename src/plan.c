@@ -62,7 +62,8 @@ bool plan_lockstep(const plan *p) {
 /* Compute tasks of one GPU run in order on its compute stream; a lockstep
  * task is on every stream. */
 uint32_t plan_compute(plan *p, uint32_t gpu, uint32_t step, const plan_op *op) {
-  plan_task t = {.kind = TASK_COMPUTE, .gpu = gpu, .step = step, .op = *op};
+  plan_task t = {.kind = TASK_COMPUTE, .gpu = gpu, .step = step, .op = *op,
+                 .host_at = PLAN_IN_PLACE};
   uint32_t id = add_task(p, &t);
   if (gpu == PLAN_ALL) {
     g_assert(plan_lockstep(p));
@@ -153,7 +154,8 @@ uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes) {
 }
 
 uint32_t plan_comm(plan *p, uint32_t step, comm_api api) {
-  plan_task t = {.kind = TASK_COMM, .step = step, .api = api, .xfer_off = p->xfers->len};
+  plan_task t = {.kind = TASK_COMM, .step = step, .api = api, .xfer_off = p->xfers->len,
+                 .host_at = PLAN_IN_PLACE};
   return add_task(p, &t);
 }
 
@@ -350,6 +352,11 @@ static void expand_deps(plan *q, const plan *p, const uint32_t *first, uint32_t 
   }
 }
 
+void plan_issue_at(plan *p, uint32_t comm, uint32_t at) {
+  g_assert(at < comm && plan_task_at(p, comm)->kind == TASK_COMM);
+  plan_task_at(p, comm)->host_at = at;
+}
+
 plan *plan_expand(const plan *p) {
   uint32_t n = p->n_gpus;
   guint nt = p->tasks->len;
@@ -363,6 +370,7 @@ plan *plan_expand(const plan *p) {
     if (t.kind == TASK_COMM) {
       uint32_t nx = plan_xfer_count(p, &t);
       plan_task c = t;
+      if (t.host_at != PLAN_IN_PLACE) c.host_at = first[t.host_at];
       c.xfer_off = q->xfers->len;
       c.n_xfer = nx;
       for (uint32_t x = 0; x < nx; x++) {

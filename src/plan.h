@@ -120,7 +120,12 @@ typedef struct {
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
+  uint32_t host_at;               /* comm: the task at whose place in plan order
+                                     the host issues it (plan_issue_at), or
+                                     PLAN_IN_PLACE: at its own */
 } plan_task;
+
+#define PLAN_IN_PLACE UINT32_MAX
 
 typedef struct {
   uint32_t n_gpus;
@@ -220,6 +225,11 @@ void plan_issued(const plan *p, int64_t *issued);
  * previously issued on each of its GPUs (one NCCL stream per process group:
  * its calls run in issue order). */
 void plan_issue(plan *p, uint32_t comm, const int64_t *issued, int64_t skip, bool ordered);
+
+/* The host issues group comm at the place of the earlier task `at`, before
+ * it: a group that must come after tasks in the plan (it depends on them)
+ * but that the program issues before them (exec's host clock). */
+void plan_issue_at(plan *p, uint32_t comm, uint32_t at);
 /* A synchronisation point after every GPU's issued compute and after
  * `after` (-1 none): a pass boundary.  Returns its id. */
 uint32_t plan_barrier(plan *p, uint32_t step, int64_t after);

@@ -188,6 +188,8 @@ expect_error "a near scheduler name is suggested" "unknown scheduler \"zigzg\" (
   scenarios/h100x8.json --sched ring,zigzg
 expect_error "--set on a missing object" "option '--set': \"foo.bar=1\": the topology has no object 'foo'" \
   --topology h100x8 --set foo.bar=1
+expect_error "--alone with --no-compute leaves nothing" "option '--alone': --no-compute and no communication" \
+  --topology h100x8 --alone --no-compute
 expect_error "--set without a value" "option '--set': expected KEY=VALUE" --topology h100x8 --set comm.launch_us
 # a --set sweep: one run per value, each row labelled with its value;
 # halving the NIC rate (communication only) doubles the ring's time
@@ -329,6 +331,15 @@ check "--tasp-cycles is used and said" \
   "grep -q 'cycles given by tasp_cycles' $tmp/given.txt && awk -F, 'NR==2 {g=\$12} END {exit !(g > 0)}' $tmp/given.csv"
 check "the ring-and-reverse labelling is slower under a causal mask" \
   "[ \$(paste -d, $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$33)}') -eq 1 ]"
+
+# --no-comm keeps LASP's chain (a GPU waits for the state it needs);
+# --alone, the program without its communication calls, does not wait
+"$sim" --topology h100x8 --attention linear --sched lasp --seq 64K --sp 8 --mask causal \
+  --no-comm --csv - --quiet > "$tmp/free.csv"
+"$sim" --topology h100x8 --attention linear --sched lasp --seq 64K --sp 8 --mask causal \
+  --alone --csv - --quiet > "$tmp/alone.csv"
+check "--alone: no wait on the chain (imbalance 0, faster than --no-comm)" \
+  "paste -d, $tmp/free.csv $tmp/alone.csv | awk -F, 'NR == 2 {exit !(\$40 == 0 && \$19 > 0 && \$33 < \$12)}'"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -5,6 +5,8 @@
 #include "sim.h"
 #include "testutil.h"
 
+#include <json-c/json.h>
+
 /* An NVSwitch-like topology: per GPU an egress and an ingress channel of
  * bw bytes/s, each with half the route latency. */
 static topology *switch_topo(uint32_t n, double bw, double lat, double launch) {
@@ -578,6 +580,118 @@ static void t_no_comm_arrival(void) {
   topo_free(t);
 }
 
+/* A call whose time alone is measured (compute_op_alone_s: a linear
+ * state here, 20 us of host work, 40 us of GPU work, 50 us alone) starts
+ * when its host begins it and ends no earlier than that plus its time
+ * alone: one call on an idle GPU takes its time alone (50 us, not 20 + 40);
+ * a second, issued from 20 us, queues behind the first (50 + 40 us) and
+ * would end at its host start + 50 us = 70 us if the GPU were idle; a
+ * third that the host issues from 40 us behind a long copy ends 40 us
+ * after the copy. */
+static void t_call_alone(void) {
+  topology *t = switch_topo(2, 100e9, 0, 0);
+  compute_model_clear(&t->compute);
+  g_autoptr(json_object) m = json_tokener_parse(
+      "{\"model\": \"roofline\", \"peak_tflops\": 100, \"linear_host_us\": {\"state\": 20}, "
+      "\"copy_GBps\": 1000, \"copy_fixed_us\": 0, \"copy_host_us\": 0, \"linear_table\": ["
+      "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+      "\"fwd_ms\": 0.05, \"bwd_ms\": 0.1, \"gpu_fwd_ms\": 0.04, \"gpu_bwd_ms\": 0.08}]}");
+  g_autoptr(GError) err = NULL;
+  compute_model_init(&t->compute);
+  CU_ASSERT_TRUE_FATAL(
+      compute_model_parse(m, (json_where){"t.json", "compute"}, &t->compute, &err));
+  plan_op op = {.kind = OP_LIN_STATE, .batch = 1, .heads = 2, .head_dim = 128,
+                .elem_bytes = 2, .block = 64, .sq = 4096, .sk = 4096};
+  double want[] = {50e-6, 90e-6};
+  for (uint32_t calls = 1; calls <= 2; calls++) {
+    plan *p = plan_new(2, false);
+    for (uint32_t c = 0; c < calls; c++) plan_compute(p, 0, 0, &op);
+    plan_finish(p);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, want[calls - 1], 1e-9);
+    CU_ASSERT_CLOSE(r->gpu_compute_s[0], calls * 40e-6, 1e-9);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  plan *p = plan_new(2, false);
+  plan_copy(p, 0, 0, 1e9); /* 1 ms at 1000 GB/s, issued at once */
+  plan_compute(p, 0, 0, &op);
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(r->step_s, 1e-3 + 40e-6, 1e-9);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* plan_issue_at: a group placed after a kernel in the plan but issued by
+ * the host before it costs the host first, so the kernel is issued after
+ * the group's host cost; plan_expand keeps the place, as the expanded
+ * task. */
+static void t_issue_at(void) {
+  topology *t = switch_topo(2, 100e9, 0, 0);
+  t->p2p_host_s = 30e-6;
+  t->p2p_op_host_s = 0;
+  t->compute.copy_host_s = 10e-6;
+  for (int early = 0; early < 2; early++) {
+    plan *p = plan_new(2, false);
+    uint32_t k = plan_copy(p, PLAN_ALL, 0, 1e3);
+    uint32_t g = plan_comm(p, 0, COMM_P2P);
+    plan_xfer_add(p, g, 0, 1, 1e3);
+    plan_issue(p, g, NULL, -1, false);
+    plan_dep(p, k, g);
+    if (early) plan_issue_at(p, g, k);
+    plan_finish(p);
+    exec_opts o = {.keep_trace = true};
+    exec_result *r = exec_run(p, t, &o);
+    double kernel_at = -1, group_at = -1;
+    for (guint i = 0; i < r->spans->len; i++) {
+      const exec_span *sp = &g_array_index(r->spans, exec_span, i);
+      if (sp->comm) group_at = sp->t0_s;
+      else if (sp->gpu == 0) kernel_at = sp->t0_s;
+    }
+    CU_ASSERT_CLOSE(kernel_at, early ? 40e-6 : 10e-6, 1e-9);
+    /* the group waits for the kernel either way (its dependency) */
+    CU_ASSERT(group_at >= kernel_at + compute_op_s(&t->compute, &plan_task_at(p, k)->op) - 1e-12);
+    exec_result_free(r);
+    plan *q = plan_expand(p);
+    CU_ASSERT_EQUAL(q->tasks->len, 3);
+    CU_ASSERT_EQUAL(plan_task_at(q, 2)->host_at, early ? 0 : PLAN_IN_PLACE);
+    plan_free(q);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* Alone (exec_opts.alone): the program without its communication calls,
+ * where a GPU waits on no other; without communication (no_comm) a GPU
+ * still waits for the data it needs. */
+static void t_alone(void) {
+  topology *t = switch_topo(2, 100e9, 0, 0);
+  t->compute.copy_host_s = 0;
+  t->compute.copy_fixed_s = 0;
+  plan *p = plan_new(2, false);
+  plan_copy(p, 0, 0, 1e-3 * t->compute.copy_Bps);
+  uint32_t g = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, g, 0, 1, 1e6);
+  plan_issue(p, g, NULL, -1, false);
+  uint32_t k = plan_copy(p, 1, 1, 1e-3 * t->compute.copy_Bps);
+  plan_dep(p, g, k);
+  plan_finish(p);
+  exec_opts free_comm = {.no_comm = true}, alone = {.no_comm = true, .alone = true};
+  exec_result *a = exec_run(p, t, &free_comm), *b = exec_run(p, t, &alone);
+  CU_ASSERT_CLOSE(a->step_s, 2e-3, 1e-9);
+  CU_ASSERT_CLOSE(a->imbalance_s, 1e-3, 1e-9);
+  CU_ASSERT_CLOSE(b->step_s, 1e-3, 1e-9);
+  CU_ASSERT_CLOSE(b->gpu_finish_s[1], 1e-3, 1e-9);
+  exec_result_free(a);
+  exec_result_free(b);
+  plan_free(p);
+  topo_free(t);
+}
+
 /* Progress: every task counted by the end, the events published are the
  * run's; the line's fraction and time left. */
 static void t_progress(void) {
@@ -610,6 +724,7 @@ int main(void) {
                                     TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
-                                    TEST(t_progress), TEST(t_no_comm_arrival), {NULL, NULL}};
+                                    TEST(t_progress), TEST(t_no_comm_arrival), TEST(t_call_alone),
+                                    TEST(t_issue_at), TEST(t_alone), {NULL, NULL}};
   return test_run("exec", cases);
 }

@@ -49,12 +49,13 @@ check_from_3k() {
 check_from_3k ulysses/allgather/tokenring topologies/h200x2-tool.json \
   calibration/h200x2-sp/passes-n2.jsonl 5 15
 # Linear attention (LASP, LASP-2, Ring on linear) on 2 H200
-# (calibration/h200x2-linear): the figures reached with the kernels' GPU
-# times, the backward's memory-bound steps, the kernels' slowdown under
-# a transfer (calibration/h200x2-linfid) and no-comm runs without the adds
-# of what a transfer brought, 5.83% and 43.3%; issue 10's target is median
-# 5%, max 15% (docs/validation.md says what is left)
+# (calibration/h200x2-linear): issue 10's target is a median within 5%.
+# Reached with the kernels' GPU times, the backward's memory-bound steps,
+# the kernels' slowdown under a transfer (calibration/h200x2-linfid), a
+# call's kernels starting while its host issues them (its time alone), the
+# program's host order and the no-communication passes run --alone:
+# 3.89% and 35.0% (docs/validation.md says what is left)
 check_from_3k linear topologies/h200x2-linear.json calibration/h200x2-linear/passes-n2.jsonl \
-  6.5 46
+  4.5 38
 echo "fidelity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
