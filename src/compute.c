@@ -246,7 +246,8 @@ double compute_op_bytes(const plan_op *op) {
     break;
   case OP_LIN_STATE: b = op->backward ? 4 * row + Z : 2 * row + Z; /* K V dM -> dK dV; K V -> M */
     break;
-  default: b = op->backward ? 3 * row + 2 * Z : 3 * row + Z;      /* dO Q M -> dQ dM; Q M O -> O */
+  default: /* dO Q M -> dQ dM; Q M -> O, or Q M O -> O where it adds into O */
+    b = op->backward ? 3 * row + 2 * Z : (op->into ? 3 : 2) * row + Z;
     break;
   }
   return b * op->batch * op->heads;
@@ -667,6 +668,15 @@ static double lin_table_s(const GArray *pts, const plan_op *op) {
                  lin_bwd_ratio(op));
 }
 
+/* A table's apply writes a new output; one that adds into the output
+ * (op.into) reads it as well, at the copy rate (calibration/h200x2-host:
+ * lin_apply_into 68.0 us of GPU time at 8K tokens against lin_apply's
+ * 45.7; the output is 67 MB, 15 us at copy_GBps 4378). */
+static double into_s(const compute_model *m, const plan_op *op) {
+  if (op->kind != OP_LIN_APPLY || op->backward || !op->into) return 0;
+  return lin_tokens(op) * op->head_dim * op->elem_bytes * op->batch * op->heads / m->copy_Bps;
+}
+
 /* A measured table of this kind, looked up by the forward FLOPs of the
  * task's shape: the GPU time alone where the table has it, else the time
  * of a call; without a table the roofline. */
@@ -674,8 +684,7 @@ static double linear_s(const compute_model *m, const plan_op *op) {
   double flops = compute_op_flops(op);
   if (flops <= 0) return 0;
   const GArray *gpu = lin_table(m, op, true), *all = lin_table(m, op, false);
-  if (gpu->len) return lin_table_s(gpu, op);
-  if (all->len) return lin_table_s(all, op);
+  if (gpu->len || all->len) return lin_table_s(gpu->len ? gpu : all, op) + into_s(m, op);
   double t = flops / (m->peak_flops * m->linear_efficiency), mem = compute_op_bytes(op) / m->copy_Bps;
   return m->launch_s + (t > mem ? t : mem);
 }

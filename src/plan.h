@@ -74,6 +74,8 @@ typedef struct {
   double bytes;       /* copy: bytes read (and as many written) */
   uint32_t block;     /* linear: block length of the chunked kernels */
   bool decay;         /* linear: a scalar decay per head */
+  bool into;          /* linear apply, forward: adds Q M into the output
+                         (baddbmm_), which reads the output too */
 } plan_op;
 
 /* A transfer; `msgs` is how many messages it is issued as (a piece per

@@ -483,13 +483,15 @@ static void t_linear_roofline(void) {
   op.backward = true;
   CU_ASSERT_CLOSE(compute_op_flops(&op), 2 * 2 * 2 * n * D * D, 1e-15);
   CU_ASSERT_CLOSE(compute_op_bytes(&op), 2 * (4 * n * D * 2 + 4 * D * D), 1e-15);
-  /* an apply with a small head dim is memory-bound: Q, O read and O
-   * written, the float32 state read */
+  /* an apply with a small head dim is memory-bound: Q read and O
+   * written (adding into O: O read as well), the float32 state read */
   plan_op ap = {.kind = OP_LIN_APPLY, .batch = 1, .heads = 2, .head_dim = 16, .elem_bytes = 2,
                 .sq = n, .sk = 8 * n};
-  double bytes = 2 * (3 * n * 16 * 2 + 4 * 16 * 16);
+  double bytes = 2 * (2 * n * 16 * 2 + 4 * 16 * 16);
   CU_ASSERT_CLOSE(compute_op_flops(&ap), 2 * 2 * n * 16 * 16, 1e-15);
   CU_ASSERT_CLOSE(compute_op_s(&m, &ap), 10e-6 + bytes / 1e12, 1e-12);
+  ap.into = true;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &ap), 10e-6 + (bytes + 2 * n * 16 * 2) / 1e12, 1e-12);
   compute_model_clear(&m);
 }
 
@@ -542,7 +544,9 @@ static void t_linear_gpu_times(void) {
       "{\"model\": \"roofline\", \"peak_tflops\": 100, \"comm_slowdown\": 0.25, "
       "\"copy_GBps\": 1000, \"copy_mixed_GBps\": 500, \"linear_table\": ["
       "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
-      "\"fwd_ms\": 0.05, \"bwd_ms\": 0.09, \"gpu_fwd_ms\": 0.01, \"gpu_bwd_ms\": 0.03}]}";
+      "\"fwd_ms\": 0.05, \"bwd_ms\": 0.09, \"gpu_fwd_ms\": 0.01, \"gpu_bwd_ms\": 0.03},"
+      "{\"kind\": \"apply\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, "
+      "\"fwd_ms\": 0.06, \"bwd_ms\": 0.1, \"gpu_fwd_ms\": 0.02, \"gpu_bwd_ms\": 0.04}]}";
   compute_model m;
   model_of(good, &m);
   CU_ASSERT_CLOSE(m.comm_slowdown, 0.25, 1e-15);
@@ -554,7 +558,19 @@ static void t_linear_gpu_times(void) {
   op.backward = true;
   CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.03e-3, 1e-12);
   CU_ASSERT_CLOSE(compute_op_alone_s(&m, &op), 0.09e-3, 1e-12);
-  op.kind = OP_LIN_APPLY; /* not measured */
+  /* a measured apply adding into its output reads it too, at copy_GBps;
+   * a state has no output to add into, a backward apply does not */
+  op.backward = false;
+  op.into = true;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.01e-3, 1e-12);
+  op.kind = OP_LIN_APPLY;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.02e-3 + 2.0 * 4096 * 128 * 2 / 1000e9, 1e-12);
+  op.backward = true;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.04e-3, 1e-12);
+  op.into = false;
+  op.backward = false;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.02e-3, 1e-12);
+  op.kind = OP_LIN_INTRA; /* not measured */
   CU_ASSERT_DOUBLE_EQUAL(compute_op_alone_s(&m, &op), 0, 0);
   compute_model_clear(&m);
   static const char *const bad[][2] = {

@@ -424,7 +424,9 @@ static void t_lasp_compute_chain(void) {
   op.kind = OP_LIN_STATE;
   double st = compute_op_s(&t->compute, &op);
   op.kind = OP_LIN_APPLY;
+  op.into = true; /* into the intra-chunk output */
   double ap = compute_op_s(&t->compute, &op);
+  op.into = false;
   op.kind = OP_LIN_INTRA;
   op.causal = true;
   double in = compute_op_s(&t->compute, &op);

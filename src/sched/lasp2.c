@@ -53,7 +53,9 @@ static int64_t fwd(const sched_ctx *c, int64_t after) {
     /* causal: the prefix is kept for backward, a copy of one state (the
      * gathered buffer is reused) */
     if (w->causal) lasp_sum(c, r, 1, 1, ag);
-    lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag);
+    /* causal: O_t += Q_t M_{1:t-1}, into the intra-chunk output */
+    plan_task_at(c->p, lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag))->op.into =
+        w->causal;
   }
   return ag;
 }

@@ -109,6 +109,7 @@ static void linear_kernels(rotate_emit *e, const plan_op *sh, bool own, const pl
     /* forward: M = K^T V of the arrived chunk, then O += Q M */
     shape.causal = false;
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, NULL, 0, k, nk));
+    shape.into = true; /* into what the earlier steps gave */
     step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
   } else {
     /* backward: dQ from M (cached in forward) and dM = Q^T dO, then the
