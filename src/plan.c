@@ -312,10 +312,13 @@ void plan_dep_all(plan *p, const GArray *ids, uint32_t after) {
 }
 
 void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm) {
+  uint32_t first = comm;
   for (guint i = 0; i < ids->len; i++) {
     uint32_t id = g_array_index(ids, uint32_t, i);
     if (plan_task_at(p, id)->op.kind == OP_ATTN) plan_dep(p, id, comm);
+    if (id < first) first = id;
   }
+  if (first < comm) plan_issue_at(p, comm, first);
 }
 
 void plan_finish(plan *p) {

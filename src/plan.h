@@ -240,7 +240,10 @@ void plan_dep(plan *p, uint32_t before, uint32_t after);
 void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
 /* Where the topology's kernel_blocks_comm holds: group `comm` waits for
  * the flash-attention kernels among ids, which hold every SM (measured on
- * H200); other kernels (linear attention, copies) leave SMs free. */
+ * H200); other kernels (linear attention, copies) leave SMs free.  The
+ * program issues the group before all of ids (a step's exchange comes
+ * first): the host is charged for it at the first of them
+ * (plan_issue_at). */
 void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);

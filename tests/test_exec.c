@@ -628,8 +628,8 @@ static void t_call_alone(void) {
   topo_free(t);
 }
 
-/* plan_issue_at: a group placed after a kernel in the plan but issued by
- * the host before it costs the host first, so the kernel is issued after
+/* plan_issue_at (through plan_dep_blocking): a group placed after a
+ * kernel in the plan but issued by the host before it costs the host first, so the kernel is issued after
  * the group's host cost; plan_expand keeps the place, as the expanded
  * task. */
 static void t_issue_at(void) {
@@ -644,7 +644,12 @@ static void t_issue_at(void) {
     plan_xfer_add(p, g, 0, 1, 1e3);
     plan_issue(p, g, NULL, -1, false);
     plan_dep(p, k, g);
-    if (early) plan_issue_at(p, g, k);
+    if (early) { /* as a group waiting for blocking kernels is placed */
+      g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+      g_array_append_val(ids, k);
+      plan_dep_blocking(p, ids, g);
+      CU_ASSERT_EQUAL(plan_task_at(p, g)->host_at, k);
+    }
     plan_finish(p);
     exec_opts o = {.keep_trace = true};
     exec_result *r = exec_run(p, t, &o);

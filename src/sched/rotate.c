@@ -163,7 +163,6 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     plan_issued(e->p, issued);
     if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
-    uint32_t step_first = e->p->tasks->len;
     e->step = t;
     e->grads_arrived = backward && t > 0 ? dkv_prev : -1;
     if (ops->alike && !e->p->record_segs && plan_lockstep(e->p) && ops->alike(self, t)) {
@@ -176,8 +175,8 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
       }
     }
     if (more && e->kernel_blocks_comm) {
-      /* The transfer is issued before the kernels (and so costs the host
-       * before them: plan_issue_at) but gets no SMs while a
+      /* The transfer is issued before the kernels (the host pays for it
+       * before them: plan_dep_blocking) but gets no SMs while a
        * flash-attention kernel holds them all: measured on H200 as no
        * overlap at all (calibration/h200x4-tool passes with and without
        * communication differ by the whole transfer time).  Emitted after
@@ -186,7 +185,6 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
        * free, and the KV hop overlaps them (calibration/h200x2-linear). */
       kv = add_group(ops, self, e, t, kv_prev, issued, false);
       plan_dep_blocking(e->p, e->step_kernels, (uint32_t)kv);
-      if (step_first < (uint32_t)kv) plan_issue_at(e->p, (uint32_t)kv, step_first);
     }
     if (backward) {
       plan_issued(e->p, issued);

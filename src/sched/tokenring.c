@@ -84,7 +84,6 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
       for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
     }
     g_array_set_size(kernels, 0);
-    uint32_t step_first = p->tasks->len;
     for (uint32_t r = 0; r < n; r++) rows[r] = block(s, r, (r + n - t) % n, t, backward, arrived, kernels);
     if (more && s->t->kernel_blocks_comm) {
       /* measured on H200: a transfer gets no SMs under a flash kernel
@@ -92,8 +91,6 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
       qg = plan_comm(p, t, COMM_P2P);
       for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
       plan_dep_blocking(p, kernels, (uint32_t)qg);
-      /* the program issues it before them */
-      if (step_first < (uint32_t)qg) plan_issue_at(p, (uint32_t)qg, step_first);
     }
     if (qg >= 0) {
       if (q_prev >= 0) plan_dep(p, (uint32_t)q_prev, (uint32_t)qg);
