@@ -487,24 +487,25 @@ static void issue_comm(host_clock *h, guint i, const plan_task *k) {
 /* False where a lockstep task's GPUs would issue it at different times. */
 static bool issue_compute(host_clock *h, guint i, const plan_task *k) {
   const compute_model *m = &h->t->compute;
-  double c = skipped(h->o, k) ? 0 : compute_op_host_s(m, &k->op);
-  double alone = skipped(h->o, k) ? 0 : compute_op_alone_s(m, &k->op);
+  bool skip = skipped(h->o, k);
+  double c = skip ? 0 : compute_op_host_s(m, &k->op);
+  double alone = skip ? 0 : compute_op_alone_s(m, &k->op);
   uint32_t g0 = k->gpu == PLAN_ALL ? 0 : k->gpu;
   /* a lockstep task's copies are issued at once only if every host got
    * there at the same time: else the plan must be expanded */
   if (k->gpu == PLAN_ALL)
     for (uint32_t g = 1; g < h->p->n_gpus; g++)
       if (h->host[g] != h->host[0]) return false;
-  if (alone > 0) {
-    if (!h->done_by) h->done_by = g_new0(double, h->p->tasks->len);
-    h->done_by[i] = h->host[g0] + alone;
-    h->issue[i] = h->host[g0];
-  }
+  double begun = h->host[g0];
   if (k->gpu == PLAN_ALL)
     for (uint32_t g = 0; g < h->p->n_gpus; g++) h->host[g] += c;
   else
     h->host[g0] += c;
-  if (alone <= 0) h->issue[i] = h->host[g0];
+  h->issue[i] = alone > 0 ? begun : h->host[g0];
+  if (alone > 0) {
+    if (!h->done_by) h->done_by = g_new0(double, h->p->tasks->len);
+    h->done_by[i] = begun + alone;
+  }
   return true;
 }
 

@@ -44,9 +44,10 @@ static int64_t causal_fwd(const sched_ctx *c, int64_t after) {
   int64_t arrived = -1;
   for (uint32_t r = 0; r < n; r++) {
     plan_seg own = lasp_chunk(w, r), before = lasp_before(w, r);
-    if (r > 0) /* O_r += Q_r M_{1:r-1}, into the intra-chunk output */
-      plan_task_at(c->p, lasp_task(c, r, r, OP_LIN_APPLY, false, &own, &before, arrived))->op.into =
-          true;
+    if (r > 0) { /* O_r += Q_r M_{1:r-1}, into the intra-chunk output */
+      uint32_t ap = lasp_task(c, r, r, OP_LIN_APPLY, false, &own, &before, arrived);
+      plan_task_at(c->p, ap)->op.into = true;
+    }
     if (r + 1 == n) break;
     if (r > 0) lasp_sum(c, r, r, 2, -1); /* M_{1:r} = M_{1:r-1} + M_r */
     arrived = hop(c, r, r, r + 1, false);

@@ -54,8 +54,8 @@ static int64_t fwd(const sched_ctx *c, int64_t after) {
      * gathered buffer is reused) */
     if (w->causal) lasp_sum(c, r, 1, 1, ag);
     /* causal: O_t += Q_t M_{1:t-1}, into the intra-chunk output */
-    plan_task_at(c->p, lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag))->op.into =
-        w->causal;
+    uint32_t ap = lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag);
+    plan_task_at(c->p, ap)->op.into = w->causal;
   }
   return ag;
 }
