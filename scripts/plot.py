@@ -84,7 +84,7 @@ def speedup(rows, out):
         sps = sorted({int(r["gpus"]) for r in sub})
         grid = [[float("nan")] * len(seqs) for _ in sps]
         for r in sub:
-            grid[sps.index(int(r["gpus"]))][seqs.index(int(r["seq_len"]))] = float(r["speedup_vs_ring"])
+            grid[sps.index(int(r["gpus"]))][seqs.index(int(r["seq_len"]))] = float(r["speedup_vs_ring"] or "nan")
         im = ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=2.0, aspect="auto", origin="lower")
         for i in range(len(sps)):
             for j in range(len(seqs)):
@@ -153,6 +153,8 @@ def main():
     a = ap.parse_args()
     with open(a.csv, newline="") as f:
         rows = list(csv.DictReader(f))
+    # n/a rows (a scheduler that cannot run the point) have no figures to draw
+    rows = [r for r in rows if r.get("status", "ok") == "ok"]
     if not rows:
         sys.exit(f"{a.csv}: no rows")
     need = {"scheduler", "seq_len", "gpus", "mask", "pass", "step_ms", "exposed_comm_ms",

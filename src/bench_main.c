@@ -26,6 +26,7 @@ static void bench_scenario(const char *file) {
   double slowest = 0;
   for (guint i = 0; i < res->len; i++) {
     sim_result *r = res->pdata[i];
+    if (!r->r) continue; /* n/a: not run */
     events += r->r->events;
     flows += r->r->flows;
     if (r->wall_s > slowest) slowest = r->wall_s;

@@ -13,13 +13,16 @@ static bool opt_error(GError **err, const char *option, const char *what) {
   return false;
 }
 
-static GOptionContext *context(cli_opts *o) {
+/* The options, their fields in o; owned by the caller. */
+static GOptionEntry *option_table(cli_opts *o) {
   GOptionEntry entries[] = {
       {"topology", 't', 0, G_OPTION_ARG_STRING, &o->topology,
        "Topology file, or the name of a bundled one (see below)", "FILE"},
-      {"sched", 0, 0, G_OPTION_ARG_STRING, &o->sched, "Schedulers, comma separated (see below)",
-       "LIST"},
-      {"seq", 0, 0, G_OPTION_ARG_STRING, &o->seq, "Sequence lengths (32K,128K,1M)", "LIST"},
+      {"sched", 0, 0, G_OPTION_ARG_STRING, &o->sched,
+       "Schedulers, comma separated (see below), or all: every one that runs the model's "
+       "layers (default " SCENARIO_DEFAULT_SCHEDS ")", "LIST"},
+      {"seq", 0, 0, G_OPTION_ARG_STRING, &o->seq,
+       "Sequence lengths (32K,128K,1M; default " SCENARIO_DEFAULT_SEQ ")", "LIST"},
       {"sp", 0, 0, G_OPTION_ARG_STRING, &o->sp,
        "SP degrees: GPUs sharing one sequence (2,4,8; default all GPUs)", "LIST"},
       {"heads", 0, 0, G_OPTION_ARG_STRING, &o->heads, "Query heads", "N"},
@@ -30,9 +33,10 @@ static GOptionContext *context(cli_opts *o) {
       {"grad-dtype", 0, 0, G_OPTION_ARG_STRING, &o->grad_dtype,
        "dK/dV accumulators moved in backward: fp32 (default, as ring_flash_attn), bf16 or fp16",
        "TYPE"},
-      {"mask", 0, 0, G_OPTION_ARG_STRING, &o->mask, "full, causal, or both (full,causal)",
-       "MASK"},
-      {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass, "fwd, bwd or fwdbwd", "PASS"},
+      {"mask", 0, 0, G_OPTION_ARG_STRING, &o->mask,
+       "full, causal, or both (full,causal; default " SCENARIO_DEFAULT_MASK ")", "MASK"},
+      {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass,
+       "fwd, bwd or fwdbwd, or a list (default " SCENARIO_DEFAULT_PASS ")", "PASS"},
       {"usp-ulysses", 0, 0, G_OPTION_ARG_STRING, &o->usp_ulysses,
        "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the largest "
        "that fits in a node and divides the heads", "N"},
@@ -69,6 +73,8 @@ static GOptionContext *context(cli_opts *o) {
        "Solve every flow on its own instead of bundles of alike flows (the reference model; "
        "slower, same answers)",
        NULL},
+      {"strict", 0, 0, G_OPTION_ARG_NONE, &o->strict,
+       "A point a scheduler cannot run is an error (exit 2), not a row that says why", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs,
        "Threads for a sweep (default: one per CPU, at most 256)", "N"},
       {"shard", 0, 0, G_OPTION_ARG_STRING, &o->shard,
@@ -79,6 +85,19 @@ static GOptionContext *context(cli_opts *o) {
       {"version", 0, 0, G_OPTION_ARG_NONE, &o->version, "Print the version", NULL},
       {"help", 'h', 0, G_OPTION_ARG_NONE, &o->help, "Show this help", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  return g_memdup2(entries, sizeof entries);
+}
+
+static GOptionContext *context(cli_opts *o) {
+  g_autofree GOptionEntry *entries = option_table(o);
+  /* Text is taken as the bytes given (FILENAME) and checked to be UTF-8 by
+   * check_utf8, which names the option: GLib would convert STRING values
+   * from the locale's charset, refusing "\xff" (and "é" under LANG=C) with
+   * a message that names no option. */
+  for (GOptionEntry *e = entries; e->long_name; e++) {
+    if (e->arg == G_OPTION_ARG_STRING) e->arg = G_OPTION_ARG_FILENAME;
+    else if (e->arg == G_OPTION_ARG_STRING_ARRAY) e->arg = G_OPTION_ARG_FILENAME_ARRAY;
+  }
   GOptionContext *ctx = g_option_context_new("[SCENARIO.json]");
   g_option_context_set_summary(ctx,
       "Predicts the time of one attention layer under sequence-parallel schedulers\n"
@@ -87,6 +106,28 @@ static GOptionContext *context(cli_opts *o) {
   g_option_context_set_help_enabled(ctx, FALSE);
   g_option_context_add_main_entries(ctx, entries, NULL);
   return ctx;
+}
+
+/* The values of the text options (STRING in the table: all but file
+ * names) are UTF-8; a value that is not is refused naming its option. */
+static bool check_utf8(cli_opts *o, GError **err) {
+  g_autofree GOptionEntry *es = option_table(o);
+  for (const GOptionEntry *e = es; e->long_name; e++) {
+    char *one[2] = {NULL, NULL};
+    char **vals = e->arg == G_OPTION_ARG_STRING ? (one[0] = *(char **)e->arg_data, one)
+                  : e->arg == G_OPTION_ARG_STRING_ARRAY ? *(char ***)e->arg_data : NULL;
+    for (char **v = vals; v && *v; v++) {
+      if (g_utf8_validate(*v, -1, NULL)) continue;
+      g_autoptr(GString) shown = g_string_new(NULL);
+      for (const unsigned char *c = (const unsigned char *)*v; *c; c++)
+        if (*c >= 0x80 || *c < 0x20) g_string_append_printf(shown, "\\x%02x", *c);
+        else g_string_append_c(shown, (char)*c);
+      g_autofree char *option = g_strconcat("--", e->long_name, NULL);
+      g_autofree char *m = g_strdup_printf("expected UTF-8 text, got \"%s\"", shown->str);
+      return opt_error(err, option, m);
+    }
+  }
+  return true;
 }
 
 bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
@@ -100,6 +141,7 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: %s", e->message);
     return false;
   }
+  if (!check_utf8(o, err)) return false;
   guint rest = g_strv_length(args);
   if (rest > 2) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
@@ -152,7 +194,7 @@ scenario_overrides cli_overrides(const cli_opts *o) {
   return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
                               o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
                               o->batch, o->tasp_cycles, o->usp_ulysses, o->ulysses_fused,
-                              o->baseline, o->set, o->attention};
+                              o->baseline, o->set, o->attention, o->strict};
 }
 
 char *cli_help(void) {

@@ -122,6 +122,14 @@ int main(int argc, char **argv) {
     else if (!o.quiet) report_notes(stderr, &rc);
     for (guint i = 0; i < results->len; i++) g_ptr_array_add(all, results->pdata[i]);
   }
+  /* an empty shard is not an error (a launcher may start more shards than
+   * a sweep has groups), but it is said: its outputs hold headers only */
+  guint groups = 0;
+  for (guint k = 0; k < scens->len; k++) groups = MAX(groups, scenario_groups(scens->pdata[k]));
+  if (o.shard_n && all->len == 0)
+    fprintf(stderr, "tasp-sim: note: shard %u/%u is empty: the sweep has %u point group%s "
+            "(seq x SP x mask x pass), so only shards below %u/%u hold points\n", o.shard_i,
+            o.shard_n, groups, groups == 1 ? "" : "s", groups, o.shard_n);
   report_ctx rc = {s0, all, o.links_summary};
   if (!outputs_write(outs, &rc, &err)) return fail(err, 1);
   return 0;

@@ -1,6 +1,7 @@
 /* report: table, CSV and link report. */
 #include "report.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "layers.h"
@@ -63,6 +64,7 @@ static GArray *kind_stats(const topology *t, const sim_result *r) {
  * something: channels left idle, or a busiest channel kind well above the
  * mean (twice it). */
 static void links_line(FILE *f, const topology *t, const sim_result *r, bool always) {
+  if (!r->r) return; /* n/a: nothing ran */
   g_autoptr(GArray) ks = kind_stats(t, r);
   const kind_stat *busy = NULL, *idle = NULL;
   unsigned chans = 0, idle_n = 0;
@@ -78,6 +80,27 @@ static void links_line(FILE *f, const topology *t, const sim_result *r, bool alw
           "%u of %u channels idle\n", r->pt.sched->name, busy ? busy->kind : "-",
           busy ? 100 * busy->max_util : 0.0, idle ? idle->kind : "-",
           idle && idle->channels ? 100 * idle->sum_util / idle->channels : 0.0, idle_n, chans);
+}
+
+/* A speedup as the table shows it: "1.52x", "-" where there is none. */
+static const char *speedup_text(char buf[16], double v) {
+  if (isnan(v)) return "-";
+  g_snprintf(buf, 16, "%.2fx", v);
+  return buf;
+}
+
+/* Under a group's verdict: the baseline a speedup column lacks, and why. */
+static void baseline_na(FILE *f, const report_ctx *c, const sim_result *r) {
+  if (r->ring_na)
+    fprintf(f, "            vs_ring: ring cannot run this point: %s\n", r->ring_na);
+  if (r->base_na && c->s->baseline && c->s->baseline != &sched_ring)
+    fprintf(f, "            vs_best: %s (--baseline) cannot run this point: %s\n",
+            c->s->baseline->name, r->base_na);
+}
+
+/* A number of the CSV, empty where there is none (NAN). */
+static void csv_num(FILE *f, const char *fmt, double v) {
+  if (!isnan(v)) fprintf(f, fmt, v);
 }
 
 /* A note is printed once, after the first group whose rows carry it. */
@@ -106,7 +129,7 @@ static void links_summary(FILE *f, const report_ctx *c) {
     unsigned n = 0, with_idle = 0;
     for (guint i = 0; i < c->results->len; i++) {
       const sim_result *r = c->results->pdata[i];
-      if (r->pt.sched != so) continue;
+      if (r->pt.sched != so || !r->r) continue;
       sum += r->mean_util;
       n++;
       g_autoptr(GArray) ks = kind_stats(r->topo, r);
@@ -149,11 +172,16 @@ void report_table(FILE *f, const report_ctx *c) {
     }
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     bool first = !prev || !same_group(prev, r);
-    fprintf(f, "%8s %4u  %-10s %10.3f %10.3f %10.3f %10.3f %10.3f %7.2fx %7.2fx %7.1f%% %7.1f%%\n",
-            first ? seq : "", r->pt.w.gpus, r->pt.sched->name, r->r->step_s * 1e3,
-            r->r->compute_s * 1e3, r->r->comm_s * 1e3, r->r->exposed_s * 1e3,
-            r->r->imbalance_s * 1e3, r->speedup_vs_best, r->speedup_vs_ring, 100 * r->max_util,
-            100 * r->mean_util);
+    if (!r->r)
+      fprintf(f, "%8s %4u  %-10s n/a: %s\n", first ? seq : "", r->pt.w.gpus, r->pt.sched->name,
+              r->pt.na);
+    else
+      fprintf(f, "%8s %4u  %-10s %10.3f %10.3f %10.3f %10.3f %10.3f %8s %8s %7.1f%% %7.1f%%\n",
+              first ? seq : "", r->pt.w.gpus, r->pt.sched->name, r->r->step_s * 1e3,
+              r->r->compute_s * 1e3, r->r->comm_s * 1e3, r->r->exposed_s * 1e3,
+              r->r->imbalance_s * 1e3, speedup_text((char[16]){0}, r->speedup_vs_best),
+              speedup_text((char[16]){0}, r->speedup_vs_ring), 100 * r->max_util,
+              100 * r->mean_util);
     prev = r;
     bool last = i + 1 == c->results->len || !same_group(r, c->results->pdata[i + 1]);
     if (last) {
@@ -161,6 +189,7 @@ void report_table(FILE *f, const report_ctx *c) {
       while (j0 > 0 && same_group(c->results->pdata[j0 - 1], r)) j0--;
       g_autofree char *v = verdict_line(t, (sim_result *const *)c->results->pdata + j0, i + 1 - j0);
       fprintf(f, "            => %s\n", v);
+      baseline_na(f, c, r);
       for (guint j = j0; j <= i; j++) links_line(f, ((const sim_result *)c->results->pdata[j])->topo, c->results->pdata[j],
                                                    c->links_summary);
       group_notes(f, c, j0, i + 1, seen, "            ");
@@ -175,7 +204,7 @@ void report_table(FILE *f, const report_ctx *c) {
 void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
-        "mean_link_util,imbalance_ms,speedup_vs_best,baseline\n", f);
+        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -185,11 +214,25 @@ void report_csv(FILE *f, const report_ctx *c) {
     fprintf(f, ",%u,%" G_GUINT64_FORMAT ",%u,%u,%u,%u,", w->gpus, w->seq_len, w->batch,
             w->heads, w->kv_heads, w->head_dim);
     csv_str(f, w->dtype);
-    fprintf(f, ",%s,%s,%.6f,%.6f,%.6f,%.6f,%.4f,%.4f,%.4f,%.6f,%.4f,", mask_name(w->causal),
-            pass_name(w->pass), r->r->step_s * 1e3, r->r->compute_s * 1e3, r->r->comm_s * 1e3,
-            r->r->exposed_s * 1e3, r->speedup_vs_ring, r->max_util, r->mean_util,
-            r->r->imbalance_s * 1e3, r->speedup_vs_best);
+    fprintf(f, ",%s,%s,", mask_name(w->causal), pass_name(w->pass));
+    if (!r->r) { /* n/a: no figures */
+      fputs(",,,,,,,,,", f);
+    } else {
+      fprintf(f, "%.6f,%.6f,%.6f,%.6f,", r->r->step_s * 1e3, r->r->compute_s * 1e3,
+              r->r->comm_s * 1e3, r->r->exposed_s * 1e3);
+      csv_num(f, "%.4f", r->speedup_vs_ring);
+      fprintf(f, ",%.4f,%.4f,%.6f,", r->max_util, r->mean_util, r->r->imbalance_s * 1e3);
+      csv_num(f, "%.4f", r->speedup_vs_best);
+      fputc(',', f);
+    }
     csv_str(f, r->baseline);
+    fputc(',', f);
+    if (r->pt.na) {
+      g_autofree char *status = g_strconcat("n/a: ", r->pt.na, NULL);
+      csv_str(f, status);
+    } else {
+      fputs("ok", f);
+    }
     fputc('\n', f);
   }
 }
@@ -200,6 +243,7 @@ void report_links(FILE *f, const report_ctx *c) {
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const topology *t = r->topo;
+    if (!r->r) continue; /* n/a: nothing ran */
     g_autofree uint8_t *avail = sim_channels_available(t, r->pt.w.gpus);
     for (uint32_t ch = 0; ch < t->channels->len; ch++) {
       if (!avail[ch]) continue;

@@ -39,6 +39,13 @@ static bool bad(GError **err, origin o, const char *fmt, ...) {
   return false;
 }
 
+/* Where a value came from: the option when given, else the file's field
+ * (or the option, without a file). */
+static origin from(const scenario *s, const char *given, const char *option, const char *key) {
+  if (given || !s->file) return (origin){"command line", option};
+  return (origin){s->file, key};
+}
+
 /* A list given as one value or an array in the file, or as a comma list on
  * the command line (which wins).  Items come back as strings. */
 static bool get_list(json_object *root, const char *file, const char *key, const char *cli,
@@ -46,6 +53,8 @@ static bool get_list(json_object *root, const char *file, const char *key, const
                      GError **err) {
   if (cli) {
     *o = (origin){"command line", option};
+    /* --seq "" would sweep nothing and print an empty table */
+    if (!*cli) return bad(err, *o, "expected at least one value, got an empty list");
     g_auto(GStrv) parts = g_strsplit(cli, ",", -1);
     for (char **p = parts; *p; p++) g_ptr_array_add(out, g_strdup(g_strstrip(*p)));
     return true;
@@ -72,26 +81,28 @@ static bool get_list(json_object *root, const char *file, const char *key, const
   return true;
 }
 
-static bool parse_u32(const char *text, origin o, uint32_t min, uint32_t *out, GError **err) {
+/* A whole number from min to max (max: one of the SCENARIO_MAX_ bounds). */
+static bool parse_u32(const char *text, origin o, uint32_t min, uint32_t max, uint32_t *out,
+                      GError **err) {
   uint64_t v;
-  if (!size_parse(text, &v) || v < min || v > UINT32_MAX)
-    return bad(err, o, "expected a whole number >= %u, got \"%s\"", min, text);
+  if (!size_parse(text, &v) || v < min || v > max)
+    return bad(err, o, "expected a whole number from %u to %u, got \"%s\"", min, max, text);
   *out = (uint32_t)v;
   return true;
 }
 
 /* One shape field: command line, else the file's model object, else default. */
 static bool shape_field(json_object *model, const char *file, const char *key,
-                        const char *cli, const char *option, uint32_t def, uint32_t *out,
-                        GError **err) {
-  if (cli) return parse_u32(cli, (origin){"command line", option}, 1, out, err);
+                        const char *cli, const char *option, uint32_t def, uint32_t max,
+                        uint32_t *out, GError **err) {
+  if (cli) return parse_u32(cli, (origin){"command line", option}, 1, max, out, err);
   if (!model) { *out = def; return true; }
   g_autofree char *path = g_strconcat("model.", key, NULL);
   json_object *v;
   if (!json_object_object_get_ex(model, key, &v)) { *out = def; return true; }
   if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
-      json_object_get_int64(v) > UINT32_MAX)
-    return bad(err, (origin){file, path}, "expected a whole number >= 1");
+      json_object_get_int64(v) > max)
+    return bad(err, (origin){file, path}, "expected a whole number from 1 to %u", max);
   *out = (uint32_t)json_object_get_int64(v);
   return true;
 }
@@ -156,6 +167,12 @@ static bool parse_layers(json_object *list, const char *file, workload *m, GErro
         !parse_attention(name, (origin){file, apath}, &k, err) ||
         !json_get_u32(it, w, "count", false, 1, 1, &count, err))
       return false;
+    /* counts add up (a uint32 could wrap): the total is bounded */
+    if (count > SCENARIO_MAX_LAYERS - m->layers[ATTN_SOFTMAX] - m->layers[ATTN_LINEAR]) {
+      g_autofree char *cpath = g_strconcat(path, ".count", NULL);
+      return bad(err, (origin){file, cpath}, "the model's layers add up to more than %u",
+                 SCENARIO_MAX_LAYERS);
+    }
     m->layers[k] += count;
   }
   return true;
@@ -192,7 +209,8 @@ static bool load_layers(json_object *model, const char *file, const scenario_ove
     m->decay = json_object_get_boolean(decay);
   }
   /* 64: flash-linear-attention's and LASP's chunk kernels (compute.c) */
-  return shape_field(model, file, "linear_block", NULL, NULL, 64, &m->linear_block, err);
+  return shape_field(model, file, "linear_block", NULL, NULL, 64, SCENARIO_MAX_BLOCK,
+                     &m->linear_block, err);
 }
 
 static bool load_model(scenario *s, json_object *root, const scenario_overrides *ov,
@@ -211,14 +229,17 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   }
   workload *m = &s->model;
   /* defaults: attention of Llama-3-8B (32 heads, 8 KV heads, head dim 128) */
-  if (!shape_field(model, file, "batch", ov->batch, "--batch", 1, &m->batch, err) ||
-      !shape_field(model, file, "heads", ov->heads, "--heads", 32, &m->heads, err) ||
-      !shape_field(model, file, "kv_heads", ov->kv_heads, "--kv-heads", m->heads, &m->kv_heads,
+  if (!shape_field(model, file, "batch", ov->batch, "--batch", 1, SCENARIO_MAX_BATCH, &m->batch,
                    err) ||
-      !shape_field(model, file, "head_dim", ov->head_dim, "--head-dim", 128, &m->head_dim, err))
+      !shape_field(model, file, "heads", ov->heads, "--heads", 32, SCENARIO_MAX_HEADS,
+                   &m->heads, err) ||
+      !shape_field(model, file, "kv_heads", ov->kv_heads, "--kv-heads", m->heads,
+                   SCENARIO_MAX_HEADS, &m->kv_heads, err) ||
+      !shape_field(model, file, "head_dim", ov->head_dim, "--head-dim", 128,
+                   SCENARIO_MAX_HEAD_DIM, &m->head_dim, err))
     return false;
   if (!shape_field(model, file, "usp_ulysses", ov->usp_ulysses, "--usp-ulysses", 0,
-                   &m->ulysses, err))
+                   SCENARIO_MAX_SP, &m->ulysses, err))
     return false;
   m->ulysses_fused = ov->ulysses_fused;
   json_object *fused;
@@ -250,6 +271,13 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
                             : (origin){file ? file : "command line", file ? "model.kv_heads" : "--kv-heads"};
     return bad(err, o, "expected a divisor of the %u query heads, got %u", m->heads, m->kv_heads);
   }
+  /* a linear layer's state, bounded as a tensor is (SCENARIO_MAX_TENSOR_BYTES) */
+  if (layers_count(m, ATTN_LINEAR) &&
+      workload_state_bytes(m) > (double)SCENARIO_MAX_TENSOR_BYTES)
+    return bad(err, from(s, ov->head_dim, "--head-dim", "model.head_dim"),
+               "a linear layer's state, batch %u x %u heads x head dim %u^2 x 4 bytes, is "
+               "%.4g TiB; expected at most %llu TiB", m->batch, m->heads, m->head_dim,
+               workload_state_bytes(m) / (double)(1ull << 40), SCENARIO_MAX_TENSOR_BYTES >> 40);
   return true;
 }
 
@@ -296,32 +324,92 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
   return s->topo != NULL;
 }
 
+/* A sweep list is a set: each value once.  A repeat ("32K,32K", or 32K and
+ * 32768) would run the same points twice, so it is refused rather than
+ * folded: it is most likely a typo for another value.  `canon` (owned by
+ * `seen` from here on) is the value as tasp-sim understands it, `given` as
+ * written. */
+static bool once(GHashTable *seen, char *canon, const char *given, origin o, GError **err) {
+  const char *first = g_hash_table_lookup(seen, canon);
+  if (first) {
+    if (!strcmp(first, given))
+      bad(err, o, "\"%s\" is given twice; a sweep list names each value once", given);
+    else
+      bad(err, o, "\"%s\" and \"%s\" are the same value (%s); a sweep list names each value "
+          "once", first, given, canon);
+    g_free(canon);
+    return false;
+  }
+  g_hash_table_insert(seen, canon, (gpointer)given);
+  return true;
+}
+
+static GHashTable *seen_new(void) {
+  return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+}
+
+/* Sizes a sequence length makes with the model: tokens (batch x seq_len)
+ * and one tensor's bytes, within SCENARIO_MAX_TOKENS and
+ * SCENARIO_MAX_TENSOR_BYTES (computed in doubles: the factors are bounded,
+ * the product needs no more than 2^80). */
+static bool check_seq_size(const workload *m, uint64_t seq, origin o, GError **err) {
+  g_autofree char *text = size_format(seq);
+  if (seq > SCENARIO_MAX_SEQ)
+    return bad(err, o, "expected a token count from 1 to 1G (%llu), got %s",
+               SCENARIO_MAX_SEQ, text);
+  double tokens = (double)m->batch * (double)seq;
+  if (tokens > (double)SCENARIO_MAX_TOKENS)
+    return bad(err, o, "batch %u x %s tokens is %.4g tokens in a step; expected at most 1G "
+               "(%llu)", m->batch, text, tokens, SCENARIO_MAX_TOKENS);
+  uint32_t e = m->grad_bytes > m->elem_bytes ? m->grad_bytes : m->elem_bytes;
+  double bytes = tokens * m->heads * m->head_dim * e;
+  if (bytes > (double)SCENARIO_MAX_TENSOR_BYTES)
+    return bad(err, o, "batch %u x %s tokens x %u heads x head dim %u x %u bytes is %.4g TiB "
+               "in one tensor of the layer; expected at most %llu TiB (so that every byte "
+               "count stays exact)", m->batch, text, m->heads, m->head_dim, e,
+               bytes / (double)(1ull << 40), SCENARIO_MAX_TENSOR_BYTES >> 40);
+  return true;
+}
+
 /* Sequence lengths, masks, passes and schedulers: all the sweep but the
  * SP degrees, checked before the topology's tables are built. */
 static bool load_sweep(scenario *s, json_object *root, const scenario_overrides *ov,
                        GError **err) {
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GHashTable) seen = seen_new();
 
-  if (!get_list(root, s->file, "seq_len", ov->seq, "--seq", "128K", items, &o, err)) return false;
+  if (!get_list(root, s->file, "seq_len", ov->seq, "--seq", SCENARIO_DEFAULT_SEQ, items, &o,
+                err))
+    return false;
   for (guint i = 0; i < items->len; i++) {
     uint64_t v;
     if (!size_parse(items->pdata[i], &v))
       return bad(err, o, "expected a positive token count such as 32768, 32K or 1M, got \"%s\"",
                  (char *)items->pdata[i]);
+    if (!check_seq_size(&s->model, v, o, err) ||
+        !once(seen, g_strdup_printf("%" G_GUINT64_FORMAT, v), items->pdata[i], o, err))
+      return false;
     g_array_append_val(s->seqs, v);
   }
   g_ptr_array_set_size(items, 0);
-  if (!get_list(root, s->file, "mask", ov->mask, "--mask", "causal", items, &o, err)) return false;
+  g_hash_table_remove_all(seen);
+  if (!get_list(root, s->file, "mask", ov->mask, "--mask", SCENARIO_DEFAULT_MASK, items, &o,
+                err))
+    return false;
   for (guint i = 0; i < items->len; i++) {
     const char *m = items->pdata[i];
     if (strcmp(m, "full") && strcmp(m, "causal"))
       return bad(err, o, "expected full or causal, got \"%s\"", m);
+    if (!once(seen, g_strdup(m), m, o, err)) return false;
     gboolean c = strcmp(m, "causal") == 0;
     g_array_append_val(s->masks, c);
   }
   g_ptr_array_set_size(items, 0);
-  if (!get_list(root, s->file, "pass", ov->pass, "--pass", "fwd", items, &o, err)) return false;
+  g_hash_table_remove_all(seen);
+  if (!get_list(root, s->file, "pass", ov->pass, "--pass", SCENARIO_DEFAULT_PASS, items, &o,
+                err))
+    return false;
   for (guint i = 0; i < items->len; i++) {
     const char *m = items->pdata[i];
     pass_kind p;
@@ -329,13 +417,25 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
     else if (!strcmp(m, "bwd")) p = PASS_BWD;
     else if (!strcmp(m, "fwdbwd")) p = PASS_FWDBWD;
     else return bad(err, o, "expected fwd, bwd or fwdbwd, got \"%s\"", m);
+    if (!once(seen, g_strdup(m), m, o, err)) return false;
     g_array_append_val(s->passes, p);
   }
   g_ptr_array_set_size(items, 0);
-  if (!get_list(root, s->file, "schedulers", ov->sched, "--sched", "ring,zigzag,tasp", items,
-                &o, err))
+  g_hash_table_remove_all(seen);
+  if (!get_list(root, s->file, "schedulers", ov->sched, "--sched", SCENARIO_DEFAULT_SCHEDS,
+                items, &o, err))
     return false;
   for (guint i = 0; i < items->len; i++) {
+    if (!strcmp(items->pdata[i], "all")) {
+      /* every scheduler that runs the model's layers (softmax, linear or
+       * both: sched_check_attention, as for a named one) */
+      if (items->len > 1)
+        return bad(err, o, "\"all\" names every scheduler that runs the model's layers; give "
+                   "it alone");
+      for (const sched_ops *const *a = sched_all(); *a; a++)
+        if (sched_check_attention(*a, &s->model, NULL)) g_ptr_array_add(s->scheds, (gpointer)*a);
+      continue;
+    }
     const sched_ops *so = sched_find(items->pdata[i]);
     if (!so) {
       g_autofree char *names = sched_names();
@@ -343,10 +443,11 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
       guint n = 0;
       for (const sched_ops *const *a = sched_all(); *a && n < 16; a++) cands[n++] = (*a)->name;
       const char *near = names_nearest(items->pdata[i], cands, n);
-      return bad(err, o, "unknown scheduler \"%s\"%s%s%s; expected one of: %s",
+      return bad(err, o, "unknown scheduler \"%s\"%s%s%s; expected one of: %s, or all",
                  (char *)items->pdata[i], near ? " (did you mean " : "", near ? near : "",
                  near ? "?)" : "", names);
     }
+    if (!once(seen, g_strdup(so->name), items->pdata[i], o, err)) return false;
     g_ptr_array_add(s->scheds, (gpointer)so);
   }
   /* given cycles are used by tasp only (tasp-mkm makes its own from the
@@ -373,24 +474,19 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
                     GError **err) {
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GHashTable) seen = seen_new();
   g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
   if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
   for (guint i = 0; i < items->len; i++) {
     uint32_t v;
-    if (!parse_u32(items->pdata[i], o, 1, &v, err)) return false;
+    if (!parse_u32(items->pdata[i], o, 1, SCENARIO_MAX_SP, &v, err)) return false;
     if (v > s->topo->n_gpus)
       return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
                  s->topo->n_gpus, s->topo->name, s->topo->file);
+    if (!once(seen, g_strdup_printf("%u", v), items->pdata[i], o, err)) return false;
     g_array_append_val(s->sps, v);
   }
   return true;
-}
-
-/* Where a value came from: the option when given, else the file's field
- * (or the option, without a file). */
-static origin from(const scenario *s, const char *given, const char *option, const char *key) {
-  if (given || !s->file) return (origin){"command line", option};
-  return (origin){s->file, key};
 }
 
 /* The input a scheduler's check failed on, by its error code. */
@@ -401,6 +497,21 @@ static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
     case TASP_ERROR_CYCLES: return from(s, ov->tasp_cycles, "--tasp-cycles", "tasp_cycles");
     default: return from(s, ov->seq, "--seq", "seq_len");
   }
+}
+
+/* Whether a check's objection is "this scheduler cannot run this point"
+ * (the sequence does not divide, the heads do not divide among the GPUs,
+ * no cycles over these links, a plan too large) rather than bad input
+ * (malformed given cycles, layers the scheduler does not run). */
+static bool cannot_run(const GError *e) {
+  return e->code == TASP_ERROR_SEQ || e->code == TASP_ERROR_SP || e->code == TASP_ERROR_TOPOLOGY;
+}
+
+/* The check's words without the scheduler's name the row already shows. */
+static char *na_reason(const sched_ops *so, const char *msg) {
+  size_t n = strlen(so->name);
+  if (!strncmp(msg, so->name, n) && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+  return g_strdup(msg);
 }
 
 /* Expand and check every point; ring and the --baseline scheduler are
@@ -425,6 +536,10 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
     for (guint k = 0; k < s->scheds->len; k++) asked |= s->scheds->pdata[k] == wanted[h];
     if (!asked) g_ptr_array_add(hidden, (gpointer)wanted[h]);
   }
+  /* the first objection to a shown point, as the error it was before
+   * n/a rows: returned when no shown point can run */
+  g_autoptr(GError) first = NULL;
+  bool any_ran = false;
   for (guint a = 0; a < s->masks->len; a++)
     for (guint b = 0; b < s->passes->len; b++)
       for (guint i = 0; i < s->seqs->len; i++)
@@ -435,7 +550,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
           w.seq_len = g_array_index(s->seqs, uint64_t, i);
           w.gpus = g_array_index(s->sps, uint32_t, j);
           for (guint k = 0; k < s->scheds->len + hidden->len; k++) {
-            scenario_point p = {w, NULL, false};
+            scenario_point p = {w, NULL, false, NULL};
             if (k >= s->scheds->len) {
               p.sched = hidden->pdata[k - s->scheds->len];
               p.hidden = true;
@@ -446,13 +561,31 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             if (!sched_check(p.sched, &p.w, s->topo, &e)) {
               origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
-              return bad(err, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
-                         e->message);
+              GError *why = NULL;
+              bad(&why, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
+                  e->message);
+              if (ov->strict || !cannot_run(e)) {
+                g_propagate_error(err, why);
+                return false;
+              }
+              if (!p.hidden && !first) first = why;
+              else g_error_free(why);
+              p.na = na_reason(p.sched, e->message);
+            } else {
+              any_ran |= !p.hidden;
             }
             g_array_append_val(s->points, p);
           }
         }
+  if (!any_ran && first) {
+    g_propagate_error(err, g_steal_pointer(&first));
+    return false;
+  }
   return true;
+}
+
+guint scenario_groups(const scenario *s) {
+  return s->masks->len * s->passes->len * s->seqs->len * s->sps->len;
 }
 
 scenario *scenario_load(const char *file, const scenario_overrides *ov, GError **err) {
@@ -507,6 +640,7 @@ void scenario_free(scenario *s) {
   g_array_free(s->masks, TRUE);
   g_array_free(s->passes, TRUE);
   g_ptr_array_free(s->scheds, TRUE);
+  for (guint i = 0; i < s->points->len; i++) g_free(g_array_index(s->points, scenario_point, i).na);
   g_array_free(s->points, TRUE);
   g_free(s);
 }

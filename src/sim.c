@@ -106,7 +106,13 @@ static void run_one(gpointer data, gpointer user) {
   exec_opts o = c->o->exec;
   o.progress = &c->slots[i];
   g_atomic_int_set(&c->state[i], 1);
-  c->out[i] = sim_run_point(c->s->topo, pt, &o);
+  if (pt->na) {
+    c->out[i] = g_new0(sim_result, 1);
+    c->out[i]->pt = *pt;
+    c->out[i]->topo = c->s->topo;
+  } else {
+    c->out[i] = sim_run_point(c->s->topo, pt, &o);
+  }
   g_atomic_int_set(&c->state[i], 2);
 }
 
@@ -212,16 +218,22 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
       if (!x) continue;
       if (x->pt.sched == &sched_ring) ring = x;
       if (s->baseline ? x->pt.sched == s->baseline
-                      : !x->pt.hidden && (!base || x->r->step_s < base->r->step_s))
+                      : x->r && !x->pt.hidden && (!base || x->r->step_s < base->r->step_s))
         base = x;
     }
     for (guint i = start; i < end; i++) {
       sim_result *x = c.out[i];
       if (!x) continue;
+      x->ring_na = ring ? ring->pt.na : NULL;
+      x->base_na = base ? base->pt.na : NULL;
+      x->baseline = base && x->r ? base->pt.sched->name : "";
+      if (!x->r) {
+        x->speedup_vs_ring = x->speedup_vs_best = NAN;
+        continue;
+      }
       double st = x->r->step_s;
-      x->speedup_vs_ring = ring && st > 0 ? ring->r->step_s / st : 0;
-      x->speedup_vs_best = base && st > 0 ? base->r->step_s / st : 0;
-      x->baseline = base ? base->pt.sched->name : "";
+      x->speedup_vs_ring = !ring || !ring->r ? NAN : st > 0 ? ring->r->step_s / st : 0;
+      x->speedup_vs_best = !base || !base->r ? NAN : st > 0 ? base->r->step_s / st : 0;
     }
   }
   for (guint i = 0; i < n; i++) {

@@ -11,14 +11,17 @@
 #include "scenario.h"
 
 typedef struct {
-  scenario_point pt;
+  scenario_point pt;      /* points into the scenario, which outlives the result */
   const topology *topo;   /* the point's topology (a --set sweep has several) */
-  exec_result *r;
+  exec_result *r;         /* NULL: an n/a point (pt.na says why), not run */
   char *note;             /* scheduler's remark, or NULL */
+  /* NAN where there is none: an n/a row, or a baseline that cannot run
+   * the point (ring_na, base_na say why) */
   double speedup_vs_ring;
   double speedup_vs_best;  /* the group's baseline step / this step */
   const char *baseline;    /* the baseline's scheduler name: the fastest of the
-                              group, or the one --baseline names */
+                              group that ran, or the one --baseline names */
+  const char *ring_na, *base_na; /* why ring, --baseline's scheduler cannot run it */
   /* Utilisation of a channel: bytes carried / (capacity x step time), a
    * fraction.  Over the channels on routes among the point's GPUs (the
    * rows of the links report), idle ones included. */
@@ -37,7 +40,9 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
 void sim_result_free(sim_result *r);
 
 /* All points of the scenario (of this shard); results in point order.
- * Hidden ring baselines are run too and then dropped. */
+ * Hidden ring baselines are run too and then dropped.  n/a points are not
+ * run: their rows have r NULL, and speedups and the group's best count
+ * only the points that ran. */
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o);
 
 /* The progress line: points done of total, the fraction of the work done

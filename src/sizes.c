@@ -20,6 +20,8 @@ bool size_parse(const char *text, uint64_t *out) {
 }
 
 char *size_format(uint64_t v) {
+  if (v >= 1ull << 30 && v % (1ull << 30) == 0)
+    return g_strdup_printf("%" G_GUINT64_FORMAT "G", v >> 30);
   if (v >= 1024 * 1024 && v % (1024 * 1024) == 0)
     return g_strdup_printf("%" G_GUINT64_FORMAT "M", v / (1024 * 1024));
   if (v >= 1024 && v % 1024 == 0) return g_strdup_printf("%" G_GUINT64_FORMAT "K", v / 1024);

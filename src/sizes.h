@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Parse "128K", "1M", "4096".  FALSE on anything else or zero. */
+/* Parse "128K", "1M", "1G", "4096".  FALSE on anything else or zero. */
 bool size_parse(const char *text, uint64_t *out);
-/* Format 131072 as "128K", 1048576 as "1M", 1000 as "1000". */
+/* Format 131072 as "128K", 1048576 as "1M", 2^30 as "1G", 1000 as "1000". */
 char *size_format(uint64_t v);
 
 #endif

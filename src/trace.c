@@ -41,6 +41,7 @@ void report_trace(FILE *f, const report_ctx *c) {
 #define SEP() do { if (!first) fputs(",\n", f); first = false; } while (0)
   for (guint p = 0; p < c->results->len; p++) {
     const sim_result *r = c->results->pdata[p];
+    if (!r->r) continue; /* n/a: nothing ran */
     const topology *t = r->topo;
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     SEP();

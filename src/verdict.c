@@ -41,19 +41,36 @@ static bool tie(const sim_result *a, const sim_result *b) {
   return a->r->step_s <= b->r->step_s * (1 + 5e-4);
 }
 
-char *verdict_line(const topology *t, sim_result *const *rows, guint n) {
-  if (n == 0) return g_strdup("");
-  /* rows sorted by step time, row order on ties (insertion sort: stable) */
-  g_autofree const sim_result **o = g_new(const sim_result *, n);
-  for (guint i = 0; i < n; i++) {
-    guint j = i;
-    while (j > 0 && o[j - 1]->r->step_s > rows[i]->r->step_s) {
+/* The n/a rows' schedulers, "; n/a: ulysses, tasp" (empty: none). */
+static void append_na(GString *s, sim_result *const *rows, guint n) {
+  guint k = 0;
+  for (guint i = 0; i < n; i++)
+    if (!rows[i]->r)
+      g_string_append_printf(s, "%s%s", k++ ? ", " : s->len ? "; n/a: " : "n/a: ",
+                             rows[i]->pt.sched->name);
+}
+
+char *verdict_line(const topology *t, sim_result *const *all, guint n_all) {
+  if (n_all == 0) return g_strdup("");
+  /* the rows that ran, sorted by step time, row order on ties (insertion
+   * sort: stable); n/a rows are named at the end, never ranked */
+  g_autofree const sim_result **o = g_new(const sim_result *, n_all);
+  guint n = 0;
+  for (guint i = 0; i < n_all; i++) {
+    if (!all[i]->r) continue;
+    guint j = n++;
+    while (j > 0 && o[j - 1]->r->step_s > all[i]->r->step_s) {
       o[j] = o[j - 1];
       j--;
     }
-    o[j] = rows[i];
+    o[j] = all[i];
   }
   GString *s = g_string_new(NULL);
+  if (n == 0) {
+    g_string_append(s, "no scheduler can run this point");
+    append_na(s, all, n_all);
+    return g_string_free(s, FALSE);
+  }
   guint ties = 1;
   while (ties < n && tie(o[ties], o[0])) ties++;
   for (guint k = 0; k < ties; k++)
@@ -67,5 +84,6 @@ char *verdict_line(const topology *t, sim_result *const *rows, guint n) {
     g_string_append_printf(s, "%s %s +%.1f%% (%s)", k > ties ? "," : ";", o[k]->pt.sched->name,
                            100 * margin, w);
   }
+  append_na(s, all, n_all);
   return g_string_free(s, FALSE);
 }

@@ -23,7 +23,9 @@
 char *verdict_reason(const topology *t, const sim_result *r, const sim_result *best);
 /* "zigzag fastest (compute-bound: communication hidden); tasp +6.3%
  * (...), ring +76.8% (load imbalance ...)" over rows[0..n) of one group;
- * schedulers within 0.05% of the fastest tie ("zigzag and tasp tie (...)"). */
+ * schedulers within 0.05% of the fastest tie ("zigzag and tasp tie (...)").
+ * Rows that did not run (n/a) are not ranked: "...; n/a: ulysses" names
+ * them; with none that ran, "no scheduler can run this point; n/a: ...". */
 char *verdict_line(const topology *t, sim_result *const *rows, guint n);
 /* Kind of the channel with the highest utilisation ("-" when none moved). */
 const char *verdict_busiest_kind(const topology *t, const sim_result *r);

@@ -11,8 +11,15 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+# Two CSVs side by side, each cut to design.md's 21 columns first, so that
+# $22 on are the second file's whatever columns are appended after them.
+side() {
+  cut -d, -f1-21 "$1" > "$tmp/side1"
+  cut -d, -f1-21 "$2" > "$tmp/side2"
+  paste -d, "$tmp/side1" "$tmp/side2"
+}
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -158,7 +165,7 @@ check "--dump-topology: channels by kind with capacities, costs with defaults, c
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --csv - > "$tmp/set0.csv"
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --set generator.nic_gbps=23 --csv - > "$tmp/set1.csv"
 check "--set generator.nic_gbps halves the NICs: the ring's transfers take twice as long" \
-  "[ \$(paste -d, $tmp/set0.csv $tmp/set1.csv | awk -F, 'NR==2 {print (\$35 > 1.9 * \$14)}') -eq 1 ]"
+  "[ \$(side $tmp/set0.csv $tmp/set1.csv | awk -F, 'NR==2 {print (\$35 > 1.9 * \$14)}') -eq 1 ]"
 "$sim" --topology h100x8 --seq 128K --sp 8 --no-compute --csv - | tail -n 1 | grep -q '^tasp,.*,0.000000,'
 check "--no-compute leaves compute at zero" "[ $? -eq 0 ]"
 
@@ -330,7 +337,7 @@ check "the table says the layers are linear" "grep -q '^layers: 1 linear' $tmp/l
 check "--tasp-cycles is used and said" \
   "grep -q 'cycles given by tasp_cycles' $tmp/given.txt && awk -F, 'NR==2 {g=\$12} END {exit !(g > 0)}' $tmp/given.csv"
 check "the ring-and-reverse labelling is slower under a causal mask" \
-  "[ \$(paste -d, $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$33)}') -eq 1 ]"
+  "[ \$(side $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$33)}') -eq 1 ]"
 
 # --no-comm keeps LASP's chain (a GPU waits for the state it needs);
 # --alone, the program without its communication calls, does not wait
@@ -339,7 +346,116 @@ check "the ring-and-reverse labelling is slower under a causal mask" \
 "$sim" --topology h100x8 --attention linear --sched lasp --seq 64K --sp 8 --mask causal \
   --alone --csv - --quiet > "$tmp/alone.csv"
 check "--alone: no wait on the chain (imbalance 0, faster than --no-comm)" \
-  "paste -d, $tmp/free.csv $tmp/alone.csv | awk -F, 'NR == 2 {exit !(\$40 == 0 && \$19 > 0 && \$33 < \$12)}'"
+  "side $tmp/free.csv $tmp/alone.csv | awk -F, 'NR == 2 {exit !(\$40 == 0 && \$19 > 0 && \$33 < \$12)}'"
+
+# Sweep lists and sweeps that survive (issue 19).
+# An empty list sweeps nothing: refused, naming the option.
+for opt in sched seq sp mask pass; do
+  expect_error "--$opt \"\" refused" "option '--$opt': expected at least one value, got an empty list" \
+    --topology h100x8 --$opt ""
+done
+# A sweep list is a set: a repeat is refused (32K and 32768 are one value).
+expect_error "--seq 32K,32K refused" "option '--seq': \"32K\" is given twice" --topology h100x8 --seq 32K,32K
+expect_error "--seq 32K,32768 refused as one value" \
+  "option '--seq': \"32K\" and \"32768\" are the same value (32768)" --topology h100x8 --seq 32K,32768
+expect_error "--sp 8,8 refused" "option '--sp': \"8\" is given twice" --topology h100x8 --seq 32K --sp 8,8
+expect_error "--sp 8,08 refused as one value" "option '--sp': \"8\" and \"08\" are the same value" \
+  --topology h100x8 --seq 32K --sp 8,08
+expect_error "--sched ring,ring refused" "option '--sched': \"ring\" is given twice" \
+  --topology h100x8 --seq 32K --sched ring,ring
+expect_error "--mask full,full refused" "option '--mask': \"full\" is given twice" \
+  --topology h100x8 --seq 32K --mask full,full
+expect_error "--pass fwd,fwd refused" "option '--pass': \"fwd\" is given twice" \
+  --topology h100x8 --seq 32K --pass fwd,fwd
+for field in '"seq_len": ["32K", 32768]' '"sp": [4, 4]' '"schedulers": ["ring", "tasp", "ring"]' \
+             '"mask": ["causal", "causal"]' '"pass": ["bwd", "bwd"]'; do
+  key=$(echo "$field" | cut -d'"' -f2)
+  echo "{ \"topology\": \"h100x8\", $field }" > "$tmp/dup.json"
+  expect_error "a repeat in the file's $key refused" "dup.json: field '$key':" "$tmp/dup.json"
+done
+# Shape bounds (README "Limits"): refused naming the option, the bound stated;
+# the bound itself is accepted (a 2^46-byte tensor: 1G tokens x 128 heads x
+# head dim 128 x fp32 gradients).
+expect_error "--seq 4G --heads 4294967295 refused" "option '--heads': expected a whole number from 1 to 1024, got \"4294967295\"" \
+  --topology h100x8 --seq 4G --heads 4294967295
+expect_error "--seq 4G refused" "option '--seq': expected a token count from 1 to 1G (1073741824), got 4G" \
+  --topology h100x8 --seq 4G
+expect_error "--head-dim 1025 refused" "option '--head-dim': expected a whole number from 1 to 1024" \
+  --topology h100x8 --seq 32K --head-dim 1025
+expect_error "--kv-heads 1025 refused" "option '--kv-heads': expected a whole number from 1 to 1024" \
+  --topology h100x8 --seq 32K --kv-heads 1025
+expect_error "--batch 65537 refused" "option '--batch': expected a whole number from 1 to 65536" \
+  --topology h100x8 --seq 32K --batch 65537
+expect_error "--sp 16385 refused with the bound" "option '--sp': expected a whole number from 1 to 16384" \
+  --topology h100x8 --seq 32K --sp 16385
+expect_error "batch x seq beyond 1G tokens refused" "option '--seq': batch 2 x 1G tokens is" \
+  --topology h100x8 --seq 1G --batch 2
+expect_error "a tensor beyond 64 TiB refused" \
+  "option '--seq': batch 1 x 1G tokens x 129 heads x head dim 128 x 4 bytes is 64.5 TiB in one tensor of the layer; expected at most 64 TiB" \
+  --topology h100x8 --seq 1G --heads 129 --kv-heads 1 --sp 8
+"$sim" --topology h100x8 --seq 1G --heads 128 --kv-heads 8 --sp 8 --sched ring --dump-topology > /dev/null 2> "$tmp/stderr"
+check "a tensor of exactly 64 TiB is accepted" "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ]"
+echo '{ "topology": "h100x8", "schedulers": "ring", "seq_len": "32K", "model": { "layers": [{"attention": "linear", "count": 1024}, {"attention": "softmax", "count": 1}] } }' > "$tmp/layers.json"
+expect_error "layers beyond 1024 refused" "layers.json: field 'model.layers[1].count': the model's layers add up to more than 1024" "$tmp/layers.json"
+echo '{ "topology": "h100x8", "schedulers": "ring", "seq_len": "32K", "model": { "layers": [{"attention": "linear", "count": 4294967295}, {"attention": "linear", "count": 2}] } }' > "$tmp/layers.json"
+expect_error "layer counts that would wrap refused" "field 'model.layers[0].count': the model's layers add up to more than 1024" "$tmp/layers.json"
+expect_error "a linear state beyond 64 TiB refused" "option '--head-dim': a linear layer's state" \
+  --topology h100x8 --attention linear --sched ring --seq 8K --batch 65536 --heads 1024 --kv-heads 1024 --head-dim 1024
+# A point one scheduler cannot run is a row that says why; the rest runs.
+"$sim" --topology h100x8x8 --sched ring,ulysses,usp --seq 64K --sp 8,64 --csv "$tmp/na.csv" > "$tmp/na.txt" 2> "$tmp/stderr"
+check "n/a point: exit 0, the other points run" \
+  "[ \$? -eq 0 ] && [ \$(wc -l < $tmp/na.csv) -eq 7 ] && [ ! -s $tmp/stderr ]"
+check "n/a point: a table row that says why" \
+  "grep -q '^ *64  ulysses    n/a: 32 query heads do not divide among a Ulysses degree of 64' $tmp/na.txt"
+check "n/a point: CSV numbers empty, status says why, others ok" \
+  "grep -q '^ulysses,h100x8x8,64,65536,1,32,8,128,bf16,causal,fwd,,,,,,,,,,,n/a: 32 query heads do not divide among a Ulysses degree of 64 (heads must be a multiple of it)\$' $tmp/na.csv && [ \$(grep -c ',ok\$' $tmp/na.csv) -eq 5 ]"
+check "n/a point: the verdict ranks only the points that ran and names it" \
+  "grep -q '=> usp fastest (.*); ring +[0-9.]*% (.*); n/a: ulysses\$' $tmp/na.txt && [ \$(grep -c 'ulysses +' $tmp/na.txt) -eq 0 ]"
+check "n/a point: speedup_vs_best from the points that ran" \
+  "grep -q '^usp,h100x8x8,64,.*,1.0000,usp,ok\$' $tmp/na.csv"
+"$sim" --topology h100x8x8 --sched ring,ulysses,usp --seq 64K --sp 8,64 --csv - --jobs 1 -q | cmp -s - "$tmp/na.csv"
+check "n/a point: same bytes with one thread" "[ \$? -eq 0 ]"
+"$sim" --topology h100x8x8 --sched ring,ulysses --seq 64K --sp 64,8 --links "$tmp/na.links" --trace "$tmp/na.trace" -q
+check "n/a point: no links rows nor trace for it" \
+  "[ \$? -eq 0 ] && ! grep -q '^ulysses,h100x8x8,64,' $tmp/na.links && grep -q '^ulysses,h100x8x8,8,' $tmp/na.links && ! grep -q 'ulysses seq 64K sp 64' $tmp/na.trace"
+expect_error "--strict: the first point a scheduler cannot run is an error" \
+  "option '--sp': ulysses at seq_len 64K, SP 64: ulysses: 32 query heads do not divide" \
+  --topology h100x8x8 --sched ring,ulysses --seq 64K --sp 8,64 --strict
+"$sim" --topology h100x8 --sched ring,tasp --seq 32K --sp 1,8 --csv - -q > "$tmp/sp1.csv"
+check "TASP at SP 1 is an n/a row" "grep -q '^tasp,h100x8,1,32768,.*,n/a: tasp needs an SP degree of at least 2\$' $tmp/sp1.csv"
+"$sim" --topology h100x8 --sched ring,tasp --seq 1000,32K --sp 8 --mask full --baseline zigzag --csv "$tmp/nb.csv" > "$tmp/nb.txt"
+check "a --baseline that cannot run: said, and no speedup_vs_best" \
+  "grep -q 'vs_best: zigzag (--baseline) cannot run this point: sequence length 1000 is not divisible' $tmp/nb.txt && grep -q '^ring,h100x8,8,1000,.*,1.0000,[0-9.]*,[0-9.]*,[0-9.]*,,zigzag,ok\$' $tmp/nb.csv && grep -q '^ring,h100x8,8,32768,.*,1.0000,zigzag,ok\$' $tmp/nb.csv"
+"$sim" --topology h100x8 --sched tasp,zigzag --seq 1001,32K --sp 8 > "$tmp/nr.txt"
+check "a point no scheduler (nor the ring baseline) can run: said, the rest runs" \
+  "[ \$? -eq 0 ] && grep -q '=> no scheduler can run this point; n/a: tasp, zigzag\$' $tmp/nr.txt && grep -q 'vs_ring: ring cannot run this point: sequence length 1001' $tmp/nr.txt && grep -q '=> zigzag fastest' $tmp/nr.txt"
+# --sched all: every scheduler that runs the model's layers
+"$sim" --topology h100x8 --sched all --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
+check "--sched all, softmax layers" \
+  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h ' ]"
+"$sim" --topology h100x8 --sched all --attention linear --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
+check "--sched all, linear layers" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp lasp2 lasp2h ' ]"
+"$sim" tests/data/scen_hybrid.json --sched all --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
+check "--sched all, a hybrid model: those that run both kinds" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp2h ' ]"
+expect_error "--sched all with others refused" "option '--sched': \"all\" names every scheduler" \
+  --topology h100x8 --sched all,ring --seq 32K
+"$sim" --help > "$tmp/help"
+check "--help shows the defaults of --sched, --seq, --mask and --pass" \
+  "grep -q -- '--sched=LIST .*(default ring,zigzag,tasp)' $tmp/help && grep -q -- '--seq=LIST .*default 128K)' $tmp/help && grep -q -- '--mask=MASK .*default causal)' $tmp/help && grep -q -- '--pass=PASS .*default fwd)' $tmp/help && grep -q -- '--strict' $tmp/help"
+# An empty shard is said (exit 0: a launcher may start more shards than groups).
+"$sim" --topology h100x8 --seq 32K --sp 8 --shard 5/10 --csv - > "$tmp/shard.csv" 2> "$tmp/stderr"
+check "an empty shard: a note on stderr, exit 0, the CSV header only" \
+  "[ \$? -eq 0 ] && grep -q '^tasp-sim: note: shard 5/10 is empty: the sweep has 1 point group' $tmp/stderr && [ \$(wc -l < $tmp/shard.csv) -eq 1 ]"
+"$sim" --topology h100x8 --seq 32K --sp 8 --shard 0/10 --csv - > /dev/null 2> "$tmp/stderr"
+check "a shard with points: no note" "! grep -q 'is empty' $tmp/stderr"
+# A value that is not UTF-8 is refused naming the option; UTF-8 is read as
+# it is whatever the locale.
+expect_error "non-UTF-8 --seq named" "option '--seq': expected UTF-8 text, got \"\\xff\"" \
+  --topology h100x8 --seq "$(printf '\377')"
+expect_error "non-UTF-8 --set named" "option '--set': expected UTF-8 text" \
+  --topology h100x8 --set "comm.launch_us=$(printf '\376')"
+LC_ALL=C expect_error "UTF-8 under LANG=C is read as text" "option '--sched': unknown scheduler \"$(printf '\303\251')\"" \
+  --topology h100x8 --sched "$(printf '\303\251')"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -18,4 +18,10 @@ for f in step_time speedup breakdown; do
   if [ "$n" -gt 20000 ] && head -c 8 "$tmp/png/$f.png" | grep -q PNG; then echo "ok: $f.png ($n bytes)"
   else echo "FAIL: $f.png missing or trivial ($n bytes)"; fail=1; fi
 done
+# n/a rows (Ulysses at SP 8 with 4 heads) have no figures: drawn around
+"$sim" --topology h100x8 --seq 32K --sp 4,8 --heads 4 --kv-heads 4 --sched ring,ulysses \
+  --csv "$tmp/na.csv" --quiet || exit 1
+if grep -q ',n/a: ' "$tmp/na.csv" && "$py" scripts/plot.py "$tmp/na.csv" --out "$tmp/na" > /dev/null; then
+  echo "ok: a CSV with n/a rows plots"
+else echo "FAIL: a CSV with n/a rows does not plot"; fail=1; fi
 exit $fail
