@@ -244,7 +244,11 @@ static void t_na_points(void) {
   /* no shown point can run: the first objection is the error */
   scenario_overrides none_ran = {.topology = "h100x8", .seq = "32K", .sp = "1", .sched = "tasp"};
   expect_error(NULL, none_ran, "option '--sp': tasp at seq_len 32K, SP 1");
-  /* bad input stays an error: a scheduler that does not run the layers */
+  /* bad input stays an error even beside points that run: malformed
+   * given cycles, a scheduler that does not run the layers */
+  scenario_overrides cyc = {.topology = "h200x4", .seq = "6K", .sp = "4", .sched = "ring,tasp",
+                            .tasp_cycles = "0-1-2,0-3-2-1"};
+  expect_error(NULL, cyc, "option '--tasp-cycles': tasp at seq_len 6K, SP 4: ");
   scenario_overrides lin = {.topology = "h100x8", .seq = "32K", .sched = "ring,tasp",
                             .attention = "linear"};
   expect_error(NULL, lin, "option '--sched': tasp does not run linear-attention layers");
