@@ -470,8 +470,11 @@ expect_error "non-UTF-8 --seq named" "option '--seq': expected UTF-8 text, got \
   --topology h100x8 --seq "$(printf '\377')"
 expect_error "non-UTF-8 --set named" "option '--set': expected UTF-8 text" \
   --topology h100x8 --set "comm.launch_us=$(printf '\376')"
-LC_ALL=C expect_error "UTF-8 under LANG=C is read as text" "option '--sched': unknown scheduler \"$(printf '\303\251')\"" \
+printf '#!/bin/sh\nLC_ALL=C exec "%s" "$@"\n' "$sim" > "$tmp/sim_c" && chmod +x "$tmp/sim_c"
+sim_saved=$sim; sim=$tmp/sim_c
+expect_error "UTF-8 under LC_ALL=C is read as text" "option '--sched': unknown scheduler \"$(printf '\303\251')\"" \
   --topology h100x8 --sched "$(printf '\303\251')"
+sim=$sim_saved
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
