@@ -91,9 +91,40 @@ static void group_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashT
   }
 }
 
+/* Rows whose compute prices come from outside measured data (compute.h,
+ * "Confidence"): a note per reason, once, after the first group with it
+ * (a scaled table once per topology; an extrapolation or roofline once
+ * per scheduler, topology, kind of kernel and dimensions left, naming the
+ * first such kernel).  `seen` owns its keys. */
+static void conf_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashTable *seen,
+                       const char *prefix) {
+  for (guint j = j0; j < j1; j++) {
+    const sim_result *r = c->results->pdata[j];
+    if (!r->r) continue;
+    const compute_model *m = &r->topo->compute;
+    compute_lookup l = r->r->conf, scaled = l;
+    scaled.conf = COMPUTE_CONF_SCALED;
+    for (int pass = 0; pass < 2; pass++) {
+      const compute_lookup *x = pass ? &l : &scaled;
+      if (pass ? l.conf < COMPUTE_CONF_EXTRAPOLATED : !l.scaled) continue;
+      /* a scaled table and a roofline hold for every scheduler */
+      bool per_sched = x->conf == COMPUTE_CONF_EXTRAPOLATED;
+      char *key = g_strdup_printf("%d|%s|%s|%u|%d", x->conf, r->topo->name,
+                                  per_sched ? r->pt.sched->name : "", per_sched ? x->beyond : 0,
+                                  x->conf == COMPUTE_CONF_SCALED ? 0 : x->kind == OP_ATTN);
+      if (!g_hash_table_add(seen, key)) continue;
+      g_autofree char *label = compute_conf_label(m, x), *why = compute_lookup_reason(m, x);
+      fprintf(f, "%snote: %s: %s%s%s\n", prefix, label, per_sched ? r->pt.sched->name : "",
+              per_sched ? " " : "", why);
+    }
+  }
+}
+
 void report_notes(FILE *f, const report_ctx *c) {
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   group_notes(f, c, 0, c->results->len, seen, "tasp-sim: ");
+  g_autoptr(GHashTable) conf_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  conf_notes(f, c, 0, c->results->len, conf_seen, "tasp-sim: ");
 }
 
 /* One line over the whole run: per scheduler, its mean link utilisation
@@ -138,6 +169,7 @@ void report_table(FILE *f, const report_ctx *c) {
                                 : "");
   }
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) conf_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   const sim_result *prev = NULL;
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
@@ -164,6 +196,7 @@ void report_table(FILE *f, const report_ctx *c) {
       for (guint j = j0; j <= i; j++) links_line(f, ((const sim_result *)c->results->pdata[j])->topo, c->results->pdata[j],
                                                    c->links_summary);
       group_notes(f, c, j0, i + 1, seen, "            ");
+      conf_notes(f, c, j0, i + 1, conf_seen, "            ");
     }
   }
   if (c->results->len) {
@@ -175,7 +208,7 @@ void report_table(FILE *f, const report_ctx *c) {
 void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
-        "mean_link_util,imbalance_ms,speedup_vs_best,baseline\n", f);
+        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,confidence\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -190,6 +223,9 @@ void report_csv(FILE *f, const report_ctx *c) {
             r->r->exposed_s * 1e3, r->speedup_vs_ring, r->max_util, r->mean_util,
             r->r->imbalance_s * 1e3, r->speedup_vs_best);
     csv_str(f, r->baseline);
+    g_autofree char *conf = r->r ? compute_conf_label(&r->topo->compute, &r->r->conf) : NULL;
+    fputc(',', f);
+    csv_str(f, conf ? conf : "");
     fputc('\n', f);
   }
 }

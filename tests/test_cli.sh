@@ -11,8 +11,12 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+# field FILE ROW NAME: the column NAME of a CSV's ROW-th data row (by name:
+# columns appended later do not move it)
+field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
+                                            NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,confidence'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -158,7 +162,7 @@ check "--dump-topology: channels by kind with capacities, costs with defaults, c
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --csv - > "$tmp/set0.csv"
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --set generator.nic_gbps=23 --csv - > "$tmp/set1.csv"
 check "--set generator.nic_gbps halves the NICs: the ring's transfers take twice as long" \
-  "[ \$(paste -d, $tmp/set0.csv $tmp/set1.csv | awk -F, 'NR==2 {print (\$35 > 1.9 * \$14)}') -eq 1 ]"
+  "awk -v a=\$(field $tmp/set1.csv 1 comm_ms) -v b=\$(field $tmp/set0.csv 1 comm_ms) 'BEGIN {exit !(a > 1.9 * b)}'"
 "$sim" --topology h100x8 --seq 128K --sp 8 --no-compute --csv - | tail -n 1 | grep -q '^tasp,.*,0.000000,'
 check "--no-compute leaves compute at zero" "[ $? -eq 0 ]"
 
@@ -330,7 +334,7 @@ check "the table says the layers are linear" "grep -q '^layers: 1 linear' $tmp/l
 check "--tasp-cycles is used and said" \
   "grep -q 'cycles given by tasp_cycles' $tmp/given.txt && awk -F, 'NR==2 {g=\$12} END {exit !(g > 0)}' $tmp/given.csv"
 check "the ring-and-reverse labelling is slower under a causal mask" \
-  "[ \$(paste -d, $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$33)}') -eq 1 ]"
+  "awk -v g=\$(field $tmp/given.csv 1 step_ms) -v o=\$(field $tmp/own.csv 1 step_ms) 'BEGIN {exit !(g > o)}'"
 
 # --no-comm keeps LASP's chain (a GPU waits for the state it needs);
 # --alone, the program without its communication calls, does not wait
@@ -339,7 +343,9 @@ check "the ring-and-reverse labelling is slower under a causal mask" \
 "$sim" --topology h100x8 --attention linear --sched lasp --seq 64K --sp 8 --mask causal \
   --alone --csv - --quiet > "$tmp/alone.csv"
 check "--alone: no wait on the chain (imbalance 0, faster than --no-comm)" \
-  "paste -d, $tmp/free.csv $tmp/alone.csv | awk -F, 'NR == 2 {exit !(\$40 == 0 && \$19 > 0 && \$33 < \$12)}'"
+  "awk -v ai=\$(field $tmp/alone.csv 1 imbalance_ms) -v fi=\$(field $tmp/free.csv 1 imbalance_ms) \
+       -v as=\$(field $tmp/alone.csv 1 step_ms) -v fs=\$(field $tmp/free.csv 1 step_ms) \
+       'BEGIN {exit !(ai == 0 && fi > 0 && as < fs)}'"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
