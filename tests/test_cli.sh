@@ -347,5 +347,32 @@ check "--alone: no wait on the chain (imbalance 0, faster than --no-comm)" \
        -v as=\$(field $tmp/alone.csv 1 step_ms) -v fs=\$(field $tmp/free.csv 1 step_ms) \
        'BEGIN {exit !(ai == 0 && fi > 0 && as < fs)}'"
 
+# confidence: how far each row's compute prices are from measured data,
+# decided by the kernels' actual lookups (README, "CSV columns").  Ulysses
+# at SP 32 runs 1-head kernels over 256K tokens while h100x8's table holds
+# 32-64 heads up to 64K: extrapolated; Ring's 8K blocks are table points;
+# 64 heads at SP 2 give Ulysses measured 32-head kernels; MI300X's table is
+# H100's scaled; a torus prices by roofline; --no-compute prices nothing.
+"$sim" --topology h100x8x4 --sched ring,ulysses --sp 32 --seq 256K --csv "$tmp/conf.csv" \
+  > "$tmp/conf.txt"
+check "confidence: ulysses at SP 32, 1 head x 256K tokens, reads extrapolated" \
+  "[ \"\$(field $tmp/conf.csv 2 confidence)\" = extrapolated ]"
+check "confidence: ring's 8K blocks at the same point read measured" \
+  "[ \"\$(field $tmp/conf.csv 1 confidence)\" = measured ]"
+check "confidence: the table names the reason once, with the kernel and what the table holds" \
+  "[ \$(grep -c 'note: extrapolated' $tmp/conf.txt) -eq 1 ] && grep -qF 'note: extrapolated: ulysses kernels at 1 head x 256K tokens (head dim 128, causal forward): beyond the table in heads; it holds 32-64 heads (batch x heads), head dim 64-128, 1K-64K tokens' $tmp/conf.txt"
+"$sim" --topology h100x8x4 --sched ulysses --sp 2 --heads 64 --kv-heads 64 --seq 8K,12K \
+  --csv "$tmp/conf2.csv" > "$tmp/conf2.txt"
+check "confidence: ulysses inside the table reads measured at a table point, interpolated between" \
+  "[ \"\$(field $tmp/conf2.csv 1 confidence),\$(field $tmp/conf2.csv 2 confidence)\" = measured,interpolated ] && ! grep -q 'note: extrapolated' $tmp/conf2.txt"
+"$sim" --topology mi300x8 --sched ring --sp 8 --seq 64K,1M --csv "$tmp/conf3.csv" > "$tmp/conf3.txt"
+check "confidence: mi300x8 reads scaled from h100, extrapolated beyond the table, one note each" \
+  "[ \"\$(field $tmp/conf3.csv 1 confidence),\$(field $tmp/conf3.csv 2 confidence)\" = 'scaled from h100,extrapolated' ] && [ \$(grep -c 'note: scaled from h100: kernel times are those of a table measured on h100' $tmp/conf3.txt) -eq 1 ] && grep -q 'note: extrapolated: ring kernels at 32 heads x 128K tokens .*beyond the table in tokens;.*, measured on h100\$' $tmp/conf3.txt"
+"$sim" --topology torus4x4 --sched ring --sp 4 --seq 16K --csv - --quiet > "$tmp/conf4.csv"
+"$sim" --topology h100x8 --sched ring --sp 2 --seq 8K --no-compute --csv - --quiet > "$tmp/conf5.csv"
+"$sim" --topology h100x8 --attention linear --sched lasp2 --sp 2 --seq 8K --csv - 2> "$tmp/conf6.err" > "$tmp/conf6.csv"
+check "confidence: a roofline topology reads roofline, --no-compute none, linear without a table roofline (noted on stderr with --csv -)" \
+  "[ \"\$(field $tmp/conf4.csv 1 confidence),\$(field $tmp/conf5.csv 1 confidence),\$(field $tmp/conf6.csv 1 confidence)\" = roofline,none,roofline ] && grep -q '^tasp-sim: note: roofline: linear-attention kernels priced by' $tmp/conf6.err"
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
