@@ -923,7 +923,7 @@ char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
   g_autofree char *q = size_format((uint64_t)l->sq), *kv = size_format((uint64_t)l->sk);
   if (l->sq == l->sk || !attention)
     g_string_append_printf(s, "%s tokens", op.kind == OP_LIN_STATE ? kv : q);
-  else g_string_append_printf(s, "%s x %s tokens", q, kv);
+  else g_string_append_printf(s, "%s queries x %s keys", q, kv);
   g_string_append_printf(s, " (head dim %g, %s %s): beyond the table in", l->head_dim,
                          l->causal ? "causal" : "full", l->backward ? "backward" : "forward");
   static const char *const dims[] = {"tokens", "heads", "head dim", "aspect (sk/sq)", "mask",

@@ -91,32 +91,37 @@ static void group_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashT
   }
 }
 
+/* One confidence note of row r, unless `seen` (which owns its keys) has
+ * it: an extrapolation once per scheduler, topology, kind of kernel and
+ * dimensions left, naming the first such kernel; a scaled table or a
+ * roofline once per topology (and kind), as they hold for every scheduler. */
+static void conf_note(FILE *f, GHashTable *seen, const char *prefix, const sim_result *r,
+                      const compute_lookup *x) {
+  bool per_sched = x->conf == COMPUTE_CONF_EXTRAPOLATED;
+  char *key = g_strdup_printf("%d|%s|%s|%u|%d", x->conf, r->topo->name,
+                              per_sched ? r->pt.sched->name : "", per_sched ? x->beyond : 0,
+                              x->conf == COMPUTE_CONF_SCALED ? 0 : x->kind == OP_ATTN);
+  if (!g_hash_table_add(seen, key)) return;
+  const compute_model *m = &r->topo->compute;
+  g_autofree char *label = compute_conf_label(m, x), *why = compute_lookup_reason(m, x);
+  fprintf(f, "%snote: %s: %s%s%s\n", prefix, label, per_sched ? r->pt.sched->name : "",
+          per_sched ? " " : "", why);
+}
+
 /* Rows whose compute prices come from outside measured data (compute.h,
- * "Confidence"): a note per reason, once, after the first group with it
- * (a scaled table once per topology; an extrapolation or roofline once
- * per scheduler, topology, kind of kernel and dimensions left, naming the
- * first such kernel).  `seen` owns its keys. */
+ * "Confidence"): each reason once, after the first group with it. */
 static void conf_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashTable *seen,
                        const char *prefix) {
   for (guint j = j0; j < j1; j++) {
     const sim_result *r = c->results->pdata[j];
     if (!r->r) continue;
-    const compute_model *m = &r->topo->compute;
-    compute_lookup l = r->r->conf, scaled = l;
-    scaled.conf = COMPUTE_CONF_SCALED;
-    for (int pass = 0; pass < 2; pass++) {
-      const compute_lookup *x = pass ? &l : &scaled;
-      if (pass ? l.conf < COMPUTE_CONF_EXTRAPOLATED : !l.scaled) continue;
-      /* a scaled table and a roofline hold for every scheduler */
-      bool per_sched = x->conf == COMPUTE_CONF_EXTRAPOLATED;
-      char *key = g_strdup_printf("%d|%s|%s|%u|%d", x->conf, r->topo->name,
-                                  per_sched ? r->pt.sched->name : "", per_sched ? x->beyond : 0,
-                                  x->conf == COMPUTE_CONF_SCALED ? 0 : x->kind == OP_ATTN);
-      if (!g_hash_table_add(seen, key)) continue;
-      g_autofree char *label = compute_conf_label(m, x), *why = compute_lookup_reason(m, x);
-      fprintf(f, "%snote: %s: %s%s%s\n", prefix, label, per_sched ? r->pt.sched->name : "",
-              per_sched ? " " : "", why);
+    compute_lookup l = r->r->conf;
+    if (l.scaled) {  /* said even where an extrapolation is the row's worst */
+      compute_lookup s = l;
+      s.conf = COMPUTE_CONF_SCALED;
+      conf_note(f, seen, prefix, r, &s);
     }
+    if (l.conf >= COMPUTE_CONF_EXTRAPOLATED) conf_note(f, seen, prefix, r, &l);
   }
 }
 

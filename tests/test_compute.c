@@ -698,6 +698,10 @@ static void t_conf_aspect(void) {
   compute_lookup l = attn_conf(&t->compute, 1, 32, 128, 1536, 12288, false, false);
   CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
   CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_ASPECT);
+  g_autofree char *why = compute_lookup_reason(&t->compute, &l);
+  CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "kernels at 32 heads x 1536 queries x 12K keys (head "
+                                          "dim 128, full forward): beyond the table in aspect")
+                             : NULL);
   topo_free(t);
   /* h100x8: square kernels only; sk/sq 2 is borrowed from the H200
    * aspect_table, within the FLOPs it measures */
