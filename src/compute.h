@@ -57,9 +57,9 @@
  *    isotonic fit) in every dimension.
  * Why this order: a scaled table in its range keeps measured kernels'
  * shape (launch-bound small ones, the climb to saturation) and guesses
- * one rate; beyond a table the shape itself is guessed (a 1-head kernel
- * priced as the 32-head curve at equal FLOPs, though one head fills few
- * of an H100's 132 SMs); a roofline has no measured shape at all.
+ * one rate; beyond a table the curve itself is guessed (a 1-head kernel
+ * priced as the 32-head curve at equal FLOPs, a shape never timed); a
+ * roofline has no measured curve at all.
  * Merges, copies, host issue and launch are lines fitted per topology and
  * are not classified.  A point's figure is its worst kernel's (exec). */
 #ifndef TASP_COMPUTE_H
