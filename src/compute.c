@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "sizes.h"
+
 void compute_model_init(compute_model *m) {
   memset(m, 0, sizeof *m);
   m->efficiency = 1.0;
@@ -43,6 +45,7 @@ void compute_model_clear(compute_model *m) {
       if (m->lin_points[k][c]) g_array_free(m->lin_points[k][c], TRUE);
       if (m->lin_gpu_points[k][c]) g_array_free(m->lin_gpu_points[k][c], TRUE);
     }
+  g_free(m->table_from);
   memset(m, 0, sizeof *m);
 }
 
@@ -113,7 +116,7 @@ static void tidy_points(GArray *pts) {
       if (b > 0) lb += log(b); else has_bwd = false;
     }
     compute_point merged = {p->head_dim, p->bh, p->aspect, p->flops, exp(lf / (j - i)),
-                            has_bwd ? exp(lb / (j - i)) : 0};
+                            has_bwd ? exp(lb / (j - i)) : 0, p->sq};
     w[out] = j - i;
     g_array_index(pts, compute_point, out++) = merged;
     i = j;
@@ -166,7 +169,7 @@ static bool parse_kernel(json_object *p, json_where w, GArray *pts[2], GError **
   }
   compute_point pt = {d, (double)b * h, log2((double)sk / sq),
                       compute_attn_flops(b, h, d, sq, sk, causal),
-                      fwd * 1e-3, bwd * 1e-3};
+                      fwd * 1e-3, bwd * 1e-3, sq};
   g_array_append_val(pts[causal], pt);
   return true;
 }
@@ -306,10 +309,10 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   }
   plan_op op = {.kind = k, .causal = flags[0], .decay = flags[1], .batch = b, .heads = h,
                 .head_dim = d, .block = block, .sq = n, .sk = n};
-  compute_point pt = {0, 0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3};
+  compute_point pt = {0, 0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3, n};
   g_array_append_val(m->lin_points[lin_index(k)][flags[0]], pt);
   if (gfwd > 0) {
-    compute_point gp = {0, 0, 0, pt.flops, gfwd * 1e-3, gbwd * 1e-3};
+    compute_point gp = {0, 0, 0, pt.flops, gfwd * 1e-3, gbwd * 1e-3, n};
     g_array_append_val(m->lin_gpu_points[lin_index(k)][flags[0]], gp);
   }
   return true;
@@ -381,7 +384,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "copy_fixed_us", "copy_host_us", "linear_efficiency",
                                      "linear_table", "aspect_table", "table_scale",
                                      "bwd_host_us", "linear_host_us", "copy_mixed_GBps",
-                                     "comm_slowdown", NULL};
+                                     "comm_slowdown", "table_from", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -396,6 +399,19 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     return false;
   }
   m->table = strcmp(model, "table") == 0;
+  const char *from = NULL;
+  if (!json_get_string(obj, w, "table_from", false, NULL, &from, err)) return false;
+  if (from && (!*from || !g_utf8_validate(from, -1, NULL) || strpbrk(from, "\t\r\n"))) {
+    g_autofree char *f = json_path_join(w.path, "table_from");
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: field '%s': expected the name of the GPU the table was measured on "
+                "(non-empty, one line)", w.file, f);
+    return false;
+  }
+  if (from) {
+    g_free(m->table_from);
+    m->table_from = g_strdup(from);
+  }
   if (!json_get_double(obj, w, "peak_tflops", !m->table, 1000, 0, &peak, err) ||
       !json_get_double(obj, w, "efficiency", false, 1.0, 0, &m->efficiency, err) ||
       !json_get_double(obj, w, "launch_us", false, 0, -1, &launch_us, err) ||
@@ -456,22 +472,50 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   return parse_linear_table(obj, w, m, err);
 }
 
-static double point_s(const compute_point *p, bool backward, double ratio) {
+/* ---- lookups, and how far each is from measured data (compute.h) ---- */
+
+/* One task's lookup as it goes: the worst step so far (lk_level) and the
+ * dimensions it left the table in.  Every lookup function takes one (NULL:
+ * not wanted) and marks what it actually did, so the classification is
+ * the lookup's own and cannot drift from it. */
+typedef enum { LK_UNPRICED = -1, LK_MEASURED, LK_INTERPOLATED, LK_EXTRAPOLATED, LK_ROOFLINE } lk_level;
+typedef struct {
+  lk_level level;
+  unsigned beyond;
+} lookup_acc;
+
+static void mark(lookup_acc *k, lk_level level, unsigned beyond) {
+  if (!k) return;
+  if (level > k->level) k->level = level;
+  if (level == LK_EXTRAPOLATED) k->beyond |= beyond;
+}
+
+/* FLOPs at a measured point: the same kernel's count, up to rounding. */
+static bool at_point(double flops, double point) { return fabs(flops - point) <= 1e-9 * point; }
+
+static double point_s(const compute_point *p, bool backward, double ratio, lookup_acc *k) {
   if (!backward) return p->fwd_s;
+  if (p->bwd_s <= 0) mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_BACKWARD);
   return p->bwd_s > 0 ? p->bwd_s : ratio * p->fwd_s;
 }
 
 /* Piecewise log-log interpolation over the n points of one aspect. */
-static double class_s(const compute_point *p, guint n, double flops, bool backward, double ratio) {
+static double class_s(const compute_point *p, guint n, double flops, bool backward, double ratio,
+                      lookup_acc *k) {
   if (n == 1 || flops <= p[0].flops) {
-    double t0 = point_s(&p[0], backward, ratio);
+    mark(k, at_point(flops, p[0].flops) ? LK_MEASURED : LK_EXTRAPOLATED, COMPUTE_BEYOND_TOKENS);
+    double t0 = point_s(&p[0], backward, ratio, k);
     return n == 1 ? t0 * flops / p[0].flops : t0 * (1 + flops / p[0].flops) / 2;
   }
-  if (flops >= p[n - 1].flops) return point_s(&p[n - 1], backward, ratio) * flops / p[n - 1].flops;
+  if (flops >= p[n - 1].flops) {
+    mark(k, at_point(flops, p[n - 1].flops) ? LK_MEASURED : LK_EXTRAPOLATED, COMPUTE_BEYOND_TOKENS);
+    return point_s(&p[n - 1], backward, ratio, k) * flops / p[n - 1].flops;
+  }
   guint i = 1;
   while (p[i].flops < flops) i++;
+  mark(k, at_point(flops, p[i].flops) ? LK_MEASURED : LK_INTERPOLATED, 0);
   double x0 = log(p[i - 1].flops), x1 = log(p[i].flops);
-  double y0 = log(point_s(&p[i - 1], backward, ratio)), y1 = log(point_s(&p[i], backward, ratio));
+  double y0 = log(point_s(&p[i - 1], backward, ratio, k)), y1 = log(point_s(&p[i], backward, ratio, k));
   return exp(y0 + (y1 - y0) * (log(flops) - x0) / (x1 - x0));
 }
 
@@ -496,7 +540,8 @@ static double clamp(double x, double lo, double hi) { return x < lo ? lo : x > h
 
 /* Within one run: interpolate between the two measured aspects around
  * `aspect` (the nearest beyond them). */
-static double aspect_s(shape_run r, double flops, double aspect, bool backward, double ratio) {
+static double aspect_s(shape_run r, double flops, double aspect, bool backward, double ratio,
+                       lookup_acc *k) {
   const compute_point *p = r.p;
   guint n = r.n, lo_start = 0, lo_n = 0, hi_start = 0, hi_n = 0;
   for (guint i = 0; i < n;) {
@@ -508,10 +553,12 @@ static double aspect_s(shape_run r, double flops, double aspect, bool backward, 
   }
   if (hi_n == 0) { hi_start = lo_start; hi_n = lo_n; }
   double a0 = p[lo_start].aspect, a1 = p[hi_start].aspect;
-  double t0 = class_s(p + lo_start, lo_n, flops, backward, ratio);
-  if (a1 <= a0 || aspect <= a0) return t0;
-  double t1 = class_s(p + hi_start, hi_n, flops, backward, ratio);
-  if (aspect >= a1) return t1;
+  /* only the lookups whose times are used are made (and marked) */
+  if (a1 <= a0 || aspect <= a0) return class_s(p + lo_start, lo_n, flops, backward, ratio, k);
+  if (aspect >= a1) return class_s(p + hi_start, hi_n, flops, backward, ratio, k);
+  mark(k, LK_INTERPOLATED, 0);
+  double t0 = class_s(p + lo_start, lo_n, flops, backward, ratio, k);
+  double t1 = class_s(p + hi_start, hi_n, flops, backward, ratio, k);
   return t0 + (t1 - t0) * (aspect - a0) / (a1 - a0);
 }
 
@@ -543,13 +590,16 @@ static shape_run ratio_run(const GArray *pts, shape_run self, double from, doubl
  * reach, beyond them the ratio the same aspect change costs in another run
  * of this table, else in the sibling GPU's aspect table. */
 static double run_s(const compute_model *m, const GArray *pts, const GArray *ref, shape_run r,
-                    double flops, double aspect, bool backward) {
+                    double flops, double aspect, bool backward, lookup_acc *k) {
   double own = clamp(aspect, lo_aspect(r), hi_aspect(r));
-  double t = aspect_s(r, flops, own, backward, m->bwd_ratio);
+  double t = aspect_s(r, flops, own, backward, m->bwd_ratio, k);
   if (own == aspect) return t;
   shape_run q = ratio_run(pts, r, own, aspect);
   if (q.n == 0) q = ratio_run(ref, r, own, aspect);
-  if (q.n == 0) return t;
+  if (q.n == 0) {
+    mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_ASPECT);
+    return t;
+  }
   double from = clamp(own, lo_aspect(q), hi_aspect(q)), to = clamp(aspect, lo_aspect(q), hi_aspect(q));
   /* the ratio as measured: held at the ends of the FLOPs every aspect of
    * q measures (beyond them it would compare extrapolations) */
@@ -562,7 +612,12 @@ static double run_s(const compute_model *m, const GArray *pts, const GArray *ref
     i = j;
   }
   double f = f_lo <= f_hi ? clamp(flops, f_lo, f_hi) : flops;
-  return t * aspect_s(q, f, to, backward, m->bwd_ratio) / aspect_s(q, f, from, backward, m->bwd_ratio);
+  /* a ratio measured at this aspect and FLOPs is a borrowed measurement;
+   * one held beyond them is a guess */
+  mark(k, to == aspect && f_lo <= f_hi && f == flops ? LK_INTERPOLATED : LK_EXTRAPOLATED,
+       COMPUTE_BEYOND_ASPECT);
+  return t * aspect_s(q, f, to, backward, m->bwd_ratio, NULL) /
+         aspect_s(q, f, from, backward, m->bwd_ratio, NULL);
 }
 
 /* The measured values of a shape variable around x (head dim, or B·H at
@@ -586,41 +641,62 @@ static double log_mix(double t0, double t1, double x0, double x1, double x) {
   return x1 == x0 ? t0 : exp(log(t0) + log(t1 / t0) * log(x / x0) / log(x1 / x0));
 }
 
+/* Marks a shape variable's lookup: at a measured value (lo = hi = x),
+ * between two, or beyond them (the nearest stands in). */
+static void mark_around(lookup_acc *k, double lo, double hi, double x, unsigned beyond) {
+  mark(k, lo != hi ? LK_INTERPOLATED : lo == x ? LK_MEASURED : LK_EXTRAPOLATED, beyond);
+}
+
 /* One measured head dim: between its measured B·H around bh, log(time)
  * linear in log(B·H) at equal FLOPs; beyond them the nearest. */
 static double dim_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
-                    double d, double bh, double aspect, bool backward) {
+                    double d, double bh, double aspect, bool backward, lookup_acc *k) {
   double lo, hi;
   around(pts, d, bh, &lo, &hi);
-  double t0 = run_s(m, pts, ref, run_of(pts, d, lo), flops, aspect, backward);
+  mark_around(k, lo, hi, bh, COMPUTE_BEYOND_HEADS);
+  double t0 = run_s(m, pts, ref, run_of(pts, d, lo), flops, aspect, backward, k);
   if (hi == lo) return t0;
-  double t1 = run_s(m, pts, ref, run_of(pts, d, hi), flops, aspect, backward);
+  double t1 = run_s(m, pts, ref, run_of(pts, d, hi), flops, aspect, backward, k);
   return log_mix(t0, t1, lo, hi, bh);
 }
 
 /* Between the measured head dims around head_dim, log(time) linear in
  * log(D) at equal FLOPs; beyond them the nearest. */
 static double table_s(const compute_model *m, const GArray *pts, const GArray *ref, double flops,
-                      double bh, double head_dim, double aspect, bool backward) {
+                      double bh, double head_dim, double aspect, bool backward, lookup_acc *k) {
   double lo, hi;
   around(pts, 0, head_dim, &lo, &hi);
-  double t0 = dim_s(m, pts, ref, flops, lo, bh, aspect, backward);
+  mark_around(k, lo, hi, head_dim, COMPUTE_BEYOND_HEAD_DIM);
+  double t0 = dim_s(m, pts, ref, flops, lo, bh, aspect, backward, k);
   if (hi == lo) return t0;
-  double t1 = dim_s(m, pts, ref, flops, hi, bh, aspect, backward);
+  double t1 = dim_s(m, pts, ref, flops, hi, bh, aspect, backward, k);
   return log_mix(t0, t1, lo, hi, head_dim);
+}
+
+/* The kernels a mask is priced by: its own, else the other mask's. */
+static int table_mask(const compute_model *m, bool causal) {
+  return m->points[causal]->len ? causal : !causal;
+}
+
+static double attn_lookup(const compute_model *m, double flops, double batch_heads,
+                          double head_dim, double sq, double sk, bool causal, bool backward,
+                          lookup_acc *k) {
+  if (flops <= 0) return 0;
+  if (m->table) {
+    int c = table_mask(m, causal);
+    if (c != causal) mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_MASK);
+    const GArray *ref = m->aspect_points[c]->len ? m->aspect_points[c] : m->aspect_points[!c];
+    return table_s(m, m->points[c], ref, flops / m->table_scale, batch_heads, head_dim,
+                   log2(sk / sq), backward, k);
+  }
+  mark(k, LK_ROOFLINE, 0);
+  double t = flops / (m->peak_flops * m->efficiency);
+  return m->launch_s + (backward ? m->bwd_ratio * t : t);
 }
 
 double compute_attn_s(const compute_model *m, double flops, double batch_heads, double head_dim,
                       double sq, double sk, bool causal, bool backward) {
-  if (flops <= 0) return 0;
-  if (m->table) {
-    int c = m->points[causal]->len ? causal : !causal;
-    const GArray *ref = m->aspect_points[c]->len ? m->aspect_points[c] : m->aspect_points[!c];
-    return table_s(m, m->points[c], ref, flops / m->table_scale, batch_heads, head_dim,
-                   log2(sk / sq), backward);
-  }
-  double t = flops / (m->peak_flops * m->efficiency);
-  return m->launch_s + (backward ? m->bwd_ratio * t : t);
+  return attn_lookup(m, flops, batch_heads, head_dim, sq, sk, causal, backward, NULL);
 }
 
 double compute_merge_s(const compute_model *m, double elems) {
@@ -637,16 +713,19 @@ double compute_op_flops(const plan_op *op) {
   return 4.0 * op->batch * op->heads * op->head_dim * pairs;
 }
 
-static double attn_s(const compute_model *m, const plan_op *op) {
-  return compute_attn_s(m, compute_op_flops(op), (double)op->batch * op->heads, op->head_dim,
-                        op->sq, op->sk, op->causal, op->backward);
+static double attn_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
+  return attn_lookup(m, compute_op_flops(op), (double)op->batch * op->heads, op->head_dim,
+                     op->sq, op->sk, op->causal, op->backward, k);
 }
 
-static double merge_s(const compute_model *m, const plan_op *op) {
+/* merges and copies: lines fitted per topology, not classified (compute.h) */
+static double merge_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
+  (void)k;
   return compute_merge_s(m, (double)op->batch * op->sq * op->heads * op->head_dim);
 }
 
-static double copy_s(const compute_model *m, const plan_op *op) {
+static double copy_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
+  (void)k;
   return op->bytes > 0 ? m->copy_fixed_s + op->bytes / m->copy_Bps : 0;
 }
 
@@ -663,9 +742,9 @@ static const GArray *lin_table(const compute_model *m, const plan_op *op, bool g
   return set[op->causal]->len ? set[op->causal] : set[!op->causal];
 }
 
-static double lin_table_s(const GArray *pts, const plan_op *op) {
+static double lin_table_s(const GArray *pts, const plan_op *op, lookup_acc *k) {
   return class_s((const compute_point *)pts->data, pts->len, lin_fwd_flops(op), op->backward,
-                 lin_bwd_ratio(op));
+                 lin_bwd_ratio(op), k);
 }
 
 /* A table's apply writes a new output; one that adds into the output
@@ -680,11 +759,18 @@ static double into_s(const compute_model *m, const plan_op *op) {
 /* A measured table of this kind, looked up by the forward FLOPs of the
  * task's shape: the GPU time alone where the table has it, else the time
  * of a call; without a table the roofline. */
-static double linear_s(const compute_model *m, const plan_op *op) {
+static double linear_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
   double flops = compute_op_flops(op);
   if (flops <= 0) return 0;
   const GArray *gpu = lin_table(m, op, true), *all = lin_table(m, op, false);
-  if (gpu->len || all->len) return lin_table_s(gpu->len ? gpu : all, op) + into_s(m, op);
+  if (gpu->len || all->len) {
+    const GArray *used = gpu->len ? gpu : all;
+    int i = lin_index(op->kind);
+    if (used != m->lin_gpu_points[i][op->causal] && used != m->lin_points[i][op->causal])
+      mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_MASK);
+    return lin_table_s(used, op, k) + into_s(m, op);
+  }
+  mark(k, LK_ROOFLINE, 0);
   double t = flops / (m->peak_flops * m->linear_efficiency), mem = compute_op_bytes(op) / m->copy_Bps;
   return m->launch_s + (t > mem ? t : mem);
 }
@@ -692,7 +778,7 @@ static double linear_s(const compute_model *m, const plan_op *op) {
 double compute_op_alone_s(const compute_model *m, const plan_op *op) {
   if (op->kind != OP_LIN_INTRA && op->kind != OP_LIN_STATE && op->kind != OP_LIN_APPLY) return 0;
   if (compute_op_flops(op) <= 0 || !lin_table(m, op, true)->len) return 0;
-  return lin_table_s(lin_table(m, op, false), op);
+  return lin_table_s(lin_table(m, op, false), op, NULL);
 }
 
 /* Host time of each kind (calibration/h200x2-host): a flash call's forward
@@ -717,7 +803,7 @@ static double linear_host_s(const compute_model *m, const plan_op *op) {
 
 /* One entry per op_kind: adding a kind of work is adding a line here. */
 static const struct {
-  double (*time_s)(const compute_model *, const plan_op *);
+  double (*time_s)(const compute_model *, const plan_op *, lookup_acc *);
   double (*host_s)(const compute_model *, const plan_op *);
 } kinds[OP_KINDS] = {
     [OP_ATTN] = {attn_s, attn_host_s},
@@ -730,10 +816,124 @@ static const struct {
 
 double compute_op_s(const compute_model *m, const plan_op *op) {
   g_assert(op->kind < OP_KINDS);
-  return kinds[op->kind].time_s(m, op);
+  return kinds[op->kind].time_s(m, op, NULL);
 }
 
 double compute_op_host_s(const compute_model *m, const plan_op *op) {
   g_assert(op->kind < OP_KINDS);
   return kinds[op->kind].host_s(m, op);
+}
+
+/* ---- confidence: a task's lookup folded into a run's (compute.h) ---- */
+
+/* A table measured on another GPU (the attention table only: the linear
+ * table is never scaled). */
+static bool scaled_table(const compute_model *m) {
+  return m->table && (m->table_scale != 1 || m->table_from);
+}
+
+void compute_lookup_merge(compute_lookup *acc, const compute_lookup *x) {
+  bool scaled = acc->scaled || x->scaled;
+  if (x->conf > acc->conf) *acc = *x;
+  acc->scaled = scaled;
+}
+
+double compute_op_lookup(const compute_model *m, const plan_op *op, compute_lookup *how) {
+  g_assert(op->kind < OP_KINDS);
+  lookup_acc k = {LK_UNPRICED, 0};
+  double t = kinds[op->kind].time_s(m, op, how ? &k : NULL);
+  if (!how || k.level == LK_UNPRICED) return t;
+  bool scaled = op->kind == OP_ATTN && scaled_table(m);
+  static const compute_conf conf[] = {
+      [LK_MEASURED] = COMPUTE_CONF_MEASURED, [LK_INTERPOLATED] = COMPUTE_CONF_INTERPOLATED,
+      [LK_EXTRAPOLATED] = COMPUTE_CONF_EXTRAPOLATED, [LK_ROOFLINE] = COMPUTE_CONF_ROOFLINE};
+  compute_lookup x = {.conf = conf[k.level], .beyond = k.beyond, .scaled = scaled,
+                      .kind = (uint8_t)op->kind, .causal = op->causal, .backward = op->backward,
+                      .batch = op->batch, .heads = op->heads, .head_dim = op->head_dim,
+                      .sq = op->sq, .sk = op->sk};
+  /* a table of another GPU is never better than scaled */
+  if (scaled && x.conf < COMPUTE_CONF_SCALED) x.conf = COMPUTE_CONF_SCALED;
+  compute_lookup_merge(how, &x);
+  return t;
+}
+
+char *compute_conf_label(const compute_model *m, const compute_lookup *l) {
+  switch (l->conf) {
+  case COMPUTE_CONF_NONE: return g_strdup("none");
+  case COMPUTE_CONF_MEASURED: return g_strdup("measured");
+  case COMPUTE_CONF_INTERPOLATED: return g_strdup("interpolated");
+  case COMPUTE_CONF_SCALED:
+    return m->table_from ? g_strdup_printf("scaled from %s", m->table_from) : g_strdup("scaled");
+  case COMPUTE_CONF_EXTRAPOLATED: return g_strdup("extrapolated");
+  case COMPUTE_CONF_ROOFLINE: return g_strdup("roofline");
+  }
+  return g_strdup("?");
+}
+
+/* "1K-64K" (or "64K" where lo = hi): a range of token counts. */
+static void tokens_range(GString *s, double lo, double hi) {
+  g_autofree char *a = size_format((uint64_t)lo), *b = size_format((uint64_t)hi);
+  if (lo == hi) g_string_append(s, a);
+  else g_string_append_printf(s, "%s-%s", a, b);
+}
+
+/* What a table holds: its batch x heads, head dims and tokens (attention),
+ * or tokens (linear). */
+static void table_holds(GString *s, const GArray *pts, bool attention) {
+  double bh_lo = INFINITY, bh_hi = 0, d_lo = INFINITY, d_hi = 0, t_lo = INFINITY, t_hi = 0;
+  for (guint i = 0; i < pts->len; i++) {
+    const compute_point *p = &g_array_index(pts, compute_point, i);
+    double sk = p->sq * exp2(p->aspect);
+    bh_lo = fmin(bh_lo, p->bh), bh_hi = fmax(bh_hi, p->bh);
+    d_lo = fmin(d_lo, p->head_dim), d_hi = fmax(d_hi, p->head_dim);
+    t_lo = fmin(t_lo, fmin(p->sq, sk)), t_hi = fmax(t_hi, fmax(p->sq, sk));
+  }
+  if (!pts->len) return;
+  if (attention) {
+    g_string_append_printf(s, "%g", bh_lo);
+    if (bh_hi != bh_lo) g_string_append_printf(s, "-%g", bh_hi);
+    g_string_append_printf(s, " heads (batch x heads), head dim %g", d_lo);
+    if (d_hi != d_lo) g_string_append_printf(s, "-%g", d_hi);
+    g_string_append(s, ", ");
+  }
+  tokens_range(s, t_lo, t_hi);
+  g_string_append(s, " tokens");
+}
+
+char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
+  bool attention = l->kind == OP_ATTN;
+  if (l->conf == COMPUTE_CONF_ROOFLINE)
+    return g_strdup(attention
+                        ? "kernels priced by FLOPs / (peak x efficiency): the topology has no "
+                          "measured kernel table"
+                        : "linear-attention kernels priced by FLOPs / (peak x "
+                          "linear_efficiency) and bytes / copy rate: the topology has no "
+                          "linear_table");
+  if (l->conf == COMPUTE_CONF_SCALED)
+    return g_strdup_printf("kernel times are those of a table measured on %s, at %.4g times "
+                           "its speed when saturated (compute.table_scale)",
+                           m->table_from ? m->table_from : "another GPU", m->table_scale);
+  if (l->conf != COMPUTE_CONF_EXTRAPOLATED) return NULL;
+  GString *s = g_string_new(NULL);
+  plan_op op = {.kind = (op_kind)l->kind, .causal = l->causal};
+  if (!attention) g_string_append_printf(s, "%s ", plan_op_name(op.kind));
+  g_string_append(s, "kernels at ");
+  if (l->batch != 1) g_string_append_printf(s, "batch %g x ", l->batch);
+  g_string_append_printf(s, "%g head%s x ", l->heads, l->heads == 1 ? "" : "s");
+  g_autofree char *q = size_format((uint64_t)l->sq), *kv = size_format((uint64_t)l->sk);
+  if (l->sq == l->sk || !attention)
+    g_string_append_printf(s, "%s tokens", op.kind == OP_LIN_STATE ? kv : q);
+  else g_string_append_printf(s, "%s queries x %s keys", q, kv);
+  g_string_append_printf(s, " (head dim %g, %s %s): beyond the table in", l->head_dim,
+                         l->causal ? "causal" : "full", l->backward ? "backward" : "forward");
+  static const char *const dims[] = {"tokens", "heads", "head dim", "aspect (sk/sq)", "mask",
+                                     "backward (not measured: forward x bwd_ratio)"};
+  for (unsigned b = 0, n = 0; b < G_N_ELEMENTS(dims); b++)
+    if (l->beyond & (1u << b)) g_string_append_printf(s, "%s %s", n++ ? "," : "", dims[b]);
+  g_string_append(s, "; it holds ");
+  const GArray *pts = attention ? m->points[table_mask(m, l->causal)] : lin_table(m, &op, false);
+  table_holds(s, pts, attention);
+  if (l->scaled)
+    g_string_append_printf(s, ", measured on %s", m->table_from ? m->table_from : "another GPU");
+  return g_string_free(s, FALSE);
 }

@@ -34,7 +34,34 @@
  * table of its own where the topology has one (`compute.linear_table`,
  * interpolated like the attention table, per kind and mask), else by a
  * roofline: launch + max(FLOPs / (peak x linear_efficiency), bytes / the
- * copy rate). */
+ * copy rate).
+ *
+ * Confidence (compute_op_lookup): every kernel's price says how far it is
+ * from measured data, decided by the lookup that priced it, in the order
+ * worst..best
+ *   roofline < extrapolated < scaled < interpolated < measured:
+ *  - roofline: no measured kernel of its kind (a roofline model, or linear
+ *    attention without a linear_table);
+ *  - extrapolated: the lookup left the table in some dimension: FLOPs
+ *    (tokens) beyond the largest or below the smallest measured kernel of
+ *    the shape; batch x heads or head dim beyond the measured ones (the
+ *    nearest curve is used); an aspect beyond every measured one (or a
+ *    borrowed aspect ratio held beyond the FLOPs it was measured at); the
+ *    other mask's table standing in; a backward from forward x bwd_ratio;
+ *  - scaled: within the range of a table measured on another GPU, run
+ *    table_scale times faster (compute.table_from names that GPU);
+ *  - interpolated: between measured points in some dimension, within the
+ *    table's range in all (an aspect ratio borrowed from another shape of
+ *    the table, or from aspect_table, within what they measure, counts so);
+ *  - measured: at a measured point (after tidy_points: repeats merged, the
+ *    isotonic fit) in every dimension.
+ * Why this order: a scaled table in its range keeps measured kernels'
+ * shape (launch-bound small ones, the climb to saturation) and guesses
+ * one rate; beyond a table the curve itself is guessed (a 1-head kernel
+ * priced as the 32-head curve at equal FLOPs, a shape never timed); a
+ * roofline has no measured curve at all.
+ * Merges, copies, host issue and launch are lines fitted per topology and
+ * are not classified.  A point's figure is its worst kernel's (exec). */
 #ifndef TASP_COMPUTE_H
 #define TASP_COMPUTE_H
 
@@ -52,7 +79,39 @@ typedef struct {
   double flops;   /* nominal FLOPs of the measured kernel */
   double fwd_s;
   double bwd_s;   /* 0 when not measured */
+  double sq;      /* attention: query tokens; linear: tokens (the table's range, for notes) */
 } compute_point;
+
+/* How far a price is from measured data (above), worse upwards: a point
+ * takes its worst kernel's.  NONE: no kernel priced (--no-compute). */
+typedef enum {
+  COMPUTE_CONF_NONE,
+  COMPUTE_CONF_MEASURED,
+  COMPUTE_CONF_INTERPOLATED,
+  COMPUTE_CONF_SCALED,
+  COMPUTE_CONF_EXTRAPOLATED,
+  COMPUTE_CONF_ROOFLINE,
+} compute_conf;
+
+/* The dimensions in which a lookup left its table (extrapolated). */
+enum {
+  COMPUTE_BEYOND_TOKENS = 1 << 0,   /* FLOPs beyond its shape's measured kernels */
+  COMPUTE_BEYOND_HEADS = 1 << 1,    /* batch x heads */
+  COMPUTE_BEYOND_HEAD_DIM = 1 << 2,
+  COMPUTE_BEYOND_ASPECT = 1 << 3,   /* sk / sq */
+  COMPUTE_BEYOND_MASK = 1 << 4,     /* priced by the other mask's kernels */
+  COMPUTE_BEYOND_BACKWARD = 1 << 5, /* backward not measured: forward x bwd_ratio */
+};
+
+/* The worst lookup of a run so far, and the first kernel priced at it. */
+typedef struct {
+  compute_conf conf;
+  unsigned beyond;      /* COMPUTE_BEYOND_* of that kernel */
+  bool scaled;          /* some kernel came from another GPU's table */
+  uint8_t kind;         /* op_kind of that kernel */
+  bool causal, backward;
+  double batch, heads, head_dim, sq, sk;
+} compute_lookup;
 
 typedef struct {
   bool table;             /* false: roofline */
@@ -80,6 +139,8 @@ typedef struct {
   GArray *points[2];      /* compute_point, by (head dim, aspect, flops); [0] full, [1] causal */
   GArray *aspect_points[2]; /* the same, from a sibling GPU: aspect ratios only */
   double table_scale;     /* saturated speed of this GPU over the table's */
+  char *table_from;       /* the GPU the table was measured on, where not this one
+                             (compute.table_from); NULL: this GPU's own */
   double linear_efficiency;  /* fraction of peak the linear-attention kernels reach */
   /* measured linear kernels per kind (intra, state, apply) and mask, keyed
    * by forward FLOPs; empty: roofline */
@@ -110,6 +171,19 @@ double compute_merge_s(const compute_model *m, double elems);
 /* Any compute task, through the model of its kind (attention: the table or
  * roofline above; merge: the merge line; copy: fixed + bytes / copy rate). */
 double compute_op_s(const compute_model *m, const plan_op *op);
+/* The same, folding how far its price is from measured data into *how
+ * (the worse wins; a tie keeps the kernel already there). */
+double compute_op_lookup(const compute_model *m, const plan_op *op, compute_lookup *how);
+/* Folds x into acc (the worse wins; a tie keeps acc's kernel). */
+void compute_lookup_merge(compute_lookup *acc, const compute_lookup *x);
+/* The confidence column's value: "measured", "interpolated", "scaled from
+ * h100" (the table's GPU; "scaled" where unnamed), "extrapolated",
+ * "roofline", "none"; owned by the caller. */
+char *compute_conf_label(const compute_model *m, const compute_lookup *l);
+/* Why, in words, for a table's note (NULL for measured, interpolated and
+ * none): the kernel, the dimensions it left the table in and what the
+ * table holds; owned by the caller. */
+char *compute_lookup_reason(const compute_model *m, const compute_lookup *l);
 /* Host time to issue it (framework overhead; the GPU may run ahead). */
 double compute_op_host_s(const compute_model *m, const plan_op *op);
 /* Where the model knows both (a linear table with GPU times): the time of

@@ -318,7 +318,8 @@ static bool skipped(const exec_opts *o, const plan_task *t) {
 }
 
 static double compute_time(exec_state *s, const plan_task *t) {
-  return s->opts.no_compute || skipped(&s->opts, t) ? 0 : compute_op_s(&s->t->compute, &t->op);
+  return s->opts.no_compute || skipped(&s->opts, t) ? 0
+         : compute_op_lookup(&s->t->compute, &t->op, &s->r->conf);
 }
 
 /* Whether task d is compute on a GPU other than g (a lockstep task runs
@@ -630,6 +631,7 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
   acc->imbalance_s += k * r->imbalance_s;
   acc->last_gpu = r->last_gpu;
   acc->flops += k * r->flops;
+  compute_lookup_merge(&acc->conf, &r->conf);
   acc->events += r->events;
   acc->flows += r->flows;
   acc->bundles += r->bundles;

@@ -14,6 +14,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
+#include "compute.h"
 #include "plan.h"
 #include "topology.h"
 
@@ -77,6 +78,7 @@ typedef struct {
   double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s, *gpu_imbalance_s;
   double *chan_bytes, *chan_busy_s;
   double flops;        /* nominal FLOPs of all attention kernels */
+  compute_lookup conf; /* how far the kernels' prices are from measured data: the worst */
   uint64_t events, flows, bundles, solves, tasks;
   GArray *spans;       /* exec_span, with keep_trace */
   GArray *rates;       /* exec_rate, with keep_trace */
@@ -94,7 +96,7 @@ exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace);
  * the per-layer maxima (an upper bound where the busiest GPU differs
  * between kinds of layer); spans and rates of the one simulated layer are
  * kept, shifted by `shown_s` (the simulated layers before it, back to
- * back); event counts are the simulated ones. */
+ * back); event counts are the simulated ones; conf is the worse of the two. */
 void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t count,
                             double shown_s);
 

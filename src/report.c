@@ -114,9 +114,45 @@ static void group_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashT
   }
 }
 
+/* One confidence note of row r, unless `seen` (which owns its keys) has
+ * it: an extrapolation once per scheduler, topology, kind of kernel and
+ * dimensions left, naming the first such kernel; a scaled table or a
+ * roofline once per topology (and kind), as they hold for every scheduler. */
+static void conf_note(FILE *f, GHashTable *seen, const char *prefix, const sim_result *r,
+                      const compute_lookup *x) {
+  bool per_sched = x->conf == COMPUTE_CONF_EXTRAPOLATED;
+  char *key = g_strdup_printf("%d|%s|%s|%u|%d", x->conf, r->topo->name,
+                              per_sched ? r->pt.sched->name : "", per_sched ? x->beyond : 0,
+                              x->conf == COMPUTE_CONF_SCALED ? 0 : x->kind == OP_ATTN);
+  if (!g_hash_table_add(seen, key)) return;
+  const compute_model *m = &r->topo->compute;
+  g_autofree char *label = compute_conf_label(m, x), *why = compute_lookup_reason(m, x);
+  fprintf(f, "%snote: %s: %s%s%s\n", prefix, label, per_sched ? r->pt.sched->name : "",
+          per_sched ? " " : "", why);
+}
+
+/* Rows whose compute prices come from outside measured data (compute.h,
+ * "Confidence"): each reason once, after the first group with it. */
+static void conf_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashTable *seen,
+                       const char *prefix) {
+  for (guint j = j0; j < j1; j++) {
+    const sim_result *r = c->results->pdata[j];
+    if (!r->r) continue;
+    compute_lookup l = r->r->conf;
+    if (l.scaled) {  /* said even where an extrapolation is the row's worst */
+      compute_lookup s = l;
+      s.conf = COMPUTE_CONF_SCALED;
+      conf_note(f, seen, prefix, r, &s);
+    }
+    if (l.conf >= COMPUTE_CONF_EXTRAPOLATED) conf_note(f, seen, prefix, r, &l);
+  }
+}
+
 void report_notes(FILE *f, const report_ctx *c) {
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   group_notes(f, c, 0, c->results->len, seen, "tasp-sim: ");
+  g_autoptr(GHashTable) conf_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  conf_notes(f, c, 0, c->results->len, conf_seen, "tasp-sim: ");
 }
 
 /* One line over the whole run: per scheduler, its mean link utilisation
@@ -161,6 +197,7 @@ void report_table(FILE *f, const report_ctx *c) {
                                 : "");
   }
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) conf_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   const sim_result *prev = NULL;
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
@@ -193,6 +230,7 @@ void report_table(FILE *f, const report_ctx *c) {
       for (guint j = j0; j <= i; j++) links_line(f, ((const sim_result *)c->results->pdata[j])->topo, c->results->pdata[j],
                                                    c->links_summary);
       group_notes(f, c, j0, i + 1, seen, "            ");
+      conf_notes(f, c, j0, i + 1, conf_seen, "            ");
     }
   }
   if (c->results->len) {
@@ -204,7 +242,7 @@ void report_table(FILE *f, const report_ctx *c) {
 void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
-        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status\n", f);
+        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -233,6 +271,9 @@ void report_csv(FILE *f, const report_ctx *c) {
     } else {
       fputs("ok", f);
     }
+    g_autofree char *conf = r->r ? compute_conf_label(&r->topo->compute, &r->r->conf) : NULL;
+    fputc(',', f);
+    csv_str(f, conf ? conf : "");
     fputc('\n', f);
   }
 }

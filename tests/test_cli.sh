@@ -11,15 +11,12 @@ trap 'rm -rf "$tmp"' EXIT
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-# Two CSVs side by side, each cut to design.md's 21 columns first, so that
-# $22 on are the second file's whatever columns are appended after them.
-side() {
-  cut -d, -f1-21 "$1" > "$tmp/side1"
-  cut -d, -f1-21 "$2" > "$tmp/side2"
-  paste -d, "$tmp/side1" "$tmp/side2"
-}
+# field FILE ROW NAME: the column NAME of a CSV's ROW-th data row (by name:
+# columns appended later do not move it)
+field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
+                                            NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -165,7 +162,7 @@ check "--dump-topology: channels by kind with capacities, costs with defaults, c
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --csv - > "$tmp/set0.csv"
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --set generator.nic_gbps=23 --csv - > "$tmp/set1.csv"
 check "--set generator.nic_gbps halves the NICs: the ring's transfers take twice as long" \
-  "[ \$(side $tmp/set0.csv $tmp/set1.csv | awk -F, 'NR==2 {print (\$35 > 1.9 * \$14)}') -eq 1 ]"
+  "awk -v a=\$(field $tmp/set1.csv 1 comm_ms) -v b=\$(field $tmp/set0.csv 1 comm_ms) 'BEGIN {exit !(a > 1.9 * b)}'"
 "$sim" --topology h100x8 --seq 128K --sp 8 --no-compute --csv - | tail -n 1 | grep -q '^tasp,.*,0.000000,'
 check "--no-compute leaves compute at zero" "[ $? -eq 0 ]"
 
@@ -337,7 +334,7 @@ check "the table says the layers are linear" "grep -q '^layers: 1 linear' $tmp/l
 check "--tasp-cycles is used and said" \
   "grep -q 'cycles given by tasp_cycles' $tmp/given.txt && awk -F, 'NR==2 {g=\$12} END {exit !(g > 0)}' $tmp/given.csv"
 check "the ring-and-reverse labelling is slower under a causal mask" \
-  "[ \$(side $tmp/given.csv $tmp/own.csv | awk -F, 'NR==2 {print (\$12 > \$33)}') -eq 1 ]"
+  "awk -v g=\$(field $tmp/given.csv 1 step_ms) -v o=\$(field $tmp/own.csv 1 step_ms) 'BEGIN {exit !(g > o)}'"
 
 # --no-comm keeps LASP's chain (a GPU waits for the state it needs);
 # --alone, the program without its communication calls, does not wait
@@ -346,7 +343,9 @@ check "the ring-and-reverse labelling is slower under a causal mask" \
 "$sim" --topology h100x8 --attention linear --sched lasp --seq 64K --sp 8 --mask causal \
   --alone --csv - --quiet > "$tmp/alone.csv"
 check "--alone: no wait on the chain (imbalance 0, faster than --no-comm)" \
-  "side $tmp/free.csv $tmp/alone.csv | awk -F, 'NR == 2 {exit !(\$40 == 0 && \$19 > 0 && \$33 < \$12)}'"
+  "awk -v ai=\$(field $tmp/alone.csv 1 imbalance_ms) -v fi=\$(field $tmp/free.csv 1 imbalance_ms) \
+       -v as=\$(field $tmp/alone.csv 1 step_ms) -v fs=\$(field $tmp/free.csv 1 step_ms) \
+       'BEGIN {exit !(ai == 0 && fi > 0 && as < fs)}'"
 
 # Sweep lists and sweeps that survive (issue 19).
 # An empty list sweeps nothing: refused, naming the option.
@@ -475,6 +474,33 @@ sim_saved=$sim; sim=$tmp/sim_c
 expect_error "UTF-8 under LC_ALL=C is read as text" "option '--sched': unknown scheduler \"$(printf '\303\251')\"" \
   --topology h100x8 --sched "$(printf '\303\251')"
 sim=$sim_saved
+
+# confidence: how far each row's compute prices are from measured data,
+# decided by the kernels' actual lookups (README, "CSV columns").  Ulysses
+# at SP 32 runs 1-head kernels over 256K tokens while h100x8's table holds
+# 32-64 heads up to 64K: extrapolated; Ring's 8K blocks are table points;
+# 64 heads at SP 2 give Ulysses measured 32-head kernels; MI300X's table is
+# H100's scaled; a torus prices by roofline; --no-compute prices nothing.
+"$sim" --topology h100x8x4 --sched ring,ulysses --sp 32 --seq 256K --csv "$tmp/conf.csv" \
+  > "$tmp/conf.txt"
+check "confidence: ulysses at SP 32, 1 head x 256K tokens, reads extrapolated" \
+  "[ \"\$(field $tmp/conf.csv 2 confidence)\" = extrapolated ]"
+check "confidence: ring's 8K blocks at the same point read measured" \
+  "[ \"\$(field $tmp/conf.csv 1 confidence)\" = measured ]"
+check "confidence: the table names the reason once, with the kernel and what the table holds" \
+  "[ \$(grep -c 'note: extrapolated' $tmp/conf.txt) -eq 1 ] && grep -qF 'note: extrapolated: ulysses kernels at 1 head x 256K tokens (head dim 128, causal forward): beyond the table in heads; it holds 32-64 heads (batch x heads), head dim 64-128, 1K-64K tokens' $tmp/conf.txt"
+"$sim" --topology h100x8x4 --sched ulysses --sp 2 --heads 64 --kv-heads 64 --seq 8K,12K \
+  --csv "$tmp/conf2.csv" > "$tmp/conf2.txt"
+check "confidence: ulysses inside the table reads measured at a table point, interpolated between" \
+  "[ \"\$(field $tmp/conf2.csv 1 confidence),\$(field $tmp/conf2.csv 2 confidence)\" = measured,interpolated ] && ! grep -q 'note: extrapolated' $tmp/conf2.txt"
+"$sim" --topology mi300x8 --sched ring --sp 8 --seq 64K,1M --csv "$tmp/conf3.csv" > "$tmp/conf3.txt"
+check "confidence: mi300x8 reads scaled from h100, extrapolated beyond the table, one note each" \
+  "[ \"\$(field $tmp/conf3.csv 1 confidence),\$(field $tmp/conf3.csv 2 confidence)\" = 'scaled from h100,extrapolated' ] && [ \$(grep -c 'note: scaled from h100: kernel times are those of a table measured on h100' $tmp/conf3.txt) -eq 1 ] && grep -q 'note: extrapolated: ring kernels at 32 heads x 128K tokens .*beyond the table in tokens;.*, measured on h100\$' $tmp/conf3.txt"
+"$sim" --topology torus4x4 --sched ring --sp 4 --seq 16K --csv - --quiet > "$tmp/conf4.csv"
+"$sim" --topology h100x8 --sched ring --sp 2 --seq 8K --no-compute --csv - --quiet > "$tmp/conf5.csv"
+"$sim" --topology h100x8 --attention linear --sched lasp2 --sp 2 --seq 8K --csv - 2> "$tmp/conf6.err" > "$tmp/conf6.csv"
+check "confidence: a roofline topology reads roofline, --no-compute none, linear without a table roofline (noted on stderr with --csv -)" \
+  "[ \"\$(field $tmp/conf4.csv 1 confidence),\$(field $tmp/conf5.csv 1 confidence),\$(field $tmp/conf6.csv 1 confidence)\" = roofline,none,roofline ] && grep -q '^tasp-sim: note: roofline: linear-attention kernels priced by' $tmp/conf6.err"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,6 +1,7 @@
 /* compute: the measured tables are reproduced, and interpolated sanely
  * across sequence length, head dim, batch x heads and aspect. */
 #include "compute.h"
+#include "exec.h"
 #include "topology.h"
 #include "testutil.h"
 
@@ -596,12 +597,281 @@ static void t_linear_gpu_times(void) {
   }
 }
 
+
+/* ---- confidence: how far each price is from measured data ---- */
+
+/* The lookup of one attention task on model m, alone. */
+static compute_lookup attn_conf(const compute_model *m, uint32_t b, uint32_t h, uint32_t d,
+                                double sq, double sk, bool causal, bool bwd) {
+  plan_op op = {.kind = OP_ATTN, .causal = causal, .backward = bwd, .batch = b, .heads = h,
+                .head_dim = d, .elem_bytes = 2, .sq = sq, .sk = sk,
+                .pairs = causal ? sq * (sq + 1) / 2 : sq * sk};
+  compute_lookup l = {0};
+  double t = compute_op_lookup(m, &op, &l);
+  /* classifying changes no price */
+  CU_ASSERT_DOUBLE_EQUAL(t, compute_op_s(m, &op), 0);
+  return l;
+}
+
+/* A two-head-dim, two-B·H table of square full kernels, 1K-4K tokens, no
+ * causal kernels (they borrow the full ones), one without a backward. */
+static const char *const conf_table =
+    "{\"model\": \"table\", \"table\": ["
+    "{\"heads\": 32, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.1, \"bwd_ms\": 0.3},"
+    "{\"heads\": 32, \"head_dim\": 128, \"sq\": 4096, \"sk\": 4096, \"fwd_ms\": 1.2, \"bwd_ms\": 3.3},"
+    "{\"heads\": 64, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.2, \"bwd_ms\": 0.6},"
+    "{\"heads\": 64, \"head_dim\": 128, \"sq\": 4096, \"sk\": 4096, \"fwd_ms\": 2.4, \"bwd_ms\": 6.6},"
+    "{\"heads\": 32, \"head_dim\": 64, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.06, \"bwd_ms\": 0.2},"
+    "{\"heads\": 32, \"head_dim\": 64, \"sq\": 4096, \"sk\": 4096, \"fwd_ms\": 0.7},"
+    "{\"heads\": 64, \"head_dim\": 64, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.12, \"bwd_ms\": 0.4},"
+    "{\"heads\": 64, \"head_dim\": 64, \"sq\": 4096, \"sk\": 4096, \"fwd_ms\": 1.4, \"bwd_ms\": 4.0}]}";
+
+/* Each classification, decided by the lookup the price takes: at a table
+ * point in every dimension, between points, beyond the table in tokens,
+ * heads, head dim, mask or backward. */
+static void t_conf_classes(void) {
+  compute_model m;
+  model_of(conf_table, &m);
+  compute_lookup l = attn_conf(&m, 1, 32, 128, 4096, 4096, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_MEASURED);
+  CU_ASSERT_EQUAL(l.beyond, 0);
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 64, 64, 1024, 1024, false, true).conf, COMPUTE_CONF_MEASURED);
+  /* batch 2 x 32 heads is the measured B·H 64 */
+  CU_ASSERT_EQUAL(attn_conf(&m, 2, 32, 128, 1024, 1024, false, false).conf, COMPUTE_CONF_MEASURED);
+  /* between in tokens, in B·H, in head dim: interpolated */
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 32, 128, 2048, 2048, false, false).conf, COMPUTE_CONF_INTERPOLATED);
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 48, 128, 2048, 2048, false, false).conf, COMPUTE_CONF_INTERPOLATED);
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 32, 96, 2048, 2048, false, false).conf, COMPUTE_CONF_INTERPOLATED);
+  /* B·H 48 at 4K tokens: the 32-head curve is read at FLOPs beyond its
+   * largest kernel (the lookup holds FLOPs, not tokens, across B·H) */
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 48, 128, 4096, 4096, false, false).beyond, COMPUTE_BEYOND_TOKENS);
+  /* beyond in tokens, above and below */
+  l = attn_conf(&m, 1, 32, 128, 8192, 8192, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_TOKENS);
+  CU_ASSERT_EQUAL(l.sq, 8192);
+  l = attn_conf(&m, 1, 32, 128, 512, 512, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_TOKENS);
+  /* beyond in heads: 2 heads over 4x the tokens is a measured FLOP count
+   * of the 32-head curve, yet no 2-head kernel was measured */
+  l = attn_conf(&m, 1, 2, 128, 16384, 16384, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_HEADS);
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 128, 128, 1024, 1024, false, false).beyond, COMPUTE_BEYOND_HEADS);
+  /* beyond in head dim */
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 32, 256, 1024, 1024, false, false).beyond,
+                  COMPUTE_BEYOND_HEAD_DIM);
+  /* a causal kernel priced by the full ones; a backward not measured */
+  l = attn_conf(&m, 1, 32, 128, 4096, 4096, true, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT(l.beyond & COMPUTE_BEYOND_MASK);
+  l = attn_conf(&m, 1, 32, 64, 4096, 4096, false, true);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_BACKWARD);
+  CU_ASSERT_EQUAL(attn_conf(&m, 1, 32, 64, 4096, 4096, false, false).conf, COMPUTE_CONF_MEASURED);
+  /* no aspect measured anywhere: a non-square kernel is held at the square's */
+  l = attn_conf(&m, 1, 32, 128, 1024, 4096, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_ASPECT);
+  /* merges and copies are fitted lines: not classified */
+  plan_op mg = {.kind = OP_MERGE, .batch = 1, .heads = 32, .head_dim = 128, .sq = 4096};
+  l = (compute_lookup){0};
+  compute_op_lookup(&m, &mg, &l);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_NONE);
+  g_autofree char *none = compute_conf_label(&m, &l);
+  CU_ASSERT_STRING_EQUAL(none, "none");
+  compute_model_clear(&m);
+}
+
+/* Aspect: within a shape's own measured aspects (h200x2-tool's 32-head,
+ * head dim 128 kernels: sk/sq 1/2, 1, 2) at a point or between; beyond
+ * them by the ratio another shape measures (interpolated) or held where
+ * none measures it (extrapolated). */
+static void t_conf_aspect(void) {
+  topology *t = load("topologies/h200x2-tool.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(attn_conf(&t->compute, 1, 32, 128, 3072, 6144, false, false).conf,
+                  COMPUTE_CONF_MEASURED);
+  CU_ASSERT_EQUAL(attn_conf(&t->compute, 1, 32, 128, 3072, 4608, false, false).conf,
+                  COMPUTE_CONF_INTERPOLATED);
+  compute_lookup l = attn_conf(&t->compute, 1, 32, 128, 1536, 12288, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(l.beyond, COMPUTE_BEYOND_ASPECT);
+  g_autofree char *why = compute_lookup_reason(&t->compute, &l);
+  CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "kernels at 32 heads x 1536 queries x 12K keys (head "
+                                          "dim 128, full forward): beyond the table in aspect")
+                             : NULL);
+  topo_free(t);
+  /* h100x8: square kernels only; sk/sq 2 is borrowed from the H200
+   * aspect_table, within the FLOPs it measures */
+  t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(attn_conf(&t->compute, 1, 32, 128, 3072, 6144, false, false).conf,
+                  COMPUTE_CONF_INTERPOLATED);
+  /* ... and beyond them (the ratio held) */
+  l = attn_conf(&t->compute, 1, 32, 128, 65536, 131072, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT(l.beyond & COMPUTE_BEYOND_ASPECT);
+  topo_free(t);
+}
+
+/* A table of another GPU (table_scale, table_from) is "scaled" inside its
+ * range, at a point or between, and extrapolated beyond it (still marked
+ * scaled); a roofline is "roofline". */
+static void t_conf_scaled_roofline(void) {
+  topology *mi = load("topologies/mi300x8.json"), *h100 = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mi);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(h100);
+  compute_lookup l = attn_conf(&h100->compute, 1, 32, 128, 8192, 8192, true, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_MEASURED);
+  CU_ASSERT_FALSE(l.scaled);
+  g_autofree char *measured = compute_conf_label(&h100->compute, &l);
+  CU_ASSERT_STRING_EQUAL(measured, "measured");
+  l = attn_conf(&mi->compute, 1, 32, 128, 8192, 8192, true, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_SCALED);
+  CU_ASSERT_TRUE(l.scaled);
+  g_autofree char *label = compute_conf_label(&mi->compute, &l);
+  CU_ASSERT_STRING_EQUAL(label, "scaled from h100");
+  g_autofree char *why = compute_lookup_reason(&mi->compute, &l);
+  CU_ASSERT_PTR_NOT_NULL(why ? strstr(why, "measured on h100, at 1.148 times its speed") : NULL);
+  CU_ASSERT_EQUAL(attn_conf(&mi->compute, 1, 32, 128, 6000, 6000, false, true).conf,
+                  COMPUTE_CONF_SCALED);
+  l = attn_conf(&mi->compute, 1, 1, 128, 262144, 262144, true, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_TRUE(l.scaled);
+  /* a table_scale without table_from: "scaled" */
+  compute_model m;
+  model_of("{\"model\": \"table\", \"table_scale\": 2, \"table\": ["
+           "{\"heads\": 32, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.1},"
+           "{\"heads\": 32, \"head_dim\": 128, \"sq\": 8192, \"sk\": 8192, \"fwd_ms\": 3.3}]}", &m);
+  l = attn_conf(&m, 1, 32, 128, 2048, 2048, false, false);
+  g_autofree char *plain = compute_conf_label(&m, &l);
+  CU_ASSERT_STRING_EQUAL(plain, "scaled");
+  compute_model_clear(&m);
+  /* roofline: attention on a roofline model, linear without a linear_table */
+  topology *torus = load("topologies/torus4x4.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(torus);
+  l = attn_conf(&torus->compute, 1, 32, 128, 1024, 1024, false, false);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_ROOFLINE);
+  g_autofree char *roof = compute_conf_label(&torus->compute, &l);
+  CU_ASSERT_STRING_EQUAL(roof, "roofline");
+  plan_op lin = {.kind = OP_LIN_STATE, .batch = 1, .heads = 32, .head_dim = 128,
+                 .elem_bytes = 2, .sq = 4096, .sk = 4096};
+  l = (compute_lookup){0};
+  compute_op_lookup(&h100->compute, &lin, &l);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_ROOFLINE);
+  g_autofree char *lwhy = compute_lookup_reason(&h100->compute, &l);
+  CU_ASSERT_PTR_NOT_NULL(lwhy ? strstr(lwhy, "no linear_table") : NULL);
+  topo_free(torus);
+  topo_free(mi);
+  topo_free(h100);
+}
+
+/* A linear table is looked up by FLOPs: at an entry, between two, beyond;
+ * a mask it lacks borrows the other's (extrapolated). */
+static void t_conf_linear(void) {
+  compute_model m;
+  model_of("{\"model\": \"roofline\", \"peak_tflops\": 100, \"linear_table\": ["
+           "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 4096, \"fwd_ms\": 0.05, \"bwd_ms\": 0.1},"
+           "{\"kind\": \"state\", \"heads\": 2, \"head_dim\": 128, \"tokens\": 16384, \"fwd_ms\": 0.2, \"bwd_ms\": 0.4}]}",
+           &m);
+  static const struct { double tokens; bool causal; compute_conf want; unsigned beyond; } cases[] = {
+      {4096, false, COMPUTE_CONF_MEASURED, 0}, {16384, false, COMPUTE_CONF_MEASURED, 0},
+      {8192, false, COMPUTE_CONF_INTERPOLATED, 0},
+      {65536, false, COMPUTE_CONF_EXTRAPOLATED, COMPUTE_BEYOND_TOKENS},
+      {4096, true, COMPUTE_CONF_EXTRAPOLATED, COMPUTE_BEYOND_MASK}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    plan_op op = {.kind = OP_LIN_STATE, .causal = cases[i].causal, .batch = 1, .heads = 2,
+                  .head_dim = 128, .elem_bytes = 2, .sq = cases[i].tokens, .sk = cases[i].tokens};
+    compute_lookup l = {0};
+    double t = compute_op_lookup(&m, &op, &l);
+    CU_ASSERT_DOUBLE_EQUAL(t, compute_op_s(&m, &op), 0);
+    CU_ASSERT_EQUAL(l.conf, cases[i].want);
+    CU_ASSERT_EQUAL(l.beyond, cases[i].beyond);
+  }
+  plan_op op = {.kind = OP_LIN_STATE, .batch = 1, .heads = 2, .head_dim = 128, .elem_bytes = 2,
+                .sq = 65536, .sk = 65536};
+  compute_lookup l = {0};
+  compute_op_lookup(&m, &op, &l);
+  g_autofree char *why = compute_lookup_reason(&m, &l);
+  CU_ASSERT_STRING_EQUAL(why, "lin_state kernels at 2 heads x 64K tokens (head dim 128, full "
+                              "forward): beyond the table in tokens; it holds 4K-16K tokens");
+  compute_model_clear(&m);
+}
+
+/* A run's figure is its worst kernel's, named by the first kernel priced
+ * at it; scaled sticks; layers of several kinds take the worse (exec). */
+static void t_conf_worst(void) {
+  topology *t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  compute_lookup run = {0};
+  plan_op ring = {.kind = OP_ATTN, .batch = 1, .heads = 32, .head_dim = 128, .elem_bytes = 2,
+                  .sq = 8192, .sk = 8192, .pairs = 8192.0 * 8192};
+  plan_op uly = ring, uly2 = ring;
+  uly.heads = 1, uly.sq = uly.sk = 262144, uly.pairs = 262144.0 * 262144;
+  uly2.heads = 2;
+  compute_op_lookup(&t->compute, &ring, &run);
+  CU_ASSERT_EQUAL(run.conf, COMPUTE_CONF_MEASURED);
+  compute_op_lookup(&t->compute, &uly, &run);
+  compute_op_lookup(&t->compute, &uly2, &run);   /* as bad: the first kernel stays */
+  compute_op_lookup(&t->compute, &ring, &run);   /* better: no change */
+  CU_ASSERT_EQUAL(run.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_EQUAL(run.heads, 1);
+  CU_ASSERT_EQUAL(run.sq, 262144);
+  g_autofree char *why = compute_lookup_reason(&t->compute, &run);
+  CU_ASSERT_STRING_EQUAL(why, "kernels at 1 head x 256K tokens (head dim 128, full forward): "
+                              "beyond the table in heads; it holds 32-64 heads (batch x heads), "
+                              "head dim 64-128, 1K-64K tokens");
+  compute_lookup scaled = {.conf = COMPUTE_CONF_SCALED, .scaled = true};
+  compute_lookup_merge(&run, &scaled);
+  CU_ASSERT_EQUAL(run.conf, COMPUTE_CONF_EXTRAPOLATED);
+  CU_ASSERT_TRUE(run.scaled);
+  /* layers: the worse of the kinds */
+  exec_result *acc = exec_result_new(1, 0, false), *a = exec_result_new(1, 0, false),
+              *b = exec_result_new(1, 0, false);
+  a->conf = (compute_lookup){.conf = COMPUTE_CONF_INTERPOLATED};
+  b->conf = (compute_lookup){.conf = COMPUTE_CONF_ROOFLINE, .kind = OP_LIN_STATE};
+  exec_result_add_layers(acc, a, 4, 0);
+  CU_ASSERT_EQUAL(acc->conf.conf, COMPUTE_CONF_INTERPOLATED);
+  exec_result_add_layers(acc, b, 12, 0);
+  CU_ASSERT_EQUAL(acc->conf.conf, COMPUTE_CONF_ROOFLINE);
+  CU_ASSERT_EQUAL(acc->conf.kind, OP_LIN_STATE);
+  exec_result_add_layers(acc, a, 1, 0);
+  CU_ASSERT_EQUAL(acc->conf.conf, COMPUTE_CONF_ROOFLINE);
+  exec_result_free(acc);
+  exec_result_free(a);
+  exec_result_free(b);
+  topo_free(t);
+}
+
+/* compute.table_from: a GPU's name, or refused naming the field. */
+static void t_conf_table_from_errors(void) {
+  static const char *const bad[] = {"\"\"", "3", "\"h100\\nx\""};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *text = g_strdup_printf(
+        "{\"model\": \"table\", \"table_from\": %s, \"table\": ["
+        "{\"heads\": 32, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.1},"
+        "{\"heads\": 32, \"head_dim\": 128, \"sq\": 2048, \"sk\": 2048, \"fwd_ms\": 0.3}]}", bad[i]);
+    g_autoptr(json_object) o = json_tokener_parse(text);
+    compute_model m;
+    compute_model_init(&m);
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute"}, &m, &err));
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err->message, "field 'compute.table_from'") : NULL);
+    compute_model_clear(&m);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_roofline), TEST(t_table_matches_measurements),
                                     TEST(t_table_monotone), TEST(t_shape_lookup),
                                     TEST(t_aspect_ratio), TEST(t_table_scale),
                                     TEST(t_table_errors), TEST(t_merge),
                                     TEST(t_linear_roofline), TEST(t_linear_table),
-                                    TEST(t_linear_gpu_times), {NULL, NULL}};
+                                    TEST(t_linear_gpu_times), TEST(t_conf_classes),
+                                    TEST(t_conf_aspect), TEST(t_conf_scaled_roofline),
+                                    TEST(t_conf_linear), TEST(t_conf_worst),
+                                    TEST(t_conf_table_from_errors), {NULL, NULL}};
   return test_run("compute", cases);
 }

@@ -280,6 +280,11 @@ def scale_from(ref_path, out):
     k = c["peak_tflops"] * c.get("efficiency", 1.0) / rate
     c["model"] = "table"
     c["table_scale"] = round(k, 4)
+    # the GPU the table was measured on, for tasp-sim's confidence column
+    # ("scaled from ..."): the file's own name for it where it has one, else
+    # the reference's, else the reference topology's name
+    c["table_from"] = c.get("table_from") or ref.get("table_from") or \
+        json.load(open(ref_path)).get("name", ref_path)
     c["table"] = ref["table"]
     if "aspect_table" in ref:
         c["aspect_table"] = ref["aspect_table"]
