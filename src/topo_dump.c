@@ -18,8 +18,8 @@ static void dump_nodes(FILE *f, const topology *t) {
       [TOPO_NODES_ONE] = "the generator's",
       [TOPO_NODES_GENERATOR] = "the generator's",
       [TOPO_NODES_DECLARED] = "declared by gpus_per_node",
-      [TOPO_NODES_INFERRED] = "read off the routes: GPUs joined by routes that cross no "
-                              "network channel, kind nic, ib, roce, ..."};
+      [TOPO_NODES_INFERRED] = ("read off the routes: GPUs joined by routes that cross no "
+                               "network channel, kind nic, ib, roce, ...")};
   if (nodes == 1) fprintf(f, "nodes: one of %u GPUs (%s)\n", t->n_gpus, how[t->nodes_how]);
   else
     fprintf(f, "nodes: %u of %u GPUs, GPUs %u-%u, %u-%u%s (%s)\n", nodes, m, 0, m - 1, m,
