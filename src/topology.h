@@ -5,7 +5,10 @@
  * full_mesh, multi_node, torus) with its parameters or lists channels and
  * routes explicitly; the file also carries the communication constants
  * (launch cost, per-flow caps) and the compute model of its GPUs.  The
- * format is documented in README.md. */
+ * format is documented in README.md.  Nodes are consecutive blocks of GPUs:
+ * a generator's, or an explicit file's declared or read off its routes
+ * (topo_nodes.c); fixed costs a file leaves out are measured defaults
+ * (topo_defaults.c), never 0. */
 #ifndef TASP_TOPOLOGY_H
 #define TASP_TOPOLOGY_H
 
