@@ -149,6 +149,8 @@ static void conf_notes(FILE *f, const report_ctx *c, guint j0, guint j1, GHashTa
 }
 
 void report_notes(FILE *f, const report_ctx *c) {
+  g_autofree char *dflt = topo_defaults_note(c->s->topo);
+  if (dflt) fprintf(f, "tasp-sim: note: %s\n", dflt);
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   group_notes(f, c, 0, c->results->len, seen, "tasp-sim: ");
   g_autoptr(GHashTable) conf_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -190,6 +192,8 @@ void report_table(FILE *f, const report_ctx *c) {
   if (t->description && *t->description) fprintf(f, " (%s)", t->description);
   fprintf(f, "\nattention: batch %u, %u heads, %u KV heads, head dim %u, %s\n", m->batch,
           m->heads, m->kv_heads, m->head_dim, m->dtype);
+  g_autofree char *dflt = topo_defaults_note(t);
+  if (dflt) fprintf(f, "note: %s\n", dflt);
   if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
     g_autofree char *mix = layers_text(m);
     fprintf(f, "layers: %s%s%s\n", mix, m->decay ? " (linear with decay)" : "",

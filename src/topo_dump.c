@@ -1,12 +1,40 @@
-/* topo_dump: the resolved topology as --dump-topology prints it. */
+/* topo_dump: the resolved topology as --dump-topology prints it: nodes
+ * and where they come from, channels, caps, and every cost, with those the
+ * file left out marked as defaults and their sources listed. */
 #include <string.h>
 
 #include "topology.h"
+
+/* " (default)" after a value the file did not give, else "". */
+static const char *dflt(const topology *t, const char *field) {
+  for (guint i = 0; i < t->defaults->len; i++)
+    if (!strcmp(((const topo_default *)t->defaults->pdata[i])->field, field)) return " (default)";
+  return "";
+}
+
+static void dump_nodes(FILE *f, const topology *t) {
+  uint32_t m = t->gpus_per_node, nodes = t->n_gpus / m;
+  static const char *const how[] = {
+      [TOPO_NODES_ONE] = "the generator's",
+      [TOPO_NODES_GENERATOR] = "the generator's",
+      [TOPO_NODES_DECLARED] = "declared by gpus_per_node",
+      [TOPO_NODES_INFERRED] = ("read off the routes: GPUs joined by routes that cross no "
+                               "network channel, kind nic, ib, roce, ...")};
+  if (nodes == 1) fprintf(f, "nodes: one of %u GPUs (%s)\n", t->n_gpus, how[t->nodes_how]);
+  else
+    fprintf(f, "nodes: %u of %u GPUs, GPUs %u-%u, %u-%u%s (%s)\n", nodes, m, 0, m - 1, m,
+            2 * m - 1, nodes > 2 ? ", ..." : "", how[t->nodes_how]);
+  if (t->nics_per_node)
+    fprintf(f, "nics: %u per node, each shared by %u consecutive GPUs (GPU i of a node sends "
+            "and receives through NIC i / %u, as NCCL does with PXN off)\n", t->nics_per_node,
+            m / t->nics_per_node, m / t->nics_per_node);
+}
 
 void topo_dump(FILE *f, const topology *t) {
   fprintf(f, "topology %s (%s): %u GPUs, %u per node\n", t->name, t->file ? t->file : "-",
           t->n_gpus, t->gpus_per_node);
   if (t->description && *t->description) fprintf(f, "  %s\n", t->description);
+  dump_nodes(f, t);
   fputs("channels by kind:\n", f);
   g_autoptr(GPtrArray) kinds = g_ptr_array_new();
   for (guint c = 0; c < t->channels->len; c++) {
@@ -48,10 +76,10 @@ void topo_dump(FILE *f, const topology *t) {
   fputs("per-flow caps on routes (GB/s, 0 = none):", f);
   for (unsigned i = 0; i < nc; i++) fprintf(f, " %g", caps[i] * 1e-9);
   fputs(more ? " ...\n" : "\n", f);
-  fprintf(f, "comm: launch_us %g, p2p_launch_us %g, p2p_msg_us %g, host_us %g, "
+  fprintf(f, "comm: launch_us %g, p2p_launch_us %g, p2p_msg_us %g, host_us %g%s, "
           "p2p_host_us %g, p2p_op_host_us %g, kernel_blocks_comm %s\n", t->launch_s * 1e6,
-          t->p2p_launch_s * 1e6, t->p2p_msg_s * 1e6, t->comm_host_s * 1e6, t->p2p_host_s * 1e6,
-          t->p2p_op_host_s * 1e6,
+          t->p2p_launch_s * 1e6, t->p2p_msg_s * 1e6, t->comm_host_s * 1e6,
+          dflt(t, "comm.host_us"), t->p2p_host_s * 1e6, t->p2p_op_host_s * 1e6,
           t->kernel_blocks_comm ? "true" : "false");
   const compute_model *m = &t->compute;
   if (m->table)
@@ -60,14 +88,24 @@ void topo_dump(FILE *f, const topology *t) {
             m->points[1]->len, m->table_scale, m->aspect_points[0]->len + m->aspect_points[1]->len,
             m->bwd_ratio);
   else
-    fprintf(f, "compute: roofline, peak_tflops %g, efficiency %g, launch_us %g, bwd_ratio %g\n",
-            m->peak_flops * 1e-12, m->efficiency, m->launch_s * 1e6, m->bwd_ratio);
-  fprintf(f, "  host_us %g per kernel (backward %g); linear host_us intra %g/%g, causal intra "
-          "%g/%g, state %g/%g, apply %g/%g (fwd/bwd)\n", m->host_s * 1e6, m->bwd_host_s * 1e6,
+    fprintf(f, "compute: roofline, peak_tflops %g, efficiency %g, launch_us %g%s, bwd_ratio %g\n",
+            m->peak_flops * 1e-12, m->efficiency, m->launch_s * 1e6,
+            dflt(t, "compute.launch_us"), m->bwd_ratio);
+  fprintf(f, "  host_us %g%s per kernel (backward %g%s); linear host_us intra %g/%g, causal intra "
+          "%g/%g, state %g/%g, apply %g/%g (fwd/bwd)\n", m->host_s * 1e6,
+          dflt(t, "compute.host_us"), m->bwd_host_s * 1e6, dflt(t, "compute.bwd_host_us"),
           m->lin_host_s[0][0] * 1e6, m->lin_host_s[0][1] * 1e6, m->lin_host_s[1][0] * 1e6,
           m->lin_host_s[1][1] * 1e6, m->lin_host_s[2][0] * 1e6, m->lin_host_s[2][1] * 1e6,
           m->lin_host_s[3][0] * 1e6, m->lin_host_s[3][1] * 1e6);
-  fprintf(f, "  merge: merge_fixed_us %g, merge_ns_per_kelem %g, "
-          "merge_host_us %g\n", m->merge_fixed_s * 1e6,
-          m->merge_s_per_elem * 1e12, m->merge_host_s * 1e6);
+  fprintf(f, "  merge: merge_fixed_us %g%s, merge_ns_per_kelem %g%s, merge_host_us %g%s\n",
+          m->merge_fixed_s * 1e6, dflt(t, "compute.merge_fixed_us"), m->merge_s_per_elem * 1e12,
+          dflt(t, "compute.merge_ns_per_kelem"), m->merge_host_s * 1e6,
+          dflt(t, "compute.merge_host_us"));
+  if (t->defaults->len) {
+    fputs("defaults: costs the file leaves out, as measured (see README, Topology files)\n", f);
+    for (guint i = 0; i < t->defaults->len; i++) {
+      const topo_default *d = t->defaults->pdata[i];
+      fprintf(f, "  %s %g: %s\n", d->field, d->value, d->source);
+    }
+  }
 }

@@ -5,9 +5,11 @@
  *              sender's egress and the receiver's ingress.
  * full_mesh  - one directed link per ordered GPU pair (AMD MI300X Infinity
  *              Fabric: 7 links per GPU).
- * multi_node - nodes of nvswitch GPUs; across nodes each GPU sends through
- *              its own NIC (one NIC per GPU, "rails") into a non-blocking
- *              switch fabric and arrives through the peer's NIC.
+ * multi_node - nodes of nvswitch GPUs; across nodes a GPU sends through
+ *              its node's NIC for it into a non-blocking switch fabric and
+ *              arrives through the peer's NIC.  By default every GPU has a
+ *              NIC of its own ("rails"); with nics_per_node below
+ *              gpus_per_node, consecutive GPUs share one (nic_for_gpu).
  * torus      - GPUs on a k-ary n-dimensional torus (TPU-like slices), one
  *              link per neighbour and direction, dimension-order routing. */
 #include "topology.h"
@@ -91,11 +93,26 @@ static bool gen_full_mesh(topology *t, json_object *g, json_where w, double cap,
   return true;
 }
 
+/* The NIC (0 .. nics-1 of its node) that GPU `local` (0 .. per-1 of its
+ * node) sends and receives through: equal blocks of consecutive GPUs.
+ * That is what NCCL does with PXN off (NCCL_P2P_PXN_LEVEL=0): a GPU's
+ * inter-node traffic leaves through the NICs nearest it on the PCI tree
+ * (ncclTopoGetLocalNet, src/graph/topo.cc), not through a NIC near another
+ * GPU reached over NVLink; HGX-class boards hang consecutive GPUs and one
+ * NIC under one PCIe switch, so GPUs 0-1 share NIC 0, 2-3 NIC 1, and so on.
+ * A count that does not divide the GPUs is refused (gen_multi_node): which
+ * GPUs share a NIC then depends on the board's PCI tree, which only the
+ * user knows (explicit channels and routes say it). */
+static uint32_t nic_for_gpu(uint32_t local, uint32_t per, uint32_t nics) {
+  return local / (per / nics);
+}
+
 static bool gen_multi_node(topology *t, json_object *g, json_where w, double cap,
                            double inter_cap, GError **err) {
   static const char *const keys[] = {"kind", "nodes", "gpus_per_node", "port_gbps",
-                                     "latency_us", "nic_gbps", "nic_latency_us", NULL};
-  uint32_t nodes, per;
+                                     "latency_us", "nic_gbps", "nic_latency_us",
+                                     "nics_per_node", NULL};
+  uint32_t nodes, per, nics;
   double gbps, lat_us, nic_gbps, nic_lat_us;
   if (!json_check_keys(g, w, keys, err) ||
       !json_get_u32(g, w, "nodes", true, 0, 1, &nodes, err) ||
@@ -103,28 +120,46 @@ static bool gen_multi_node(topology *t, json_object *g, json_where w, double cap
       !json_get_double(g, w, "port_gbps", true, 0, 0, &gbps, err) ||
       !json_get_double(g, w, "latency_us", false, 0, -1, &lat_us, err) ||
       !json_get_double(g, w, "nic_gbps", true, 0, 0, &nic_gbps, err) ||
-      !json_get_double(g, w, "nic_latency_us", false, 0, -1, &nic_lat_us, err))
+      !json_get_double(g, w, "nic_latency_us", false, 0, -1, &nic_lat_us, err) ||
+      !json_get_u32(g, w, "nics_per_node", false, per, 1, &nics, err))
     return false;
   if ((uint64_t)nodes * per > 65536) return gen_error(err, w, "at most 65536 GPUs");
-  if (!topo_check_size((uint64_t)nodes * per, 4ull * nodes * per, 2, w, "nodes", err))
+  if (nics > per || per % nics != 0) {
+    g_autofree char *path = json_path_join(w.path, "nics_per_node");
+    json_where nw = {w.file, path};
+    return gen_error(err, nw, "expected a divisor of gpus_per_node (%u), so that every NIC "
+                     "serves the same number of consecutive GPUs; got %u (for another "
+                     "sharing, list the channels and routes explicitly)", per, nics);
+  }
+  if (!topo_check_size((uint64_t)nodes * per, 2ull * nodes * (per + nics), 2, w, "nodes", err))
     return false;
   uint32_t n = t->n_gpus = nodes * per;
   t->gpus_per_node = per;
+  t->nics_per_node = nics;
+  t->nodes_how = TOPO_NODES_GENERATOR;
   add_ports(t, 0, n, gbps * 1e9, lat_us * 1e-6);
+  /* NIC j of node k: channels nic0 + 2 (k nics + j) (tx) and the one after
+   * it (rx); with a NIC per GPU they keep the GPU's name, as they always had */
   uint32_t nic0 = t->channels->len;
-  for (uint32_t q = 0; q < n; q++) {
-    g_autofree char *tx = g_strdup_printf("gpu%u.nic.tx", q);
-    g_autofree char *rx = g_strdup_printf("gpu%u.nic.rx", q);
-    topo_add_channel(t, tx, "nic", nic_gbps * 1e9, nic_lat_us * 1e-6 / 2);
-    topo_add_channel(t, rx, "nic", nic_gbps * 1e9, nic_lat_us * 1e-6 / 2);
-  }
+  for (uint32_t k = 0; k < nodes; k++)
+    for (uint32_t j = 0; j < nics; j++) {
+      g_autofree char *tx = nics == per ? g_strdup_printf("gpu%u.nic.tx", k * per + j)
+                                        : g_strdup_printf("node%u.nic%u.tx", k, j);
+      g_autofree char *rx = nics == per ? g_strdup_printf("gpu%u.nic.rx", k * per + j)
+                                        : g_strdup_printf("node%u.nic%u.rx", k, j);
+      topo_add_channel(t, tx, "nic", nic_gbps * 1e9, nic_lat_us * 1e-6 / 2);
+      topo_add_channel(t, rx, "nic", nic_gbps * 1e9, nic_lat_us * 1e-6 / 2);
+    }
   topo_routes_begin(t);
   for (uint32_t s = 0; s < n; s++)
     for (uint32_t d = 0; d < n; d++) {
       bool same = s / per == d / per;
       uint32_t r[2];
       if (same) { r[0] = 2 * s; r[1] = 2 * d + 1; }
-      else { r[0] = nic0 + 2 * s; r[1] = nic0 + 2 * d + 1; }
+      else {
+        r[0] = nic0 + 2 * ((s / per) * nics + nic_for_gpu(s % per, per, nics));
+        r[1] = nic0 + 2 * ((d / per) * nics + nic_for_gpu(d % per, per, nics)) + 1;
+      }
       topo_route(t, s, d, r, s == d ? 0 : 2, same ? cap : inter_cap);
       t->direct[(size_t)s * n + d] = s != d;
     }

@@ -8,6 +8,8 @@ topology *topo_new(const char *name, uint32_t n_gpus) {
   t->name = g_strdup(name);
   t->n_gpus = n_gpus;
   t->gpus_per_node = n_gpus;
+  t->nodes_how = TOPO_NODES_ONE;
+  t->defaults = g_ptr_array_new();
   t->channels = g_array_new(FALSE, FALSE, sizeof(topo_channel));
   t->route_chan = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   compute_model_init(&t->compute);
@@ -29,6 +31,7 @@ void topo_free(topology *t) {
   g_free(t->route_cap_Bps);
   g_free(t->direct);
   compute_model_clear(&t->compute);
+  g_ptr_array_unref(t->defaults);
   g_free(t->name);
   g_free(t->file);
   g_free(t->description);
@@ -111,12 +114,26 @@ static bool input_error(GError **err, const char *file, const char *path, const 
   return false;
 }
 
+/* An explicit file's "gpus_per_node" (*per = 0 where it has none). */
+static bool declared_nodes(topology *t, json_object *root, json_where w, uint32_t *per,
+                           GError **err) {
+  *per = 0;
+  if (!json_object_object_get_ex(root, "gpus_per_node", NULL)) return true;
+  if (!json_get_u32(root, w, "gpus_per_node", true, 0, 1, per, err)) return false;
+  if (*per > t->n_gpus || t->n_gpus % *per)
+    return input_error(err, w.file, "gpus_per_node", "expected a divisor of the %u GPUs "
+                       "(nodes are consecutive blocks of equal size), got %u", t->n_gpus, *per);
+  return true;
+}
+
 /* Explicit channels and routes. */
 static bool parse_explicit(topology *t, json_object *root, json_where w, double flow_cap_Bps,
                            GError **err) {
   json_object *chans, *routes;
+  uint32_t per;
   if (!json_get_typed(root, w, "channels", true, json_type_array, &chans, err) ||
-      !json_get_typed(root, w, "routes", true, json_type_array, &routes, err))
+      !json_get_typed(root, w, "routes", true, json_type_array, &routes, err) ||
+      !declared_nodes(t, root, w, &per, err))
     return false;
   g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
   for (size_t i = 0; i < json_object_array_length(chans); i++) {
@@ -193,9 +210,12 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
       double cap = flow_cap_Bps;
       if (json_object_object_get_ex(r, "flow_cap_gbps", &capv)) cap = json_object_get_double(capv) * 1e9;
       topo_route(t, s, d, hop_ids, hops, cap);
-      if (hops == 1) t->direct[(size_t)s * n + d] = 1;
     }
   topo_routes_done(t);
+  topo_find_direct(t);
+  if (!per) return topo_infer_nodes(t, err);
+  t->gpus_per_node = per;
+  t->nodes_how = TOPO_NODES_DECLARED;
   return true;
 }
 
@@ -208,7 +228,8 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
     if (!json_apply_set(root, *a, "--set", err)) return NULL;
   json_where w = {file, ""};
   static const char *const keys[] = {"name", "description", "sources", "gpus", "generator",
-                                     "channels", "routes", "comm", "compute", NULL};
+                                     "channels", "routes", "gpus_per_node", "comm", "compute",
+                                     NULL};
   if (!json_check_keys(root, w, keys, err)) return NULL;
   const char *name, *desc;
   json_object *gen, *comm, *comp;
@@ -218,6 +239,8 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
       !json_get_typed(root, w, "comm", true, json_type_object, &comm, err) ||
       !json_get_typed(root, w, "compute", true, json_type_object, &comp, err))
     return NULL;
+  g_autoptr(GPtrArray) defaulted = g_ptr_array_new();
+  topo_fill_defaults(comm, comp, defaulted);
 
   json_where cw = {file, "comm"};
   static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
@@ -241,9 +264,10 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   json_object *gv;
   if (gen) {
     if (json_object_object_get_ex(root, "channels", &gv) ||
-        json_object_object_get_ex(root, "routes", &gv)) {
-      input_error(err, file, "generator", "give either a generator or channels and routes, "
-                  "not both");
+        json_object_object_get_ex(root, "routes", &gv) ||
+        json_object_object_get_ex(root, "gpus_per_node", &gv)) {
+      input_error(err, file, "generator", "give either a generator or channels and routes "
+                  "(with gpus_per_node), not both");
       return NULL;
     }
   } else if (!json_get_u32(root, w, "gpus", true, 0, 1, &n_gpus, err)) {
@@ -252,6 +276,8 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   topology *t = topo_new(name, n_gpus);
   t->file = g_strdup(file);
   t->description = g_strdup(desc);
+  g_ptr_array_unref(t->defaults);
+  t->defaults = g_steal_pointer(&defaulted);
   t->launch_s = launch_us * 1e-6;
   /* without p2p constants, grouped send/receive costs what a collective does */
   t->p2p_launch_s = (p2p_launch_us < 0 ? launch_us : p2p_launch_us) * 1e-6;

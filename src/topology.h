@@ -5,7 +5,10 @@
  * full_mesh, multi_node, torus) with its parameters or lists channels and
  * routes explicitly; the file also carries the communication constants
  * (launch cost, per-flow caps) and the compute model of its GPUs.  The
- * format is documented in README.md. */
+ * format is documented in README.md.  Nodes are consecutive blocks of GPUs:
+ * a generator's, or an explicit file's declared or read off its routes
+ * (topo_nodes.c); fixed costs a file leaves out are measured defaults
+ * (topo_defaults.c), never 0. */
 #ifndef TASP_TOPOLOGY_H
 #define TASP_TOPOLOGY_H
 
@@ -24,12 +27,31 @@ typedef struct {
   double latency_s;
 } topo_channel;
 
+/* How a topology's nodes were found (--dump-topology says which). */
+typedef enum {
+  TOPO_NODES_ONE,       /* a one-node generator (nvswitch, full_mesh, torus) */
+  TOPO_NODES_GENERATOR, /* multi_node's nodes */
+  TOPO_NODES_DECLARED,  /* an explicit file's "gpus_per_node" */
+  TOPO_NODES_INFERRED,  /* an explicit file's routes: topo_infer_nodes */
+} topo_nodes_how;
+
+/* A cost the file left out, priced by a measured default (topo_defaults.c). */
+typedef struct {
+  const char *field;   /* "compute.host_us" */
+  double value;        /* in the field's unit */
+  const char *source;  /* the measurement it comes from */
+} topo_default;
+
 typedef struct topology {
   char *name;
   char *file;
   char *description;
   uint32_t n_gpus;
-  uint32_t gpus_per_node;  /* GPUs sharing a node (all of them on one node) */
+  /* GPUs per node: nodes are consecutive blocks of this many GPUs (node
+   * of GPU g: g / gpus_per_node), on one node all of them */
+  uint32_t gpus_per_node;
+  topo_nodes_how nodes_how;
+  uint32_t nics_per_node;  /* multi_node: NICs per node (GPUs share them in blocks); else 0 */
   GArray *channels;        /* topo_channel */
   /* route from GPU i to GPU j: channels route_chan[route_off[i*n+j] ..
    * route_off[i*n+j+1]) */
@@ -47,6 +69,7 @@ typedef struct topology {
   double p2p_host_s;       /* the same for a grouped send/receive (< 0: comm_host_s)... */
   double p2p_op_host_s;    /* ...plus this per op (isend or irecv) the GPU puts in it */
   compute_model compute;
+  GPtrArray *defaults;     /* const topo_default *: costs absent from the file, defaulted */
 } topology;
 
 /* The most memory the channels and routes of one topology may take.  Routes
@@ -86,6 +109,27 @@ void topo_routes_done(topology *t);
 
 const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, uint32_t *n);
 const topo_channel *topo_chan(const topology *t, uint32_t c);
+
+/* Channel kinds that are the network between nodes ("nic", "ib", "roce",
+ * ...: topo_infer_nodes lists them); every other kind joins GPUs in a node. */
+bool topo_kind_is_network(const char *kind);
+/* An explicit topology's nodes, from its routes: two GPUs share a node when
+ * the route between them crosses no network channel (and by transitivity).
+ * Sets gpus_per_node when the nodes are consecutive blocks of equal size;
+ * else an error naming the file that asks for "gpus_per_node". */
+bool topo_infer_nodes(topology *t, GError **err);
+/* An explicit topology's direct links (t->direct): a route is direct unless
+ * it passes through another GPU, that is, unless it is the route to some
+ * GPU x followed by x's route onward. */
+void topo_find_direct(topology *t);
+
+/* Costs a file leaves out (topo_defaults.c): where `comm` or `compute`
+ * lacks one of the measured fixed costs (host issue, kernel launch, merge),
+ * the default is written into the object before it is read (so costs
+ * derived from it follow) and recorded in t->defaults. */
+void topo_fill_defaults(json_object *comm, json_object *compute, GPtrArray *used);
+/* One line naming the defaulted costs, or NULL where there are none. */
+char *topo_defaults_note(const topology *t);
 
 /* Generators (topo_gen.c).  Each reads its "generator" object. */
 bool topo_generate(topology *t, json_object *gen, json_where w, double flow_cap_Bps,

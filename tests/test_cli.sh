@@ -277,6 +277,63 @@ expect_error "--trace naming the topology file" "is the topology file" \
 check "a 1-GPU topology runs (no route to offset)" \
   "[ \$? -eq 0 ] && [ \$(wc -l < $tmp/one.csv) -eq 3 ]"
 
+# Topologies a user writes for a cluster of their own.
+# NICs shared by GPUs: 2 nodes of 4 GPUs, 2 NICs a node (GPUs 0-1 on NIC 0,
+# 2-3 on NIC 1).  USP's ring crosses the NICs from all 4 GPUs of a node at
+# once: a GPU gets half a NIC, so each NIC is busy twice as long as with a
+# NIC per GPU, and the pass's communication grows by that difference.
+for k in 2 4; do
+  "$sim" --topology tests/data/topo_2x4_2nics.json --set generator.nics_per_node=$k --seq 128K \
+    --sp 8 --sched usp --mask full --no-compute --csv "$tmp/nic$k.csv" --links "$tmp/nic$k.links" --quiet
+done
+check "2 NICs for 4 GPUs: half the NIC bandwidth per GPU of 4 NICs in USP's cross-node ring" \
+  "python3 - $tmp/nic2.csv $tmp/nic4.csv $tmp/nic2.links $tmp/nic4.links <<'PY'
+import csv, sys
+comm = [float(next(csv.DictReader(open(f)))['comm_ms']) for f in sys.argv[1:3]]
+busy = [[float(l['busy_ms']) for l in csv.DictReader(open(f)) if l['kind'] == 'nic'] for f in sys.argv[3:5]]
+assert len(busy[0]) == 8 and len(busy[1]) == 16, busy
+assert len(set(busy[0])) == 1 and len(set(busy[1])) == 1, busy
+assert abs(busy[0][0] - 2 * busy[1][0]) < 1e-5, busy
+assert abs((comm[0] - comm[1]) - busy[1][0]) < 1e-3 * busy[1][0], (comm, busy)
+PY"
+"$sim" --topology tests/data/topo_2x4_2nics.json --dump-topology > "$tmp/nicdump"
+check "--dump-topology shows how GPUs share NICs" \
+  "grep -q '^nics: 2 per node, each shared by 2 consecutive GPUs (GPU i of a node sends and receives through NIC i / 2' $tmp/nicdump && grep -q '^  nic  *8 channels, 25 GB/s' $tmp/nicdump"
+expect_error "3 NICs for 4 GPUs are refused" \
+  "field 'generator.nics_per_node': expected a divisor of gpus_per_node (4)" \
+  --topology tests/data/topo_2x4_2nics.json --set generator.nics_per_node=3
+# An explicit file keeps its nodes: README's 2 x 8 cluster listed by hand
+# has the nodes the generator gives it (read off the routes), runs every
+# default scheduler, and predicts to the byte what the generated one does.
+"$sim" --topology tests/data/topo_explicit_2x8.json --dump-topology > "$tmp/xdump"
+check "--dump-topology of an explicit file with the default schedulers: its nodes from the routes" \
+  "[ \$? -eq 0 ] && grep -q '16 GPUs, 8 per node' $tmp/xdump && grep -q '^nodes: 2 of 8 GPUs, GPUs 0-7, 8-15 (read off the routes' $tmp/xdump"
+for t in explicit_2x8 readme_2x8; do
+  "$sim" --topology tests/data/topo_$t.json --seq 128K --sp 8,16 --pass fwdbwd --csv - \
+    --sched ring,zigzag,tasp,tasp-mkm,usp,ulysses,allgather 2> "$tmp/$t.err" \
+    | cut -d, -f1,3- > "$tmp/$t.csv"
+done
+check "explicit and generated 2 x 8: the same rows for every node-aware scheduler" \
+  "cmp -s $tmp/explicit_2x8.csv $tmp/readme_2x8.csv && grep -q '^usp,16,' $tmp/explicit_2x8.csv && grep -q '^tasp-mkm,16,' $tmp/explicit_2x8.csv && grep -q 'usp: Ulysses degree 8 x ring degree 2' $tmp/explicit_2x8.err"
+"$sim" --topology tests/data/topo_explicit_2x8.json --set gpus_per_node=16 --seq 128K --sp 16 \
+  --sched usp > "$tmp/xdecl.txt"
+check "declared nodes win over the routes (one node of 16: USP's Ulysses degree 16)" \
+  "grep -q 'usp: Ulysses degree 16 x ring degree 1' $tmp/xdecl.txt"
+expect_error "nodes read off the routes that are not consecutive blocks are refused" \
+  "field 'routes': the nodes read from the routes" --topology tests/bad/topo_irregular_nodes.json
+# Costs a file leaves out: measured defaults, marked and sourced, not 0.
+"$sim" --topology tests/data/topo_explicit.json --dump-topology > "$tmp/ddump"
+check "--dump-topology marks defaulted costs and gives their sources" \
+  "grep -q 'host_us 54.3 (default), p2p_host_us 54.3' $tmp/ddump && grep -q 'launch_us 51 (default)' $tmp/ddump && grep -q '^  host_us 33.5 (default) per kernel (backward 53 (default))' $tmp/ddump && grep -q '^  compute.merge_host_us 90: calibration/h200x2-host/host-n2.jsonl' $tmp/ddump"
+"$sim" --topology tests/data/topo_explicit.json --seq 8K --sched ring > "$tmp/dflt.txt"
+"$sim" --topology tests/data/topo_explicit.json --seq 8K --sched ring --set comm.host_us=0 \
+  --set compute.host_us=0 --set compute.launch_us=0 --set compute.merge_fixed_us=0 \
+  --set compute.merge_ns_per_kelem=0 --set compute.merge_host_us=0 > "$tmp/zero.txt"
+check "the table notes the defaults once; a file giving every cost has no such note" \
+  "[ \$(grep -c '^note: topology pair leaves out comm.host_us, compute.host_us, compute.bwd_host_us, compute.launch_us' $tmp/dflt.txt) -eq 1 ] && ! grep -q 'leaves out' $tmp/zero.txt"
+check "defaulted costs are priced: the step takes longer than with every cost given as 0" \
+  "[ \$(awk '\$3 == \"ring\" {print \$4}' $tmp/dflt.txt) \\> \$(awk '\$3 == \"ring\" {print \$4}' $tmp/zero.txt) ]"
+
 # An output that cannot be written is refused before any work (exit 2).
 expect_error "--trace into a missing directory" \
   "option '--trace': \"$tmp/nodir/t.json\" cannot be written" --topology h100x8 --seq 32K \

@@ -1,11 +1,20 @@
 /* topology: bundled files load, generators build the right channels and
  * routes, explicit files are checked. */
+#include "net.h"
 #include "topology.h"
 #include "testutil.h"
 
 static topology *load(const char *f) {
   g_autoptr(GError) err = NULL;
   topology *t = topo_load(f, &err);
+  if (!t) fprintf(stderr, "%s\n", err->message);
+  return t;
+}
+
+static topology *load_set(const char *f, const char *set) {
+  char *sets[] = {(char *)set, NULL};
+  g_autoptr(GError) err = NULL;
+  topology *t = topo_load_set(f, set ? sets : NULL, &err);
   if (!t) fprintf(stderr, "%s\n", err->message);
   return t;
 }
@@ -140,10 +149,240 @@ static void t_size_cap(void) {
   CU_ASSERT_FALSE(topo_check_size(2500, 6250000, 1, w, "gpus", &err));
 }
 
+/* --- costs a file leaves out --- */
+
+static bool defaulted(const topology *t, const char *field) {
+  for (guint i = 0; i < t->defaults->len; i++)
+    if (!strcmp(((const topo_default *)t->defaults->pdata[i])->field, field)) return true;
+  return false;
+}
+
+/* A minimal roofline file: host issue, kernel launch and merge costs are
+ * the measured defaults (they were 0), costs derived from them follow, and
+ * each is listed with its source. */
+static void t_default_costs(void) {
+  topology *t = load("tests/data/topo_explicit.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_DOUBLE_EQUAL(t->comm_host_s, 54.3e-6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t->p2p_host_s, 54.3e-6, 1e-12);   /* follows comm.host_us */
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.host_s, 33.5e-6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.bwd_host_s, 53e-6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.lin_host_s[2][0], 33.5e-6, 1e-12); /* follows host_us */
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.launch_s, 51e-6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.merge_fixed_s, 24e-6, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.merge_s_per_elem, 15e-12, 1e-18);
+  CU_ASSERT_DOUBLE_EQUAL(t->compute.merge_host_s, 90e-6, 1e-12);
+  CU_ASSERT_EQUAL(t->defaults->len, 7);
+  for (guint i = 0; i < t->defaults->len; i++) {
+    const char *src = ((const topo_default *)t->defaults->pdata[i])->source;
+    CU_ASSERT(strstr(src, "calibration/") || strstr(src, "the same line"));
+  }
+  g_autofree char *note = topo_defaults_note(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(note);
+  CU_ASSERT_PTR_NOT_NULL(strstr(note, "topology pair leaves out comm.host_us, compute.host_us"));
+  topo_free(t);
+  /* a cost the file gives, 0 included, is kept; the backward then follows
+   * it as it always has */
+  t = load_set("tests/data/topo_explicit.json", "compute.host_us=0");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->compute.host_s, 0);
+  CU_ASSERT_EQUAL(t->compute.bwd_host_s, 0);
+  CU_ASSERT_FALSE(defaulted(t, "compute.host_us"));
+  CU_ASSERT_FALSE(defaulted(t, "compute.bwd_host_us"));
+  CU_ASSERT_TRUE(defaulted(t, "comm.host_us"));
+  topo_free(t);
+  /* a table's kernel times include their launch: no launch default */
+  t = load("topologies/h200x4.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_FALSE(defaulted(t, "compute.launch_us"));
+  CU_ASSERT_EQUAL(t->compute.launch_s, 0);
+  topo_free(t);
+}
+
+/* Every bundled topology gives its costs: none is priced by a default, so
+ * their predictions are what they were. */
+static void t_bundled_no_defaults(void) {
+  g_autoptr(GDir) dir = g_dir_open("topologies", 0, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  unsigned files = 0;
+  for (const char *f; (f = g_dir_read_name(dir));) {
+    if (!g_str_has_suffix(f, ".json")) continue;
+    g_autofree char *path = g_build_filename("topologies", f, NULL);
+    topology *t = load(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    if (t->defaults->len) fprintf(stderr, "%s: %u defaults\n", path, t->defaults->len);
+    CU_ASSERT_EQUAL(t->defaults->len, 0);
+    files++;
+    topo_free(t);
+  }
+  CU_ASSERT(files >= 10);
+}
+
+/* --- explicit files: nodes and direct links read off the routes --- */
+
+/* The README's 2 x 8 cluster with its channels and routes listed by hand
+ * (NVSwitch ports inside a node, NICs across) has the nodes and direct
+ * links the multi_node generator gives the same cluster. */
+static void t_explicit_nodes_inferred(void) {
+  topology *e = load("tests/data/topo_explicit_2x8.json");
+  topology *g = load("tests/data/topo_readme_2x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  CU_ASSERT_EQUAL(e->gpus_per_node, 8);
+  CU_ASSERT_EQUAL(e->nodes_how, TOPO_NODES_INFERRED);
+  CU_ASSERT_EQUAL(g->nodes_how, TOPO_NODES_GENERATOR);
+  /* two NVSwitch ports or two NICs are one hop through a switch, not a
+   * relay through another GPU: every pair is direct, as generated */
+  CU_ASSERT_EQUAL(memcmp(e->direct, g->direct, 16 * 16), 0);
+  CU_ASSERT_TRUE(e->direct[0 * 16 + 9]);
+  topo_free(e);
+  topo_free(g);
+  /* a declaration wins over the routes */
+  e = load_set("tests/data/topo_explicit_2x8.json", "gpus_per_node=4");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+  CU_ASSERT_EQUAL(e->gpus_per_node, 4);
+  CU_ASSERT_EQUAL(e->nodes_how, TOPO_NODES_DECLARED);
+  topo_free(e);
+}
+
+/* Which kinds are the network between nodes. */
+static void t_network_kinds(void) {
+  CU_ASSERT_TRUE(topo_kind_is_network("nic"));
+  CU_ASSERT_TRUE(topo_kind_is_network("NIC_tx"));
+  CU_ASSERT_TRUE(topo_kind_is_network("ib.leaf"));
+  CU_ASSERT_TRUE(topo_kind_is_network("roce"));
+  CU_ASSERT_FALSE(topo_kind_is_network("nvswitch_port"));
+  CU_ASSERT_FALSE(topo_kind_is_network("nvlink"));
+  CU_ASSERT_FALSE(topo_kind_is_network("link"));
+  CU_ASSERT_FALSE(topo_kind_is_network("xgmi"));
+  CU_ASSERT_FALSE(topo_kind_is_network("nicety"));  /* a prefix needs a separator */
+}
+
+/* A ring of 4 listed by hand: GPUs 2 apart are reached through the GPU
+ * between them, so only neighbours are direct; all links are one node. */
+static void t_explicit_relay_not_direct(void) {
+  topology *t = load("tests/data/topo_explicit_ring4.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->gpus_per_node, 4);
+  for (uint32_t s = 0; s < 4; s++)
+    for (uint32_t d = 0; d < 4; d++)
+      CU_ASSERT_EQUAL(t->direct[s * 4 + d], s != d && (s + 2) % 4 != d);
+  topo_free(t);
+}
+
+/* Nodes that are not consecutive blocks, a declaration that does not
+ * divide the GPUs, a declaration beside a generator: refused, naming the
+ * file and the field. */
+static void t_explicit_nodes_refused(void) {
+  static const struct { const char *file, *set, *needle; } cases[] = {
+      {"tests/bad/topo_irregular_nodes.json", NULL,
+       "field 'routes': the nodes read from the routes"},
+      {"tests/bad/topo_irregular_nodes.json", NULL, "GPU 2 is in one node with GPU 0"},
+      {"tests/data/topo_explicit_2x8.json", "gpus_per_node=3",
+       "field 'gpus_per_node': expected a divisor of the 16 GPUs"},
+      {"tests/data/topo_explicit_2x8.json", "gpus_per_node=32",
+       "field 'gpus_per_node': expected a divisor"},
+      {"tests/data/topo_readme_2x8.json", "gpus_per_node=8",
+       "field 'generator': give either a generator or channels and routes"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(GError) err = NULL;
+    char *sets[] = {(char *)cases[i].set, NULL};
+    topology *t = topo_load_set(cases[i].file, cases[i].set ? sets : NULL, &err);
+    CU_ASSERT_PTR_NULL(t);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    bool ok = strstr(err->message, cases[i].needle) && strstr(err->message, cases[i].file);
+    if (!ok) fprintf(stderr, "%s: got \"%s\"\n", cases[i].file, err->message);
+    CU_ASSERT_TRUE(ok);
+    topo_free(t);
+  }
+  /* the same file, its nodes declared: loads */
+  topology *t = load_set("tests/bad/topo_irregular_nodes.json", "gpus_per_node=4");
+  CU_ASSERT_PTR_NOT_NULL(t);
+  topo_free(t);
+}
+
+/* --- NICs shared by GPUs (multi_node's nics_per_node) --- */
+
+static double flow_done[2];
+static engine *flow_eng;
+static void on_flow_done(void *ctx, uint64_t tag, const net_member *m, uint32_t count) {
+  (void)ctx, (void)m, (void)count;
+  flow_done[tag] = engine_now(flow_eng);
+}
+
+/* Seconds until the last of two concurrent 1 GB flows, a -> a+4 and
+ * b -> b+4 (node 0 to node 1), is delivered over t's routes and channels. */
+static double two_flows_s(const topology *t, uint32_t a, uint32_t b) {
+  engine *e = flow_eng = engine_new();
+  g_autofree double *cap = g_new(double, t->channels->len);
+  for (guint c = 0; c < t->channels->len; c++) cap[c] = topo_chan(t, c)->cap_Bps;
+  net *n = net_new(e, t->channels->len, cap);
+  uint32_t src[2] = {a, b};
+  for (uint64_t k = 0; k < 2; k++) {
+    uint32_t hops;
+    const uint32_t *r = topo_route_chans(t, src[k], src[k] + 4, &hops);
+    net_flow_start(n, r, hops, 0, 1e9, 0, on_flow_done, NULL, k);
+  }
+  engine_run(e);
+  net_free(n);
+  engine_free(e);
+  return fmax(flow_done[0], flow_done[1]);
+}
+
+/* 4 GPUs a node, 2 NICs of 25 GB/s: GPUs 0-1 share NIC 0, 2-3 NIC 1
+ * (blocks, as NCCL with PXN off).  Two GPUs of one block sending across
+ * get half a NIC each (1 GB in 80 ms); two of different blocks, or any two
+ * with a NIC per GPU, a whole one (40 ms).  A round-robin mapping (GPU i on
+ * NIC i % 2) would swap the first two cases. */
+static void t_shared_nics(void) {
+  topology *t2 = load_set("tests/data/topo_2x4_2nics.json", NULL);
+  topology *t4 = load_set("tests/data/topo_2x4_2nics.json", "generator.nics_per_node=4");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t2);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t4);
+  CU_ASSERT_EQUAL(t2->nics_per_node, 2);
+  CU_ASSERT_EQUAL(t2->channels->len, 2 * 8 + 2 * 2 * 2);  /* ports, then 2 NICs x 2 nodes */
+  CU_ASSERT_EQUAL(t4->channels->len, 2 * 8 + 2 * 8);
+  CU_ASSERT_CLOSE(two_flows_s(t2, 0, 1), 0.08, 1e-9);
+  CU_ASSERT_CLOSE(two_flows_s(t2, 2, 3), 0.08, 1e-9);
+  CU_ASSERT_CLOSE(two_flows_s(t2, 0, 2), 0.04, 1e-9);
+  CU_ASSERT_CLOSE(two_flows_s(t2, 1, 3), 0.04, 1e-9);
+  CU_ASSERT_CLOSE(two_flows_s(t4, 0, 1), 0.04, 1e-9);
+  /* the receiving side shares too: GPU 5 arrives through node 1's NIC 0 */
+  uint32_t n;
+  const uint32_t *r = topo_route_chans(t2, 1, 5, &n);
+  CU_ASSERT_EQUAL(n, 2);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t2, r[0])->name, "node0.nic0.tx");
+  CU_ASSERT_STRING_EQUAL(topo_chan(t2, r[1])->name, "node1.nic0.rx");
+  r = topo_route_chans(t2, 2, 4, &n);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t2, r[0])->name, "node0.nic1.tx");
+  CU_ASSERT_STRING_EQUAL(topo_chan(t2, r[1])->name, "node1.nic0.rx");
+  /* with a NIC per GPU the channels keep the names they always had */
+  r = topo_route_chans(t4, 2, 4, &n);
+  CU_ASSERT_STRING_EQUAL(topo_chan(t4, r[0])->name, "gpu2.nic.tx");
+  topo_free(t2);
+  topo_free(t4);
+  /* a count that does not divide the GPUs (3 NICs for 4), or more NICs than
+   * GPUs, is refused naming the field */
+  static const char *const bad[] = {"generator.nics_per_node=3", "generator.nics_per_node=8",
+                                    "generator.nics_per_node=0"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(GError) err = NULL;
+    char *sets[] = {(char *)bad[i], NULL};
+    CU_ASSERT_PTR_NULL(topo_load_set("tests/data/topo_2x4_2nics.json", sets, &err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "field 'generator.nics_per_node'"));
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_bundled_load), TEST(t_nvswitch_routes),
                                     TEST(t_mesh_and_multinode), TEST(t_torus),
                                     TEST(t_bad_files), TEST(t_explicit_file), TEST(t_one_gpu),
-                                    TEST(t_size_cap), {NULL, NULL}};
+                                    TEST(t_size_cap), TEST(t_shared_nics),
+                                    TEST(t_explicit_nodes_inferred), TEST(t_network_kinds),
+                                    TEST(t_explicit_relay_not_direct),
+                                    TEST(t_explicit_nodes_refused), TEST(t_default_costs),
+                                    TEST(t_bundled_no_defaults), {NULL, NULL}};
   return test_run("topology", cases);
 }
