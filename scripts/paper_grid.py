@@ -82,7 +82,8 @@ PAPER = {
 }
 
 MASKS = ("full", "causal")
-BEGIN, END = "<!-- paper-grid:begin -->", "<!-- paper-grid:end -->"
+# the generated block of docs/paper.md (scripts/docs_tables.py regenerates it too)
+BEGIN, END = "<!-- generated: python3 scripts/paper_study.py --print grid -->", "<!-- end -->"
 
 
 def points(unit):

@@ -5,11 +5,15 @@ Zigzag-Ring against the compute-to-communication ratio.
 usage: scripts/paper_study.py [--sim build/tasp-sim] [--out docs/paper/study.csv]
        scripts/paper_study.py --grid [--sim build/tasp-sim] [--jobs N]
                               [--out docs/paper/grid.csv] [--doc docs/paper.md]
+       scripts/paper_study.py --print summary|overlap|grid [--sim build/tasp-sim]
 
 --grid runs the paper's own benchmark grid instead (scripts/paper_grid.py:
 every platform of the paper, batch x heads x sequence as its test scripts
 sweep them) and writes its table into docs/paper.md between the
 paper-grid markers (--doc '' leaves the doc alone).
+
+--print prints one of the markdown tables of docs/paper.md and writes no
+file: the commands of its generated blocks (scripts/docs_tables.py).
 
 Platforms: H100 nodes of 8 (1, 2 and 4 nodes; the multi-node ones also
 with tasp-mkm, the (m-K_m-m)^u decomposition) and one MI300X node of 8.
@@ -60,18 +64,48 @@ def main():
     ap.add_argument("--grid", action="store_true", help="the paper's own benchmark grid")
     ap.add_argument("--jobs", type=int, default=0, help="tasp-sim threads (default: one per CPU)")
     ap.add_argument("--doc", default="docs/paper.md", help="with --grid: doc to update")
+    ap.add_argument("--print", choices=("summary", "overlap", "grid"), dest="table",
+                    help="print only this table of docs/paper.md; write nothing")
     a = ap.parse_args()
+    if a.table == "grid":
+        import paper_grid
+        rows = []
+        for p in paper_grid.PLATFORMS:
+            rows += paper_grid.speedups(p, paper_grid.run(a.sim, p, a.jobs)[0])
+        print(paper_grid.table(rows))
+        return
+    if a.table == "overlap":
+        no_overlap(a.sim)
+        return
     if a.grid:
         import paper_grid
         paper_grid.main(a.sim, a.out or "docs/paper/grid.csv", a.doc, a.jobs)
         return
     a.out = a.out or "docs/paper/study.csv"
+    rows = study(a.sim)
+    if a.table == "summary":
+        summary(rows)
+        return
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    print(f"paper_study: {len(rows)} rows -> {a.out}\n")
+    summary(rows)
+    print()
+    no_overlap(a.sim)
+
+
+def study(sim):
+    """One row per point and scheduler of every platform, shape and mask."""
     rows = []
     for label, topo, sp, scheds in PLATFORMS:
         for shape in SHAPES:
             for mask in ("causal", "full"):
-                whole = run(a.sim, topo, sp, scheds, shape, mask, False)
-                comm = run(a.sim, topo, sp, scheds, shape, mask, True)
+                whole = run(sim, topo, sp, scheds, shape, mask, False)
+                comm = run(sim, topo, sp, scheds, shape, mask, True)
                 comm_ms = {(r["scheduler"], r["seq_len"]): float(r["step_ms"]) for r in comm}
                 by = {(r["scheduler"], r["seq_len"]): r for r in whole}
                 for r in whole:
@@ -90,16 +124,7 @@ def main():
                             comm_ms[("ring", r["seq_len"])] / comm_ms[(r["scheduler"],
                                                                        r["seq_len"])],
                     })
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
-    print(f"paper_study: {len(rows)} rows -> {a.out}\n")
-    summary(rows)
-    print()
-    no_overlap(a.sim)
+    return rows
 
 
 def summary(rows):
