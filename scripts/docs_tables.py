@@ -2,8 +2,8 @@
 """The predicted results quoted in README.md and docs/*.md, regenerated from
 the binary, so that no figure in them can drift from what tasp-sim prints.
 
-usage: scripts/docs_tables.py --check  [--sim build/tasp-sim] [FILE.md...]
-       scripts/docs_tables.py --update [--sim build/tasp-sim] [FILE.md...]
+usage: scripts/docs_tables.py --check  [--sim build/tasp-sim] [--replay PATH] [FILE.md...]
+       scripts/docs_tables.py --update [--sim build/tasp-sim] [--replay PATH] [FILE.md...]
        CSV | scripts/docs_tables.py --columns NAME[:FMT],...   (a filter, below)
        TEXT | scripts/docs_tables.py --lines REGEX               (a filter, below)
 
@@ -23,8 +23,9 @@ docs/*.md.  Each distinct command runs once per invocation.
 
 A command is one of
   build/tasp-sim ARGS            --sim replaces the binary's path
-  build/tasp-replay ARGS         the tasp-replay beside --sim; in both, an
-                                 argument with * is expanded as the shell does
+  build/tasp-replay ARGS         --replay (default: the one beside --sim);
+                                 in both, an argument with * is expanded as
+                                 the shell does
   python3 scripts/NAME.py ARGS   runs under this interpreter, given --sim
 optionally followed by one filter of this script (runnable as written):
   | scripts/docs_tables.py --columns seq_len:seq,scheduler,step_ms:.1f,...
@@ -143,18 +144,17 @@ def parse_command(cmd):
     return argv, kind, filt
 
 
-def run_stage(argv, kind, sim, cache):
+def run_stage(argv, kind, bins, cache):
     key = tuple(argv)
     if key in cache:
         return cache[key]
     if kind == "bin":
-        exe = sim if argv[0] == SIM else os.path.join(os.path.dirname(sim), "tasp-replay")
-        real = [exe]
+        real = [bins[argv[0]]]
         for arg in argv[1:]:  # the shell's expansion, sorted as the shell does
-            found = sorted(glob.glob(arg, root_dir=ROOT)) if "*" in arg else []
-            real += found or [arg]
+            found = sorted(glob.glob(os.path.join(ROOT, arg))) if "*" in arg else []
+            real += [os.path.relpath(f, ROOT) for f in found] or [arg]
     else:
-        real = [sys.executable] + argv[1:] + ["--sim", sim]
+        real = [sys.executable] + argv[1:] + ["--sim", bins[SIM]]
     p = subprocess.run(real, cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
         raise Bad(f"exit status {p.returncode}:\n{p.stderr.strip()}")
@@ -162,10 +162,10 @@ def run_stage(argv, kind, sim, cache):
     return p.stdout
 
 
-def render(cmd, sim, cache):
+def render(cmd, bins, cache):
     """What the block of cmd holds now: its lines between the markers."""
     argv, kind, filt = parse_command(cmd)
-    out = run_stage(argv, kind, sim, cache)
+    out = run_stage(argv, kind, bins, cache)
     if filt:
         out = FILTERS[filt[0]](out, filt[1])
     # the command is shown, not only in the marker (which renders as nothing)
@@ -200,7 +200,7 @@ def blocks(path, lines):
     return found
 
 
-def process(paths, sim, update):
+def process(paths, bins, update):
     cache, stale = {}, []
     for path in paths:
         with open(path) as f:
@@ -209,7 +209,7 @@ def process(paths, sim, update):
         new, last = [], 0
         for b, e, cmd in blocks(rel, lines):
             try:
-                body = render(cmd, sim, cache)
+                body = render(cmd, bins, cache)
             except Bad as err:
                 raise Bad(f"{rel}:{b + 1}: {cmd}: {err}") from None
             if lines[b + 1:e] != body:
@@ -233,6 +233,7 @@ def main():
     mode.add_argument("--columns", metavar="SPEC", help="filter: CSV on stdin to markdown")
     mode.add_argument("--lines", metavar="REGEX", help="filter: matching lines of stdin")
     ap.add_argument("--sim", default=SIM, help="the tasp-sim binary (default %(default)s)")
+    ap.add_argument("--replay", help="the tasp-replay binary (default: beside --sim)")
     ap.add_argument("files", nargs="*", help="markdown files (default README.md docs/*.md)")
     a = ap.parse_args()
     try:
@@ -240,12 +241,15 @@ def main():
             flag = "--columns" if a.columns else "--lines"
             sys.stdout.write(FILTERS[flag](sys.stdin.read(), a.columns or a.lines))
             return 0
-        sim = os.path.abspath(a.sim)
-        if not os.access(sim, os.X_OK):
-            raise Bad(f"--sim: {a.sim}: not an executable file")
+        bins = {SIM: os.path.abspath(a.sim),
+                REPLAY: os.path.abspath(a.replay or os.path.join(os.path.dirname(a.sim),
+                                                                 "tasp-replay"))}
+        for opt, path in zip(("--sim", "--replay"), bins.values()):
+            if not os.path.isfile(path) or not os.access(path, os.X_OK):
+                raise Bad(f"{opt}: {path}: not an executable file")
         paths = a.files or [os.path.join(ROOT, "README.md")] + sorted(
             glob.glob(os.path.join(ROOT, "docs", "*.md")))
-        stale = process(paths, sim, a.update)
+        stale = process(paths, bins, a.update)
     except Bad as err:
         print(f"docs_tables: {err}", file=sys.stderr)
         return 2
