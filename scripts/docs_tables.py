@@ -200,14 +200,19 @@ def blocks(path, lines):
     return found
 
 
-def process(paths, bins, update):
-    cache, stale = {}, []
+def process(paths, bins, update, skip=None):
+    cache, stale, skipped = {}, [], 0
     for path in paths:
         with open(path) as f:
             lines = f.read().split("\n")
         rel = os.path.relpath(path, ROOT)
         new, last = [], 0
         for b, e, cmd in blocks(rel, lines):
+            if skip and re.search(skip, cmd):
+                skipped += 1
+                new += lines[last:e + 1]
+                last = e + 1
+                continue
             try:
                 body = render(cmd, bins, cache)
             except Bad as err:
@@ -222,6 +227,8 @@ def process(paths, bins, update):
             with open(tmp, "w") as f:
                 f.write("\n".join(new))
             os.replace(tmp, path)
+    if skipped:
+        print(f"docs_tables: {skipped} blocks skipped (--skip)", file=sys.stderr)
     return stale
 
 
@@ -234,6 +241,8 @@ def main():
     mode.add_argument("--lines", metavar="REGEX", help="filter: matching lines of stdin")
     ap.add_argument("--sim", default=SIM, help="the tasp-sim binary (default %(default)s)")
     ap.add_argument("--replay", help="the tasp-replay binary (default: beside --sim)")
+    ap.add_argument("--skip", metavar="REGEX",
+                    help="leave out the blocks whose command matches (a slow build)")
     ap.add_argument("files", nargs="*", help="markdown files (default README.md docs/*.md)")
     a = ap.parse_args()
     try:
@@ -249,7 +258,7 @@ def main():
                 raise Bad(f"{opt}: {path}: not an executable file")
         paths = a.files or [os.path.join(ROOT, "README.md")] + sorted(
             glob.glob(os.path.join(ROOT, "docs", "*.md")))
-        stale = process(paths, bins, a.update)
+        stale = process(paths, bins, a.update, a.skip)
     except Bad as err:
         print(f"docs_tables: {err}", file=sys.stderr)
         return 2
