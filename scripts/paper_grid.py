@@ -82,7 +82,10 @@ PAPER = {
 }
 
 MASKS = ("full", "causal")
-BEGIN, END = "<!-- paper-grid:begin -->", "<!-- paper-grid:end -->"
+# the generated block of docs/paper.md (scripts/docs_tables.py regenerates it
+# too, and writes it as write_doc does: the command, then the table)
+COMMAND = "python3 scripts/paper_study.py --print grid"
+BEGIN, END = f"<!-- generated: {COMMAND} -->", "<!-- end -->"
 
 
 def points(unit):
@@ -224,7 +227,7 @@ def write_doc(doc, text):
     head, rest = body.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     with open(doc, "w") as f:
-        f.write(head + BEGIN + "\n" + text + "\n" + END + tail)
+        f.write(head + BEGIN + "\n`" + COMMAND + "`\n\n" + text + "\n" + END + tail)
 
 
 def main(sim, out, doc, jobs):

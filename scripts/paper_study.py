@@ -5,11 +5,15 @@ Zigzag-Ring against the compute-to-communication ratio.
 usage: scripts/paper_study.py [--sim build/tasp-sim] [--out docs/paper/study.csv]
        scripts/paper_study.py --grid [--sim build/tasp-sim] [--jobs N]
                               [--out docs/paper/grid.csv] [--doc docs/paper.md]
+       scripts/paper_study.py --print summary|overlap|grid|lasp2-step [--sim build/tasp-sim]
 
 --grid runs the paper's own benchmark grid instead (scripts/paper_grid.py:
 every platform of the paper, batch x heads x sequence as its test scripts
 sweep them) and writes its table into docs/paper.md between the
 paper-grid markers (--doc '' leaves the doc alone).
+
+--print prints one of the markdown tables of docs/paper.md and writes no
+file: the commands of its generated blocks (scripts/docs_tables.py).
 
 Platforms: H100 nodes of 8 (1, 2 and 4 nodes; the multi-node ones also
 with tasp-mkm, the (m-K_m-m)^u decomposition) and one MI300X node of 8.
@@ -60,18 +64,51 @@ def main():
     ap.add_argument("--grid", action="store_true", help="the paper's own benchmark grid")
     ap.add_argument("--jobs", type=int, default=0, help="tasp-sim threads (default: one per CPU)")
     ap.add_argument("--doc", default="docs/paper.md", help="with --grid: doc to update")
+    ap.add_argument("--print", choices=("summary", "overlap", "grid", "lasp2-step"), dest="table",
+                    help="print only this table of docs/paper.md; write nothing")
     a = ap.parse_args()
+    if a.table == "grid":
+        import paper_grid
+        rows = []
+        for p in paper_grid.PLATFORMS:
+            rows += paper_grid.speedups(p, paper_grid.run(a.sim, p, a.jobs)[0])
+        print(paper_grid.table(rows))
+        return
+    if a.table == "overlap":
+        no_overlap(a.sim)
+        return
+    if a.table == "lasp2-step":
+        lasp2_step(a.sim)
+        return
     if a.grid:
         import paper_grid
         paper_grid.main(a.sim, a.out or "docs/paper/grid.csv", a.doc, a.jobs)
         return
     a.out = a.out or "docs/paper/study.csv"
+    rows = study(a.sim)
+    if a.table == "summary":
+        summary(rows)
+        return
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    print(f"paper_study: {len(rows)} rows -> {a.out}\n")
+    summary(rows)
+    print()
+    no_overlap(a.sim)
+
+
+def study(sim):
+    """One row per point and scheduler of every platform, shape and mask."""
     rows = []
     for label, topo, sp, scheds in PLATFORMS:
         for shape in SHAPES:
             for mask in ("causal", "full"):
-                whole = run(a.sim, topo, sp, scheds, shape, mask, False)
-                comm = run(a.sim, topo, sp, scheds, shape, mask, True)
+                whole = run(sim, topo, sp, scheds, shape, mask, False)
+                comm = run(sim, topo, sp, scheds, shape, mask, True)
                 comm_ms = {(r["scheduler"], r["seq_len"]): float(r["step_ms"]) for r in comm}
                 by = {(r["scheduler"], r["seq_len"]): r for r in whole}
                 for r in whole:
@@ -90,16 +127,7 @@ def main():
                             comm_ms[("ring", r["seq_len"])] / comm_ms[(r["scheduler"],
                                                                        r["seq_len"])],
                     })
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
-    print(f"paper_study: {len(rows)} rows -> {a.out}\n")
-    summary(rows)
-    print()
-    no_overlap(a.sim)
+    return rows
 
 
 def summary(rows):
@@ -124,6 +152,34 @@ def summary(rows):
                   f"({best['seq'] // 1024}K, {best['ratio']:.2f}) | "
                   f"{bz['speedup_vs_zigzag']:.2f}x ({bz['seq'] // 1024}K, {bz['ratio']:.2f}) | "
                   f"{bc['comm_speedup_vs_ring']:.2f}x ({bc['seq'] // 1024}K) | {edge} |")
+
+
+# LASP-2 (arXiv 2502.07563), whole training step of Linear-Llama3-1B on 64
+# A100: how much faster LASP-2 is than each method (Fig. 3, sec. 4.2), and
+# LASP-2's step in seconds (Table 6: 245,353 tokens/s at 512K; 2048K, OOM
+# there, extrapolated linearly from 512K and 1024K: about 2.84 s).
+LASP2_FASTER_PCT = {(512, "lasp"): 7.3, (512, "ring"): 17.8,
+                    (2048, "lasp"): 15.2, (2048, "ring"): 36.6}
+LASP2_STEP_S = {512: 2.14, 2048: 2.84}
+
+
+def lasp2_step(sim):
+    """The paper's whole-step claims beside the model's: the model's
+    attention difference (all 16 layers, scenarios/lasp2.json) added to
+    the paper's LASP-2 step."""
+    scen = os.path.join(os.path.dirname(__file__), "..", "scenarios", "lasp2.json")
+    out = subprocess.run([sim, scen, "--seq", "512K,2M", "--csv", "-",
+                          "--quiet"], check=True, capture_output=True, text=True).stdout
+    ms = {(int(r["seq_len"]) >> 10, r["scheduler"]): float(r["step_ms"])
+          for r in csv.DictReader(io.StringIO(out))}
+    print("| seq | method | paper: LASP-2 faster by | paper: extra s per step "
+          "| model: extra s per step | model: LASP-2 faster by |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (seq, method), pct in LASP2_FASTER_PCT.items():
+        step = LASP2_STEP_S[seq]
+        extra = (ms[(seq, method)] - ms[(seq, "lasp2")]) / 1000
+        print(f"| {seq}K | {method} | {pct:.1f}% | {step * pct / 100:.2f} | {extra:.2f} | "
+              f"{100 * extra / step:.1f}% |")
 
 
 def no_overlap(sim):

@@ -10,16 +10,47 @@
                  imbalance, which add up to the step time
 
 Usage: python3 scripts/plot.py CSV [--out DIR]   (DIR defaults to the CSV's)
-Needs matplotlib (Debian: python3-matplotlib)."""
+       python3 scripts/plot.py --check              (exit 0 when it can draw)
+Needs matplotlib (Debian: python3-matplotlib, which scripts/setup.sh
+installs).  Debian's package serves /usr/bin/python3 only; where the
+python3 that runs this script is another one (a pyenv, a venv) without
+matplotlib, the script runs itself again under /usr/bin/python3.
+Rows that did not run (no number in step_ms) are left out of the plots."""
 import argparse
 import csv
 import os
 import sys
 
-import matplotlib
+# the interpreter Debian's python3-matplotlib installs for (scripts/setup.sh)
+SYSTEM_PYTHON = "/usr/bin/python3"
+# set on the second run: the interpreter that lacked matplotlib first
+REEXEC = "TASP_PLOT_FIRST_PYTHON"
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
+def import_matplotlib():
+    """matplotlib's pyplot on the Agg backend; where this interpreter has
+    no matplotlib, the same command again under SYSTEM_PYTHON, once."""
+    try:
+        import matplotlib
+    except ImportError:
+        first = os.environ.get(REEXEC)
+        # by path, not by the binary: a venv's python3 is a link to the
+        # system's binary, without its packages
+        if first is None and os.path.isfile(SYSTEM_PYTHON) and sys.executable != SYSTEM_PYTHON:
+            env = dict(os.environ, **{REEXEC: sys.executable})
+            os.execve(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:],
+                      env)
+        tried = [first] if first else []
+        tried.append(sys.executable)
+        sys.exit(f"plot.py: matplotlib is not installed for {' nor for '.join(tried)}: "
+                 f"run scripts/setup.sh (Debian: apt-get install python3-matplotlib, for "
+                 f"{SYSTEM_PYTHON}) or pip install matplotlib for the python3 you run")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+    return matplotlib.pyplot
+
+
+plt = None  # pyplot, once main() has found it
 
 
 def fmt_seq(n):
@@ -146,15 +177,29 @@ def breakdown(rows, out):
     plt.close(fig)
 
 
+def number(v):
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def main():
+    global plt
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("csv")
+    ap.add_argument("csv", nargs="?")
     ap.add_argument("--out", help="directory for the PNGs (default: the CSV's)")
+    ap.add_argument("--check", action="store_true", help="exit 0 when matplotlib is found")
     a = ap.parse_args()
+    if not a.check and not a.csv:
+        ap.error("expected a CSV file")
+    plt = import_matplotlib()
+    if a.check:
+        print(f"plot.py: matplotlib {plt.matplotlib.__version__} for {sys.executable}")
+        return
     with open(a.csv, newline="") as f:
         rows = list(csv.DictReader(f))
-    # n/a rows (a scheduler that cannot run the point) have no figures to draw
-    rows = [r for r in rows if r.get("status", "ok") == "ok"]
     if not rows:
         sys.exit(f"{a.csv}: no rows")
     need = {"scheduler", "seq_len", "gpus", "mask", "pass", "step_ms", "exposed_comm_ms",
@@ -162,6 +207,13 @@ def main():
     missing = need - set(rows[0])
     if missing:
         sys.exit(f"{a.csv}: missing columns {', '.join(sorted(missing))} (a tasp-sim --csv file?)")
+    # n/a rows (a scheduler that cannot run the point) have no figures to draw
+    ran = [r for r in rows if number(r["step_ms"])]
+    if len(ran) < len(rows):
+        print(f"plot.py: {len(rows) - len(ran)} rows without a step time left out", file=sys.stderr)
+    rows = ran
+    if not rows:
+        sys.exit(f"{a.csv}: no row has a step time")
     out = a.out or os.path.dirname(os.path.abspath(a.csv))
     os.makedirs(out, exist_ok=True)
     step_time(rows, out)

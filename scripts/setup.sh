@@ -15,3 +15,7 @@ if [ -n "$missing" ]; then
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$(nproc)"
+# The README's commands as written: python3 scripts/plot.py draws with the
+# python3 on PATH, or, where that one lacks matplotlib (a pyenv, a venv),
+# with /usr/bin/python3, which python3-matplotlib above installs for.
+python3 scripts/plot.py --check

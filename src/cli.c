@@ -100,8 +100,9 @@ static GOptionContext *context(cli_opts *o) {
   }
   GOptionContext *ctx = g_option_context_new("[SCENARIO.json]");
   g_option_context_set_summary(ctx,
-      "Predicts the time of one attention layer under sequence-parallel schedulers\n"
-      "(ring, zigzag, tasp) on a GPU interconnect. Options override the scenario file.");
+      /* names no scheduler: the list below (names_list) is the registry's own */
+      "Predicts the time of attention layers under sequence-parallel schedulers\n"
+      "(listed below) on a GPU interconnect. Options override the scenario file.");
   /* --help is an ordinary option here: GLib's would print and exit */
   g_option_context_set_help_enabled(ctx, FALSE);
   g_option_context_add_main_entries(ctx, entries, NULL);

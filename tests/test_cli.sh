@@ -153,6 +153,14 @@ check "--version" "[ $? -eq 0 ]"
 "$sim" --help > "$tmp/help"
 check "--help lists options, schedulers with a line each, bundled topologies and examples" \
   "grep -q -- '--no-compute' $tmp/help && grep -q '^  tasp-mkm  *TASP over' $tmp/help && grep -q '^  mi300x8  *8 x AMD MI300X' $tmp/help && grep -q '^Examples:' $tmp/help"
+# The summary above the options names every scheduler of the registry or
+# none: a partial list goes stale as schedulers are added.
+sed -n '3,/^Options/p' "$tmp/help" > "$tmp/summary"  # after "Usage:" and its line
+"$sim" --list | sed -n '/^Schedulers/,/^Bundled/s/^  \([a-z0-9-]*\) .*/\1/p' > "$tmp/scheds"
+named=0
+while read -r s; do grep -qw -- "$s" "$tmp/summary" && named=$((named + 1)); done < "$tmp/scheds"
+check "--help's summary names all $(wc -l < "$tmp/scheds") schedulers or none (names $named)" \
+  "[ $named -eq 0 ] || [ $named -eq \$(wc -l < $tmp/scheds) ]"
 "$sim" --list > "$tmp/list"
 check "--list: every scheduler and every bundled topology" \
   "[ \$(grep -c '^  ' $tmp/list) -eq \$((12 + \$(ls topologies/*.json | wc -l))) ]"
