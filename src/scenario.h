@@ -24,6 +24,7 @@ typedef struct {
   const char *baseline;      /* best (NULL), ring or zigzag */
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
   const char *attention;     /* softmax or linear: every layer's attention */
+  uint64_t topo_max_bytes;   /* the most the topology may take; 0: TOPO_MAX_BYTES */
 } scenario_overrides;
 
 typedef struct {

@@ -6,7 +6,10 @@
 void topo_dump(FILE *f, const topology *t) {
   fprintf(f, "topology %s (%s): %u GPUs, %u per node\n", t->name, t->file ? t->file : "-",
           t->n_gpus, t->gpus_per_node);
-  if (t->description && *t->description) fprintf(f, "  %s\n", t->description);
+  if (t->overrides) fprintf(f, "  with --set %s\n", t->overrides);
+  if (t->description && *t->description)
+    fprintf(f, t->overrides ? "  the file's description, before --set: %s\n" : "  %s\n",
+            t->description);
   fputs("channels by kind:\n", f);
   g_autoptr(GPtrArray) kinds = g_ptr_array_new();
   for (guint c = 0; c < t->channels->len; c++) {

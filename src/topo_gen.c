@@ -20,8 +20,7 @@ static bool gen_error(GError **err, json_where w, const char *fmt, ...) {
   va_start(ap, fmt);
   g_autofree char *what = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s", w.file, w.path, what);
-  return false;
+  return json_fail(err, w, NULL, "%s", what);
 }
 
 /* Egress and ingress NVSwitch port channels for GPUs [first, first+n). */
@@ -201,9 +200,6 @@ bool topo_generate(topology *t, json_object *gen, json_where w, double flow_cap_
   if (!strcmp(kind, "multi_node"))
     return gen_multi_node(t, gen, w, flow_cap_Bps, inter_cap_Bps, err);
   if (!strcmp(kind, "torus")) return gen_torus(t, gen, w, flow_cap_Bps, err);
-  g_autofree char *p = json_path_join(w.path, "kind");
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-              "%s: field '%s': expected one of nvswitch, full_mesh, multi_node, torus; got \"%s\"",
-              w.file, p, kind);
-  return false;
+  return json_fail(err, w, "kind",
+                   "expected one of nvswitch, full_mesh, multi_node, torus; got \"%s\"", kind);
 }

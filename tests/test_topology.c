@@ -127,7 +127,7 @@ static void t_one_gpu(void) {
 /* Sizes: the estimate grows as n^2 and the cap sits between what bundled
  * topologies need and what the fuzzed files asked for. */
 static void t_size_cap(void) {
-  json_where w = {"f.json", "generator"};
+  json_where w = {"f.json", "generator", NULL};
   g_autoptr(GError) err = NULL;
   CU_ASSERT_TRUE(topo_check_size(4096, 8192, 2, w, "gpus", &err));    /* 4096^2 * 34 B < 1 GiB */
   CU_ASSERT_FALSE(topo_check_size(6000, 12000, 2, w, "gpus", &err));  /* 6000^2 * 34 B > 1 GiB */
