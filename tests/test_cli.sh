@@ -282,10 +282,10 @@ check "table header: the value as given and as understood, the file's descriptio
   --links "$tmp/sw.links" --quiet
 check "links CSV: topology the plain name, the overrides appended" \
   "[ \$(grep -c '^ring,h100x8x2,.*,generator.nic_gbps=100Gb/s (12.5 GB/s)\$' $tmp/sw.links) -gt 0 ] && [ \$(grep -c '^ring,h100x8x2,.*,generator.nic_gbps=400Gb/s (50 GB/s)\$' $tmp/sw.links) -gt 0 ]"
-# every --set in --help's examples works
-"$sim" --help | grep -o -- '--set [^ ]*' | sort -u > "$tmp/help.sets"
+# every --set example in --help works: the option's own text and the examples
+"$sim" --help | grep -- '--set' | grep -oE '[a-z_]+\.[A-Za-z_]+=[^ ;)]+' | sort -u > "$tmp/help.sets"
 check "--help's --set examples are all accepted" \
-  "[ -s $tmp/help.sets ] && while read -r o v; do \"$sim\" --topology h100x8x2 \"\$o\" \"\$v\" --dump-topology > /dev/null || exit 1; done < $tmp/help.sets"
+  "[ \$(wc -l < $tmp/help.sets) -ge 2 ] && while read -r a; do \"$sim\" --topology h100x8x2 --set \"\$a\" --dump-topology > /dev/null || exit 1; done < $tmp/help.sets"
 
 expect_error "--baseline checked" "option '--baseline': expected best, ring or zigzag" \
   scenarios/h100x8.json --baseline tasp
