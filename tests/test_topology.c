@@ -224,7 +224,6 @@ static void t_size_budget(void) {
   CU_ASSERT_FALSE(topo_check_size(2000, 4000, 2, w, "gpus", &err)); /* 136 MB > 100 MiB */
   CU_ASSERT_PTR_NOT_NULL_FATAL(err);
   CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "less the 0.90 GiB the --set sweep's topologies"));
-  g_autoptr(GError) e2 = NULL;
   topology *t = load("topologies/h100x8.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT_TRUE(topo_bytes(t) > 64 * 26 && topo_bytes(t) < 100000);
@@ -282,10 +281,24 @@ static void t_sweep(void) {
   CU_ASSERT_PTR_NULL(sweep_parse(big, &e));
   CU_ASSERT_PTR_NOT_NULL_FATAL(e);
   CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "100000000 combinations (100 x 100 x 100 x 100"));
+  /* the bound itself: 64 x 64 = 4096 is accepted, 64 x 65 refused */
+  g_autofree char *l64 = g_strndup(l100, strstr(l100, ",65,") - l100);
+  g_autofree char *l65 = g_strconcat(l64, ",65", NULL);
+  g_autofree char *x64 = g_strconcat("a.x=", l64, NULL), *y64 = g_strconcat("a.y=", l64, NULL),
+                  *y65 = g_strconcat("a.y=", l65, NULL);
+  char *at[] = {x64, y64, NULL}, *past[] = {x64, y65, NULL};
+  g_autoptr(set_sweep) s4096 = sweep_parse(at, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s4096);
+  CU_ASSERT_EQUAL(s4096->n, SWEEP_MAX_COMBINATIONS);
+  g_auto(GStrv) last = sweep_assignments(s4096, s4096->n - 1);
+  CU_ASSERT_STRING_EQUAL(last[0], "a.x=64");
+  CU_ASSERT_STRING_EQUAL(last[1], "a.y=64");
+  CU_ASSERT_PTR_NULL(sweep_parse(past, NULL));
   char *dup[] = {"a.x=1", "a.x=2", NULL};
   g_autoptr(GError) e3 = NULL;
   CU_ASSERT_PTR_NULL(sweep_parse(dup, &e3));
-  CU_ASSERT_PTR_NOT_NULL(e3 && strstr(e3->message, "key 'a.x' is set twice"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e3->message, "key 'a.x' is set twice"));
 }
 
 int main(void) {
