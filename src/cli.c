@@ -47,7 +47,8 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
        "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
       {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
-       "Override a topology field (comm.nic_GBps=25); a comma list sweeps it", "KEY=VALUE"},
+       "Override a topology field, read as in the file (generator.nic_gbps=100Gb/s); a comma "
+       "list sweeps it (generator.nic_gbps=100Gb/s,400Gb/s)", "KEY=VALUE"},
       {"baseline", 0, 0, G_OPTION_ARG_STRING, &o->baseline,
        "What speedup_vs_best compares with: best (default), ring or zigzag", "NAME"},
       {"csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv, "Write the results as CSV (- for stdout)",
@@ -195,7 +196,7 @@ scenario_overrides cli_overrides(const cli_opts *o) {
   return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
                               o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
                               o->batch, o->tasp_cycles, o->usp_ulysses, o->ulysses_fused,
-                              o->baseline, o->set, o->attention, o->strict};
+                              o->baseline, o->set, o->attention, o->strict, 0};
 }
 
 char *cli_help(void) {
@@ -209,7 +210,9 @@ char *cli_help(void) {
         "  tasp-sim scenarios/h100x8.json                     the table, a verdict per group\n"
         "  tasp-sim --topology mi300x8 --seq 32K,1M --sp 8 --sched ring,tasp\n"
         "  tasp-sim scenarios/h100x8.json --csv out.csv --links links.csv --trace t.json\n"
-        "  tasp-sim --topology h100x8x2 --set comm.flow_cap_gbps=200 --dump-topology\n", f);
+        "  tasp-sim --topology h100x8x2 --set comm.flow_cap_gbps=200 --dump-topology\n"
+        "  tasp-sim --topology h100x8x2 --seq 128K --set generator.nic_gbps=100Gb/s,400Gb/s\n",
+        f);
   fclose(f);
   g_option_context_set_description(ctx, buf);
   free(buf);

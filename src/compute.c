@@ -321,13 +321,13 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
 typedef bool (*point_parser)(json_object *p, json_where w, compute_model *m, GError **err);
 
 /* Every entry of the array `table` (at path tpath) through `one`. */
-static bool parse_points(json_object *table, const char *file, const char *tpath,
+static bool parse_points(json_object *table, json_where w, const char *tpath,
                          point_parser one, compute_model *m, GError **err) {
   size_t n = json_object_array_length(table);
   for (size_t i = 0; i < n; i++) {
     g_autofree char *idx = g_strdup_printf("[%zu]", i);
     g_autofree char *ppath = json_path_join(tpath, idx);
-    json_where pw = {file, ppath};
+    json_where pw = {w.file, ppath, w.doc};
     if (!one(json_object_array_get_idx(table, i), pw, m, err)) return false;
   }
   return true;
@@ -338,7 +338,7 @@ static bool parse_linear_table(json_object *obj, json_where w, compute_model *m,
   if (!json_get_typed(obj, w, "linear_table", false, json_type_array, &table, err)) return false;
   if (!table) return true;
   g_autofree char *tpath = json_path_join(w.path, "linear_table");
-  if (!parse_points(table, w.file, tpath, parse_lin_point, m, err)) return false;
+  if (!parse_points(table, w, tpath, parse_lin_point, m, err)) return false;
   for (int k = 0; k < 3; k++)
     for (int c = 0; c < 2; c++) {
       GArray *all = m->lin_points[k][c], *gpu = m->lin_gpu_points[k][c];
@@ -366,7 +366,7 @@ static bool parse_host_costs(json_object *obj, json_where w, compute_model *m, G
   static const char *const keys[] = {"intra", "intra_bwd", "intra_causal", "intra_causal_bwd",
                                      "state", "state_bwd", "apply", "apply_bwd", NULL};
   g_autofree char *path = json_path_join(w.path, "linear_host_us");
-  json_where lw = {w.file, path};
+  json_where lw = {w.file, path, w.doc};
   if (lin && !json_check_keys(lin, lw, keys, err)) return false;
   for (int k = 0; k < 4; k++)
     for (int b = 0; b < 2; b++) {
@@ -392,11 +392,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
          copy_host_us = m->copy_host_s * 1e6, copy_mixed_GBps;
   if (!json_get_string(obj, w, "model", true, NULL, &model, err)) return false;
   if (g_strcmp0(model, "roofline") && g_strcmp0(model, "table")) {
-    g_autofree char *f = json_path_join(w.path, "model");
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-                "%s: field '%s': expected \"roofline\" or \"table\", got \"%s\"", w.file, f,
-                model);
-    return false;
+    return json_fail(err, w, "model", "expected \"roofline\" or \"table\", got \"%s\"", model);
   }
   m->table = strcmp(model, "table") == 0;
   const char *from = NULL;
@@ -428,11 +424,8 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
       !json_get_double(obj, w, "comm_slowdown", false, 0, -1, &m->comm_slowdown, err))
     return false;
   if (m->comm_slowdown >= 1) {
-    g_autofree char *f = json_path_join(w.path, "comm_slowdown");
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-                "%s: field '%s': expected a fraction in [0, 1), got %g", w.file, f,
-                m->comm_slowdown);
-    return false;
+    return json_fail(err, w, "comm_slowdown", "expected a fraction in [0, 1), got %g",
+                     m->comm_slowdown);
   }
   m->copy_mixed_Bps = copy_mixed_GBps * 1e9;
   m->copy_Bps = copy_GBps * 1e9;
@@ -454,7 +447,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   if (!json_get_typed(obj, w, "table", m->table, json_type_array, &table, err)) return false;
   if (table) {
     g_autofree char *tpath = json_path_join(w.path, "table");
-    if (!parse_points(table, w.file, tpath, parse_point, m, err)) return false;
+    if (!parse_points(table, w, tpath, parse_point, m, err)) return false;
     if (m->table && m->points[0]->len + m->points[1]->len < 2) {
       g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
                   "%s: field '%s': expected at least 2 measured kernels", w.file, tpath);
@@ -466,7 +459,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   if (!json_get_typed(obj, w, "aspect_table", false, json_type_array, &aspects, err)) return false;
   if (aspects) {
     g_autofree char *apath = json_path_join(w.path, "aspect_table");
-    if (!parse_points(aspects, w.file, apath, parse_aspect_point, m, err)) return false;
+    if (!parse_points(aspects, w, apath, parse_aspect_point, m, err)) return false;
     for (int c = 0; c < 2; c++) tidy_points(m->aspect_points[c]);
   }
   return parse_linear_table(obj, w, m, err);

@@ -14,10 +14,69 @@ char *json_path_join(const char *path, const char *key) {
   return g_strconcat(path, ".", key, NULL);
 }
 
-static bool fail(GError **err, json_where w, const char *key, const char *what) {
-  g_autofree char *p = json_path_join(w.path, key);
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s", w.file, p, what);
+/* The --set assignment that gave path p or an object holding it, or NULL. */
+static const char *set_source(const json_doc *doc, const char *p) {
+  if (!doc || !doc->set) return NULL;
+  g_autofree char *q = g_strdup(p);
+  for (;;) {
+    const char *a = g_hash_table_lookup(doc->set, q);
+    if (a) return a;
+    char *cut = NULL;
+    for (char *c = q; *c; c++)
+      if (*c == '.' || *c == '[') cut = c;
+    if (!cut) return NULL;
+    *cut = '\0';
+  }
+}
+
+static gint cmp_strp(gconstpointer a, gconstpointer b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The assignments that set fields inside object p, in key order. */
+static char *sets_inside(const json_doc *doc, const char *p) {
+  if (!doc || !doc->set) return NULL;
+  g_autoptr(GPtrArray) in = g_ptr_array_new();
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, doc->set);
+  while (g_hash_table_iter_next(&it, &k, &v))
+    if (!*p || (g_str_has_prefix(k, p) && ((char *)k)[strlen(p)] == '.'))
+      g_ptr_array_add(in, v);
+  if (!in->len) return NULL;
+  g_ptr_array_sort(in, cmp_strp);
+  g_ptr_array_add(in, NULL);
+  return g_strjoinv(" ", (char **)in->pdata);
+}
+
+bool json_fail(GError **err, json_where w, const char *key, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *what = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_autofree char *p = key ? json_path_join(w.path, key) : g_strdup(w.path ? w.path : "");
+  const char *opt = w.doc && w.doc->option ? w.doc->option : "--set";
+  const char *a = set_source(w.doc, p);
+  if (a) {
+    /* the value is the command line's: naming the file would send the user
+     * to a file that holds something else */
+    size_t klen = strcspn(a, "=");
+    bool whole = strlen(p) == klen;
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': %s: %s%s%s%s",
+                opt, a, whole ? "" : "field '", whole ? "" : p, whole ? "" : "': ", what);
+    return false;
+  }
+  g_autofree char *inside = sets_inside(w.doc, p);
+  if (inside)
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s (with option '%s' %s)",
+                w.file, p, what, opt, inside);
+  else
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s", w.file, p, what);
   return false;
+}
+
+static bool fail(GError **err, json_where w, const char *key, const char *what) {
+  return json_fail(err, w, key, "%s", what);
 }
 
 /* Reads at most JSON_MAX_FILE_BYTES + 1 bytes: a device such as /dev/zero
@@ -129,6 +188,38 @@ json_object *json_read_file(const char *file, GError **err) {
   return json_parse_text(text, len, file, err);
 }
 
+/* The whole of text as one strict JSON value (no comments, no trailing
+ * commas, nothing but whitespace after it); NULL with *why and *line of
+ * the first error.  Files and command-line values both come through here. */
+static json_object *parse_whole(const char *text, size_t len, const char **why,
+                                size_t *line) {
+  json_tokener *tok = json_tokener_new();
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);  /* no trailing commas, no comments */
+  json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
+  enum json_tokener_error jerr = json_tokener_get_error(tok);
+  size_t end = json_tokener_get_parse_end(tok);
+  if (jerr == json_tokener_continue && obj == NULL) {
+    /* a bare number is complete only when the tokener sees its end */
+    obj = json_tokener_parse_ex(tok, "", 1);
+    jerr = json_tokener_get_error(tok);
+    end = len;
+  }
+  if (jerr == json_tokener_success && end < len) {
+    /* trailing text after the value: only whitespace is allowed */
+    for (size_t i = end; i < len; i++)
+      if (!g_ascii_isspace(text[i])) { jerr = json_tokener_error_parse_unexpected; break; }
+  }
+  json_tokener_free(tok);
+  if (jerr == json_tokener_success && obj) return obj;
+  *line = 1;
+  for (size_t i = 0; i < end && i < len; i++) *line += text[i] == '\n';
+  *why = jerr == json_tokener_continue || jerr == json_tokener_error_parse_eof
+             ? "unexpected end of text"
+             : json_tokener_error_desc(jerr);
+  json_object_put(obj);
+  return NULL;
+}
+
 json_object *json_parse_text(const char *text, size_t len, const char *file, GError **err) {
   if (len > JSON_MAX_FILE_BYTES) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
@@ -136,27 +227,14 @@ json_object *json_parse_text(const char *text, size_t len, const char *file, GEr
                 JSON_MAX_FILE_BYTES >> 20);
     return NULL;
   }
-  json_tokener *tok = json_tokener_new();
-  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);  /* no trailing commas, no comments */
-  json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
-  enum json_tokener_error jerr = json_tokener_get_error(tok);
-  if (jerr == json_tokener_success && json_tokener_get_parse_end(tok) < len) {
-    /* trailing text after the value: only whitespace is allowed */
-    for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
-      if (!g_ascii_isspace(text[i])) { jerr = json_tokener_error_parse_unexpected; break; }
-  }
-  if (jerr != json_tokener_success || !obj) {
-    size_t off = (size_t)json_tokener_get_parse_end(tok), line = 1;
-    for (size_t i = 0; i < off && i < len; i++) line += text[i] == '\n';
-    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: line %zu: malformed JSON: %s",
-                file, line,
-                jerr == json_tokener_continue ? "unexpected end of file"
-                                              : json_tokener_error_desc(jerr));
-    json_object_put(obj);
-    json_tokener_free(tok);
+  const char *why = NULL;
+  size_t line = 1;
+  json_object *obj = parse_whole(text, len, &why, &line);
+  if (!obj) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: line %zu: malformed JSON: %s", file,
+                line, g_str_equal(why, "unexpected end of text") ? "unexpected end of file" : why);
     return NULL;
   }
-  json_tokener_free(tok);
   if (!json_object_is_type(obj, json_type_object)) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: expected a JSON object at the top",
                 file);
@@ -168,6 +246,30 @@ json_object *json_parse_text(const char *text, size_t len, const char *file, GEr
     return NULL;
   }
   return obj;
+}
+
+json_object *json_parse_value(const char *text, const char *what, GError **err) {
+  size_t len = strlen(text);
+  if (len == 0) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: expected a value, got nothing", what);
+    return NULL;
+  }
+  const char *why = NULL;
+  size_t line = 1;
+  json_object *v = parse_whole(text, len, &why, &line);
+  const char *start = text + strspn(text, " \t");
+  bool json_like = *start == '[' || *start == '{' || *start == '"';
+  if (!v && json_like) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "%s: malformed JSON: %s; expected a whole JSON value (nothing after it), "
+                "or plain text that does not start with [, { or \"", what, why);
+    return NULL;
+  }
+  if (v && !check_duplicate_keys(text, len, what, err)) {
+    json_object_put(v);
+    return NULL;
+  }
+  return v ? v : json_object_new_string(text);
 }
 
 void json_unit_range(const char *key, double *lo, double *hi, const char **unit) {
@@ -212,6 +314,40 @@ static bool lookup(json_object *obj, const char *key, json_object **v) {
   return json_object_object_get_ex(obj, key, v) && *v != NULL;
 }
 
+/* A value read as a number of field `key`'s unit: a JSON number, or for a
+ * rate a string with its unit.  FALSE with *what saying what was expected. */
+static bool value_number(json_object *v, const char *key, double *d, const char **what) {
+  double lo, hi;
+  const char *unit;
+  json_unit_range(key, &lo, &hi, &unit);
+  bool rate = unit && !strcmp(unit, "GB/s");
+  if (rate && json_object_is_type(v, json_type_string)) {
+    *what = "expected a rate: a number in GB/s (bytes), or a string with its unit such as "
+            "\"400Gb/s\" or \"50GB/s\"";
+    return parse_rate(json_object_get_string(v), d);
+  }
+  if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) {
+    *what = rate ? "expected a number in GB/s, or a string with its unit such as \"400Gb/s\" "
+                   "or \"50GB/s\""
+                 : "expected a number";
+    return false;
+  }
+  *d = json_object_get_double(v);
+  return true;
+}
+
+char *json_value_understood(const char *key, const char *value) {
+  const char *leaf = strrchr(key, '.');
+  leaf = leaf ? leaf + 1 : key;
+  double lo, hi, d;
+  const char *unit, *what;
+  json_unit_range(leaf, &lo, &hi, &unit);
+  if (!unit) return NULL;
+  g_autoptr(json_object) v = json_parse_value(value, "value", NULL);
+  if (!v || !value_number(v, leaf, &d, &what)) return NULL;
+  return g_strdup_printf("%g %s", d, unit);
+}
+
 bool json_get_double(json_object *obj, json_where w, const char *key, bool required,
                      double def, double min, double *out, GError **err) {
   json_object *v;
@@ -221,20 +357,9 @@ bool json_get_double(json_object *obj, json_where w, const char *key, bool requi
     return true;
   }
   double lo, hi, d;
-  const char *unit;
+  const char *unit, *expected;
   json_unit_range(key, &lo, &hi, &unit);
-  bool rate = unit && !strcmp(unit, "GB/s");
-  if (rate && json_object_is_type(v, json_type_string)) {
-    if (!parse_rate(json_object_get_string(v), &d))
-      return fail(err, w, key, "expected a rate: a number in GB/s (bytes), or a string with "
-                               "its unit such as \"400Gb/s\" or \"50GB/s\"");
-  } else if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) {
-    return fail(err, w, key, rate ? "expected a number in GB/s, or a string with its unit such "
-                                    "as \"400Gb/s\" or \"50GB/s\""
-                                  : "expected a number");
-  } else {
-    d = json_object_get_double(v);
-  }
+  if (!value_number(v, key, &d, &expected)) return fail(err, w, key, expected);
   bool nonneg = min < 0;
   if (!isfinite(d) || (nonneg ? d < 0 : d <= min)) {
     g_autofree char *what = nonneg ? g_strdup_printf("expected a number >= 0, got %g", d)
@@ -319,9 +444,23 @@ bool json_check_keys(json_object *obj, json_where w, const char *const *allowed,
   return true;
 }
 
-bool json_apply_set(json_object *root, const char *assign, const char *origin, GError **err) {
+json_doc *json_doc_new(const char *option) {
+  json_doc *d = g_new0(json_doc, 1);
+  d->set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  d->option = option;
+  return d;
+}
+
+void json_doc_free(json_doc *d) {
+  if (!d) return;
+  g_hash_table_destroy(d->set);
+  g_free(d);
+}
+
+bool json_apply_set(json_object *root, const char *assign, json_doc *doc, GError **err) {
+  const char *origin = doc && doc->option ? doc->option : "--set";
   const char *eq = strchr(assign, '=');
-  if (!eq || eq == assign || !eq[1]) {
+  if (!eq || eq == assign) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
                 "command line: option '%s': expected KEY=VALUE such as comm.launch_us=20, "
                 "got \"%s\"", origin, assign);
@@ -348,8 +487,10 @@ bool json_apply_set(json_object *root, const char *assign, const char *origin, G
                 origin, assign);
     return false;
   }
-  json_object *v = json_tokener_parse(eq + 1);
-  if (!v) v = json_object_new_string(eq + 1);
+  g_autofree char *what = g_strdup_printf("command line: option '%s': %s", origin, assign);
+  json_object *v = json_parse_value(eq + 1, what, err);
+  if (!v) return false;
   json_object_object_add(obj, parts[n - 1], v);
+  if (doc) g_hash_table_replace(doc->set, g_steal_pointer(&key), g_strdup(assign));
   return true;
 }

@@ -24,11 +24,29 @@ enum {
   TASP_ERROR_CYCLES = 6,   /* the given tasp_cycles */
 };
 
+/* What the reader of a document knows beyond its text: the fields the
+ * command line set (so that an error about one names the option, not the
+ * file) and the memory the tables built from it may take. */
+typedef struct {
+  GHashTable *set;    /* dotted path -> "path=VALUE" as given; NULL: none */
+  const char *option; /* the option that set them: "--set" */
+  uint64_t max_bytes; /* 0: the reader's own cap (TOPO_MAX_BYTES) */
+} json_doc;
+
 /* Where a field is read from, for messages. */
 typedef struct {
   const char *file;
-  const char *path; /* dotted path of the object being read, "" at the top */
+  const char *path;     /* dotted path of the object being read, "" at the top */
+  const json_doc *doc;  /* NULL: the file alone */
 } json_where;
+
+/* The one error about field `key` of w (NULL: the object at w.path
+ * itself): "FILE: field 'PATH': WHAT", or, where the field or an object
+ * holding it came from the command line, "command line: option '--set':
+ * KEY=VALUE: WHAT"; an error about an object some of whose fields were set
+ * there says which.  Always FALSE. */
+bool json_fail(GError **err, json_where w, const char *key, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
 
 /* The largest input file read (64 MiB: a bundled file is a few KiB; an
  * explicit 1000-GPU topology about 50 MiB). */
@@ -71,11 +89,30 @@ bool json_check_keys(json_object *obj, json_where w, const char *const *allowed,
 /* g_autoptr(json_object) releases with json_object_put. */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(json_object, json_object_put)
 
+/* The one reading of a value given as text on the command line, so that
+ * it means what the same value means in a file: the whole text as one
+ * strict JSON value (25, 2.5e3, true, [4,4], {"a":1}, "text"; nothing may
+ * follow it), or else the text as a plain string (400Gb/s, nvswitch),
+ * which the field's typed reader then judges as it would the same string
+ * in a file: "25x" or "25.0.0" is a string, and a number field refuses
+ * it.  Text starting with [, { or " must be whole JSON.  Empty text is
+ * refused.  `what` names the value in messages. */
+json_object *json_parse_value(const char *text, const char *what, GError **err);
+
 /* Apply "a.b.c=VALUE" to root: the objects a and a.b must exist; field c
- * is set (added or replaced) to VALUE read as JSON (25, true, [4,4],
- * "text"), or as a string where it is not JSON.  `origin` names where the
- * assignment came from in messages ("--set"). */
-bool json_apply_set(json_object *root, const char *assign, const char *origin, GError **err);
+ * is set (added or replaced) to VALUE as json_parse_value reads it.  The
+ * path is recorded in doc->set, and messages name doc->option. */
+bool json_apply_set(json_object *root, const char *assign, json_doc *doc, GError **err);
+/* A new json_doc for assignments made by `option`. */
+json_doc *json_doc_new(const char *option);
+void json_doc_free(json_doc *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(json_doc, json_doc_free)
+
+/* A set value as the field `key` (its last path part decides the unit)
+ * will understand it, for labels: "12.5 GB/s" for nic_gbps=100Gb/s, "25
+ * GB/s" for nic_gbps=25; NULL where the key has no unit or the value is
+ * not a number of it. */
+char *json_value_understood(const char *key, const char *value);
 
 /* "a.b" joined path; result owned by the caller. */
 char *json_path_join(const char *path, const char *key);

@@ -9,58 +9,12 @@
 #include "report.h"
 #include "scenario.h"
 #include "sim.h"
+#include "sweep.h"
 
 /* Bad input (options, files read) is status 2; failing to write, 1. */
 static int fail(const GError *err, int status) {
   fprintf(stderr, "tasp-sim: error: %s\n", err->message);
   return status;
-}
-
-/* --set KEY=V1,V2,...: one run per combination of the listed values, in
- * the order given (the last option varies fastest).  A value that starts
- * with [ or " is JSON and is taken whole.  Returns NULL-terminated
- * assignment lists (NULL: no --set at all). */
-static GPtrArray *set_combinations(char **set) {
-  GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
-  g_ptr_array_add(out, NULL);
-  if (!set) return out;
-  g_ptr_array_set_size(out, 0);
-  g_ptr_array_add(out, g_new0(char *, 1));
-  for (char **a = set; *a; a++) {
-    const char *eq = strchr(*a, '=');
-    g_autofree char *key = g_strndup(*a, (gsize)(eq - *a));
-    g_auto(GStrv) vals = eq[1] == '[' || eq[1] == '"' ? g_strdupv((char *[]){(char *)eq + 1, NULL})
-                                                       : g_strsplit(eq + 1, ",", -1);
-    GPtrArray *next = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
-    for (guint c = 0; c < out->len; c++)
-      for (char **v = vals; *v; v++) {
-        char **prev = out->pdata[c];
-        guint n = g_strv_length(prev);
-        char **comb = g_new0(char *, n + 2);
-        for (guint i = 0; i < n; i++) comb[i] = g_strdup(prev[i]);
-        comb[n] = g_strdup_printf("%s=%s", key, *v);
-        g_ptr_array_add(next, comb);
-      }
-    g_ptr_array_unref(out);
-    out = next;
-  }
-  return out;
-}
-
-/* A swept topology's name carries the swept assignments, so every table,
- * CSV row and links line says which hardware it is: "h100x8x2[nic_gbps=25]". */
-static void label_topology(topology *t, char **combo, char **set) {
-  GString *l = g_string_new(t->name);
-  bool any = false;
-  for (guint i = 0; combo[i]; i++) {
-    const char *v = strchr(set[i], '=') + 1;
-    if (*v == '[' || *v == '"' || !strchr(v, ',')) continue; /* not swept */
-    g_string_append_printf(l, "%s%s", any ? ";" : "[", combo[i]);
-    any = true;
-  }
-  if (any) g_string_append_c(l, ']');
-  g_free(t->name);
-  t->name = g_string_free(l, FALSE);
 }
 
 int main(int argc, char **argv) {
@@ -81,15 +35,20 @@ int main(int argc, char **argv) {
     return 0;
   }
   /* every scenario of a --set sweep is loaded (and so checked) before
-   * anything runs */
-  g_autoptr(GPtrArray) combos = set_combinations(o.set);
+   * anything runs; the topologies held together stay within
+   * TOPO_MAX_BYTES, each load checked against what the others left */
+  g_autoptr(set_sweep) sweep = sweep_parse(o.set, &err);
+  if (!sweep) return fail(err, 2);
   g_autoptr(GPtrArray) scens = g_ptr_array_new_with_free_func((GDestroyNotify)scenario_free);
-  for (guint k = 0; k < combos->len; k++) {
+  uint64_t held = 0;
+  for (guint k = 0; k < sweep->n; k++) {
+    g_auto(GStrv) assign = sweep_assignments(sweep, k);
     scenario_overrides ov = cli_overrides(&o);
-    ov.set = combos->pdata[k];
+    ov.set = assign;
+    ov.topo_max_bytes = held < TOPO_MAX_BYTES ? TOPO_MAX_BYTES - held : 1;
     scenario *s = scenario_load(o.scenario, &ov, &err);
     if (!s) return fail(err, 2);
-    if (combos->len > 1) label_topology(s->topo, combos->pdata[k], o.set);
+    held += topo_bytes(s->topo);
     g_ptr_array_add(scens, s);
   }
   const scenario *s0 = scens->pdata[0];

@@ -187,9 +187,13 @@ void report_table(FILE *f, const report_ctx *c) {
   const scenario *s = c->s;
   const topology *t = s->topo;
   const workload *m = &s->model;
-  fprintf(f, "tasp-sim %s | scenario %s | topology %s: %u GPUs", TASP_VERSION, s->name, t->name,
-          t->n_gpus);
-  if (t->description && *t->description) fprintf(f, " (%s)", t->description);
+  fprintf(f, "tasp-sim %s | scenario %s | topology %s", TASP_VERSION, s->name, t->name);
+  if (t->overrides) fprintf(f, " with --set %s", t->overrides);
+  fprintf(f, ": %u GPUs", t->n_gpus);
+  /* the file's words may name what --set changed ("400 Gb/s NIC") */
+  if (t->description && *t->description)
+    fprintf(f, t->overrides ? " (the file's description, before --set: %s)" : " (%s)",
+            t->description);
   fprintf(f, "\nattention: batch %u, %u heads, %u KV heads, head dim %u, %s\n", m->batch,
           m->heads, m->kv_heads, m->head_dim, m->dtype);
   g_autofree char *dflt = topo_defaults_note(t);
@@ -246,7 +250,7 @@ void report_table(FILE *f, const report_ctx *c) {
 void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
-        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence\n", f);
+        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -278,13 +282,15 @@ void report_csv(FILE *f, const report_ctx *c) {
     g_autofree char *conf = r->r ? compute_conf_label(&r->topo->compute, &r->r->conf) : NULL;
     fputc(',', f);
     csv_str(f, conf ? conf : "");
+    fputc(',', f);
+    csv_str(f, r->topo->overrides ? r->topo->overrides : "");
     fputc('\n', f);
   }
 }
 
 void report_links(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,mask,pass,channel,kind,capacity_gbps,bytes,busy_ms,"
-        "utilization\n", f);
+        "utilization,overrides\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const topology *t = r->topo;
@@ -301,8 +307,10 @@ void report_links(FILE *f, const report_ctx *c) {
       csv_str(f, tc->name);
       fputc(',', f);
       csv_str(f, tc->kind);
-      fprintf(f, ",%.3f,%.0f,%.6f,%.4f\n", tc->cap_Bps * 1e-9, r->r->chan_bytes[ch],
+      fprintf(f, ",%.3f,%.0f,%.6f,%.4f,", tc->cap_Bps * 1e-9, r->r->chan_bytes[ch],
               r->r->chan_busy_s[ch] * 1e3, sim_util(t, r->r, ch));
+      csv_str(f, t->overrides ? t->overrides : "");
+      fputc('\n', f);
     }
   }
 }

@@ -154,7 +154,7 @@ static bool parse_layers(json_object *list, const char *file, workload *m, GErro
   for (size_t i = 0; i < n; i++) {
     json_object *it = json_object_array_get_idx(list, i);
     g_autofree char *path = g_strdup_printf("model.layers[%zu]", i);
-    json_where w = {file, path};
+    json_where w = {file, path, NULL};
     static const char *const keys[] = {"attention", "count", NULL};
     if (!json_object_is_type(it, json_type_object))
       return bad(err, (origin){file, path}, "expected an object {\"attention\", \"count\"}");
@@ -218,13 +218,13 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   const char *file = s->file;
   json_object *model = NULL;
   if (root) {
-    json_where w = {file, ""};
+    json_where w = {file, "", NULL};
     if (!json_get_typed(root, w, "model", false, json_type_object, &model, err)) return false;
     static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
                                        "grad_dtype", "name", "usp_ulysses",
                                        "ulysses_fused", "attention", "layers", "decay",
                                        "linear_block", NULL};
-    json_where mw = {file, "model"};
+    json_where mw = {file, "model", NULL};
     if (model && !json_check_keys(model, mw, keys, err)) return false;
   }
   workload *m = &s->model;
@@ -301,7 +301,7 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
     }
   } else {
     const char *rel;
-    json_where w = {s->file, ""};
+    json_where w = {s->file, "", NULL};
     if (!root) {
       g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
                   "no scenario file and no --topology: give one or both (see --help)");
@@ -320,7 +320,7 @@ static bool load_topology(scenario *s, json_object *root, const scenario_overrid
                       "topology file \"%s\" not found (looked for %s)", rel, path);
     }
   }
-  s->topo = topo_load_set(path, ov->set, err);
+  s->topo = topo_load_set(path, ov->set, ov->topo_max_bytes, err);
   return s->topo != NULL;
 }
 
@@ -606,7 +606,7 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
       static const char *const keys[] = {"name", "description", "topology", "model", "seq_len",
                                          "sp", "mask", "pass", "schedulers", "tasp_cycles",
                                          NULL};
-      json_where w = {file, ""};
+      json_where w = {file, "", NULL};
       const char *name, *cycles;
       ok = json_check_keys(root, w, keys, err) &&
            json_get_string(root, w, "name", false, NULL, &name, err) &&

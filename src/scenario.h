@@ -55,6 +55,7 @@ typedef struct {
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
   const char *attention;     /* softmax or linear: every layer's attention */
   bool strict;               /* a point some scheduler cannot run is an error, not an n/a row */
+  uint64_t topo_max_bytes;   /* the most the topology may take; 0: TOPO_MAX_BYTES */
 } scenario_overrides;
 
 typedef struct {

@@ -33,7 +33,10 @@ static void dump_nodes(FILE *f, const topology *t) {
 void topo_dump(FILE *f, const topology *t) {
   fprintf(f, "topology %s (%s): %u GPUs, %u per node\n", t->name, t->file ? t->file : "-",
           t->n_gpus, t->gpus_per_node);
-  if (t->description && *t->description) fprintf(f, "  %s\n", t->description);
+  if (t->overrides) fprintf(f, "  with --set %s\n", t->overrides);
+  if (t->description && *t->description)
+    fprintf(f, t->overrides ? "  the file's description, before --set: %s\n" : "  %s\n",
+            t->description);
   dump_nodes(f, t);
   fputs("channels by kind:\n", f);
   g_autoptr(GPtrArray) kinds = g_ptr_array_new();

@@ -22,8 +22,7 @@ static bool gen_error(GError **err, json_where w, const char *fmt, ...) {
   va_start(ap, fmt);
   g_autofree char *what = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s", w.file, w.path, what);
-  return false;
+  return json_fail(err, w, NULL, "%s", what);
 }
 
 /* Egress and ingress NVSwitch port channels for GPUs [first, first+n). */
@@ -124,13 +123,10 @@ static bool gen_multi_node(topology *t, json_object *g, json_where w, double cap
       !json_get_u32(g, w, "nics_per_node", false, per, 1, &nics, err))
     return false;
   if ((uint64_t)nodes * per > 65536) return gen_error(err, w, "at most 65536 GPUs");
-  if (nics > per || per % nics != 0) {
-    g_autofree char *path = json_path_join(w.path, "nics_per_node");
-    json_where nw = {w.file, path};
-    return gen_error(err, nw, "expected a divisor of gpus_per_node (%u), so that every NIC "
-                     "serves the same number of consecutive GPUs; got %u (for another "
-                     "sharing, list the channels and routes explicitly)", per, nics);
-  }
+  if (nics > per || per % nics != 0)
+    return json_fail(err, w, "nics_per_node", "expected a divisor of gpus_per_node (%u), so "
+                     "that every NIC serves the same number of consecutive GPUs; got %u (for "
+                     "another sharing, list the channels and routes explicitly)", per, nics);
   if (!topo_check_size((uint64_t)nodes * per, 2ull * nodes * (per + nics), 2, w, "nodes", err))
     return false;
   uint32_t n = t->n_gpus = nodes * per;
@@ -236,9 +232,6 @@ bool topo_generate(topology *t, json_object *gen, json_where w, double flow_cap_
   if (!strcmp(kind, "multi_node"))
     return gen_multi_node(t, gen, w, flow_cap_Bps, inter_cap_Bps, err);
   if (!strcmp(kind, "torus")) return gen_torus(t, gen, w, flow_cap_Bps, err);
-  g_autofree char *p = json_path_join(w.path, "kind");
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-              "%s: field '%s': expected one of nvswitch, full_mesh, multi_node, torus; got \"%s\"",
-              w.file, p, kind);
-  return false;
+  return json_fail(err, w, "kind",
+                   "expected one of nvswitch, full_mesh, multi_node, torus; got \"%s\"", kind);
 }

@@ -35,6 +35,7 @@ void topo_free(topology *t) {
   g_free(t->name);
   g_free(t->file);
   g_free(t->description);
+  g_free(t->overrides);
   g_free(t);
 }
 
@@ -81,37 +82,51 @@ const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, 
   return &g_array_index(t->route_chan, uint32_t, t->route_off[p]);
 }
 
-bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
-                     const char *field, GError **err) {
+static double size_estimate(uint64_t n_gpus, uint64_t chans, double route_chans) {
   /* per ordered pair: offset, latency, cap, direct flag, an explicit file's
    * route index and a scheduler's adjacency, plus the route's channels; per
    * channel: its record and names here, its counters in every run */
   double pairs = (double)n_gpus * (double)n_gpus;
-  double bytes = pairs * (26.0 + 4.0 * hops) + (double)chans * 200.0;
-  if (bytes <= (double)TOPO_MAX_BYTES) return true;
-  g_autofree char *path = json_path_join(w.path, field);
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
-              "%s: field '%s': %" G_GUINT64_FORMAT " GPUs with %" G_GUINT64_FORMAT
-              " channels need about %.1f GiB for their routes (one per ordered GPU pair) and "
-              "channels; expected a topology within %llu GiB", w.file, path, n_gpus, chans,
-              bytes / (1u << 30), TOPO_MAX_BYTES >> 30);
-  return false;
+  return pairs * 26.0 + 4.0 * route_chans + (double)chans * 200.0;
+}
+
+uint64_t topo_bytes(const topology *t) {
+  return (uint64_t)size_estimate(t->n_gpus, t->channels->len,
+                                 t->route_chan ? (double)t->route_chan->len : 0);
+}
+
+bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
+                     const char *field, GError **err) {
+  double bytes = size_estimate(n_gpus, chans, (double)n_gpus * (double)n_gpus * hops);
+  uint64_t cap = w.doc && w.doc->max_bytes ? MIN(w.doc->max_bytes, TOPO_MAX_BYTES)
+                                           : TOPO_MAX_BYTES;
+  if (bytes <= (double)cap) return true;
+  double gib = 1u << 30;
+  g_autofree char *held =
+      cap < TOPO_MAX_BYTES
+          ? g_strdup_printf(", less the %.2f GiB the --set sweep's topologies loaded before it "
+                            "hold", (double)(TOPO_MAX_BYTES - cap) / gib)
+          : g_strdup("");
+  return json_fail(err, w, field,
+                   "%" G_GUINT64_FORMAT " GPUs with %" G_GUINT64_FORMAT " channels need about "
+                   "%.1f GiB for their routes (one per ordered GPU pair) and channels; expected "
+                   "a topology within %llu GiB%s", n_gpus, chans, bytes / gib,
+                   TOPO_MAX_BYTES >> 30, held);
 }
 
 const topo_channel *topo_chan(const topology *t, uint32_t c) {
   return &g_array_index(t->channels, topo_channel, c);
 }
 
-static bool input_error(GError **err, const char *file, const char *path, const char *fmt,
-                        ...) G_GNUC_PRINTF(4, 5);
-static bool input_error(GError **err, const char *file, const char *path, const char *fmt,
-                        ...) {
+/* An error about field `path` of the explicit topology at w's top. */
+static bool input_error(GError **err, json_where w, const char *path, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+static bool input_error(GError **err, json_where w, const char *path, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   g_autofree char *what = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': %s", file, path, what);
-  return false;
+  return json_fail(err, (json_where){w.file, "", w.doc}, path, "%s", what);
 }
 
 /* An explicit file's "gpus_per_node" (*per = 0 where it has none). */
@@ -121,7 +136,7 @@ static bool declared_nodes(topology *t, json_object *root, json_where w, uint32_
   if (!json_object_object_get_ex(root, "gpus_per_node", NULL)) return true;
   if (!json_get_u32(root, w, "gpus_per_node", true, 0, 1, per, err)) return false;
   if (*per > t->n_gpus || t->n_gpus % *per)
-    return input_error(err, w.file, "gpus_per_node", "expected a divisor of the %u GPUs "
+    return input_error(err, w, "gpus_per_node", "expected a divisor of the %u GPUs "
                        "(nodes are consecutive blocks of equal size), got %u", t->n_gpus, *per);
   return true;
 }
@@ -138,13 +153,13 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
   g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
   for (size_t i = 0; i < json_object_array_length(chans); i++) {
     g_autofree char *path = g_strdup_printf("channels[%zu]", i);
-    json_where cw = {w.file, path};
+    json_where cw = {w.file, path, w.doc};
     json_object *c = json_object_array_get_idx(chans, i);
     static const char *const keys[] = {"name", "kind", "gbps", "latency_us", NULL};
     const char *name, *kind;
     double gbps, lat_us;
     if (!json_object_is_type(c, json_type_object))
-      return input_error(err, w.file, path, "expected an object");
+      return input_error(err, w, path, "expected an object");
     if (!json_check_keys(c, cw, keys, err) ||
         !json_get_string(c, cw, "name", true, NULL, &name, err) ||
         !json_get_string(c, cw, "kind", false, "link", &kind, err) ||
@@ -152,24 +167,24 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
         !json_get_double(c, cw, "latency_us", false, 0, -1, &lat_us, err))
       return false;
     if (g_hash_table_contains(by_name, name))
-      return input_error(err, w.file, path, "channel name \"%s\" is used twice", name);
+      return input_error(err, w, path, "channel name \"%s\" is used twice", name);
     uint32_t id = topo_add_channel(t, name, kind, gbps * 1e9, lat_us * 1e-6);
     g_hash_table_insert(by_name, (gpointer)topo_chan(t, id)->name, GUINT_TO_POINTER(id + 1));
   }
   uint32_t n = t->n_gpus;
-  json_where top = {w.file, ""};
+  json_where top = {w.file, "", w.doc};
   if (!topo_check_size(n, json_object_array_length(chans), 8, top, "gpus", err)) return false;
   g_autofree int32_t *route_of = g_new(int32_t, (size_t)n * n);
   for (size_t p = 0; p < (size_t)n * n; p++) route_of[p] = -1;
   for (size_t i = 0; i < json_object_array_length(routes); i++) {
     g_autofree char *path = g_strdup_printf("routes[%zu]", i);
-    json_where rw = {w.file, path};
+    json_where rw = {w.file, path, w.doc};
     json_object *r = json_object_array_get_idx(routes, i), *via;
     static const char *const keys[] = {"src", "dst", "via", "flow_cap_gbps", NULL};
     uint32_t src, dst;
     double cap;
     if (!json_object_is_type(r, json_type_object))
-      return input_error(err, w.file, path, "expected an object");
+      return input_error(err, w, path, "expected an object");
     if (!json_check_keys(r, rw, keys, err) ||
         !json_get_u32(r, rw, "src", true, 0, 0, &src, err) ||
         !json_get_u32(r, rw, "dst", true, 0, 0, &dst, err) ||
@@ -177,19 +192,19 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
         !json_get_double(r, rw, "flow_cap_gbps", false, 0, -1, &cap, err))
       return false;
     if (src >= n || dst >= n || src == dst)
-      return input_error(err, w.file, path,
+      return input_error(err, w, path,
                          "expected two different GPUs below %u, got src %u dst %u", n, src, dst);
     if (route_of[(size_t)src * n + dst] >= 0)
-      return input_error(err, w.file, path, "route %u -> %u is given twice", src, dst);
+      return input_error(err, w, path, "route %u -> %u is given twice", src, dst);
     route_of[(size_t)src * n + dst] = (int32_t)i;
     size_t hops = json_object_array_length(via);
     if (hops == 0 || hops > 8)
-      return input_error(err, w.file, path, "'via' must list 1 to 8 channel names");
+      return input_error(err, w, path, "'via' must list 1 to 8 channel names");
     for (size_t h = 0; h < hops; h++) {
       json_object *v = json_object_array_get_idx(via, h);
       if (!json_object_is_type(v, json_type_string) ||
           !g_hash_table_contains(by_name, json_object_get_string(v)))
-        return input_error(err, w.file, path, "via[%zu]: expected the name of a channel", h);
+        return input_error(err, w, path, "via[%zu]: expected the name of a channel", h);
     }
   }
   topo_routes_begin(t);
@@ -198,7 +213,7 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
       if (s == d) { topo_route(t, s, d, NULL, 0, 0); continue; }
       int32_t ri = route_of[(size_t)s * n + d];
       if (ri < 0)
-        return input_error(err, w.file, "routes", "no route from GPU %u to GPU %u: every "
+        return input_error(err, w, "routes", "no route from GPU %u to GPU %u: every "
                            "ordered pair of GPUs needs one", s, d);
       json_object *r = json_object_array_get_idx(routes, (size_t)ri), *via, *capv;
       json_object_object_get_ex(r, "via", &via);
@@ -219,14 +234,32 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
   return true;
 }
 
-topology *topo_load(const char *file, GError **err) { return topo_load_set(file, NULL, err); }
+topology *topo_load(const char *file, GError **err) {
+  return topo_load_set(file, NULL, 0, err);
+}
 
-topology *topo_load_set(const char *file, char *const *sets, GError **err) {
+/* "key=given (understood)"; the understood value where the key has a unit. */
+static char *overrides_text(char *const *sets) {
+  if (!sets || !*sets) return NULL;
+  GString *s = g_string_new(NULL);
+  for (char *const *a = sets; *a; a++) {
+    const char *eq = strchr(*a, '=');
+    g_autofree char *key = g_strndup(*a, (gsize)(eq - *a));
+    g_autofree char *u = json_value_understood(key, eq + 1);
+    g_string_append_printf(s, "%s%s", s->len ? "; " : "", *a);
+    if (u) g_string_append_printf(s, " (%s)", u);
+  }
+  return g_string_free(s, FALSE);
+}
+
+topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes, GError **err) {
   g_autoptr(json_object) root = json_read_file(file, err);
   if (!root) return NULL;
+  g_autoptr(json_doc) doc = json_doc_new("--set");
+  doc->max_bytes = max_bytes;
   for (char *const *a = sets; a && *a; a++)
-    if (!json_apply_set(root, *a, "--set", err)) return NULL;
-  json_where w = {file, ""};
+    if (!json_apply_set(root, *a, doc, err)) return NULL;
+  json_where w = {file, "", doc};
   static const char *const keys[] = {"name", "description", "sources", "gpus", "generator",
                                      "channels", "routes", "gpus_per_node", "comm", "compute",
                                      NULL};
@@ -242,7 +275,7 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   g_autoptr(GPtrArray) defaulted = g_ptr_array_new();
   topo_fill_defaults(comm, comp, defaulted);
 
-  json_where cw = {file, "comm"};
+  json_where cw = {file, "comm", doc};
   static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
                                           "flow_cap_gbps", "inter_node_flow_cap_gbps",
                                           "host_us", "p2p_host_us", "p2p_op_host_us", "kernel_blocks_comm",
@@ -266,7 +299,7 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
     if (json_object_object_get_ex(root, "channels", &gv) ||
         json_object_object_get_ex(root, "routes", &gv) ||
         json_object_object_get_ex(root, "gpus_per_node", &gv)) {
-      input_error(err, file, "generator", "give either a generator or channels and routes "
+      json_fail(err, w, "generator", "give either a generator or channels and routes "
                   "(with gpus_per_node), not both");
       return NULL;
     }
@@ -278,6 +311,7 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   t->description = g_strdup(desc);
   g_ptr_array_unref(t->defaults);
   t->defaults = g_steal_pointer(&defaulted);
+  t->overrides = overrides_text(sets);
   t->launch_s = launch_us * 1e-6;
   /* without p2p constants, grouped send/receive costs what a collective does */
   t->p2p_launch_s = (p2p_launch_us < 0 ? launch_us : p2p_launch_us) * 1e-6;
@@ -285,7 +319,7 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   json_object *kb;
   if (json_object_object_get_ex(comm, "kernel_blocks_comm", &kb)) {
     if (!json_object_is_type(kb, json_type_boolean)) {
-      input_error(err, file, "comm.kernel_blocks_comm", "expected true or false");
+      json_fail(err, cw, "kernel_blocks_comm", "expected true or false");
       topo_free(t);
       return NULL;
     }
@@ -294,7 +328,7 @@ topology *topo_load_set(const char *file, char *const *sets, GError **err) {
   t->comm_host_s = host_us * 1e-6;
   t->p2p_host_s = p2p_host_us < 0 ? host_us * 1e-6 : p2p_host_us * 1e-6;
   t->p2p_op_host_s = op_host_us * 1e-6;
-  json_where gw = {file, "generator"}, pw = {file, "compute"};
+  json_where gw = {file, "generator", doc}, pw = {file, "compute", doc};
   /* the compute model first: every field is checked before tables are built */
   bool ok = compute_model_parse(comp, pw, &t->compute, err);
   if (ok) ok = gen ? topo_generate(t, gen, gw, cap_gbps * 1e9, inter_gbps * 1e9, err)

@@ -45,7 +45,10 @@ typedef struct {
 typedef struct topology {
   char *name;
   char *file;
-  char *description;
+  char *description;       /* the file's, as written (before any --set) */
+  char *overrides;         /* the --set assignments applied, each as given and as
+                              understood ("generator.nic_gbps=100Gb/s (12.5 GB/s)"),
+                              "; " between; NULL: none */
   uint32_t n_gpus;
   /* GPUs per node: nodes are consecutive blocks of this many GPUs (node
    * of GPU g: g / gpus_per_node), on one node all of them */
@@ -79,8 +82,9 @@ typedef struct topology {
 #define TOPO_MAX_BYTES (1ull << 30)
 
 /* Bytes a topology of n GPUs, `chans` channels and up to `hops` channels
- * per route needs (an estimate that errs high).  Above TOPO_MAX_BYTES: an
- * error naming field `field` of w and FALSE. */
+ * per route needs (an estimate that errs high).  Above TOPO_MAX_BYTES, or
+ * above w.doc->max_bytes where that is set (what a --set sweep's other
+ * topologies left): an error naming field `field` of w and FALSE. */
 bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
                      const char *field, GError **err);
 
@@ -89,8 +93,13 @@ bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where 
  * route tables are built. */
 topology *topo_load(const char *file, GError **err);
 /* The same with "key=value" assignments (--set) applied to the file's
- * fields first (NULL-terminated; NULL: none). */
-topology *topo_load_set(const char *file, char *const *sets, GError **err);
+ * fields first (NULL-terminated; NULL: none), each value read as
+ * json_parse_value reads it; an error about a field they set names --set
+ * and the assignment.  max_bytes: the most its tables may take (0:
+ * TOPO_MAX_BYTES). */
+topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes, GError **err);
+/* The bytes t holds, by topo_check_size's estimate. */
+uint64_t topo_bytes(const topology *t);
 /* The resolved topology, defaults included: channels by kind, capacities,
  * latencies, per-flow caps, communication costs, compute model. */
 void topo_dump(FILE *f, const topology *t);

@@ -16,7 +16,7 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -73,7 +73,7 @@ check "mean_link_util over the channels among the point's GPUs (not all 8)" "pin
 check "speedup_vs_ring" "pin speedup_vs_ring zigzag 1.0000"
 check "speedup_vs_best and baseline name the fastest" "pin speedup_vs_best ring 1.0000 && pin baseline zigzag ring"
 check "links report: 4 channels among GPUs 0 and 1, busy 1.342177 ms, utilisation 1" \
-  "[ \$(grep -c '^ring,.*,134217728,1.342177,1.0000\$' $tmp/pin.links) -eq 4 ] && [ \$(grep -c '^ring,' $tmp/pin.links) -eq 4 ]"
+  "[ \$(grep -c '^ring,.*,134217728,1.342177,1.0000,\$' $tmp/pin.links) -eq 4 ] && [ \$(grep -c '^ring,' $tmp/pin.links) -eq 4 ]"
 # rates with their unit: a topology written from the README's words ("2
 # nodes of 8 GPUs, 450 GB/s NVLink, 200 Gb/s NICs") predicts what the bundled
 # equivalent does, and an unknown unit is refused naming the field
@@ -114,8 +114,8 @@ check "step = compute + exposed + imbalance where the busiest GPU finishes last 
 "$sim" --topology mi300x8 --seq 32K --sp 8 --sched ring,tasp --heads 32 --kv-heads 32 \
   --links "$tmp/links.csv" --csv "$tmp/mi.csv" --quiet
 check "ring leaves 48 of 56 mesh links idle" \
-  "[ \$(grep -c '^ring,.*,0.0000\$' $tmp/links.csv) -eq 48 ]"
-check "tasp leaves none idle" "[ \$(grep -c '^tasp,.*,0.0000\$' $tmp/links.csv) -eq 0 ]"
+  "[ \$(grep -c '^ring,.*,0.0000,\$' $tmp/links.csv) -eq 48 ]"
+check "tasp leaves none idle" "[ \$(grep -c '^tasp,.*,0.0000,\$' $tmp/links.csv) -eq 0 ]"
 check "tasp beats ring on the mesh at 32K over 8 GPUs" \
   "awk -F, '\$1==\"tasp\" && \$16 > 1.5 {f=1} END {exit !f}' $tmp/mi.csv"
 
@@ -207,16 +207,94 @@ expect_error "--set without a value" "option '--set': expected KEY=VALUE" --topo
 # halving the NIC rate (communication only) doubles the ring's time
 "$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --set comm.launch_us=0,15 --sched ring \
   --seq 128K --sp 16 --no-compute --csv - --quiet > "$tmp/sweep.csv"
-check "--set sweep: one row per combination, labelled, in order" \
-  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2 | tr '\\n' ' ')\" = 'h100x8x2[generator.nic_gbps=25;comm.launch_us=0] h100x8x2[generator.nic_gbps=25;comm.launch_us=15] h100x8x2[generator.nic_gbps=50;comm.launch_us=0] h100x8x2[generator.nic_gbps=50;comm.launch_us=15] ' ]"
+check "--set sweep: one row per combination, in order; topology the plain name, overrides appended" \
+  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2,24- | tr '\\n' ' ')\" = 'h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=15 (15 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=15 (15 us) ' ]"
 check "--set sweep: each value is applied (NICs at half the rate: ring ~2x)" \
   "awk -F, 'NR == 2 {a = \$12} NR == 4 {b = \$12} END {exit !(a / b > 1.9 && a / b < 2.1)}' $tmp/sweep.csv"
 "$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --sched ring --seq 128K --sp 16 > "$tmp/sweep.txt"
-check "--set sweep: a table per value" "[ \$(grep -c '^tasp-sim .*h100x8x2\\[generator.nic_gbps=' $tmp/sweep.txt) -eq 2 ]"
+check "--set sweep: a table per value" "[ \$(grep -c '^tasp-sim .*topology h100x8x2 with --set generator.nic_gbps=' $tmp/sweep.txt) -eq 2 ]"
 expect_error "--set sweep: every value checked before anything runs" \
-  "field 'generator.nic_gbps': expected 0.001 to 100000 GB/s" --topology h100x8x2 --set generator.nic_gbps=25,1e9
-expect_error "--set value checked like the file's" "field 'generator.port_gbps': expected 0.001 to 100000 GB/s" \
+  "option '--set': generator.nic_gbps=1e9: expected 0.001 to 100000 GB/s" --topology h100x8x2 --set generator.nic_gbps=25,1e9
+expect_error "--set value checked like the file's" "option '--set': generator.port_gbps=1e9: expected 0.001 to 100000 GB/s" \
   --topology h100x8 --set generator.port_gbps=1e9
+
+# --set values read exactly as the file reads them (issue 19): a rate with
+# its unit means what it means in a file, a value is whole or refused, and
+# the refusal names --set and the assignment, not the topology file
+"$sim" --topology tests/data/topo_readme_2x8.json --dump-topology > "$tmp/file100.dump"
+for v in 200Gb/s '"200Gb/s"' 25 25GB/s 0.2Tb/s; do
+  "$sim" --topology h100x8x2 --set generator.port_gbps=450 --set "generator.nic_gbps=$v" --dump-topology \
+    | grep '^  nic '
+done > "$tmp/units.dump"
+check "--set rates: 200Gb/s, \"200Gb/s\", 25, 25GB/s and 0.2Tb/s are all 25 GB/s, as in a file" \
+  "[ \$(grep -c '^  nic  *32 channels, 25 GB/s each' $tmp/units.dump) -eq 5 ] && grep -q '^  nic  *32 channels, 25 GB/s each' $tmp/file100.dump"
+"$sim" --topology h100x8x2 --set generator.nic_gbps=1.6Tb/s --dump-topology > "$tmp/tb.dump"
+check "--set 1.6Tb/s is 200 GB/s (not 1.6), and the dump says so" \
+  "grep -q '^  nic  *32 channels, 200 GB/s each' $tmp/tb.dump && grep -q '^  with --set generator.nic_gbps=1.6Tb/s (200 GB/s)' $tmp/tb.dump"
+for v in 25x '25 junk' 25.0.0 '25]' 400Gb/sx '[4,4]' true; do
+  expect_error "--set generator.nic_gbps=$v refused naming --set and the value" \
+    "command line: option '--set': generator.nic_gbps=$v: expected a" --topology h100x8x2 --set "generator.nic_gbps=$v"
+done
+expect_error "--set generator.nodes=2x refused (not read as 2)" \
+  "command line: option '--set': generator.nodes=2x: expected a whole number" --topology h100x8x2 --set generator.nodes=2x
+expect_error "--set nodes=2.5 refused as in a file" \
+  "command line: option '--set': generator.nodes=2.5: expected a whole number" --topology h100x8x2 --set generator.nodes=2.5
+expect_error "--set of a misspelt field names --set, not the file" \
+  "command line: option '--set': comm.nic_GBps=25: unknown field; expected one of:" --topology h100x8x2 --set comm.nic_GBps=25
+expect_error "--set making the topology too large names --set and the estimate" \
+  "command line: option '--set': generator.nodes=1000: 8000 GPUs with 32000 channels need about 2.0 GiB" \
+  --topology h100x8x2 --set generator.nodes=1000
+expect_error "--set past the generator's bound: the file's object named with the --set that did it" \
+  "h100x8x2.json: field 'generator': at most 65536 GPUs (with option '--set' generator.nodes=100000)" \
+  --topology h100x8x2 --set generator.nodes=100000
+expect_error "--set malformed JSON refused" "option '--set': comm.launch_us=[4,: item 1: malformed JSON" \
+  --topology h100x8 --set 'comm.launch_us=[4,'
+expect_error "a bad field of the file with an unrelated --set: the file is named" \
+  "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json --set comm.launch_us=5
+"$sim" --topology h100x8 --set 'generator={"kind":"nvswitch","gpus":8,"port_gbps":"nine"}' --dump-topology \
+  > /dev/null 2> "$tmp/obj.err"
+check "--set of a whole object: an error inside it names --set and the field" \
+  "grep -qF \"option '--set': generator={\" $tmp/obj.err && grep -qF \"field 'generator.port_gbps': expected a rate\" $tmp/obj.err"
+
+# sweep lists
+"$sim" --topology h100x8x2 --set 'generator.nic_gbps="100Gb/s","400Gb/s"' --sched ring --seq 128K --sp 16 \
+  --no-compute --csv - --quiet > "$tmp/qsweep.csv"
+check "--set a quoted list sweeps every value (100Gb/s is 4x slower than 400Gb/s)" \
+  "[ \$(wc -l < $tmp/qsweep.csv) -eq 3 ] && awk -F, 'NR == 2 {a = \$12} NR == 3 {b = \$12} END {exit !(a / b > 3.5 && a / b < 4.1)}' $tmp/qsweep.csv"
+"$sim" --topology h100x8x2 --set 'generator.nic_gbps=100Gb/s,400Gb/s' --sched ring --seq 128K --sp 16 \
+  --no-compute --csv - --quiet > "$tmp/usweep.csv"
+check "--set an unquoted list of rates sweeps the same values" \
+  "[ \"\$(cut -d, -f1-21 $tmp/qsweep.csv)\" = \"\$(cut -d, -f1-21 $tmp/usweep.csv)\" ]"
+"$sim" --topology torus4x4 --set 'generator.dims=[4,4]' --sched ring --seq 32K --sp 16 --csv - --quiet > "$tmp/arr.csv"
+check "--set a JSON array is one value, not a list" "[ \$(wc -l < $tmp/arr.csv) -eq 2 ]"
+expect_error "--set KEY= (empty value) refused" "command line: option '--set': comm.launch_us=: expected a value" \
+  --topology h100x8 --set comm.launch_us=
+expect_error "--set KEY=a,,b (empty item) refused" "option '--set': comm.launch_us=5,,6: item 2 is empty" \
+  --topology h100x8 --set comm.launch_us=5,,6
+expect_error "--set value given twice in a list refused" "option '--set': comm.launch_us=5,5: value \"5\" is given twice" \
+  --topology h100x8 --set comm.launch_us=5,5
+expect_error "--set key given twice refused" "option '--set': comm.launch_us=6: key 'comm.launch_us' is set twice" \
+  --topology h100x8 --set comm.launch_us=5 --set comm.launch_us=6
+l100=$(seq -s, 1 100)
+expect_error "--set 10^8 combinations refused before they are made, with the estimate" \
+  "command line: option '--set': the lists give 100000000 combinations (100 x 100 x 100 x 100 values); expected at most 4096" \
+  --topology h100x8 --set comm.launch_us=$l100 --set comm.p2p_msg_us=$l100 --set comm.host_us=$l100 --set comm.p2p_op_host_us=$l100
+expect_error "--set sweep: topologies held together past 1 GiB refused before the next is built" \
+  "option '--set': generator.nodes=513: 4104 GPUs with 16416 channels need about 0.5 GiB for their routes (one per ordered GPU pair) and channels; expected a topology within 1 GiB, less the 0.53 GiB the --set sweep's topologies loaded before it hold" \
+  --topology h100x8x2 --set generator.nodes=512,513 --sp 16 --seq 1M
+# the table's description line does not contradict the overrides
+"$sim" --topology h100x8x2 --set generator.nic_gbps=100Gb/s --sched ring --seq 128K --sp 16 > "$tmp/desc.txt"
+check "table header: the value as given and as understood, the file's description marked as before --set" \
+  "grep -qF 'topology h100x8x2 with --set generator.nic_gbps=100Gb/s (12.5 GB/s): 16 GPUs (the file'\"'\"'s description, before --set: 2 nodes' $tmp/desc.txt"
+"$sim" --topology h100x8x2 --set generator.nic_gbps=100Gb/s,400Gb/s --sched ring --seq 128K --sp 16 \
+  --links "$tmp/sw.links" --quiet
+check "links CSV: topology the plain name, the overrides appended" \
+  "[ \$(grep -c '^ring,h100x8x2,.*,generator.nic_gbps=100Gb/s (12.5 GB/s)\$' $tmp/sw.links) -gt 0 ] && [ \$(grep -c '^ring,h100x8x2,.*,generator.nic_gbps=400Gb/s (50 GB/s)\$' $tmp/sw.links) -gt 0 ]"
+# every --set example in --help works: the option's own text and the examples
+"$sim" --help | grep -- '--set' | grep -oE '[a-z_]+\.[A-Za-z_]+=[^ ;)]+' | sort -u > "$tmp/help.sets"
+check "--help's --set examples are all accepted" \
+  "[ \$(wc -l < $tmp/help.sets) -ge 2 ] && while read -r a; do \"$sim\" --topology h100x8x2 --set \"\$a\" --dump-topology > /dev/null || exit 1; done < $tmp/help.sets"
+
 expect_error "--baseline checked" "option '--baseline': expected best, ring or zigzag" \
   scenarios/h100x8.json --baseline tasp
 expect_error "bad --seq" "option '--seq'" scenarios/h100x8.json --seq 12Q
@@ -308,7 +386,7 @@ PY"
 check "--dump-topology shows how GPUs share NICs" \
   "grep -q '^nics: 2 per node, each shared by 2 consecutive GPUs (GPU i of a node sends and receives through NIC i / 2' $tmp/nicdump && grep -q '^  nic  *8 channels, 25 GB/s' $tmp/nicdump"
 expect_error "3 NICs for 4 GPUs are refused" \
-  "field 'generator.nics_per_node': expected a divisor of gpus_per_node (4)" \
+  "option '--set': generator.nics_per_node=3: expected a divisor of gpus_per_node (4)" \
   --topology tests/data/topo_2x4_2nics.json --set generator.nics_per_node=3
 # An explicit file keeps its nodes: README's 2 x 8 cluster listed by hand
 # has the nodes the generator gives it (read off the routes), runs every

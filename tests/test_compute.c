@@ -152,7 +152,7 @@ static GArray *table_errors(json_object *comp, json_object *table, const compute
       json_object_object_add(copy, "table", rows);
       compute_model_init(&loo);
       g_autoptr(GError) err = NULL;
-      CU_ASSERT_TRUE_FATAL(compute_model_parse(copy, (json_where){file, "compute"}, &loo, &err));
+      CU_ASSERT_TRUE_FATAL(compute_model_parse(copy, (json_where){file, "compute", NULL}, &loo, &err));
       json_object_put(copy);
       use = &loo;
     }
@@ -383,7 +383,7 @@ static void model_of(const char *text, compute_model *m) {
   g_autoptr(json_object) o = json_tokener_parse(text);
   compute_model_init(m);
   g_autoptr(GError) err = NULL;
-  CU_ASSERT_TRUE_FATAL(compute_model_parse(o, (json_where){"t.json", "compute"}, m, &err));
+  CU_ASSERT_TRUE_FATAL(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, m, &err));
 }
 
 /* table_scale k: the table's time of F / k FLOPs; a scaled uncalibrated
@@ -431,7 +431,7 @@ static void t_table_errors(void) {
     compute_model m;
     compute_model_init(&m);
     g_autoptr(GError) err = NULL;
-    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute"}, &m, &err));
+    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, &m, &err));
     CU_ASSERT_PTR_NOT_NULL(err ? strstr(err->message, cases[i][1]) : NULL);
     if (err && !strstr(err->message, cases[i][1])) fprintf(stderr, "%s\n", err->message);
     compute_model_clear(&m);
@@ -529,7 +529,7 @@ static void t_linear_table(void) {
       "\"fwd_ms\": 1.0}]}");
   g_autoptr(GError) e2 = NULL;
   compute_model_init(&m);
-  CU_ASSERT_FALSE(compute_model_parse(b, (json_where){"t.json", "compute"}, &m, &e2));
+  CU_ASSERT_FALSE(compute_model_parse(b, (json_where){"t.json", "compute", NULL}, &m, &e2));
   CU_ASSERT_PTR_NOT_NULL(e2 ? strstr(e2->message, "t.json: field 'compute.linear_table[0].kind': "
                                                    "expected \"intra\", \"state\" or \"apply\"")
                             : NULL);
@@ -591,7 +591,7 @@ static void t_linear_gpu_times(void) {
     g_autoptr(json_object) b = json_tokener_parse(bad[i][0]);
     g_autoptr(GError) e = NULL;
     compute_model_init(&m);
-    CU_ASSERT_FALSE(compute_model_parse(b, (json_where){"t.json", "compute"}, &m, &e));
+    CU_ASSERT_FALSE(compute_model_parse(b, (json_where){"t.json", "compute", NULL}, &m, &e));
     CU_ASSERT_PTR_NOT_NULL(e ? strstr(e->message, bad[i][1]) : NULL);
     compute_model_clear(&m);
   }
@@ -857,7 +857,7 @@ static void t_conf_table_from_errors(void) {
     compute_model m;
     compute_model_init(&m);
     g_autoptr(GError) err = NULL;
-    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute"}, &m, &err));
+    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, &m, &err));
     CU_ASSERT_PTR_NOT_NULL(err ? strstr(err->message, "field 'compute.table_from'") : NULL);
     compute_model_clear(&m);
   }

@@ -601,7 +601,7 @@ static void t_call_alone(void) {
   g_autoptr(GError) err = NULL;
   compute_model_init(&t->compute);
   CU_ASSERT_TRUE_FATAL(
-      compute_model_parse(m, (json_where){"t.json", "compute"}, &t->compute, &err));
+      compute_model_parse(m, (json_where){"t.json", "compute", NULL}, &t->compute, &err));
   plan_op op = {.kind = OP_LIN_STATE, .batch = 1, .heads = 2, .head_dim = 128,
                 .elem_bytes = 2, .block = 64, .sq = 4096, .sk = 4096};
   double want[] = {50e-6, 90e-6};

@@ -1,6 +1,7 @@
 /* topology: bundled files load, generators build the right channels and
  * routes, explicit files are checked. */
 #include "net.h"
+#include "sweep.h"
 #include "topology.h"
 #include "testutil.h"
 
@@ -14,7 +15,7 @@ static topology *load(const char *f) {
 static topology *load_set(const char *f, const char *set) {
   char *sets[] = {(char *)set, NULL};
   g_autoptr(GError) err = NULL;
-  topology *t = topo_load_set(f, set ? sets : NULL, &err);
+  topology *t = topo_load_set(f, set ? sets : NULL, 0, &err);
   if (!t) fprintf(stderr, "%s\n", err->message);
   return t;
 }
@@ -136,7 +137,7 @@ static void t_one_gpu(void) {
 /* Sizes: the estimate grows as n^2 and the cap sits between what bundled
  * topologies need and what the fuzzed files asked for. */
 static void t_size_cap(void) {
-  json_where w = {"f.json", "generator"};
+  json_where w = {"f.json", "generator", NULL};
   g_autoptr(GError) err = NULL;
   CU_ASSERT_TRUE(topo_check_size(4096, 8192, 2, w, "gpus", &err));    /* 4096^2 * 34 B < 1 GiB */
   CU_ASSERT_FALSE(topo_check_size(6000, 12000, 2, w, "gpus", &err));  /* 6000^2 * 34 B > 1 GiB */
@@ -279,19 +280,22 @@ static void t_explicit_nodes_refused(void) {
        "field 'routes': the nodes read from the routes"},
       {"tests/bad/topo_irregular_nodes.json", NULL, "GPU 2 is in one node with GPU 0"},
       {"tests/data/topo_explicit_2x8.json", "gpus_per_node=3",
-       "field 'gpus_per_node': expected a divisor of the 16 GPUs"},
+       "option '--set': gpus_per_node=3: expected a divisor of the 16 GPUs"},
       {"tests/data/topo_explicit_2x8.json", "gpus_per_node=32",
-       "field 'gpus_per_node': expected a divisor"},
+       "option '--set': gpus_per_node=32: expected a divisor"},
       {"tests/data/topo_readme_2x8.json", "gpus_per_node=8",
        "field 'generator': give either a generator or channels and routes"},
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(GError) err = NULL;
     char *sets[] = {(char *)cases[i].set, NULL};
-    topology *t = topo_load_set(cases[i].file, cases[i].set ? sets : NULL, &err);
+    topology *t = topo_load_set(cases[i].file, cases[i].set ? sets : NULL, 0, &err);
     CU_ASSERT_PTR_NULL(t);
     CU_ASSERT_PTR_NOT_NULL_FATAL(err);
-    bool ok = strstr(err->message, cases[i].needle) && strstr(err->message, cases[i].file);
+    /* a value --set gave is blamed on --set, anything else on the file */
+    bool ok = strstr(err->message, cases[i].needle) &&
+              strstr(err->message, cases[i].set && strstr(cases[i].needle, "--set")
+                                       ? "command line" : cases[i].file);
     if (!ok) fprintf(stderr, "%s: got \"%s\"\n", cases[i].file, err->message);
     CU_ASSERT_TRUE(ok);
     topo_free(t);
@@ -363,16 +367,177 @@ static void t_shared_nics(void) {
   topo_free(t2);
   topo_free(t4);
   /* a count that does not divide the GPUs (3 NICs for 4), or more NICs than
-   * GPUs, is refused naming the field */
+   * GPUs, is refused naming the assignment */
   static const char *const bad[] = {"generator.nics_per_node=3", "generator.nics_per_node=8",
                                     "generator.nics_per_node=0"};
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     g_autoptr(GError) err = NULL;
     char *sets[] = {(char *)bad[i], NULL};
-    CU_ASSERT_PTR_NULL(topo_load_set("tests/data/topo_2x4_2nics.json", sets, &err));
+    CU_ASSERT_PTR_NULL(topo_load_set("tests/data/topo_2x4_2nics.json", sets, 0, &err));
     CU_ASSERT_PTR_NOT_NULL_FATAL(err);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "field 'generator.nics_per_node'"));
+    g_autofree char *blame = g_strdup_printf("option '--set': %s: expected a ", bad[i]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, blame));
   }
+}
+
+/* --set: one value parser for files and the command line.  A value is a
+ * whole strict JSON value or plain text; never a prefix of either. */
+static void t_set_value_parser(void) {
+  static const struct { const char *text; json_type type; const char *str; } ok[] = {
+      {"25", json_type_int, NULL},          {" 25 ", json_type_int, NULL},
+      {"2.5e3", json_type_double, NULL},    {"true", json_type_boolean, NULL},
+      {"[4,4]", json_type_array, NULL},     {"{\"a\":1}", json_type_object, NULL},
+      {"\"a,b\"", json_type_string, "a,b"}, {"400Gb/s", json_type_string, "400Gb/s"},
+      {"25x", json_type_string, "25x"},     {"25 junk", json_type_string, "25 junk"},
+      {"25.0.0", json_type_string, "25.0.0"}, {"25]", json_type_string, "25]"},
+      {"2x", json_type_string, "2x"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(ok); i++) {
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_object) v = json_parse_value(ok[i].text, "v", &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_TRUE(json_object_is_type(v, ok[i].type));
+    if (ok[i].str) CU_ASSERT_STRING_EQUAL(json_object_get_string(v), ok[i].str);
+  }
+  g_autoptr(json_object) n = json_parse_value("25", "v", NULL);
+  CU_ASSERT_EQUAL(json_object_get_int(n), 25);
+  static const char *bad[] = {"", "[4,", "[4,4]x", "\"a", "{\"a\":1,\"a\":2}"};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_PTR_NULL(json_parse_value(bad[i], "v", &err));
+    CU_ASSERT_PTR_NOT_NULL(err);
+  }
+  /* as understood, for labels */
+  g_autofree char *u1 = json_value_understood("generator.nic_gbps", "100Gb/s");
+  g_autofree char *u2 = json_value_understood("generator.nic_gbps", "\"1.6Tb/s\"");
+  g_autofree char *u3 = json_value_understood("generator.nodes", "2");
+  g_autofree char *u4 = json_value_understood("generator.nic_gbps", "25x");
+  CU_ASSERT_STRING_EQUAL(u1, "12.5 GB/s");
+  CU_ASSERT_STRING_EQUAL(u2, "200 GB/s");
+  CU_ASSERT_PTR_NULL(u3);
+  CU_ASSERT_PTR_NULL(u4);
+}
+
+/* A --set value means what the same value means in the file, and an error
+ * about it names --set and the assignment, not the file. */
+static void t_set_load(void) {
+  g_autoptr(GError) err = NULL;
+  char *rate[] = {"generator.nic_gbps=100Gb/s", NULL};
+  topology *t = topo_load_set("topologies/h100x8x2.json", rate, 0, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  bool found = false;
+  for (uint32_t c = 0; c < t->channels->len; c++)
+    if (!strcmp(topo_chan(t, c)->kind, "nic")) {
+      CU_ASSERT_CLOSE(topo_chan(t, c)->cap_Bps, 12.5e9, 1e-12);
+      found = true;
+    }
+  CU_ASSERT_TRUE(found);
+  CU_ASSERT_STRING_EQUAL(t->name, "h100x8x2");
+  CU_ASSERT_STRING_EQUAL(t->overrides, "generator.nic_gbps=100Gb/s (12.5 GB/s)");
+  topo_free(t);
+  static const struct { const char *set, *msg; } bad[] = {
+      {"generator.nodes=2x", "command line: option '--set': generator.nodes=2x: expected a whole number"},
+      {"generator.nic_gbps=25]", "command line: option '--set': generator.nic_gbps=25]: expected a rate"},
+      {"comm.launch_us=25 junk", "command line: option '--set': comm.launch_us=25 junk: expected a number"},
+      {"generator.kind=ring", "command line: option '--set': generator.kind=ring: expected one of"},
+      {"compute.model=magic", "command line: option '--set': compute.model=magic: expected \"roofline\""},
+      {"comm.kernel_blocks_comm=1", "command line: option '--set': comm.kernel_blocks_comm=1: expected true or false"},
+      {"generator={\"kind\":\"nvswitch\",\"gpus\":8,\"port_gbps\":\"x\"}",
+       "}: field 'generator.port_gbps': expected a rate"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(GError) e = NULL;
+    char *sets[] = {(char *)bad[i].set, NULL};
+    CU_ASSERT_PTR_NULL(topo_load_set("topologies/h100x8x2.json", sets, 0, &e));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    if (!strstr(e->message, bad[i].msg)) fprintf(stderr, "%s\n", e->message);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e->message, bad[i].msg));
+    CU_ASSERT_PTR_NULL(strstr(e->message, "h100x8x2.json"));
+  }
+}
+
+/* A sweep's budget: what the topologies loaded before left. */
+static void t_size_budget(void) {
+  json_doc doc = {NULL, "--set", 100u << 20};
+  json_where w = {"f.json", "generator", &doc};
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_TRUE(topo_check_size(1000, 2000, 2, w, "gpus", &err));  /* 34 MB */
+  CU_ASSERT_FALSE(topo_check_size(2000, 4000, 2, w, "gpus", &err)); /* 136 MB > 100 MiB */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "less the 0.90 GiB the --set sweep's topologies"));
+  topology *t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_TRUE(topo_bytes(t) > 64 * 26 && topo_bytes(t) < 100000);
+  topo_free(t);
+}
+
+/* --set lists: quoted values sweep, JSON values stay whole, combinations
+ * come in order (the last option fastest) and are counted before made. */
+static void t_sweep(void) {
+  g_autoptr(GError) err = NULL;
+  char *set[] = {"a.x=\"100Gb/s\",\"400Gb/s\"", "a.y=[4,4]", "a.z=1, 2,3", NULL};
+  g_autoptr(set_sweep) s = sweep_parse(set, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(s->n, 6);
+  CU_ASSERT_EQUAL(s->axes->len, 3);
+  g_auto(GStrv) c0 = sweep_assignments(s, 0);
+  g_auto(GStrv) c4 = sweep_assignments(s, 4);
+  CU_ASSERT_EQUAL(g_strv_length(c0), 3);
+  CU_ASSERT_STRING_EQUAL(c0[0], "a.x=\"100Gb/s\"");
+  CU_ASSERT_STRING_EQUAL(c0[1], "a.y=[4,4]");
+  CU_ASSERT_STRING_EQUAL(c0[2], "a.z=1");
+  CU_ASSERT_STRING_EQUAL(c4[0], "a.x=\"400Gb/s\"");
+  CU_ASSERT_STRING_EQUAL(c4[2], "a.z= 2");
+  g_autoptr(set_sweep) none = sweep_parse(NULL, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(none);
+  CU_ASSERT_EQUAL(none->n, 1);
+  CU_ASSERT_PTR_NULL(sweep_assignments(none, 0));
+  static const char *bad[][2] = {
+      {"a.x=", "a.x=: expected a value"},
+      {"a.x=1,", "item 2 is empty"},
+      {"a.x=,1", "item 1 is empty"},
+      {"a.x=1,1", "value \"1\" is given twice"},
+      {"a.x=\"1\"2", "item 1: expected ','"},
+      {"a.x=[1,", "item 1: malformed JSON"},
+      {"=1", "expected KEY=VALUE"},
+      {"a.x", "expected KEY=VALUE"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(GError) e = NULL;
+    char *one[] = {(char *)bad[i][0], NULL};
+    CU_ASSERT_PTR_NULL(sweep_parse(one, &e));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "option '--set'"));
+    if (!strstr(e->message, bad[i][1])) fprintf(stderr, "%s\n", e->message);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e->message, bad[i][1]));
+  }
+  /* 10^8 combinations: refused with the count, nothing made */
+  g_autofree char *l100 = NULL;
+  GString *l = g_string_new(NULL);
+  for (int i = 1; i <= 100; i++) g_string_append_printf(l, "%s%d", i > 1 ? "," : "", i);
+  l100 = g_string_free(l, FALSE);
+  g_autofree char *a = g_strconcat("a.a=", l100, NULL), *b = g_strconcat("a.b=", l100, NULL),
+                  *c = g_strconcat("a.c=", l100, NULL), *d = g_strconcat("a.d=", l100, NULL);
+  char *big[] = {a, b, c, d, NULL};
+  g_autoptr(GError) e = NULL;
+  CU_ASSERT_PTR_NULL(sweep_parse(big, &e));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "100000000 combinations (100 x 100 x 100 x 100"));
+  /* the bound itself: 64 x 64 = 4096 is accepted, 64 x 65 refused */
+  g_autofree char *l64 = g_strndup(l100, strstr(l100, ",65,") - l100);
+  g_autofree char *l65 = g_strconcat(l64, ",65", NULL);
+  g_autofree char *x64 = g_strconcat("a.x=", l64, NULL), *y64 = g_strconcat("a.y=", l64, NULL),
+                  *y65 = g_strconcat("a.y=", l65, NULL);
+  char *at[] = {x64, y64, NULL}, *past[] = {x64, y65, NULL};
+  g_autoptr(set_sweep) s4096 = sweep_parse(at, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s4096);
+  CU_ASSERT_EQUAL(s4096->n, SWEEP_MAX_COMBINATIONS);
+  g_auto(GStrv) last = sweep_assignments(s4096, s4096->n - 1);
+  CU_ASSERT_STRING_EQUAL(last[0], "a.x=64");
+  CU_ASSERT_STRING_EQUAL(last[1], "a.y=64");
+  CU_ASSERT_PTR_NULL(sweep_parse(past, NULL));
+  char *dup[] = {"a.x=1", "a.x=2", NULL};
+  g_autoptr(GError) e3 = NULL;
+  CU_ASSERT_PTR_NULL(sweep_parse(dup, &e3));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e3);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e3->message, "key 'a.x' is set twice"));
 }
 
 int main(void) {
@@ -383,6 +548,8 @@ int main(void) {
                                     TEST(t_explicit_nodes_inferred), TEST(t_network_kinds),
                                     TEST(t_explicit_relay_not_direct),
                                     TEST(t_explicit_nodes_refused), TEST(t_default_costs),
-                                    TEST(t_bundled_no_defaults), {NULL, NULL}};
+                                    TEST(t_bundled_no_defaults),
+                                    TEST(t_set_value_parser), TEST(t_set_load),
+                                    TEST(t_size_budget), TEST(t_sweep), {NULL, NULL}};
   return test_run("topology", cases);
 }

@@ -1,11 +1,13 @@
 /* fuzz_options: libFuzzer harness for the command line.  The input is the
  * arguments, separated by NUL bytes.  Parsing must give options or a
- * GError; parsed options are then applied as overrides to a bundled
+ * GError; the --set options are expanded into their sweep (sweep.c, as
+ * main does) and the first combinations applied as overrides to a bundled
  * topology (no file of the input's choosing is read). */
 #include <string.h>
 
 #include "cli.h"
 #include "fuzz_util.h"
+#include "sweep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)fuzz_file;
@@ -23,12 +25,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* overrides on a bundled topology; a name with '/' or '.' could be any file */
   if (ok && !o.help && !o.version && !o.list &&
       (!o.topology || !strpbrk(o.topology, "/."))) {
-    scenario_overrides ov = cli_overrides(&o);
-    if (!ov.topology) ov.topology = "h100x8";
-    scenario *s = scenario_load(NULL, &ov, &err);
-    if (!s == !err) abort();
-    scenario_free(s);
+    set_sweep *sw = sweep_parse(o.set, &err);
+    if (!sw == !err) abort();
+    if (sw && (sw->n < 1 || sw->n > SWEEP_MAX_COMBINATIONS)) abort();
     g_clear_error(&err);
+    /* the first and the last combination: enough to reach every value's
+     * reading without running thousands of loads per input */
+    for (guint k = 0; sw && k < sw->n && k < 2; k++) {
+      g_auto(GStrv) assign = sweep_assignments(sw, k ? sw->n - 1 : 0);
+      if ((assign ? g_strv_length(assign) : 0) != sw->axes->len) abort();
+      scenario_overrides ov = cli_overrides(&o);
+      ov.set = assign;
+      if (!ov.topology) ov.topology = "h100x8";
+      scenario *s = scenario_load(NULL, &ov, &err);
+      if (!s == !err) abort();
+      scenario_free(s);
+      g_clear_error(&err);
+    }
+    sweep_free(sw);
   }
   g_clear_error(&err);
   cli_opts_clear(&o);
