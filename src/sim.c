@@ -155,6 +155,11 @@ static bool same_point(const workload *a, const workload *b) {
          a->pass == b->pass;
 }
 
+double sim_speedup(double base_s, double step_s) {
+  if (step_s > 0) return base_s / step_s;
+  return base_s > 0 ? INFINITY : 1;
+}
+
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
   guint n = s->points->len;
   pool_ctx c = {.s = s, .o = o, .out = g_new0(sim_result *, n),
@@ -219,8 +224,8 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
       sim_result *x = c.out[i];
       if (!x) continue;
       double st = x->r->step_s;
-      x->speedup_vs_ring = ring && st > 0 ? ring->r->step_s / st : 0;
-      x->speedup_vs_best = base && st > 0 ? base->r->step_s / st : 0;
+      x->speedup_vs_ring = ring ? sim_speedup(ring->r->step_s, st) : 0;
+      x->speedup_vs_best = base ? sim_speedup(base->r->step_s, st) : 0;
       x->baseline = base ? base->pt.sched->name : "";
     }
   }
