@@ -419,6 +419,7 @@ typedef struct {
   double *host;            /* per GPU: its host's clock */
   guint *in;               /* per GPU: i+1 once it took part in group i */
   uint32_t *ops;           /* per GPU: scratch, isends and irecvs */
+  bool kernels_only;       /* hosts that issue no groups (split_idle) */
 } host_clock;
 
 static void issue_comm(host_clock *h, guint i, const plan_task *k) {
@@ -485,7 +486,7 @@ static bool issue_compute(host_clock *h, guint i, const plan_task *k) {
 static bool issue_task(host_clock *h, guint i) {
   const plan_task *k = plan_task_at(h->p, i);
   if (k->kind == TASK_COMM) {
-    if (!h->o->no_comm) issue_comm(h, i, k);
+    if (!h->o->no_comm && !h->kernels_only) issue_comm(h, i, k);
     return true;
   }
   return h->o->no_compute || issue_compute(h, i, k);
@@ -497,14 +498,14 @@ static gint by_host_at(gconstpointer a, gconstpointer b) {
 }
 
 /* Issue times (and *done_by, or NULL), or NULL where a lockstep plan must
- * be expanded. */
+ * be expanded; `kernels_only`: had the hosts issued no groups. */
 static double *issue_times(const plan *p, const topology *t, const exec_opts *o,
-                           double **done_by) {
+                           bool kernels_only, double **done_by) {
   guint nt = p->tasks->len;
   g_autofree double *host = g_new0(double, p->n_gpus);
   g_autofree guint *in = g_new0(guint, p->n_gpus);
   g_autofree uint32_t *ops = g_new0(uint32_t, p->n_gpus);
-  host_clock h = {p, t, o, g_new0(double, nt), NULL, host, in, ops};
+  host_clock h = {p, t, o, g_new0(double, nt), NULL, host, in, ops, kernels_only};
   /* groups issued ahead of their place, by the place */
   g_autoptr(GArray) early = g_array_new(FALSE, FALSE, 2 * sizeof(uint32_t));
   for (guint i = 0; i < nt; i++) {
@@ -568,42 +569,54 @@ static void gpu_end_at(exec_state *s, uint32_t g, const plan_task *t) {
   if (s->task_end > s->gpu_end[g]) s->gpu_end[g] = s->task_end;
 }
 
-/* The split of the step (exec.h), from two replays of the finished run's
- * task graph in task order (ids are in dependency order: plan_dep):
+/* The split of the step (exec.h), from three replays of the finished
+ * run's task graph in task order (ids are in dependency order: plan_dep):
  * every task as early as its predecessors allow, each kernel taking its
- * time alone (dur_s: not slowed by transfers), and every group (a) no time
- * at all, or (b) its launch cost, with each task waiting for its host to
- * issue it (and a call for done_by_s) as in the run: the flights alone
- * left out.  (a) is the step without the network's time: the last GPU's
- * compute and its waits on others' compute, however they reach it (a
- * transfer held by a late producer waits on that producer); the rest of
- * the step is exposed, of which (b) - (a) launch costs and issue waits.
- * The ends overwrite dur_s (a) and issue_s (b), each read at a task
- * before it is written there. */
+ * time alone (dur_s: not slowed by transfers), every group in no time,
+ * and (a) nothing else: the step without the network's time, the last
+ * GPU's compute and its waits on others' compute however they reach it (a
+ * transfer held by a late producer waits on that producer); (b) each task
+ * waiting for its host to issue it and each group taking its launch cost,
+ * as in the run: only the flights left out; (c) each kernel waiting for
+ * its host as if the hosts issued no groups: kernel issue alone.  The
+ * step less (a) is exposed: of it, (b) - (c) launch costs and group issue,
+ * (c) - (a) kernel issue.  The ends overwrite dur_s (a), issue_s (b) and
+ * the kernel-only issue times (c), each read at a task before it is
+ * written there.  start_s is no longer needed: freed first. */
 static void split_idle(exec_state *s) {
   const plan *p = s->p;
   exec_result *r = s->r;
-  double *fin = s->dur_s, *staged = s->issue_s, free_s = 0, staged_s = 0;
+  g_clear_pointer(&s->start_s, g_free);
+  g_autofree double *kdone = NULL;
+  g_autofree double *kernel = issue_times(p, s->t, &s->opts, true, &kdone);
+  double *fin = s->dur_s, *staged = s->issue_s;
+  double free_s = 0, staged_s = 0, kernel_s = 0;
   s->gpu_end = g_new0(double, r->n_gpus);
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
-    double at = 0, st = staged[i];
+    double at = 0, st = staged[i], kt = 0;
     for (uint32_t d = 0, nd = deps_kept(s, t); d < nd; d++) {
       uint32_t k = p->deps[t->dep_off + d];
       if (fin[k] > at) at = fin[k];
       if (staged[k] > st) st = staged[k];
+      if (kernel && kernel[k] > kt) kt = kernel[k];
     }
     if (t->kind == TASK_COMM) {
       if (!s->opts.no_comm && t->n_xfer > 0) st += comm_launch_s(s, t);
     } else {
+      if (kernel && kernel[i] > kt) kt = kernel[i];
       at += fin[i];
       st += fin[i];
+      kt += fin[i];
       if (s->done_by_s && s->done_by_s[i] > st) st = s->done_by_s[i];
+      if (kdone && kdone[i] > kt) kt = kdone[i];
     }
     fin[i] = at;
     staged[i] = st;
+    if (kernel) kernel[i] = kt;
     if (at > free_s) free_s = at;
     if (st > staged_s) staged_s = st;
+    if (kt > kernel_s) kernel_s = kt;
     s->task_end = at;
     if (t->kind != TASK_COMM) {
       uint32_t lo, hi;
@@ -622,8 +635,12 @@ static void split_idle(exec_state *s) {
   r->gpu_imbalance_s[last] = r->imbalance_s = imbalance > 0 ? imbalance : 0;
   r->exposed_s = r->step_s - r->gpu_compute_s[last] - r->imbalance_s;
   if (r->exposed_s < 0) r->exposed_s = 0;
-  double fixed = staged_s - free_s;
-  r->exposed_fixed_s = fixed < 0 ? 0 : fixed < r->exposed_s ? fixed : r->exposed_s;
+  /* kernel_s is free_s where the kernel-only clock is not known (a
+   * lockstep plan whose hosts would part) */
+  double host = kernel ? kernel_s - free_s : 0, fixed = staged_s - (kernel ? kernel_s : free_s);
+  r->exposed_host_s = host < 0 ? 0 : host < r->exposed_s ? host : r->exposed_s;
+  double left = r->exposed_s - r->exposed_host_s;
+  r->exposed_fixed_s = fixed < 0 ? 0 : fixed < left ? fixed : left;
 }
 
 exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace) {
@@ -665,6 +682,7 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
   acc->exposed_s += k * r->exposed_s;
   acc->imbalance_s += k * r->imbalance_s;
   acc->exposed_fixed_s += k * r->exposed_fixed_s;
+  acc->exposed_host_s += k * r->exposed_host_s;
   acc->last_gpu = r->last_gpu;
   acc->flops += k * r->flops;
   acc->events += r->events;
@@ -708,7 +726,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   if (p->has_lockstep && (opts->per_flow || t->compute.comm_slowdown > 0))
     return run_expanded(p, t, opts);
   double *done_by;
-  double *issue = issue_times(p, t, opts, &done_by);
+  double *issue = issue_times(p, t, opts, false, &done_by);
   if (!issue) return run_expanded(p, t, opts);
   uint32_t n = p->n_gpus, nc = t->channels->len;
   guint nt = p->tasks->len;

@@ -73,14 +73,17 @@ typedef struct {
    * GPUs' compute however they reach it (through chains of transfers: a
    * transfer held by a late producer waits on that producer); exposed_s is
    * the rest, what the network adds: flights beyond what compute hides,
-   * launch costs, host issue waits.  exposed_fixed_s: the part of
-   * exposed_s that the same replay with launch costs and issue waits but
-   * no flights keeps, which faster links do not shorten.  gpu_imbalance_s:
-   * per GPU, its end in the replay without the network less its compute
-   * (the last GPU's: imbalance_s). */
+   * launch costs, host issue waits.  Of exposed_s, what the same replay
+   * keeps with hosts issuing kernels only is exposed_host_s (kernel issue:
+   * the hosts, not the network), and what it then keeps with launch costs
+   * and every issue wait as in the run is exposed_fixed_s (launch and group
+   * issue costs, which faster links do not shorten); the rest is flights.
+   * gpu_imbalance_s: per GPU, its end in the replay without the network
+   * less its compute (the last GPU's: imbalance_s). */
   double exposed_s;
   double imbalance_s;
   double exposed_fixed_s;
+  double exposed_host_s;
   uint32_t last_gpu;
   uint32_t n_gpus, n_chan;
   double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s, *gpu_imbalance_s;

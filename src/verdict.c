@@ -45,13 +45,17 @@ char *verdict_reason(const topology *t, const sim_result *r, const sim_result *b
     return g_strdup_printf("serialized: %.0f%% of the step waiting on other GPUs' compute in "
                            "turn (busiest GPU computes %.2fx the mean)", 100 * i, ratio);
   if (i >= e) return g_strdup_printf("load imbalance: busiest GPU computes %.2fx the mean", ratio);
-  /* exposed time with no transfer in flight is the hosts' kernel issue */
-  if (no_comm)
-    return g_strdup_printf("host-bound: %.0f%% of the step waiting on kernel issue", 100 * e);
-  /* exposed mostly in launch costs and issue waits (exec.h), or transfers
-   * that moved no bytes over any channel: faster links would not help */
+  /* exposed time is flights, launch and group issue costs, and kernel
+   * issue (exec.h): the largest names the cause; with no transfer ever in
+   * flight it is all kernel issue */
+  double host = x->exposed_host_s, fixed = x->exposed_fixed_s;
+  double flight = x->exposed_s - host - fixed;
+  if (no_comm || (host >= fixed && host >= flight))
+    return g_strdup_printf("host-bound: %.0f%% of the step waiting on kernel issue",
+                           100 * (no_comm ? x->exposed_s : host) / step);
+  /* transfers that moved no bytes over any channel cost their launch only */
   const char *kind = verdict_busiest_kind(t, r);
-  if (2 * x->exposed_fixed_s >= x->exposed_s || !strcmp(kind, "-")) kind = "launch and issue costs";
+  if (fixed >= flight || !strcmp(kind, "-")) kind = "launch and issue costs";
   return g_strdup_printf("communication-bound on %s: %.0f%% of the step exposed", kind, 100 * e);
 }
 

@@ -487,6 +487,42 @@ static void t_exposed_beyond_hidden(void) {
   topo_free(t);
 }
 
+/* The exposed time's parts: GPU 0 runs three 0.1 ms kernels that its
+ * host takes 1 ms each to issue, then sends 1 MB to GPU 1 in a group its
+ * host takes 0.5 ms to issue (launch 20 us, flight 1e6 / bw + latency),
+ * and GPU 1 runs a 0.1 ms kernel on it.  Without the network's time the
+ * step is 0.4 ms (GPU 1 waits 0.3 ms on GPU 0's kernels: imbalance); with
+ * kernel issue, 3.2 ms (2.8 ms host); with group issue and launch too,
+ * 3.62 ms (0.42 ms fixed); the flight is the 14 us left. */
+static void t_exposed_parts(void) {
+  double lat = 4e-6, launch = 20e-6, bw = 100e9;
+  topology *t = switch_topo(2, bw, lat, launch);
+  t->compute.copy_fixed_s = 0;
+  t->compute.copy_host_s = 1e-3;
+  t->p2p_host_s = 0.5e-3;
+  t->p2p_op_host_s = t->p2p_msg_s = 0;
+  double k = 0.1e-3 * t->compute.copy_Bps, flight = 1e6 / bw + lat;
+  plan *p = plan_new(2, false);
+  for (int i = 0; i < 3; i++) plan_copy(p, 0, 0, k);
+  uint32_t x = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, x, 0, 1, 1e6);
+  plan_issue(p, x, NULL, -1, false);
+  plan_dep(p, x, plan_copy(p, 1, 1, k));
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_EQUAL(r->last_gpu, 1);
+  CU_ASSERT_CLOSE(r->step_s, 3.6e-3 + launch + flight, 1e-9);
+  CU_ASSERT_CLOSE(r->imbalance_s, 0.3e-3, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_s, 3.2e-3 + launch + flight, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_host_s, 2.8e-3, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_fixed_s, 0.4e-3 + launch, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_s - r->exposed_host_s - r->exposed_fixed_s, flight, 1e-6);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
 static workload linear(uint32_t n, uint64_t seq, bool causal, pass_kind pass) {
   workload w = llama(n, seq, causal);
   w.kv_heads = 32;
@@ -858,7 +894,7 @@ int main(void) {
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
-                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_lasp_chain),
+                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
                                     TEST(t_progress), TEST(t_no_comm_arrival), TEST(t_call_alone),
