@@ -4,6 +4,7 @@
 #include "sched/sched.h"
 #include "sim.h"
 #include "testutil.h"
+#include "verdict.h"
 
 #include <json-c/json.h>
 
@@ -523,6 +524,66 @@ static void t_exposed_parts(void) {
   topo_free(t);
 }
 
+/* The verdict reads the split: a hand-made result on 2 GPUs (step 10 ms,
+ * GPU 1 finishing last with `c1` ms of compute, GPU 0 `c0`), its exposed
+ * time in parts, channel 0 (kind port) carrying `bytes`. */
+static char *reason_of(const topology *t, double step, double c0, double c1, double imb,
+                       double host, double fixed, double flight, double comm, double bytes) {
+  exec_result *x = exec_result_new(2, t->channels->len, false);
+  x->step_s = step * 1e-3;
+  x->gpu_compute_s[0] = c0 * 1e-3;
+  x->gpu_compute_s[1] = x->compute_s = c1 * 1e-3;
+  if (c0 > c1) x->compute_s = c0 * 1e-3;
+  x->last_gpu = 1;
+  x->imbalance_s = imb * 1e-3;
+  x->exposed_host_s = host * 1e-3;
+  x->exposed_fixed_s = fixed * 1e-3;
+  x->exposed_s = (host + fixed + flight) * 1e-3;
+  x->comm_s = comm * 1e-3;
+  x->chan_bytes[0] = bytes;
+  sim_result r = {.pt = {.sched = &sched_ring}, .r = x};
+  char *why = verdict_reason(t, &r, NULL);
+  exec_result_free(x);
+  return why;
+}
+
+static void t_verdict_classes(void) {
+  topology *t = switch_topo(2, 100e9, 0, 0);
+  struct {
+    double step, c0, c1, imb, host, fixed, flight, comm, bytes;
+    const char *want;
+  } cases[] = {
+      {10, 9.5, 9.5, 0, 0.1, 0.1, 0.3, 5, 1e6, "compute-bound: communication hidden"},
+      {10, 9.5, 9.5, 0, 0.5, 0, 0, 0, 0, "compute-bound: no communication"},
+      /* GPU 0 computes twice GPU 1's: uneven work */
+      {10, 8, 4, 4, 0.5, 0.5, 1, 5, 1e6, "load imbalance: busiest GPU computes 1.33x the mean"},
+      /* as much work everywhere, waits on others' compute: a chain */
+      {10, 5, 5, 4, 0.5, 0.5, 0, 5, 1e6, "serialized: 40% of the step waiting on other GPUs' "
+                                         "compute in turn (busiest GPU computes 1.00x the mean)"},
+      {10, 5, 5, 1, 0.5, 0.5, 3, 5, 1e6, "communication-bound on port: 40% of the step exposed"},
+      {10, 5, 5, 1, 0.5, 2, 1.5, 5, 1e6,
+       "communication-bound on launch and issue costs: 40% of the step exposed"},
+      /* transfers that moved no bytes cost their launch only */
+      {10, 5, 5, 1, 0.5, 1, 2.5, 5, 0,
+       "communication-bound on launch and issue costs: 40% of the step exposed"},
+      {10, 5, 5, 1, 2, 1, 1, 5, 1e6, "host-bound: 20% of the step waiting on kernel issue"},
+      /* no transfer in flight: exposed time is kernel issue, whatever the parts say */
+      {10, 5, 5, 1, 0, 0, 4, 0, 0, "host-bound: 40% of the step waiting on kernel issue"},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, "no time: nothing to do"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *why = reason_of(t, cases[i].step, cases[i].c0, cases[i].c1, cases[i].imb,
+                                     cases[i].host, cases[i].fixed, cases[i].flight,
+                                     cases[i].comm, cases[i].bytes);
+    CU_ASSERT_STRING_EQUAL(why, cases[i].want);
+  }
+  /* speedups of steps of no time: alike, or infinitely faster; never 0 */
+  CU_ASSERT_DOUBLE_EQUAL(sim_speedup(0, 0), 1, 0);
+  CU_ASSERT(isinf(sim_speedup(2e-3, 0)));
+  CU_ASSERT_DOUBLE_EQUAL(sim_speedup(3e-3, 2e-3), 1.5, 1e-12);
+  topo_free(t);
+}
+
 static workload linear(uint32_t n, uint64_t seq, bool causal, pass_kind pass) {
   workload w = llama(n, seq, causal);
   w.kv_heads = 32;
@@ -894,7 +955,7 @@ int main(void) {
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
-                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_lasp_chain),
+                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_verdict_classes), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
                                     TEST(t_progress), TEST(t_no_comm_arrival), TEST(t_call_alone),
