@@ -29,8 +29,9 @@ typedef struct {
   uint32_t *stamp;          /* per GPU, for de-duplicating a group's GPUs */
   uint32_t stamp_now;
   uint32_t *msgs;           /* per GPU, scratch for comm_launch_s (all zero) */
-  uint32_t *last_dep;       /* per task: the predecessor that finished last, or UINT32_MAX */
-  double *gpu_free_s;       /* per GPU: end of its last compute task */
+  double *dur_s;            /* per compute task: its time alone (compute_time) */
+  double *gpu_end;          /* per GPU, for split_idle: when its last task would end */
+  double task_end;          /* for split_idle: the end of the task it is at */
   /* per GPU, where compute.comm_slowdown > 0: the running compute task
    * (UINT32_MAX none), its work left at full speed as of run_since, and a
    * generation that voids its earlier completion events */
@@ -124,15 +125,11 @@ static void task_done(void *ctx, uint64_t arg) {
     task_gpus(s, t, &lo, &hi);
     for (uint32_t g = lo; g < hi; g++) {
       if (now > s->r->gpu_finish_s[g]) s->r->gpu_finish_s[g] = now;
-      s->gpu_free_s[g] = now;
       span(s, g, false, t, s->start_s[id]);
     }
   }
   for (uint32_t i = s->succ_off[id]; i < s->succ_off[id + 1]; i++)
-    if (--s->waiting[s->succ[i]] == 0) {
-      s->last_dep[s->succ[i]] = id;
-      ready_task(s, s->succ[i]);
-    }
+    if (--s->waiting[s->succ[i]] == 0) ready_task(s, s->succ[i]);
 }
 
 /* Flows delivered: the tag is their group's task id; a member's id is its
@@ -322,28 +319,6 @@ static double compute_time(exec_state *s, const plan_task *t) {
          : compute_op_lookup(&s->t->compute, &t->op, &s->r->conf);
 }
 
-/* Whether task d is compute on a GPU other than g (a lockstep task runs
- * on g too). */
-static bool other_compute(exec_state *s, uint32_t d, uint32_t g) {
-  if (d == UINT32_MAX) return false;
-  const plan_task *t = plan_task_at(s->p, d);
-  return t->kind != TASK_COMM && t->gpu != g && t->gpu != PLAN_ALL;
-}
-
-/* A compute task starting after its GPU fell idle: the part of the gap
- * spent waiting on another GPU's compute (directly, or on a transfer
- * that itself waited for that compute) is load imbalance. */
-static void attribute_gap(exec_state *s, uint32_t id, uint32_t g, double now) {
-  double free_s = s->gpu_free_s[g], wait = 0;
-  if (now <= free_s) return;
-  uint32_t d = s->last_dep[id];
-  if (other_compute(s, d, g)) wait = now - free_s;
-  else if (d != UINT32_MAX && plan_task_at(s->p, d)->kind == TASK_COMM &&
-           other_compute(s, s->last_dep[d], g) && s->start_s[d] > free_s)
-    wait = s->start_s[d] - free_s;
-  s->r->gpu_imbalance_s[g] += wait;
-}
-
 static void start_task(exec_state *s, uint32_t id) {
   const plan_task *t = plan_task_at(s->p, id);
   double now = engine_now(s->eng);
@@ -361,10 +336,8 @@ static void start_task(exec_state *s, uint32_t id) {
   double d = compute_time(s, t);
   uint32_t lo, hi;
   task_gpus(s, t, &lo, &hi);
-  for (uint32_t g = lo; g < hi; g++) {
-    attribute_gap(s, id, g, now);
-    s->r->gpu_compute_s[g] += d;
-  }
+  for (uint32_t g = lo; g < hi; g++) s->r->gpu_compute_s[g] += d;
+  s->dur_s[id] = d;
   s->r->flops += (hi - lo) * compute_op_flops(&t->op);
   if (s->t->compute.comm_slowdown > 0) gpu_rate(s, t->gpu, id, d);  /* never lockstep */
   else engine_at(s->eng, now + d, kernels_done, s, id);
@@ -447,6 +420,7 @@ typedef struct {
   double *host;            /* per GPU: its host's clock */
   guint *in;               /* per GPU: i+1 once it took part in group i */
   uint32_t *ops;           /* per GPU: scratch, isends and irecvs */
+  bool kernels_only;       /* hosts that issue no groups (split_idle) */
 } host_clock;
 
 static void issue_comm(host_clock *h, guint i, const plan_task *k) {
@@ -513,7 +487,7 @@ static bool issue_compute(host_clock *h, guint i, const plan_task *k) {
 static bool issue_task(host_clock *h, guint i) {
   const plan_task *k = plan_task_at(h->p, i);
   if (k->kind == TASK_COMM) {
-    if (!h->o->no_comm) issue_comm(h, i, k);
+    if (!h->o->no_comm && !h->kernels_only) issue_comm(h, i, k);
     return true;
   }
   return h->o->no_compute || issue_compute(h, i, k);
@@ -525,14 +499,14 @@ static gint by_host_at(gconstpointer a, gconstpointer b) {
 }
 
 /* Issue times (and *done_by, or NULL), or NULL where a lockstep plan must
- * be expanded. */
+ * be expanded; `kernels_only`: had the hosts issued no groups. */
 static double *issue_times(const plan *p, const topology *t, const exec_opts *o,
-                           double **done_by) {
+                           bool kernels_only, double **done_by) {
   guint nt = p->tasks->len;
   g_autofree double *host = g_new0(double, p->n_gpus);
   g_autofree guint *in = g_new0(guint, p->n_gpus);
   g_autofree uint32_t *ops = g_new0(uint32_t, p->n_gpus);
-  host_clock h = {p, t, o, g_new0(double, nt), NULL, host, in, ops};
+  host_clock h = {p, t, o, g_new0(double, nt), NULL, host, in, ops, kernels_only};
   /* groups issued ahead of their place, by the place */
   g_autoptr(GArray) early = g_array_new(FALSE, FALSE, 2 * sizeof(uint32_t));
   for (guint i = 0; i < nt; i++) {
@@ -591,6 +565,85 @@ static void build_successors(exec_state *s) {
   }
 }
 
+static void gpu_end_at(exec_state *s, uint32_t g, const plan_task *t) {
+  (void)t;
+  if (s->task_end > s->gpu_end[g]) s->gpu_end[g] = s->task_end;
+}
+
+/* The split of the step (exec.h), from three replays of the finished
+ * run's task graph in task order (ids are in dependency order: plan_dep):
+ * every task as early as its predecessors allow, each kernel taking its
+ * time alone (dur_s: not slowed by transfers), every group in no time,
+ * and (a) nothing else: the step without the network's time, the last
+ * GPU's compute and its waits on others' compute however they reach it (a
+ * transfer held by a late producer waits on that producer); (b) each task
+ * waiting for its host to issue it and each group taking its launch cost,
+ * as in the run: only the flights left out; (c) each kernel waiting for
+ * its host as if the hosts issued no groups: kernel issue alone.  The
+ * step less (a) is exposed: of it, (b) - (c) launch costs and group issue,
+ * (c) - (a) kernel issue.  The ends overwrite dur_s (a), issue_s (b) and
+ * the kernel-only issue times (c), each read at a task before it is
+ * written there.  start_s is no longer needed: freed first. */
+static void split_idle(exec_state *s) {
+  const plan *p = s->p;
+  exec_result *r = s->r;
+  g_clear_pointer(&s->start_s, g_free);
+  g_autofree double *kdone = NULL;
+  g_autofree double *kernel = issue_times(p, s->t, &s->opts, true, &kdone);
+  double *fin = s->dur_s, *staged = s->issue_s;
+  double free_s = 0, staged_s = 0, kernel_s = 0;
+  s->gpu_end = g_new0(double, r->n_gpus);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    double at = 0, st = staged[i], kt = 0;
+    for (uint32_t d = 0, nd = deps_kept(s, t); d < nd; d++) {
+      uint32_t k = p->deps[t->dep_off + d];
+      if (fin[k] > at) at = fin[k];
+      if (staged[k] > st) st = staged[k];
+      if (kernel && kernel[k] > kt) kt = kernel[k];
+    }
+    if (t->kind == TASK_COMM) {
+      if (!s->opts.no_comm && t->n_xfer > 0) st += comm_launch_s(s, t);
+    } else {
+      if (kernel && kernel[i] > kt) kt = kernel[i];
+      at += fin[i];
+      st += fin[i];
+      kt += fin[i];
+      if (s->done_by_s && s->done_by_s[i] > st) st = s->done_by_s[i];
+      if (kdone && kdone[i] > kt) kt = kdone[i];
+    }
+    fin[i] = at;
+    staged[i] = st;
+    if (kernel) kernel[i] = kt;
+    if (at > free_s) free_s = at;
+    if (st > staged_s) staged_s = st;
+    if (kt > kernel_s) kernel_s = kt;
+    s->task_end = at;
+    if (t->kind != TASK_COMM) {
+      uint32_t lo, hi;
+      task_gpus(s, t, &lo, &hi);
+      for (uint32_t g = lo; g < hi; g++) gpu_end_at(s, g, t);
+    } else if (t->n_xfer > 0) {
+      for_group_gpus(s, t, gpu_end_at);
+    }
+  }
+  for (uint32_t g = 0; g < r->n_gpus; g++)
+    r->gpu_imbalance_s[g] = s->gpu_end[g] > r->gpu_compute_s[g] ? s->gpu_end[g] - r->gpu_compute_s[g] : 0;
+  g_clear_pointer(&s->gpu_end, g_free);
+  /* the last GPU waits until the step's end, whoever ends it */
+  uint32_t last = r->last_gpu;
+  double imbalance = free_s - r->gpu_compute_s[last];
+  r->gpu_imbalance_s[last] = r->imbalance_s = imbalance > 0 ? imbalance : 0;
+  r->exposed_s = r->step_s - r->gpu_compute_s[last] - r->imbalance_s;
+  if (r->exposed_s < 0) r->exposed_s = 0;
+  /* kernel_s is free_s where the kernel-only clock is not known (a
+   * lockstep plan whose hosts would part) */
+  double host = kernel ? kernel_s - free_s : 0, fixed = staged_s - (kernel ? kernel_s : free_s);
+  r->exposed_host_s = host < 0 ? 0 : host < r->exposed_s ? host : r->exposed_s;
+  double left = r->exposed_s - r->exposed_host_s;
+  r->exposed_fixed_s = fixed < 0 ? 0 : fixed < left ? fixed : left;
+}
+
 exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace) {
   exec_result *r = g_new0(exec_result, 1);
   r->n_gpus = n_gpus;
@@ -629,6 +682,8 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
   acc->comm_s += k * r->comm_s;
   acc->exposed_s += k * r->exposed_s;
   acc->imbalance_s += k * r->imbalance_s;
+  acc->exposed_fixed_s += k * r->exposed_fixed_s;
+  acc->exposed_host_s += k * r->exposed_host_s;
   acc->last_gpu = r->last_gpu;
   acc->flops += k * r->flops;
   compute_lookup_merge(&acc->conf, &r->conf);
@@ -673,7 +728,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   if (p->has_lockstep && (opts->per_flow || t->compute.comm_slowdown > 0))
     return run_expanded(p, t, opts);
   double *done_by;
-  double *issue = issue_times(p, t, opts, &done_by);
+  double *issue = issue_times(p, t, opts, false, &done_by);
   if (!issue) return run_expanded(p, t, opts);
   uint32_t n = p->n_gpus, nc = t->channels->len;
   guint nt = p->tasks->len;
@@ -697,15 +752,13 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   s.comm_since = g_new0(double, n);
   s.stamp = g_new0(uint32_t, n);
   s.msgs = g_new0(uint32_t, n);
-  s.gpu_free_s = g_new0(double, n);
   s.run_task = g_new(uint32_t, n);
   for (uint32_t g = 0; g < n; g++) s.run_task[g] = UINT32_MAX;
   s.run_gen = g_new0(uint32_t, n);
   s.run_left = g_new0(double, n);
   s.run_since = g_new0(double, n);
   if (opts->keep_trace) s.launched_s = g_new0(double, nt);
-  s.last_dep = g_new(uint32_t, nt);
-  for (guint i = 0; i < nt; i++) s.last_dep[i] = UINT32_MAX;
+  s.dur_s = g_new0(double, nt);
   build_successors(&s);
 
   if (opts->progress) {
@@ -723,9 +776,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
     if (r->gpu_comm_s[g] > r->comm_s) r->comm_s = r->gpu_comm_s[g];
     if (r->gpu_finish_s[g] > r->gpu_finish_s[r->last_gpu]) r->last_gpu = g;
   }
-  r->imbalance_s = r->gpu_imbalance_s[r->last_gpu];
-  r->exposed_s = r->step_s - r->gpu_compute_s[r->last_gpu] - r->imbalance_s;
-  if (r->exposed_s < 0) r->exposed_s = 0;
+  split_idle(&s);
   for (uint32_t c = 0; c < nc; c++) {
     r->chan_bytes[c] = net_chan_bytes(s.net, c);
     r->chan_busy_s[c] = net_chan_busy_s(s.net, c);
@@ -739,7 +790,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   engine_free(s.eng);
   g_free(s.waiting); g_free(s.flows_left); g_free(s.start_s); g_free(s.issue_s); g_free(s.done_by_s);
   g_free(s.comm_active); g_free(s.comm_since); g_free(s.stamp); g_free(s.msgs);
-  g_free(s.succ_off); g_free(s.succ); g_free(s.last_dep); g_free(s.gpu_free_s);
+  g_free(s.succ_off); g_free(s.succ); g_free(s.dur_s);
   g_free(s.launched_s);
   g_free(s.run_task); g_free(s.run_gen); g_free(s.run_left); g_free(s.run_since);
   for (guint i = 0; i < nt; i++) g_free(s.members[i]);

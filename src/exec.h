@@ -67,12 +67,24 @@ typedef struct {
   double compute_s;    /* compute busy time of the busiest GPU */
   double comm_s;       /* time the busiest GPU has communication in flight */
   /* At the GPU finishing last, step_s = its compute busy time + imbalance_s
-   * + exposed_s.  imbalance_s: its compute stream waited on another GPU's
-   * compute (directly, or on a transfer that could not start before that
-   * GPU's compute finished); exposed_s: the rest of its idle time, waiting
-   * on transfers in flight (with their launch and issue costs). */
+   * + exposed_s.  Its idle time is split by what the step would be had the
+   * network taken no time (the run's task graph replayed with every group
+   * instant, every kernel at its own speed, host issue left out):
+   * imbalance_s is that step less the GPU's compute, its waits on other
+   * GPUs' compute however they reach it (through chains of transfers: a
+   * transfer held by a late producer waits on that producer); exposed_s is
+   * the rest, what the network adds: flights beyond what compute hides,
+   * launch costs, host issue waits.  Of exposed_s, what the same replay
+   * keeps with hosts issuing kernels only is exposed_host_s (kernel issue:
+   * the hosts, not the network), and what it then keeps with launch costs
+   * and every issue wait as in the run is exposed_fixed_s (launch and group
+   * issue costs, which faster links do not shorten); the rest is flights.
+   * gpu_imbalance_s: per GPU, its end in the replay without the network
+   * less its compute (the last GPU's: imbalance_s). */
   double exposed_s;
   double imbalance_s;
+  double exposed_fixed_s;
+  double exposed_host_s;
   uint32_t last_gpu;
   uint32_t n_gpus, n_chan;
   double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s, *gpu_imbalance_s;

@@ -161,6 +161,11 @@ static bool same_point(const workload *a, const workload *b) {
          a->pass == b->pass;
 }
 
+double sim_speedup(double base_s, double step_s) {
+  if (step_s > 0) return base_s / step_s;
+  return base_s > 0 ? INFINITY : 1;
+}
+
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
   guint n = s->points->len;
   pool_ctx c = {.s = s, .o = o, .out = g_new0(sim_result *, n),
@@ -232,8 +237,8 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
         continue;
       }
       double st = x->r->step_s;
-      x->speedup_vs_ring = !ring || !ring->r ? NAN : st > 0 ? ring->r->step_s / st : 0;
-      x->speedup_vs_best = !base || !base->r ? NAN : st > 0 ? base->r->step_s / st : 0;
+      x->speedup_vs_ring = !ring || !ring->r ? NAN : sim_speedup(ring->r->step_s, st);
+      x->speedup_vs_best = !base || !base->r ? NAN : sim_speedup(base->r->step_s, st);
     }
   }
   for (guint i = 0; i < n; i++) {

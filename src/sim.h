@@ -45,6 +45,11 @@ void sim_result_free(sim_result *r);
  * only the points that ran. */
 GPtrArray *sim_run_all(const scenario *s, const sim_opts *o);
 
+/* base_s / step_s: how many times faster a step of step_s is than one of
+ * base_s.  Two steps of no time are alike (1: neither has anything to do);
+ * a step of no time against one that takes time is infinitely faster. */
+double sim_speedup(double base_s, double step_s);
+
 /* The progress line: points done of total, the fraction of the work done
  * (frac), events so far and, from the rate so far, the time left. */
 void sim_progress_format(GString *out, guint done, guint total, double frac, double events,

@@ -1,6 +1,8 @@
 /* verdict: winner, margins and reasons of a point group. */
 #include "verdict.h"
 
+#include <string.h>
+
 const char *verdict_busiest_kind(const topology *t, const sim_result *r) {
   const char *kind = "-";
   double best = 0;
@@ -17,23 +19,44 @@ const char *verdict_busiest_kind(const topology *t, const sim_result *r) {
 char *verdict_reason(const topology *t, const sim_result *r, const sim_result *best) {
   const exec_result *x = r->r;
   double step = x->step_s, mean = 0;
+  /* a zero step has no shares to compare: none of the causes applies */
+  if (!(step > 0)) return g_strdup("no time: nothing to do");
   for (uint32_t g = 0; g < x->n_gpus; g++) mean += x->gpu_compute_s[g] / x->n_gpus;
-  /* imbalance: the last GPU waiting on others, or the busiest GPU
-   * computing more than the mean (what a balanced layout would save) */
+  /* imbalance: the last GPU waiting on others' compute (through the
+   * transfers between, exec.h), or the busiest GPU computing more than the
+   * mean (what a balanced layout would save) */
   double spread = x->compute_s - mean;
-  double e = step > 0 ? x->exposed_s / step : 0;
-  double i = step > 0 ? (x->imbalance_s > spread ? x->imbalance_s : spread) / step : 0;
+  double e = x->exposed_s / step;
+  double i = (x->imbalance_s > spread ? x->imbalance_s : spread) / step;
+  /* no group ever had a transfer in flight (--no-comm, or one GPU) */
+  bool no_comm = !(x->comm_s > 0);
   if (e < VERDICT_MINOR && i < VERDICT_MINOR) {
-    if (best && best != r && x->compute_s > (1 + VERDICT_MINOR / 2) * best->r->compute_s)
+    if (best && best != r && best->r->compute_s > 0 &&
+        x->compute_s > (1 + VERDICT_MINOR / 2) * best->r->compute_s)
       return g_strdup_printf("compute-bound: %.2fx the compute of %s",
                              x->compute_s / best->r->compute_s, best->pt.sched->name);
-    return g_strdup("compute-bound: communication hidden");
+    return g_strdup(no_comm ? "compute-bound: no communication"
+                            : "compute-bound: communication hidden");
   }
-  if (i >= e)
-    return g_strdup_printf("load imbalance: busiest GPU computes %.2fx the mean",
-                           mean > 0 ? x->compute_s / mean : 0);
-  return g_strdup_printf("communication-bound on %s: %.0f%% of the step exposed",
-                         verdict_busiest_kind(t, r), 100 * e);
+  double ratio = mean > 0 ? x->compute_s / mean : 0;
+  /* waits on others' compute where every GPU has about as much to do: a
+   * dependency chain (LASP's state hand-off), not uneven work */
+  if (i >= e && x->imbalance_s > spread && ratio < 1 + VERDICT_MINOR / 2)
+    return g_strdup_printf("serialized: %.0f%% of the step waiting on other GPUs' compute in "
+                           "turn (busiest GPU computes %.2fx the mean)", 100 * i, ratio);
+  if (i >= e) return g_strdup_printf("load imbalance: busiest GPU computes %.2fx the mean", ratio);
+  /* exposed time is flights, launch and group issue costs, and kernel
+   * issue (exec.h): the largest names the cause; with no transfer ever in
+   * flight it is all kernel issue */
+  double host = x->exposed_host_s, fixed = x->exposed_fixed_s;
+  double flight = x->exposed_s - host - fixed;
+  if (no_comm || (host >= fixed && host >= flight))
+    return g_strdup_printf("host-bound: %.0f%% of the step waiting on kernel issue",
+                           100 * (no_comm ? x->exposed_s : host) / step);
+  /* transfers that moved no bytes over any channel cost their launch only */
+  const char *kind = verdict_busiest_kind(t, r);
+  if (fixed >= flight || !strcmp(kind, "-")) kind = "launch and issue costs";
+  return g_strdup_printf("communication-bound on %s: %.0f%% of the step exposed", kind, 100 * e);
 }
 
 /* Step times within 0.05% are a tie: the table shows 3 digits of margin. */
@@ -80,7 +103,7 @@ char *verdict_line(const topology *t, sim_result *const *all, guint n_all) {
   g_string_append_printf(s, " %s (%s)", n == 1 ? "only" : ties > 1 ? "tie" : "fastest", why);
   for (guint k = ties; k < n; k++) {
     g_autofree char *w = verdict_reason(t, o[k], o[0]);
-    double margin = o[0]->r->step_s > 0 ? o[k]->r->step_s / o[0]->r->step_s - 1 : 0;
+    double margin = sim_speedup(o[k]->r->step_s, o[0]->r->step_s) - 1;
     g_string_append_printf(s, "%s %s +%.1f%% (%s)", k > ties ? "," : ";", o[k]->pt.sched->name,
                            100 * margin, w);
   }

@@ -110,6 +110,93 @@ check "--baseline zigzag runs zigzag hidden and compares with it" \
 check "step = compute + exposed + imbalance where the busiest GPU finishes last (ring, causal)" \
   "awk -F, 'NR>1 && \$1==\"ring\" { d = \$12 - \$13 - \$15 - \$19; if (d < -1e-5 || d > 1e-5) exit 1 }' $tmp/a.csv"
 
+# Verdicts that name the true cause: each class shown by the what-if that
+# would disprove it.  whatif A.csv B.csv SCHED EXPR: EXPR over a and b,
+# that scheduler's rows of A and B (numbers as floats).
+whatif() {
+  python3 - "$@" <<'PY'
+import csv, sys
+def row(f):
+    r = [x for x in csv.DictReader(open(f)) if x["scheduler"] == sys.argv[3]][0]
+    def num(v):
+        try: return float(v)
+        except ValueError: return v
+    return {k: num(v) for k, v in r.items()}
+a, b = row(sys.argv[1]), row(sys.argv[2])
+sys.exit(0 if eval(sys.argv[4]) else 1)
+PY
+}
+fast10="--set generator.port_gbps=3110 --set comm.flow_cap_gbps=2560" # h100x8's ports and per-flow cap x10
+v="--topology h100x8 --sched ring,zigzag --seq 128K --mask causal --pass fwdbwd"
+"$sim" $v > "$tmp/v_imb.txt"
+"$sim" $v --csv "$tmp/v_imb.csv" --quiet
+"$sim" $v $fast10 --csv "$tmp/v_imb10.csv" --quiet
+check "load imbalance: ring causal fwdbwd at 128K waits on late producers through the dK/dV hand-offs" \
+  "grep -qF 'ring +83.9% (load imbalance: busiest GPU computes 1.88x the mean)' $tmp/v_imb.txt"
+check "... its split says so: under 1% exposed, over 90% imbalance" \
+  "whatif $tmp/v_imb.csv $tmp/v_imb.csv ring 'a[\"exposed_comm_ms\"] < 0.01 * a[\"step_ms\"] and a[\"imbalance_ms\"] > 0.9 * a[\"step_ms\"]'"
+check "... 10x the port rate changes its step by under 1%, no more than its exposed_comm_ms" \
+  "whatif $tmp/v_imb.csv $tmp/v_imb10.csv ring '0 <= a[\"step_ms\"] - b[\"step_ms\"] <= min(a[\"exposed_comm_ms\"], 0.01 * a[\"step_ms\"])'"
+check "... while balancing the work (zigzag) saves 45%" \
+  "whatif $tmp/v_imb.csv $tmp/v_imb.csv zigzag 'a[\"speedup_vs_ring\"] > 1.8'"
+v="--topology mi300x8 --mask full --seq 16K --sched ring,ulysses --kv-heads 32"
+"$sim" $v > "$tmp/v_comm.txt"
+"$sim" $v --csv "$tmp/v_comm.csv" --quiet
+"$sim" $v --set generator.link_gbps=440 --csv "$tmp/v_comm10.csv" --quiet
+"$sim" $v --set comm.launch_us=0 --set comm.host_us=0 --csv "$tmp/v_launch0.csv" --quiet
+check "communication-bound on a link kind: ring on mi300x8 at 16K (one xgmi link a hop)" \
+  "grep -qF 'ring +242.6% (communication-bound on xgmi: 61% of the step exposed)' $tmp/v_comm.txt"
+check "... 10x the xgmi rate takes 90% of its exposed time off its step" \
+  "whatif $tmp/v_comm.csv $tmp/v_comm10.csv ring '0.9 * a[\"exposed_comm_ms\"] <= a[\"step_ms\"] - b[\"step_ms\"] <= a[\"exposed_comm_ms\"]'"
+check "communication-bound on launch and issue costs: ulysses there, not on xgmi" \
+  "grep -qF '=> ulysses fastest (communication-bound on launch and issue costs: 19% of the step exposed)' $tmp/v_comm.txt"
+check "... 10x the xgmi rate saves under half its exposed time, no launch or host cost more" \
+  "whatif $tmp/v_comm.csv $tmp/v_comm10.csv ulysses 'a[\"step_ms\"] - b[\"step_ms\"] < 0.5 * a[\"exposed_comm_ms\"]' && whatif $tmp/v_comm10.csv $tmp/v_launch0.csv ulysses 'b[\"step_ms\"] < a[\"step_ms\"]'"
+v="--topology h100x8 --seq 128K --mask full --sched zigzag,tasp,ring"
+"$sim" $v > "$tmp/v_cb.txt"
+"$sim" $v --csv "$tmp/v_cb.csv" --quiet
+"$sim" $v --no-comm --csv "$tmp/v_cb0.csv" --quiet
+check "compute-bound, and a tie within 0.05%: full mask at 128K on h100x8" \
+  "grep -qF '=> zigzag, tasp and ring tie (compute-bound: communication hidden)' $tmp/v_cb.txt"
+check "... without communication the step is within 0.1%" \
+  "whatif $tmp/v_cb.csv $tmp/v_cb0.csv tasp 'b[\"step_ms\"] > 0.999 * a[\"step_ms\"]'"
+check "... the tied rows' steps are within 0.05% of each other" \
+  "whatif $tmp/v_cb.csv $tmp/v_cb.csv ring 'a[\"speedup_vs_best\"] >= 0.9995'"
+# exposed_comm_ms is what the network adds: taking it away (--no-comm)
+# saves exactly that, less the kernel issue waits that stay, on every row:
+# step_ms - exposed_comm_ms (the last GPU's compute and its waits on
+# others' compute) is the same with and without communication
+for x in "scenarios/h100x8.json" \
+         "--topology h100x8 --seq 16K,64K --mask causal,full --pass fwdbwd --sched ring,zigzag,tasp,ulysses,usp,tokenring,allgather"; do
+  "$sim" $x --csv - --quiet 2>/dev/null
+done > "$tmp/v_all.csv"
+for x in "scenarios/h100x8.json" \
+         "--topology h100x8 --seq 16K,64K --mask causal,full --pass fwdbwd --sched ring,zigzag,tasp,ulysses,usp,tokenring,allgather"; do
+  "$sim" $x --no-comm --csv - --quiet 2>/dev/null
+done > "$tmp/v_all0.csv"
+check "step_ms - exposed_comm_ms does not change without communication (every row, fwd and fwdbwd)" \
+  "python3 - $tmp/v_all.csv $tmp/v_all0.csv <<'PY'
+import csv, sys
+a, b = ([r for r in csv.DictReader(open(f)) if r['scheduler'] != 'scheduler'] for f in sys.argv[1:])
+assert len(a) == len(b) == 126 + 28
+for x, y in zip(a, b):
+    d = (float(x['step_ms']) - float(x['exposed_comm_ms'])) - (float(y['step_ms']) - float(y['exposed_comm_ms']))
+    assert abs(d) < 2e-6, (x, y)
+PY"
+"$sim" --topology h100x8 --seq 16K,32K --mask causal,full --pass fwd,fwdbwd --no-comm \
+  --sched ring,zigzag,tasp,ulysses,usp,tokenring,allgather > "$tmp/v_nc.txt"
+check "--no-comm: no verdict blames communication; balanced points say there is none" \
+  "! grep -q 'communication-bound\\|on -' $tmp/v_nc.txt && grep -q 'compute-bound: no communication' $tmp/v_nc.txt"
+"$sim" --topology h100x8 --no-compute --sp 1 --seq 32K --sched ring,zigzag > "$tmp/v_zero.txt"
+"$sim" --topology h100x8 --no-compute --sp 1 --seq 32K --sched ring,zigzag --csv "$tmp/v_zero.csv" --quiet
+check "a step of no time: nothing to do, not compute-bound" \
+  "grep -qF '=> ring and zigzag tie (no time: nothing to do)' $tmp/v_zero.txt && ! grep -q 'compute-bound' $tmp/v_zero.txt"
+check "... and its speedups are 1, not 0" \
+  "whatif $tmp/v_zero.csv $tmp/v_zero.csv zigzag 'a[\"step_ms\"] == 0 and a[\"speedup_vs_ring\"] == 1 and a[\"speedup_vs_best\"] == 1'"
+"$sim" --topology h100x8 --attention linear --sched lasp,lasp2 --seq 64K --sp 8 --mask causal > "$tmp/v_ser.txt"
+check "serialized, not load imbalance: LASP's GPUs wait on the state in turn with balanced work" \
+  "grep -qF 'lasp +230.3% (serialized: 59% of the step waiting on other GPUs'\"'\"' compute in turn (busiest GPU computes 1.05x the mean))' $tmp/v_ser.txt"
+
 # On MI300X's mesh a ring uses 8 of 56 links; TASP all of them.
 "$sim" --topology mi300x8 --seq 32K --sp 8 --sched ring,tasp --heads 32 --kv-heads 32 \
   --links "$tmp/links.csv" --csv "$tmp/mi.csv" --quiet

@@ -4,6 +4,7 @@
 #include "sched/sched.h"
 #include "sim.h"
 #include "testutil.h"
+#include "verdict.h"
 
 #include <json-c/json.h>
 
@@ -354,6 +355,232 @@ static void t_imbalance_vs_exposed(void) {
   CU_ASSERT_CLOSE(r->imbalance_s, t1 - t0, 1e-9);
   CU_ASSERT_DOUBLE_EQUAL(r->exposed_s, 0, 1e-12);
   exec_result_free(r);
+  topo_free(t);
+}
+
+/* A chain across 3 GPUs: GPU 0's kernel A (4 ms, the late producer), its
+ * result to GPU 1 (X1), GPU 1's kernel B (1 ms; `relay`: none, GPU 1
+ * passes X1 on), B's result to GPU 2 (X2), GPU 2's kernel C1 (0.5 ms;
+ * `tail`: none, GPU 2 ends on X2's arrival).  GPU 2 ran C0 (1 ms) at the
+ * start and then waits for the whole chain.  Copies price kernels exactly
+ * (copy_Bps, no fixed or host cost); every transfer takes c = launch +
+ * bytes / bw + latency. */
+static exec_result *chain_run(const topology *t, bool relay, bool tail) {
+  double ms = 1e-3 * t->compute.copy_Bps; /* bytes a 1 ms copy moves */
+  plan *p = plan_new(3, false);
+  plan_copy(p, 0, 0, 4 * ms); /* A */
+  plan_copy(p, 2, 0, 1 * ms); /* C0 */
+  uint32_t x1 = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, x1, 0, 1, 1e6);
+  plan_issue(p, x1, NULL, -1, false); /* after A */
+  uint32_t before = x1;
+  if (!relay) {
+    before = plan_copy(p, 1, 1, 1 * ms); /* B */
+    plan_dep(p, x1, before);
+  }
+  uint32_t x2 = plan_comm(p, 1, COMM_P2P);
+  plan_xfer_add(p, x2, 1, 2, 1e6);
+  plan_dep(p, before, x2);
+  plan_issue(p, x2, NULL, -1, false); /* after B (or nothing) and C0 */
+  if (!tail) {
+    uint32_t c1 = plan_copy(p, 2, 2, 0.5 * ms);
+    plan_dep(p, x2, c1);
+  }
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  plan_free(p);
+  return r;
+}
+
+/* The chain's wait on GPU 2 is the late producer's compute (A beyond C0,
+ * then B): imbalance, whatever stands between, transfers included; the
+ * transfers' own time is exposed.  A slow link leaves the imbalance as it
+ * was and adds to the exposed time exactly what it adds to the step. */
+static void t_chain_attribution(void) {
+  double lat = 4e-6, launch = 20e-6;
+  double step[2], exposed[2];
+  for (int slow = 0; slow < 2; slow++) {
+    double bw = slow ? 1e8 : 100e9; /* 1 MB: 10 us, or 10 ms */
+    topology *t = switch_topo(3, bw, lat, launch);
+    t->compute.copy_fixed_s = t->compute.copy_host_s = 0;
+    double c = launch + 1e6 / bw + lat;
+    /* A, X1, B, X2, C1: GPU 2 computes 1.5 ms of it */
+    exec_result *r = chain_run(t, false, false);
+    CU_ASSERT_EQUAL(r->last_gpu, 2);
+    CU_ASSERT_CLOSE(r->step_s, 5.5e-3 + 2 * c, 1e-9);
+    CU_ASSERT_CLOSE(r->gpu_compute_s[2], 1.5e-3, 1e-9);
+    CU_ASSERT_CLOSE(r->imbalance_s, 4e-3, 1e-9);  /* (4 - 1) ms of A, 1 ms of B */
+    CU_ASSERT_CLOSE(r->exposed_s, 2 * c, 1e-9);   /* X1 and X2 */
+    CU_ASSERT_CLOSE(r->exposed_fixed_s, 2 * launch, 1e-9); /* their launches */
+    CU_ASSERT_CLOSE(r->gpu_imbalance_s[2], r->imbalance_s, 1e-12);
+    if (slow) { /* the wait is the link's */
+      CU_ASSERT(r->exposed_s > r->imbalance_s);
+    } else { /* the wait is A's and B's */
+      CU_ASSERT(r->imbalance_s > 50 * r->exposed_s);
+    }
+    step[slow] = r->step_s;
+    exposed[slow] = r->exposed_s;
+    exec_result_free(r);
+    /* GPU 1 passes X1 on at once: transfer -> transfer */
+    r = chain_run(t, true, false);
+    CU_ASSERT_EQUAL(r->last_gpu, 2);
+    CU_ASSERT_CLOSE(r->step_s, 4.5e-3 + 2 * c, 1e-9);
+    CU_ASSERT_CLOSE(r->imbalance_s, 3e-3, 1e-9);
+    CU_ASSERT_CLOSE(r->exposed_s, 2 * c, 1e-9);
+    exec_result_free(r);
+    /* GPU 2 ends on X2's arrival, with no kernel after it (a backward's
+     * dK/dV hand-off): its last wait is split the same way */
+    r = chain_run(t, false, true);
+    CU_ASSERT_CLOSE(r->gpu_finish_s[2], 5e-3 + 2 * c, 1e-9);
+    CU_ASSERT_CLOSE(r->gpu_imbalance_s[2], 4e-3, 1e-9);
+    /* GPU 1 finishes with it: its wait for X1 is A's 4 ms (imbalance),
+     * then X1 and X2 are exposed */
+    CU_ASSERT_CLOSE(r->step_s, 5e-3 + 2 * c, 1e-9);
+    CU_ASSERT_CLOSE(r->imbalance_s, 4e-3, 1e-9);
+    CU_ASSERT_CLOSE(r->exposed_s, 2 * c, 1e-9);
+    exec_result_free(r);
+    topo_free(t);
+  }
+  /* what a slower link costs is what exposed_s grew by */
+  CU_ASSERT_CLOSE(step[1] - step[0], exposed[1] - exposed[0], 1e-9);
+}
+
+/* Exposed is what the network adds, not every transfer on the path: GPU 2
+ * needs what GPU 0 (kernel of 4 ms) and GPU 1 (4.5 ms) send it.  GPU 0's
+ * 1 MB over a 1 GB/s link arrives last, at 4 ms + c; without the
+ * network's time GPU 2 would still wait for GPU 1's kernel until 4.5 ms:
+ * only c - 0.5 ms is exposed, and the 4.5 ms less GPU 2's first kernel
+ * are imbalance. */
+static void t_exposed_beyond_hidden(void) {
+  double lat = 4e-6, launch = 20e-6, bw = 1e9;
+  topology *t = switch_topo(3, bw, lat, launch);
+  t->compute.copy_fixed_s = t->compute.copy_host_s = 0;
+  double ms = 1e-3 * t->compute.copy_Bps, c = launch + 1e6 / bw + lat;
+  plan *p = plan_new(3, false);
+  plan_copy(p, 0, 0, 4 * ms);
+  plan_copy(p, 1, 0, 4.5 * ms);
+  plan_copy(p, 2, 0, 0.25 * ms);
+  uint32_t x0 = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, x0, 0, 2, 1e6);
+  plan_issue(p, x0, NULL, -1, false);
+  uint32_t x1 = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, x1, 1, 2, 1);
+  plan_issue(p, x1, NULL, -1, false);
+  uint32_t k = plan_copy(p, 2, 1, 0.5 * ms);
+  plan_dep(p, x0, k);
+  plan_dep(p, x1, k);
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_EQUAL(r->last_gpu, 2);
+  /* (GPU 1's one byte shares GPU 2's port with GPU 0's flow for 1 ns) */
+  CU_ASSERT_DOUBLE_EQUAL(r->step_s, 4.5e-3 + c, 1e-8);
+  CU_ASSERT_DOUBLE_EQUAL(r->exposed_s, c - 0.5e-3, 1e-8);
+  CU_ASSERT_CLOSE(r->imbalance_s, 4.25e-3, 1e-9);
+  /* ... and that is what taking the network away saves */
+  exec_opts free_comm = {.no_comm = true};
+  exec_result *f = exec_run(p, t, &free_comm);
+  CU_ASSERT_CLOSE(r->step_s - f->step_s, r->exposed_s, 1e-9);
+  exec_result_free(f);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* The exposed time's parts: GPU 0 runs three 0.1 ms kernels that its
+ * host takes 1 ms each to issue, then sends 1 MB to GPU 1 in a group its
+ * host takes 0.5 ms to issue (launch 20 us, flight 1e6 / bw + latency),
+ * and GPU 1 runs a 0.1 ms kernel on it.  Without the network's time the
+ * step is 0.4 ms (GPU 1 waits 0.3 ms on GPU 0's kernels: imbalance); with
+ * kernel issue, 3.2 ms (2.8 ms host); with group issue and launch too,
+ * 3.62 ms (0.42 ms fixed); the flight is the 14 us left. */
+static void t_exposed_parts(void) {
+  double lat = 4e-6, launch = 20e-6, bw = 100e9;
+  topology *t = switch_topo(2, bw, lat, launch);
+  t->compute.copy_fixed_s = 0;
+  t->compute.copy_host_s = 1e-3;
+  t->p2p_host_s = 0.5e-3;
+  t->p2p_op_host_s = t->p2p_msg_s = 0;
+  double k = 0.1e-3 * t->compute.copy_Bps, flight = 1e6 / bw + lat;
+  plan *p = plan_new(2, false);
+  for (int i = 0; i < 3; i++) plan_copy(p, 0, 0, k);
+  uint32_t x = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, x, 0, 1, 1e6);
+  plan_issue(p, x, NULL, -1, false);
+  plan_dep(p, x, plan_copy(p, 1, 1, k));
+  plan_finish(p);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_EQUAL(r->last_gpu, 1);
+  CU_ASSERT_CLOSE(r->step_s, 3.6e-3 + launch + flight, 1e-9);
+  CU_ASSERT_CLOSE(r->imbalance_s, 0.3e-3, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_s, 3.2e-3 + launch + flight, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_host_s, 2.8e-3, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_fixed_s, 0.4e-3 + launch, 1e-9);
+  CU_ASSERT_CLOSE(r->exposed_s - r->exposed_host_s - r->exposed_fixed_s, flight, 1e-6);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* The verdict reads the split: a hand-made result on 2 GPUs (step 10 ms,
+ * GPU 1 finishing last with `c1` ms of compute, GPU 0 `c0`), its exposed
+ * time in parts, channel 0 (kind port) carrying `bytes`. */
+static char *reason_of(const topology *t, double step, double c0, double c1, double imb,
+                       double host, double fixed, double flight, double comm, double bytes) {
+  exec_result *x = exec_result_new(2, t->channels->len, false);
+  x->step_s = step * 1e-3;
+  x->gpu_compute_s[0] = c0 * 1e-3;
+  x->gpu_compute_s[1] = x->compute_s = c1 * 1e-3;
+  if (c0 > c1) x->compute_s = c0 * 1e-3;
+  x->last_gpu = 1;
+  x->imbalance_s = imb * 1e-3;
+  x->exposed_host_s = host * 1e-3;
+  x->exposed_fixed_s = fixed * 1e-3;
+  x->exposed_s = (host + fixed + flight) * 1e-3;
+  x->comm_s = comm * 1e-3;
+  x->chan_bytes[0] = bytes;
+  sim_result r = {.pt = {.sched = &sched_ring}, .r = x};
+  char *why = verdict_reason(t, &r, NULL);
+  exec_result_free(x);
+  return why;
+}
+
+static void t_verdict_classes(void) {
+  topology *t = switch_topo(2, 100e9, 0, 0);
+  struct {
+    double step, c0, c1, imb, host, fixed, flight, comm, bytes;
+    const char *want;
+  } cases[] = {
+      {10, 9.5, 9.5, 0, 0.1, 0.1, 0.3, 5, 1e6, "compute-bound: communication hidden"},
+      {10, 9.5, 9.5, 0, 0.5, 0, 0, 0, 0, "compute-bound: no communication"},
+      /* GPU 0 computes twice GPU 1's: uneven work */
+      {10, 8, 4, 4, 0.5, 0.5, 1, 5, 1e6, "load imbalance: busiest GPU computes 1.33x the mean"},
+      /* as much work everywhere, waits on others' compute: a chain */
+      {10, 5, 5, 4, 0.5, 0.5, 0, 5, 1e6, "serialized: 40% of the step waiting on other GPUs' "
+                                         "compute in turn (busiest GPU computes 1.00x the mean)"},
+      {10, 5, 5, 1, 0.5, 0.5, 3, 5, 1e6, "communication-bound on port: 40% of the step exposed"},
+      {10, 5, 5, 1, 0.5, 2, 1.5, 5, 1e6,
+       "communication-bound on launch and issue costs: 40% of the step exposed"},
+      /* transfers that moved no bytes cost their launch only */
+      {10, 5, 5, 1, 0.5, 1, 2.5, 5, 0,
+       "communication-bound on launch and issue costs: 40% of the step exposed"},
+      {10, 5, 5, 1, 2, 1, 1, 5, 1e6, "host-bound: 20% of the step waiting on kernel issue"},
+      /* no transfer in flight: exposed time is kernel issue, whatever the parts say */
+      {10, 5, 5, 1, 0, 0, 4, 0, 0, "host-bound: 40% of the step waiting on kernel issue"},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, "no time: nothing to do"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *why = reason_of(t, cases[i].step, cases[i].c0, cases[i].c1, cases[i].imb,
+                                     cases[i].host, cases[i].fixed, cases[i].flight,
+                                     cases[i].comm, cases[i].bytes);
+    CU_ASSERT_STRING_EQUAL(why, cases[i].want);
+  }
+  /* speedups of steps of no time: alike, or infinitely faster; never 0 */
+  CU_ASSERT_DOUBLE_EQUAL(sim_speedup(0, 0), 1, 0);
+  CU_ASSERT(isinf(sim_speedup(2e-3, 0)));
+  CU_ASSERT_DOUBLE_EQUAL(sim_speedup(3e-3, 2e-3), 1.5, 1e-12);
   topo_free(t);
 }
 
@@ -728,7 +955,7 @@ int main(void) {
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
-                                    TEST(t_imbalance_vs_exposed), TEST(t_lasp_chain),
+                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_verdict_classes), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
                                     TEST(t_progress), TEST(t_no_comm_arrival), TEST(t_call_alone),
