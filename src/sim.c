@@ -97,7 +97,22 @@ typedef struct {
   GMutex lock;
   GCond cond;
   bool stop;
+  const gboolean *mine;   /* per point: of this shard */
+  GMutex emit;            /* held while handing points to on_point */
+  guint next;             /* the first point not handed yet */
 } pool_ctx;
+
+/* Hands on the finished points that come next in point order. */
+static void emit_ready(pool_ctx *c) {
+  g_mutex_lock(&c->emit);
+  guint n = c->s->points->len;
+  for (; c->next < n; c->next++) {
+    if (!c->mine[c->next]) continue;
+    if ((guint)g_atomic_int_get(&c->state[c->next]) != 2) break;
+    c->o->on_point(c->out[c->next], c->o->user);
+  }
+  g_mutex_unlock(&c->emit);
+}
 
 static void run_one(gpointer data, gpointer user) {
   pool_ctx *c = user;
@@ -108,6 +123,7 @@ static void run_one(gpointer data, gpointer user) {
   g_atomic_int_set(&c->state[i], 1);
   c->out[i] = sim_run_point(c->s->topo, pt, &o);
   g_atomic_int_set(&c->state[i], 2);
+  if (c->o->on_point) emit_ready(c);
 }
 
 void sim_progress_format(GString *out, guint done, guint total, double frac, double events,
@@ -161,6 +177,7 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
                 .slots = g_new0(exec_progress, n), .state = g_new0(guint, n),
                 .t0 = g_get_monotonic_time()};
   g_mutex_init(&c.lock);
+  g_mutex_init(&c.emit);
   g_cond_init(&c.cond);
   /* a shard takes whole groups (one seq x SP x mask x pass), so a shard's
    * rows carry their ring speedups and shards concatenate into the sweep */
@@ -176,6 +193,7 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     mine[i] = o->shards == 0 || group[i] % o->shards == o->shard;
     c.total += mine[i];
   }
+  c.mine = mine;
   GThread *tick = o->progress ? g_thread_new("progress", ticker, &c) : NULL;
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
   if (jobs > c.total) jobs = c.total;  /* an exclusive pool starts all its threads */
@@ -197,6 +215,7 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     fprintf(stderr, "\r\033[K");
   }
   g_mutex_clear(&c.lock);
+  g_mutex_clear(&c.emit);
   g_cond_clear(&c.cond);
   g_free(c.slots);
   g_free(c.state);
