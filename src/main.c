@@ -111,9 +111,9 @@ int main(int argc, char **argv) {
     return fail(err, 2);
   /* the memory every point will take, checked before any is built */
   unsigned jobs = (unsigned)o.jobs;
-  g_autofree char *sp_field = o.sp || !s0->file ? NULL : g_strdup_printf("%s: field 'sp'", s0->file);
-  if (!budget_check(scens, o.trace != NULL, sp_field ? sp_field : "command line: option '--sp'",
-                    &jobs, &err))
+  g_autofree char *sp_from = o.sp || !s0->file ? g_strdup("command line: option '--sp'")
+                                                : g_strdup_printf("%s: field 'sp'", s0->file);
+  if (!budget_check(scens, o.trace != NULL, sp_from, &jobs, &err))
     return fail(err, 2);
   sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm || o.alone,
                           .alone = o.alone, .per_flow = o.per_flow,

@@ -391,9 +391,17 @@ bool outputs_write(outputs *o, const report_ctx *c, GError **err) {
   /* what went to stdout before (the table) is part of the run's output */
   const char *why;
   if (!stdout_ok(&why)) {
+    /* the table, or an output streamed to "-" during the run */
+    const char *option = NULL;
+    for (guint i = 0; i < n; i++) {
+      const output *x = &g_array_index(o->items, output, i);
+      if (!x->target && x->streamed) option = x->option;
+    }
+    g_autofree char *what = option ? g_strdup_printf("option '%s'", option)
+                                   : g_strdup("the table");
     stdout_reported = true;
-    g_set_error(err, TASP_ERROR, TASP_ERROR_IO,
-                "stdout: cannot write: %s (the table); no output was written", why);
+    g_set_error(err, TASP_ERROR, TASP_ERROR_IO, "stdout: cannot write: %s (%s); no output was "
+                "written", why, what);
     return false;
   }
   bool ok = true;

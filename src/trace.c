@@ -58,7 +58,7 @@ void trace_writer_end(trace_writer *w) {
 
 void trace_writer_point(sim_result *r, void *writer) {
   trace_writer *w = writer;
-  if (r->pt.hidden) return;
+  if (!r || !r->r || r->pt.hidden) return; /* a point that did not run has no timeline */
   FILE *f = w->f;
   guint p = w->pid++;
   const topology *t = r->topo;

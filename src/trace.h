@@ -14,8 +14,9 @@ typedef struct trace_writer trace_writer;
 
 /* Starts the trace on f (the caller keeps f). */
 trace_writer *trace_writer_new(FILE *f);
-/* One point, a process of the trace (hidden baselines are skipped); its
- * trace arrays are then freed.  The signature of sim_opts.on_point. */
+/* One point, a process of the trace (hidden baselines and points that did
+ * not run are skipped); its trace arrays are then freed.  The signature
+ * of sim_opts.on_point. */
 void trace_writer_point(sim_result *r, void *writer);
 /* Ends the trace and frees the writer. */
 void trace_writer_end(trace_writer *w);
