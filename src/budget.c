@@ -80,22 +80,38 @@ double budget_point_bytes(const scenario_point *pt, bool trace) {
   return plan_bytes(&k) + (trace ? trace_bytes(&k) : 0);
 }
 
-/* The cgroup v2 limit of this process's group, where it has one. */
-static double cgroup_limit(void) {
-  g_autofree char *self = NULL, *text = NULL;
-  if (!g_file_get_contents("/proc/self/cgroup", &self, NULL, NULL)) return INFINITY;
-  const char *path = strstr(self, "0::");
-  if (!path) return INFINITY;
-  g_autofree char *group = g_strndup(path + 3, strcspn(path + 3, "\n"));
-  g_autofree char *file = g_build_filename("/sys/fs/cgroup", group, "memory.max", NULL);
+static const char *budget_from_env(void) { return g_getenv("TASP_MEMORY_BUDGET"); }
+
+/* A number read from `file`, or INFINITY ("max", none, unreadable). */
+static double read_limit(const char *file) {
+  g_autofree char *text = NULL;
   if (!g_file_get_contents(file, &text, NULL, NULL)) return INFINITY;
   char *end;
   double v = g_ascii_strtod(text, &end);
-  return end != text && v > 0 ? v : INFINITY; /* "max": none */
+  return end != text && v > 0 ? v : INFINITY;
+}
+
+/* The memory limit of this process's cgroup: v2's memory.max, or v1's
+ * memory.limit_in_bytes (about 2^63 where there is none). */
+static double cgroup_limit(void) {
+  g_autofree char *self = NULL;
+  if (!g_file_get_contents("/proc/self/cgroup", &self, NULL, NULL)) return INFINITY;
+  double limit = INFINITY;
+  g_auto(GStrv) lines = g_strsplit(self, "\n", -1);
+  for (char **l = lines; *l; l++) {
+    g_autofree char *file = NULL;
+    if (g_str_has_prefix(*l, "0::/"))
+      file = g_build_filename("/sys/fs/cgroup", *l + 3, "memory.max", NULL);
+    else if (strstr(*l, ":memory:/"))
+      file = g_build_filename("/sys/fs/cgroup/memory", strstr(*l, ":memory:/") + 8,
+                              "memory.limit_in_bytes", NULL);
+    if (file) limit = fmin(limit, read_limit(file));
+  }
+  return limit;
 }
 
 bool budget_limit(double *bytes, GError **err) {
-  const char *env = g_getenv("TASP_MEMORY_BUDGET");
+  const char *env = budget_from_env();
   if (env) {
     uint64_t v;
     if (!size_parse(env, &v)) {
@@ -145,12 +161,14 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
         g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
                     "%s: %s at SP %u (seq_len %s, %s mask, %s) needs about %.1f GiB to "
                     "simulate%s (%.3g tasks, %.3g transfers), over the memory budget of %.1f "
-                    "GiB (half of the memory this process may use, or TASP_MEMORY_BUDGET); "
-                    "expected %s",
+                    "GiB (%s); expected %s",
                     by_trace ? "command line: option '--trace'" : sp_source, pt->sched->name,
                     pt->w.gpus, seq, pt->w.causal ? "causal" : "full", pass_name(pt->w.pass),
                     all / gib, by_trace ? " with its trace" : "", c.tasks, c.xfers,
                     limit / gib,
+                    budget_from_env() ? "TASP_MEMORY_BUDGET"
+                                      : "half of the memory this process may use; "
+                                        "TASP_MEMORY_BUDGET sets another",
                     by_trace ? "a trace of fewer GPUs (a smaller --sp), or no --trace"
                              : "a smaller SP degree");
         return false;
