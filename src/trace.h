@@ -1,8 +1,9 @@
 /* trace: the Chrome trace of a run, written point by point as the points
  * finish (sim_opts.on_point), so that a sweep's trace is never held in
  * memory whole: each point's spans, transfers and rates are freed once
- * written.  Points come in point order, so the file is the same for any
- * --jobs. */
+ * written, and at most --jobs points are running or waiting to be
+ * written at once (sim.h).  Points come in point order, so the file is
+ * the same for any --jobs. */
 #ifndef TASP_TRACE_H
 #define TASP_TRACE_H
 
