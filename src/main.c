@@ -1,8 +1,10 @@
 /* tasp-sim: command line.  Parses options (cli.c) and calls the library. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "names.h"
 #include "outputs.h"
@@ -10,6 +12,7 @@
 #include "scenario.h"
 #include "sim.h"
 #include "sweep.h"
+#include "trace.h"
 
 /* Bad input (options, files read) is status 2; failing to write, 1. */
 static int fail(const GError *err, int status) {
@@ -20,6 +23,7 @@ static int fail(const GError *err, int status) {
 int main(int argc, char **argv) {
   g_auto(cli_opts) o = {0};
   g_autoptr(GError) err = NULL;
+  atexit(outputs_close_stdout); /* output lost on stdout: status 1 */
   if (!cli_parse(argc, argv, &o, &err)) return fail(err, 2);
   if (o.help) {
     g_autofree char *h = cli_help();
@@ -60,14 +64,28 @@ int main(int argc, char **argv) {
   g_autoptr(outputs) outs = outputs_new();
   if ((o.csv && !outputs_add(outs, "--csv", o.csv, report_csv, &err)) ||
       (o.links && !outputs_add(outs, "--links", o.links, report_links, &err)) ||
-      (o.trace && !outputs_add(outs, "--trace", o.trace, report_trace, &err)) ||
+      (o.trace && !outputs_add(outs, "--trace", o.trace, NULL, &err)) ||
       !outputs_check_input(outs, s0->file, "scenario file", &err) ||
       !outputs_check_input(outs, s0->topo->file, "topology file", &err))
+    return fail(err, 2);
+  /* the memory every point will take, checked before any is built */
+  unsigned jobs = (unsigned)o.jobs;
+  g_autofree char *sp_from = o.sp || !s0->file ? g_strdup("command line: option '--sp'")
+                                                : g_strdup_printf("%s: field 'sp'", s0->file);
+  if (!budget_check(scens, o.trace != NULL, sp_from, &jobs, &err))
     return fail(err, 2);
   sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm || o.alone,
                           .alone = o.alone, .per_flow = o.per_flow,
                           .keep_trace = o.trace != NULL},
-                 .jobs = (unsigned)o.jobs, .shard = o.shard_i, .shards = o.shard_n};
+                 .jobs = jobs, .shard = o.shard_i, .shards = o.shard_n};
+  /* the trace is written as points finish, not held for the whole sweep */
+  trace_writer *tw = NULL;
+  if (o.trace) {
+    FILE *tf = outputs_stream(outs, "--trace", &err);
+    if (!tf) return fail(err, 1);
+    so.on_point = trace_writer_point;
+    so.user = tw = trace_writer_new(tf);
+  }
   /* on a terminal only; the line appears once a run has taken a second */
   so.progress = isatty(STDERR_FILENO) && !o.quiet;
   /* one table per topology of the sweep; the files get every row */
@@ -89,6 +107,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tasp-sim: note: shard %u/%u is empty: the sweep has %u point group%s "
             "(seq x SP x mask x pass), so only shards below %u/%u hold points\n", o.shard_i,
             o.shard_n, groups, groups == 1 ? "" : "s", groups, o.shard_n);
+  if (tw) trace_writer_end(tw);
   report_ctx rc = {s0, all, o.links_summary};
   if (!outputs_write(outs, &rc, &err)) return fail(err, 1);
   return 0;

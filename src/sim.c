@@ -97,7 +97,29 @@ typedef struct {
   GMutex lock;
   GCond cond;
   bool stop;
+  const gboolean *mine;   /* per point: of this shard */
+  GMutex emit;            /* held while handing points to on_point */
+  GCond emitted;          /* signalled when points were handed on */
+  guint next;             /* the first point not handed yet */
+  guint handed;           /* points of the shard handed on */
+  guint *rank;            /* per point: its place among the shard's */
+  guint window;           /* with on_point: a point starts only when fewer
+                             than this many points before it are unhanded */
 } pool_ctx;
+
+/* Hands on the finished points that come next in point order. */
+static void emit_ready(pool_ctx *c) {
+  g_mutex_lock(&c->emit);
+  guint n = c->s->points->len;
+  for (; c->next < n; c->next++) {
+    if (!c->mine[c->next]) continue;
+    if ((guint)g_atomic_int_get(&c->state[c->next]) != 2) break;
+    c->o->on_point(c->out[c->next], c->o->user);
+    c->handed++;
+  }
+  g_cond_broadcast(&c->emitted);
+  g_mutex_unlock(&c->emit);
+}
 
 static void run_one(gpointer data, gpointer user) {
   pool_ctx *c = user;
@@ -105,6 +127,15 @@ static void run_one(gpointer data, gpointer user) {
   const scenario_point *pt = &g_array_index(c->s->points, scenario_point, i);
   exec_opts o = c->o->exec;
   o.progress = &c->slots[i];
+  /* points finished ahead of one still running are held (with their
+   * traces) until it is handed on: at most `window` points are running or
+   * held at once, as the memory budget assumes.  The pool takes points in
+   * order, so the first unhanded one is always running: no deadlock. */
+  if (c->o->on_point) {
+    g_mutex_lock(&c->emit);
+    while (c->rank[i] >= c->handed + c->window) g_cond_wait(&c->emitted, &c->emit);
+    g_mutex_unlock(&c->emit);
+  }
   g_atomic_int_set(&c->state[i], 1);
   if (pt->na) {
     c->out[i] = g_new0(sim_result, 1);
@@ -114,6 +145,7 @@ static void run_one(gpointer data, gpointer user) {
     c->out[i] = sim_run_point(c->s->topo, pt, &o);
   }
   g_atomic_int_set(&c->state[i], 2);
+  if (c->o->on_point) emit_ready(c);
 }
 
 void sim_progress_format(GString *out, guint done, guint total, double frac, double events,
@@ -172,6 +204,8 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
                 .slots = g_new0(exec_progress, n), .state = g_new0(guint, n),
                 .t0 = g_get_monotonic_time()};
   g_mutex_init(&c.lock);
+  g_mutex_init(&c.emit);
+  g_cond_init(&c.emitted);
   g_cond_init(&c.cond);
   /* a shard takes whole groups (one seq x SP x mask x pass), so a shard's
    * rows carry their ring speedups and shards concatenate into the sweep */
@@ -187,9 +221,14 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     mine[i] = o->shards == 0 || group[i] % o->shards == o->shard;
     c.total += mine[i];
   }
+  c.mine = mine;
+  g_autofree guint *rank = g_new(guint, n);
+  for (guint i = 0, r = 0; i < n; i++) rank[i] = mine[i] ? r++ : 0;
+  c.rank = rank;
   GThread *tick = o->progress ? g_thread_new("progress", ticker, &c) : NULL;
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
   if (jobs > c.total) jobs = c.total;  /* an exclusive pool starts all its threads */
+  c.window = MAX(jobs, 1u);
   if (jobs > 1 && c.total > 1) {
     GThreadPool *pool = g_thread_pool_new(run_one, &c, (gint)jobs, TRUE, NULL);
     for (guint i = 0; i < n; i++)
@@ -208,6 +247,8 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
     fprintf(stderr, "\r\033[K");
   }
   g_mutex_clear(&c.lock);
+  g_mutex_clear(&c.emit);
+  g_cond_clear(&c.emitted);
   g_cond_clear(&c.cond);
   g_free(c.slots);
   g_free(c.state);

@@ -34,6 +34,15 @@ typedef struct {
   unsigned jobs;          /* threads; 0 = one per CPU */
   unsigned shard, shards; /* run points with index % shards == shard; shards 0 = all */
   bool progress;          /* progress line on stderr (sim_progress_format) */
+  /* Called with each point of this shard (hidden baselines too) as soon
+   * as it and every point before it have finished: in point order, one
+   * call at a time, before the speedups are set.  It may free the
+   * point's trace arrays (trace.h streams them so).  With it, a point
+   * starts only when fewer than `jobs` points before it are yet to be
+   * handed on, so at most `jobs` points are running or held at once.
+   * NULL: none. */
+  void (*on_point)(sim_result *r, void *user);
+  void *user;
 } sim_opts;
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o);

@@ -6,9 +6,18 @@
 #include <math.h>
 #include <string.h>
 
+#include "trace.h"
+
 #include "plan.h"
 #include "report.h"
 #include "sizes.h"
+
+struct trace_writer {
+  FILE *f;
+  bool first;     /* no event written yet */
+  guint pid;      /* the next point's process id */
+  unsigned flow;  /* flow ids are unique in the whole trace */
+};
 
 /* "attn fwd", "merge", "p2p", "all_to_all grads", ... */
 static const char *span_name(const exec_span *s, char buf[32]) {
@@ -34,81 +43,101 @@ static void json_str(FILE *f, const char *s) {
 static long long ns(double t_s) { return llround(t_s * 1e9); }
 static void us(FILE *f, long long v) { fprintf(f, "%lld.%03lld", v / 1000, v % 1000); }
 
-void report_trace(FILE *f, const report_ctx *c) {
+trace_writer *trace_writer_new(FILE *f) {
+  trace_writer *w = g_new0(trace_writer, 1);
+  w->f = f;
+  w->first = true;
   fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-  bool first = true;
-  unsigned flow = 0; /* flow ids are unique in the whole trace */
-#define SEP() do { if (!first) fputs(",\n", f); first = false; } while (0)
-  for (guint p = 0; p < c->results->len; p++) {
-    const sim_result *r = c->results->pdata[p];
-    if (!r->r) continue; /* n/a: nothing ran */
-    const topology *t = r->topo;
-    g_autofree char *seq = size_format(r->pt.w.seq_len);
-    SEP();
-    g_autofree char *pname = g_strdup_printf("%s seq %s sp %u %s %s", r->pt.sched->name, seq,
-                                             r->pt.w.gpus, r->pt.w.causal ? "causal" : "full",
-                                             pass_name(r->pt.w.pass));
-    fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", p);
-    json_str(f, pname);
-    fputs("}}", f);
-    for (uint32_t g = 0; g < r->pt.w.gpus; g++) {
-      for (int k = 0; k < 2; k++) {
-        SEP();
-        fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
-                "{\"name\":\"GPU %u %s\"}}", p, 2 * g + k, g, k ? "comm" : "compute");
-      }
+  return w;
+}
+
+void trace_writer_end(trace_writer *w) {
+  fputs("\n]}\n", w->f);
+  g_free(w);
+}
+
+void trace_writer_point(sim_result *r, void *writer) {
+  trace_writer *w = writer;
+  if (!r || !r->r || r->pt.hidden) return; /* a point that did not run has no timeline */
+  FILE *f = w->f;
+  guint p = w->pid++;
+  const topology *t = r->topo;
+#define SEP() do { if (!w->first) fputs(",\n", f); w->first = false; } while (0)
+  g_autofree char *seq = size_format(r->pt.w.seq_len);
+  SEP();
+  g_autofree char *pname = g_strdup_printf("%s seq %s sp %u %s %s", r->pt.sched->name, seq,
+                                           r->pt.w.gpus, r->pt.w.causal ? "causal" : "full",
+                                           pass_name(r->pt.w.pass));
+  fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", p);
+  json_str(f, pname);
+  fputs("}}", f);
+  for (uint32_t g = 0; g < r->pt.w.gpus; g++) {
+    for (int k = 0; k < 2; k++) {
       SEP();
       fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
-              "{\"name\":\"GPU %u transfers\"}}", p, 2 * r->pt.w.gpus + g, g);
+              "{\"name\":\"GPU %u %s\"}}", p, 2 * g + k, g, k ? "comm" : "compute");
     }
-    if (!r->r->spans) continue;
-    for (guint i = 0; i < r->r->spans->len; i++) {
-      const exec_span *s = &g_array_index(r->r->spans, exec_span, i);
-      char name[32];
-      SEP();
-      long long a = ns(s->t0_s), b = ns(s->t1_s);
-      fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":", span_name(s, name), p,
-              2 * s->gpu + s->comm);
-      us(f, a);
-      fputs(",\"dur\":", f);
-      us(f, b - a);
-      fprintf(f, ",\"args\":{\"step\":%u}}", s->step);
-    }
-    /* each transfer: a slice on a per-GPU send track carrying its bytes,
-     * source and destination, and a flow arrow to the receiver's track */
-    for (guint i = 0; i < r->r->xfers->len; i++) {
-      const exec_xfer *x = &g_array_index(r->r->xfers, exec_xfer, i);
-      long long a = ns(x->t0_s), b = ns(x->t1_s);
-      uint32_t tid_send = 2 * r->pt.w.gpus + x->src, tid_recv = 2 * r->pt.w.gpus + x->dst;
-      SEP();
-      fprintf(f, "{\"ph\":\"X\",\"name\":\"send %u->%u\",\"pid\":%u,\"tid\":%u,\"ts\":", x->src,
-              x->dst, p, tid_send);
-      us(f, a);
-      fputs(",\"dur\":", f);
-      us(f, b - a);
-      fprintf(f, ",\"args\":{\"bytes\":%.0f,\"src\":%u,\"dst\":%u,\"step\":%u}}", x->bytes,
-              x->src, x->dst, x->step);
-      SEP();
-      fprintf(f, "{\"ph\":\"s\",\"name\":\"transfer\",\"cat\":\"xfer\",\"id\":%u,\"pid\":%u,"
-              "\"tid\":%u,\"ts\":", flow, p, tid_send);
-      us(f, a);
-      fputs("}", f);
-      SEP();
-      fprintf(f, "{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"transfer\",\"cat\":\"xfer\",\"id\":%u,"
-              "\"pid\":%u,\"tid\":%u,\"ts\":", flow++, p, tid_recv);
-      us(f, b);
-      fputs("}", f);
-    }
-    for (guint i = 0; i < r->r->rates->len; i++) {
-      const exec_rate *x = &g_array_index(r->r->rates, exec_rate, i);
-      SEP();
-      fputs("{\"ph\":\"C\",\"name\":", f);
-      json_str(f, topo_chan(t, x->chan)->name);
-      fprintf(f, ",\"pid\":%u,\"ts\":", p);
-      us(f, ns(x->t_s));
-      fprintf(f, ",\"args\":{\"GB/s\":%.3f}}", x->rate_Bps * 1e-9);
-    }
+    SEP();
+    fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
+            "{\"name\":\"GPU %u transfers\"}}", p, 2 * r->pt.w.gpus + g, g);
+  }
+  if (!r->r->spans) return;
+  for (guint i = 0; i < r->r->spans->len; i++) {
+    const exec_span *s = &g_array_index(r->r->spans, exec_span, i);
+    char name[32];
+    SEP();
+    long long a = ns(s->t0_s), b = ns(s->t1_s);
+    fprintf(f, "{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":", span_name(s, name), p,
+            2 * s->gpu + s->comm);
+    us(f, a);
+    fputs(",\"dur\":", f);
+    us(f, b - a);
+    fprintf(f, ",\"args\":{\"step\":%u}}", s->step);
+  }
+  /* each transfer: a slice on a per-GPU send track carrying its bytes,
+   * source and destination, and a flow arrow to the receiver's track */
+  for (guint i = 0; i < r->r->xfers->len; i++) {
+    const exec_xfer *x = &g_array_index(r->r->xfers, exec_xfer, i);
+    long long a = ns(x->t0_s), b = ns(x->t1_s);
+    uint32_t tid_send = 2 * r->pt.w.gpus + x->src, tid_recv = 2 * r->pt.w.gpus + x->dst;
+    SEP();
+    fprintf(f, "{\"ph\":\"X\",\"name\":\"send %u->%u\",\"pid\":%u,\"tid\":%u,\"ts\":", x->src,
+            x->dst, p, tid_send);
+    us(f, a);
+    fputs(",\"dur\":", f);
+    us(f, b - a);
+    fprintf(f, ",\"args\":{\"bytes\":%.0f,\"src\":%u,\"dst\":%u,\"step\":%u}}", x->bytes,
+            x->src, x->dst, x->step);
+    SEP();
+    fprintf(f, "{\"ph\":\"s\",\"name\":\"transfer\",\"cat\":\"xfer\",\"id\":%u,\"pid\":%u,"
+            "\"tid\":%u,\"ts\":", w->flow, p, tid_send);
+    us(f, a);
+    fputs("}", f);
+    SEP();
+    fprintf(f, "{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"transfer\",\"cat\":\"xfer\",\"id\":%u,"
+            "\"pid\":%u,\"tid\":%u,\"ts\":", w->flow++, p, tid_recv);
+    us(f, b);
+    fputs("}", f);
+  }
+  for (guint i = 0; i < r->r->rates->len; i++) {
+    const exec_rate *x = &g_array_index(r->r->rates, exec_rate, i);
+    SEP();
+    fputs("{\"ph\":\"C\",\"name\":", f);
+    json_str(f, topo_chan(t, x->chan)->name);
+    fprintf(f, ",\"pid\":%u,\"ts\":", p);
+    us(f, ns(x->t_s));
+    fprintf(f, ",\"args\":{\"GB/s\":%.3f}}", x->rate_Bps * 1e-9);
   }
 #undef SEP
-  fputs("\n]}\n", f);
+  /* written: the point's timeline is not needed again */
+  g_array_free(r->r->spans, TRUE);
+  g_array_free(r->r->rates, TRUE);
+  g_array_free(r->r->xfers, TRUE);
+  r->r->spans = r->r->rates = r->r->xfers = NULL;
+}
+
+void report_trace(FILE *f, const report_ctx *c) {
+  trace_writer *w = trace_writer_new(f);
+  for (guint p = 0; p < c->results->len; p++) trace_writer_point(c->results->pdata[p], w);
+  trace_writer_end(w);
 }

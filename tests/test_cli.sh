@@ -537,6 +537,93 @@ for sig in INT TERM; do
   check "SIG$sig removes the temporaries and writes nothing" "[ \"\$(ls $tmp/sig)\" = fifo ]"
   rm -f "$tmp/sig/r.csv"*
 done
+ulimit -c 0 2>/dev/null # (SIGQUIT below dumps no core)
+# Output that is lost is an error.  A write to stdout that fails (a full
+# disk here) is exit 1 with a message, whatever printed it.
+for args in "--csv -" "" "--links -" "--dump-topology" "--list" "--help" "--trace -"; do
+  "$sim" --topology h100x8 --seq 32K --sp 2 $args > /dev/full 2> "$tmp/stderr"
+  check "stdout on a full disk ($args): exit 1, said" \
+    "[ \$? -eq 1 ] && grep -q 'tasp-sim: error: stdout: cannot write' $tmp/stderr"
+done
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "$tmp/full.csv" > /dev/full 2> "$tmp/stderr"
+check "a lost table fails the run before any file is placed" \
+  "[ \$? -eq 1 ] && grep -q 'stdout: cannot write: .* (the table); no output was written' $tmp/stderr && [ ! -e $tmp/full.csv ] && [ -z \"\$(ls $tmp | grep 'full.csv')\" ]"
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "" > "$tmp/stdout" 2> "$tmp/stderr"
+check "--csv \"\": exit 2 naming the option" \
+  "[ \$? -eq 2 ] && grep -qF \"option '--csv': expected a file name or - (stdout), got an empty name\" $tmp/stderr"
+# A link is written through: its target gets the output, the link stays.
+mkdir "$tmp/lnk" && echo old > "$tmp/lnk/target.csv" && ln -s target.csv "$tmp/lnk/link.csv"
+ln -s new.csv "$tmp/lnk/dangling.csv"
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "$tmp/lnk/link.csv" --links "$tmp/lnk/dangling.csv" --quiet
+check "an output through a symlink replaces its target, the link stays" \
+  "[ -L $tmp/lnk/link.csv ] && head -n 1 $tmp/lnk/target.csv | grep -q '^scheduler,' && [ -L $tmp/lnk/dangling.csv ] && [ -s $tmp/lnk/new.csv ] && [ \$(ls $tmp/lnk | wc -l) -eq 4 ]"
+# Two outputs on one file, stdout included, are refused before the run.
+# (a link of our own to stdout, as /dev/stdout is: a binary that replaced
+# links with files would otherwise replace /dev/stdout itself)
+ln -s /proc/self/fd/1 "$tmp/lnk/stdout"
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "$tmp/lnk/stdout" --links - > "$tmp/stdout" 2> "$tmp/stderr"
+check "--csv /dev/stdout --links -: one file, refused" \
+  "[ \$? -eq 2 ] && grep -qF \"option '--links': \\\"-\\\" is also the output of '--csv' (it is stdout)\" $tmp/stderr && [ ! -s $tmp/stdout ]"
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "$tmp/same.csv" --links - > "$tmp/same.csv" 2> "$tmp/stderr"
+check "--links - into the --csv file: refused" "[ \$? -eq 2 ] && grep -q 'is also the output' $tmp/stderr"
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv /dev/null --links /dev/null --quiet
+check "/dev/null takes any number of outputs" "[ \$? -eq 0 ]"
+# A name as long as the file system allows has a temporary; a longer one
+# is refused before the run.
+long=$(printf '%0250d' 0)
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "$tmp/lnk/$long" --quiet
+check "a 250-character output name is written" "[ \$? -eq 0 ] && [ -s $tmp/lnk/$long ]"
+"$sim" --topology h100x8 --seq 32K --sp 2 --csv "$tmp/lnk/${long}123456" --quiet 2> "$tmp/stderr"
+check "a 256-character one is refused up front, naming the option" \
+  "[ \$? -eq 2 ] && grep -qF \"option '--csv'\" $tmp/stderr && grep -q 'File name too long' $tmp/stderr"
+check "... and leaves no temporary" "[ -z \"\$(ls $tmp/lnk | grep 'tmp\\.')\" ]"
+# Every terminating signal removes the temporaries and ends the run with
+# its own status (the trace's FIFO holds the run with its CSV temporary
+# made): hang-up, quit, user signals, a timer, a closed pipe.
+# (signal numbers as Linux has them)
+for pair in HUP:1 QUIT:3 USR1:10 USR2:12 ALRM:14 PIPE:13; do
+  sig=${pair%:*}
+  # (a background job starts with SIGINT and SIGQUIT ignored: restore them)
+  env --default-signal=INT,QUIT "$sim" --topology h100x8 --seq 32K --sp 4 --csv "$tmp/sig/r.csv" --trace "$tmp/sig/fifo" --quiet &
+  pid=$!
+  i=0; while [ $i -lt 100 ] && ! ls "$tmp/sig" | grep -q 'r.csv.tmp'; do sleep 0.05; i=$((i + 1)); done
+  kill -$sig $pid
+  i=0; while [ $i -lt 100 ] && kill -0 $pid 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+  kill -KILL $pid 2>/dev/null && bad "SIG$sig ends the run"
+  wait $pid
+  st=$?
+  check "SIG$sig: temporaries removed, the signal's exit status" \
+    "[ \"\$(ls $tmp/sig)\" = fifo ] && [ $st -eq $((128 + ${pair#*:})) ]"
+  rm -f "$tmp/sig/r.csv"*
+done
+# A file size limit (SIGXFSZ) while writing: nothing half-written is left.
+(ulimit -f 1; exec "$sim" scenarios/h100x8.json --csv "$tmp/sig/big.csv" --quiet) 2> /dev/null
+check "SIGXFSZ: status 153, no temporary left" "[ \$? -eq 153 ] && [ \"\$(ls $tmp/sig)\" = fifo ]"
+# Memory is checked before it is taken: a point over the budget is refused,
+# blaming what sets its SP (or --trace), with the estimate; nothing written.
+TASP_MEMORY_BUDGET=16M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
+  --csv "$tmp/mem.csv" > "$tmp/stdout" 2> "$tmp/stderr"
+check "a point over the memory budget: exit 2, --sp blamed with the estimate" \
+  "[ \$? -eq 2 ] && grep -q \"option '--sp': ring at SP 256 (seq_len 1M, causal mask, fwd) needs about 0.0 GiB .* over the memory budget of 0.0 GiB\" $tmp/stderr && [ ! -s $tmp/stdout ] && [ -z \"\$(ls $tmp | grep mem.csv)\" ]"
+TASP_MEMORY_BUDGET=32M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
+  --trace "$tmp/mem.json" > "$tmp/stdout" 2> "$tmp/stderr"
+check "... its trace over it: --trace blamed" \
+  "[ \$? -eq 2 ] && grep -q \"option '--trace': ring at SP 256 .* with its trace\" $tmp/stderr && [ -z \"\$(ls $tmp | grep mem.json)\" ]"
+TASP_MEMORY_BUDGET=32M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
+  --quiet
+check "... and without the trace it runs" "[ \$? -eq 0 ]"
+TASP_MEMORY_BUDGET=1K "$sim" scenarios/h100x8.json > /dev/null 2> "$tmp/stderr"
+check "an SP from the scenario file blames the file's field" \
+  "[ \$? -eq 2 ] && grep -q \"^tasp-sim: error: scenarios/h100x8.json: field 'sp': \" $tmp/stderr"
+# The trace is written as points finish, in point order: the same bytes
+# for any thread count, each point a process.
+"$sim" scenarios/h100x8.json --seq 32K,64K --trace "$tmp/t1.json" --jobs 1 --quiet
+"$sim" scenarios/h100x8.json --seq 32K,64K --trace "$tmp/t3.json" --jobs 3 --quiet
+check "a streamed trace: the same bytes for --jobs 1 and 3" "cmp -s $tmp/t1.json $tmp/t3.json"
+if command -v python3 >/dev/null; then
+  check "... valid JSON with a process per point (2 seq x 3 SP x 7 schedulers)" \
+    "python3 -c \"import json,sys; e=json.load(open('$tmp/t1.json'))['traceEvents']; sys.exit(len([x for x in e if x.get('name') == 'process_name']) != 42)\""
+fi
 # Linear-attention layers: only the schedulers that run them, and back.
 expect_error "softmax-only scheduler on linear layers" \
   "option '--sched': tasp does not run linear-attention layers" \

@@ -1,0 +1,190 @@
+/* budget: per-scheduler size of a plan, and the memory budget. */
+#include "budget.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "jsonio.h"
+#include "sizes.h"
+
+/* Per pass, in the SP degree P: tasks t2 P^2 + t1 P, transfers x3 P^3 +
+ * x2 P^2 + x1 P, trace spans s2 P^2 + s1 P; t2, t1 and s2 under a causal
+ * mask (c) and a full one (f), where the ring family's steps are
+ * lockstep tasks, one for all GPUs.  Upper fits of the counts the
+ * schedulers' plans have at P = 8, 16, 32 (tests/test_budget.c checks
+ * them at 8 and 32): a causal ring is about P^2 kernels, merges and
+ * transfers; TASP moves every chunk over P - 1 cycles (P^3 transfers);
+ * Ulysses's and USP's all-to-alls are P^2 transfers in a few tasks per
+ * GPU; LASP hands one state along the chain (P transfers). */
+typedef struct {
+  const char *name;
+  double t2c, t2f, t1c, t1f, x3, x2, x1, s2c, s2f, s1;
+} sched_size;
+
+static const sched_size sizes[] = {
+    /* name        t2c  t2f  t1c  t1f  x3  x2   x1  s2c  s2f  s1 */
+    {"ring",       1.2, 0,   3,   3,   0,  2,   0,  2.5, 3,   8},
+    {"zigzag",     2.1, 0,   3,   3,   0,  2,   0,  3,   3,   8},
+    {"tasp",       3.7, 0,   3,   3,   2,  0,   0,  4.6, 3,   8},
+    {"tasp-mkm",   3.3, 0,   3,   3,   0,  16,  0,  4.2, 3,   8},
+    {"tokenring",  2.2, 2.2, 3,   3,   0,  2,   0,  4,   4,   8},
+    {"ulysses",    0,   0,   6,   6,   0,  4,   0,  0,   0,   10},
+    {"usp",        0.5, 0.5, 12,  12,  0,  3.5, 0,  1.2, 1.2, 20},
+    {"usp-zigzag", 0.5, 0.5, 12,  12,  0,  3.5, 0,  1.2, 1.2, 20},
+    {"allgather",  0,   0,   5.1, 2.1, 0,  0.5, 0,  0,   0,   6},
+    {"lasp",       0,   0,   8,   8,   0,  0,   2,  0,   0,   8},
+    {"lasp2",      0,   0,   6,   3.2, 0,  0.5, 0,  0,   0,   7},
+    {"lasp2h",     0,   0,   6,   3.2, 0,  0.5, 0,  0,   0,   7},
+};
+
+/* Room for the few tasks, transfers and spans any plan has whatever P. */
+#define SLACK 32.0
+
+bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
+  for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    const sched_size *z = &sizes[i];
+    if (strcmp(z->name, pt->sched->name)) continue;
+    double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
+    bool causal = pt->w.causal;
+    out->tasks = passes * ((causal ? z->t2c : z->t2f) * p * p + (causal ? z->t1c : z->t1f) * p) +
+                 SLACK;
+    out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
+    out->spans = passes * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
+    /* a transfer starts and ends its flow on the two ports it crosses
+     * (measured: at most 4 rate changes per transfer) */
+    out->rates = 4 * out->xfers;
+    return true;
+  }
+  return false;
+}
+
+static double trace_bytes(const budget_counts *k) {
+  return k->spans * BUDGET_SPAN_BYTES + k->xfers * BUDGET_TRACE_XFER_BYTES +
+         k->rates * BUDGET_RATE_BYTES;
+}
+
+static double plan_bytes(const budget_counts *k) {
+  return k->tasks * BUDGET_TASK_BYTES + k->xfers * BUDGET_XFER_BYTES;
+}
+
+double budget_point_bytes(const scenario_point *pt, bool trace) {
+  budget_counts k;
+  /* a scheduler with no coefficients (test_budget fails for it) is not
+   * refused */
+  if (!budget_counts_of(pt, &k)) return 0;
+  return plan_bytes(&k) + (trace ? trace_bytes(&k) : 0);
+}
+
+static const char *budget_from_env(void) { return g_getenv("TASP_MEMORY_BUDGET"); }
+
+/* A number read from `file`, or INFINITY ("max", none, unreadable). */
+static double read_limit(const char *file) {
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents(file, &text, NULL, NULL)) return INFINITY;
+  char *end;
+  double v = g_ascii_strtod(text, &end);
+  return end != text && v > 0 ? v : INFINITY;
+}
+
+/* The memory limit of this process's cgroup: v2's memory.max, or v1's
+ * memory.limit_in_bytes (about 2^63 where there is none). */
+static double cgroup_limit(void) {
+  g_autofree char *self = NULL;
+  if (!g_file_get_contents("/proc/self/cgroup", &self, NULL, NULL)) return INFINITY;
+  double limit = INFINITY;
+  g_auto(GStrv) lines = g_strsplit(self, "\n", -1);
+  for (char **l = lines; *l; l++) {
+    g_autofree char *file = NULL;
+    if (g_str_has_prefix(*l, "0::/"))
+      file = g_build_filename("/sys/fs/cgroup", *l + 3, "memory.max", NULL);
+    else if (strstr(*l, ":memory:/"))
+      file = g_build_filename("/sys/fs/cgroup/memory", strstr(*l, ":memory:/") + 8,
+                              "memory.limit_in_bytes", NULL);
+    if (file) limit = fmin(limit, read_limit(file));
+  }
+  return limit;
+}
+
+bool budget_limit(double *bytes, GError **err) {
+  const char *env = budget_from_env();
+  if (env) {
+    uint64_t v;
+    if (!size_parse(env, &v)) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                  "environment: TASP_MEMORY_BUDGET: expected a size in bytes such as 512M or "
+                  "16G (K, M, G = 1024-multiples), got \"%s\"", env);
+      return false;
+    }
+    *bytes = (double)v;
+    return true;
+  }
+  double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  if (!(mem > 0)) mem = INFINITY;
+  mem = fmin(mem, cgroup_limit());
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    mem = fmin(mem, (double)rl.rlim_cur);
+  if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    mem = fmin(mem, (double)rl.rlim_cur);
+  /* half: the topology, the results and the allocator's slack take the
+   * rest, and a machine is rarely idle */
+  *bytes = mem / 2;
+  return true;
+}
+
+static int by_size_desc(gconstpointer a, gconstpointer b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x < y) - (x > y);
+}
+
+bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, unsigned *jobs,
+                  GError **err) {
+  double limit;
+  if (!budget_limit(&limit, err)) return false;
+  const double gib = 1024.0 * 1024 * 1024;
+  g_autoptr(GArray) need = g_array_new(FALSE, FALSE, sizeof(double));
+  for (guint k = 0; k < scens->len; k++) {
+    const scenario *s = scens->pdata[k];
+    for (guint i = 0; i < s->points->len; i++) {
+      const scenario_point *pt = &g_array_index(s->points, scenario_point, i);
+      double plan = budget_point_bytes(pt, false), all = budget_point_bytes(pt, trace);
+      if (all > limit) {
+        budget_counts c = {0};
+        budget_counts_of(pt, &c);
+        g_autofree char *seq = size_format(pt->w.seq_len);
+        bool by_trace = plan <= limit;
+        g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
+                    "%s: %s at SP %u (seq_len %s, %s mask, %s) needs about %.1f GiB to "
+                    "simulate%s (%.3g tasks, %.3g transfers), over the memory budget of %.1f "
+                    "GiB (%s); expected %s",
+                    by_trace ? "command line: option '--trace'" : sp_source, pt->sched->name,
+                    pt->w.gpus, seq, pt->w.causal ? "causal" : "full", pass_name(pt->w.pass),
+                    all / gib, by_trace ? " with its trace" : "", c.tasks, c.xfers,
+                    limit / gib,
+                    budget_from_env() ? "TASP_MEMORY_BUDGET"
+                                      : "half of the memory this process may use; "
+                                        "TASP_MEMORY_BUDGET sets another",
+                    by_trace ? "a trace of fewer GPUs (a smaller --sp), or no --trace"
+                             : "a smaller SP degree");
+        return false;
+      }
+      g_array_append_val(need, all);
+    }
+  }
+  /* the threads run the largest points at once in the worst case */
+  g_array_sort(need, by_size_desc);
+  unsigned want = *jobs ? *jobs : (unsigned)g_get_num_processors(), fit = 0;
+  double sum = 0;
+  for (guint i = 0; i < need->len && fit < want; i++) {
+    sum += g_array_index(need, double, i);
+    if (sum > limit) break;
+    fit++;
+  }
+  *jobs = MAX(fit, 1u);
+  return true;
+}

@@ -1,0 +1,114 @@
+/* budget: every scheduler's size coefficients hold for the plans it
+ * builds (never below the real counts, and not far above), and the check
+ * refuses, blames and narrows the thread count as budget.h says. */
+#include "budget.h"
+#include "layers.h"
+#include "sim.h"
+#include "testutil.h"
+
+static scenario *load(const char *sched, const char *sp, const char *mask, const char *pass) {
+  const sched_ops *s = sched_find(sched); /* NULL for a list: softmax ones */
+  scenario_overrides ov = {.topology = "h100x8x8", .sched = sched, .sp = sp, .seq = "64K",
+                           .mask = mask, .pass = pass, .heads = "64", .kv_heads = "64"};
+  if (s && s->attention && !(s->attention & SCHED_RUNS(ATTN_SOFTMAX))) ov.attention = "linear";
+  g_autoptr(GError) err = NULL;
+  scenario *sc = scenario_load(NULL, &ov, &err);
+  if (!sc) fprintf(stderr, "%s: %s\n", sched, err->message);
+  return sc;
+}
+
+/* est is an upper estimate of real, at most `factor` times it (with the
+ * constant slack every estimate carries). */
+static bool fits(double est, double real, double factor) {
+  return real <= est && est <= factor * real + 64;
+}
+
+static void t_counts_bound_every_scheduler(void) {
+  static const char *const sps[] = {"8", "32"}, *const masks[] = {"causal", "full"},
+                           *const passes[] = {"fwd", "bwd", "fwdbwd"};
+  for (const sched_ops *const *s = sched_all(); *s; s++)
+    for (int a = 0; a < 2; a++)
+      for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 3; p++) {
+          scenario *sc = load((*s)->name, sps[a], masks[m], passes[p]);
+          CU_ASSERT_FATAL(sc != NULL);
+          const scenario_point *pt = NULL;
+          for (guint i = 0; i < sc->points->len; i++)
+            if (!g_array_index(sc->points, scenario_point, i).hidden)
+              pt = &g_array_index(sc->points, scenario_point, i);
+          budget_counts k;
+          /* a scheduler added without its coefficients fails here */
+          CU_ASSERT_FATAL(budget_counts_of(pt, &k));
+          workload one = layers_one(&pt->w, pt->w.attention);
+          plan *pl = pt->sched->build(&one, sc->topo, false);
+          double xfers = 0;
+          for (guint i = 0; i < pl->tasks->len; i++)
+            if (plan_task_at(pl, i)->kind == TASK_COMM)
+              xfers += plan_xfer_count(pl, plan_task_at(pl, i));
+          exec_opts o = {.keep_trace = true};
+          sim_result *r = sim_run_point(sc->topo, pt, &o);
+          bool ok = fits(k.tasks, pl->tasks->len, 4) && fits(k.xfers, xfers, 4) &&
+                    fits(k.spans, r->r->spans->len, 8) && r->r->rates->len <= k.rates;
+          if (!ok)
+            fprintf(stderr, "%s SP %s %s %s: tasks %u/%.0f xfers %.0f/%.0f spans %u/%.0f "
+                    "rates %u/%.0f\n", (*s)->name, sps[a], masks[m], passes[p],
+                    pl->tasks->len, k.tasks, xfers, k.xfers, r->r->spans->len, k.spans,
+                    r->r->rates->len, k.rates);
+          CU_ASSERT(ok);
+          sim_result_free(r);
+          plan_free(pl);
+          scenario_free(sc);
+        }
+}
+
+static void t_check_refuses_and_narrows(void) {
+  scenario *sc = load("ring", "32", "causal", "fwd");
+  g_autoptr(GPtrArray) scens = g_ptr_array_new_with_free_func((GDestroyNotify)scenario_free);
+  g_ptr_array_add(scens, sc);
+  const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
+  double one = budget_point_bytes(pt, false), traced = budget_point_bytes(pt, true);
+  CU_ASSERT(one > 0 && traced > one);
+  /* under one point's need: refused, blaming where the SP comes from */
+  g_autofree char *small = g_strdup_printf("%.0f", one - 1);
+  g_setenv("TASP_MEMORY_BUDGET", small, TRUE);
+  unsigned jobs = 8;
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT(!budget_check(scens, false, "option '--sp'", &jobs, &err));
+  CU_ASSERT(err && g_str_has_prefix(err->message, "option '--sp': ring at SP 32 (seq_len 64K, "
+                                                  "causal mask, fwd) needs about"));
+  g_clear_error(&err);
+  /* enough for the plan, not for its trace: --trace is blamed */
+  g_autofree char *mid = g_strdup_printf("%.0f", (one + traced) / 2);
+  g_setenv("TASP_MEMORY_BUDGET", mid, TRUE);
+  CU_ASSERT(!budget_check(scens, true, "option '--sp'", &jobs, &err));
+  CU_ASSERT(err && g_str_has_prefix(err->message, "command line: option '--trace'"));
+  g_clear_error(&err);
+  CU_ASSERT(budget_check(scens, false, "option '--sp'", &jobs, &err));
+  /* the ring point (and its hidden twin, none here) in 2.5 points' room:
+   * two threads of the eight asked for */
+  scenario *sc2 = load("ring,zigzag,tokenring", "32", "causal", "fwd");
+  g_ptr_array_add(scens, sc2);
+  double most = 0;
+  for (guint k = 0; k < scens->len; k++) {
+    const scenario *s = scens->pdata[k];
+    for (guint i = 0; i < s->points->len; i++)
+      most = MAX(most, budget_point_bytes(&g_array_index(s->points, scenario_point, i), false));
+  }
+  g_autofree char *room = g_strdup_printf("%.0f", 2.05 * most);
+  g_setenv("TASP_MEMORY_BUDGET", room, TRUE);
+  jobs = 8;
+  CU_ASSERT(budget_check(scens, false, "option '--sp'", &jobs, &err));
+  CU_ASSERT(jobs == 2);
+  g_setenv("TASP_MEMORY_BUDGET", "lots", TRUE);
+  CU_ASSERT(!budget_check(scens, false, "option '--sp'", &jobs, &err));
+  CU_ASSERT(err && strstr(err->message, "TASP_MEMORY_BUDGET"));
+  g_unsetenv("TASP_MEMORY_BUDGET");
+  double limit;
+  CU_ASSERT(budget_limit(&limit, NULL) && limit > 0);
+}
+
+int main(void) {
+  static const test_case cases[] = {TEST(t_counts_bound_every_scheduler),
+                                    TEST(t_check_refuses_and_narrows), {NULL, NULL}};
+  return test_run("budget", cases);
+}
