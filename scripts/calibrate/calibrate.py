@@ -581,7 +581,10 @@ class Pass:
     def run(self):
         """Forward: each step's KV move (into a new buffer) overlaps its
         kernels; the first block output starts the float32 running output,
-        every later one is merged into it.  Leaves the bf16 output (acc,
+        every later one is merged into it out of place (update_out_lse:
+        ring_flash_attn's update, which holds the block's float32 copy and
+        two float32 temporaries beside the running output; the in-place
+        merge() holds one fewer).  Leaves the bf16 output (acc,
         out) and the log-sum-exp (B, H, c) float32 (lse_bhs), which the
         backward reads, as ring_flash_attn's autograd function saves them."""
         cur, acc, lse = self.kv, None, None
@@ -593,11 +596,9 @@ class Pass:
             for q_lo, q_hi, segs, causal in self.blocks(t):
                 kv = self.keys(cur, segs)
                 o, blse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
-                if acc is None:  # the first block: all queries
-                    acc = o.float()
-                    lse = blse.transpose(1, 2).unsqueeze(-1).contiguous()
-                else:
-                    merge(acc[:, q_lo:q_hi], lse[:, q_lo:q_hi], o, blse)
+                # the first block covers all queries and starts the output
+                sl = None if (q_lo, q_hi) == (0, self.c) else slice(q_lo, q_hi)
+                acc, lse = update_out_lse(acc, lse, o, blse, sl)
                 del o, blse, kv
             wait_all(reqs)
             if recv is not None and self.comm:
@@ -2614,6 +2615,7 @@ def main():
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=60),
                             device_id=torch.device("cuda", local))
     stages.append(mem_stage("init_process_group (NCCL, device_id bound)"))
+    out32()  # every rank: cuBLAS's workspace (caching allocator) made before any part
     os.makedirs(a.out, exist_ok=True)
     out = Out(a.out, rank)
     if rank == 0:
