@@ -651,8 +651,7 @@ class Pass:
         Returns this rank's dK and dV (bf16; dq too)."""
         n = self.n
         cur, dreqs = self.kv, []
-        dq = torch.zeros(self.q.shape, dtype=torch.float32, device=DEV)
-        dkv = arrived = spare = None
+        dq = dkv = arrived = spare = None
         for t in range(n):
             reqs, recv = [], None
             if t + 1 < n:
@@ -665,7 +664,10 @@ class Pass:
                 bdq, dk, dv = flash_bwd(self.dout[:, sl], self.q[:, sl], self.k_of(kv),
                                         self.v_of(kv), self.out[:, sl],
                                         self.lse_bhs[:, :, sl], causal)
-                dq[:, sl] += bdq
+                if dq is None:  # step 0's block: all queries (block_dq.to(float32))
+                    dq = bdq.to(torch.float32, memory_format=torch.contiguous_format)
+                else:
+                    dq[:, sl] += bdq
                 grads.append((segs, dk, dv))
                 del bdq, kv
             wait_all(dreqs)
@@ -1809,6 +1811,7 @@ class LinRing(LinearPass):
         wait_all(dreqs)
         dkv = arrived if self.comm else self.dacc[(n - 1) % 2]
         self.bufs = self.dacc = cur = recv = acc = arrived = None
+        dkv = dkv.to(torch.bfloat16)  # bf16 results, as the other programs return
         return dkv[0], dkv[1]
 
 
