@@ -2537,7 +2537,10 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SC
                         if sched == "tasp" else None,
                         "B": B, "H": H, "D": D, "tokens_per_gpu": c, "seq": c * n, "ms": ms,
                         "ms_min": lo, "ms_max": hi})
-                del p
+                # drop every reference to the program (runs' bound methods
+                # and closure too), so the next memory record starts clean
+                p = runs = fn = None
+            gc.collect()
             torch.cuda.empty_cache()
         if rank == 0:
             print(f"calibrate: passes at {c} tokens per GPU done", flush=True)
