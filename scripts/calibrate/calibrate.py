@@ -143,6 +143,20 @@ KIB = 1024
 MIB = 1024 * 1024
 # where the pass programs and kernels run; a test harness may point it elsewhere
 DEV = "cuda"
+# --emulate-ranks: one process runs one rank's program of a larger group;
+# every send / receive / collective becomes a local copy into the same
+# buffers the real call would fill (memory follows allocation, not time)
+LOCAL_COMM = False
+
+
+def local_copies(sends, recvs):
+    """Stand-in for one grouped send/receive call: each receive buffer gets
+    the matching send's bytes (as many as both hold).  The buffers are the
+    program's own, so what is allocated, and when, is as with NCCL."""
+    for (s, _), (r, _) in zip(sends, recvs):
+        k = min(s.numel(), r.numel())
+        r.reshape(-1)[:k].copy_(s.reshape(-1)[:k])
+    return []
 
 
 class Out:
@@ -531,6 +545,8 @@ class Pass:
         """sends: [(tensor, peer)], recvs: [(tensor, peer)] in one group."""
         if not self.comm:
             return []
+        if LOCAL_COMM:
+            return local_copies(sends, recvs)
         ops = [dist.P2POp(dist.isend, t, p) for t, p in sends]
         ops += [dist.P2POp(dist.irecv, t, p) for t, p in recvs]
         return dist.batch_isend_irecv(ops)
@@ -704,6 +720,8 @@ class Pass:
 def p2p(group, sends, recvs):
     """One grouped send/receive call (batch_isend_irecv) on `group`:
     sends, recvs: [(tensor, peer)]."""
+    if LOCAL_COMM:
+        return local_copies(sends, recvs)
     ops = [dist.P2POp(dist.isend, t, p, group) for t, p in sends]
     ops += [dist.P2POp(dist.irecv, t, p, group) for t, p in recvs]
     return dist.batch_isend_irecv(ops)
@@ -781,7 +799,10 @@ class Ulysses:
         if not self.comm or self.u == 1:
             return t
         o = torch.empty_like(t)
-        dist.all_to_all_single(o, t, group=self.ugroup)
+        if LOCAL_COMM:
+            o.copy_(t)
+        else:
+            dist.all_to_all_single(o, t, group=self.ugroup)
         return o
 
     def to_heads(self, x):
@@ -848,6 +869,10 @@ def usp_groups(u):
     set_seq_parallel_pg with the Ulysses degree inside).  A group of all
     ranks is the default group (None); a group of one rank needs none."""
     n, rank = dist.get_world_size(), dist.get_rank()
+    if LOCAL_COMM:  # emulated: ranks only, no groups
+        n, rank = LOCAL_COMM
+        return (None, list(range(rank - rank % u, rank - rank % u + u))), \
+            (None, list(range(rank % u, n, u)))
     if u not in _USP_GROUPS:
         limit = datetime.timedelta(seconds=60)
 
@@ -1081,7 +1106,9 @@ class AllGather:
     def gathered(self):
         B, n, c, h, H, D = self.B, self.n, self.c, self.h, self.H, self.D
         g = bf16(n, B, c, 2, H, D)   # all_gather output, rank-major
-        if self.comm:
+        if self.comm and LOCAL_COMM:
+            g.copy_(self.kv.unsqueeze(0).expand_as(g))
+        elif self.comm:
             dist.all_gather_into_tensor(g, self.kv)
         if not self.causal:
             return g.transpose(0, 1).reshape(B, n * c, 2, H, D)
@@ -1136,7 +1163,10 @@ class AllGather:
         del x
         if self.comm:
             own = torch.empty(B, c, 2, H, D, dtype=torch.float32, device=DEV)
-            dist.reduce_scatter_tensor(own, send)
+            if LOCAL_COMM:
+                own.copy_(send[self.rank])
+            else:
+                dist.reduce_scatter_tensor(own, send)
         else:
             own = send[self.rank]
         del send
@@ -1187,7 +1217,7 @@ class TokenRing:
         self.c, self.h = c, c // 2
         self.q = bf16(B, c, H, D)
         self.kv = bf16(B, c, 2, H, D)
-        self.gq, self.gout = side_groups() if comm else (None, None)
+        self.gq, self.gout = side_groups() if comm and not LOCAL_COMM else (None, None)
 
     def buffers(self, what):
         """The pass's receive buffers, made at its start and dropped at its
@@ -1544,11 +1574,11 @@ class LinearPass:
         return torch.zeros(self.B, self.H, self.D, self.D, dtype=torch.float32, device=DEV)
 
     def send(self, t, peer):
-        return [dist.isend(t, peer)] if self.comm else []
+        return [dist.isend(t, peer)] if self.comm and not LOCAL_COMM else []
 
     def recv(self, t, peer):
         """Receive into t; the compute stream waits for it."""
-        if self.comm:
+        if self.comm and not LOCAL_COMM:  # emulated: t is already there
             dist.irecv(t, peer).wait()
 
     def prepare_backward(self, dout):
@@ -1671,6 +1701,9 @@ class Lasp2(LinearPass):
 
     def gather(self, m):
         if not self.comm:
+            return None
+        if LOCAL_COMM:
+            self.glob.copy_(m.unsqueeze(0).expand_as(self.glob))
             return None
         return dist.all_gather_into_tensor(self.glob, m.contiguous(), async_op=True)
 
@@ -2399,7 +2432,8 @@ def memory_records(out, n, rank, B, H, D, c, sched, causal, attention,
     communication, one record each in memory-nN.jsonl: per rank
     (allocated_before, peak_allocated, reserved_before, peak_reserved,
     allocated_after, bytes) and the largest over the ranks in GiB."""
-    name = f"memory-n{n}.jsonl"
+    name = f"memory-n{n}-emulated.jsonl" if LOCAL_COMM else f"memory-n{n}.jsonl"
+    emu = {"emulated_rank": rank, "comm_by": "local copies"} if LOCAL_COMM else {}
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     for pas in passes:
         make = lambda: make_program(sched, causal, n, rank, B, H, D, c, True,  # noqa: E731
@@ -2416,7 +2450,7 @@ def memory_records(out, n, rank, B, H, D, c, sched, causal, attention,
         cls = (LINEAR_CLASSES[sched] if attention == "linear"
                else USP if sched.startswith("usp") else PASS_CLASSES.get(sched, Pass))
         out.write(name, {
-            "part": "memory", "attention": attention, "n": n, **sched_fields(sched, n),
+            "part": "memory", "attention": attention, "n": n, **emu, **sched_fields(sched, n),
             "mask": "causal" if causal else "full", "pass": pas, "comm": True,
             "comm_api": cls.comm_api, "B": B, "H": H, "D": D, "tokens_per_gpu": c,
             "seq": c * n, "inputs_bytes": nominal_inputs(pas, attention, B, H, D, c),
@@ -2436,10 +2470,19 @@ def measure_memory(out, n, rank, B, H, D, per_gpu, schedules, stop, attention):
     smallest size (which also warms every kernel and library workspace up),
     then memory_records at every size."""
     linear = attention == "linear"
-    check = check_linear_passes if linear else check_passes
-    worst, failed = check(n, rank, B, H, D, min(per_gpu), schedules, stop)
+    if LOCAL_COMM:  # one rank's program alone: no reference to check against;
+        # one forward+backward of each at the smallest size warms kernels up
+        for sched, causal in schedules:
+            p = make_program(sched, causal, n, rank, B, H, D, min(per_gpu), True, attention)
+            p.prepare_backward(torch.randn_like(p.q))
+            p.run_backward()
+            p = None
+        worst, failed = {}, []
+    else:
+        check = check_linear_passes if linear else check_passes
+        worst, failed = check(n, rank, B, H, D, min(per_gpu), schedules, stop)
     schedules = [x for x in schedules if x not in failed]
-    if rank == 0:
+    if rank == 0 and not LOCAL_COMM:
         print(f"calibrate: {attention} check errors " + json.dumps(
             {k: round(v, 5) for k, v in worst.items()}) +
             (f"; failed {failed}" if failed else ""), flush=True)
@@ -2570,6 +2613,14 @@ def main():
                          "linear attention (schedules lasp, lasp2, ring; records carry "
                          "\"attention\": \"linear\"); both: one after the other "
                          "(--schedules may then name schedules of either kind)")
+    ap.add_argument("--emulate-ranks", type=int,
+                    help="memory part on one GPU (one process): run one rank's program of "
+                         "this many ranks, every communication call replaced by a local "
+                         "copy into the buffers it would fill (memory follows allocation, "
+                         "not time); records go to memory-nN-emulated.jsonl")
+    ap.add_argument("--emulate-rank", type=int,
+                    help="with --emulate-ranks: which rank (default: the last, which "
+                         "merges at every step of a causal ring)")
     ap.add_argument("--usp-ulysses",
                     help="USP's Ulysses degrees u (ring degree n/u), e.g. 2,1; default: "
                          "every u dividing the ranks and the heads")
@@ -2603,6 +2654,14 @@ def main():
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
     local = int(os.environ["LOCAL_RANK"])
+    world = n
+    if a.emulate_ranks:
+        global LOCAL_COMM
+        if n != 1 or a.parts != "memory":
+            raise SystemExit("calibrate: --emulate-ranks runs the memory part in one process")
+        er = a.emulate_rank if a.emulate_rank is not None else a.emulate_ranks - 1
+        LOCAL_COMM = (a.emulate_ranks, er)
+        n = a.emulate_ranks
     # (attention, schedules) in turn; USP once per Ulysses degree
     runs = [(att, expand_usp([(s, c) for s, c in known if s in names], n, a.heads,
                              ints(a.usp_ulysses) if a.usp_ulysses else None))
@@ -2626,8 +2685,9 @@ def main():
     out = Out(a.out, rank)
     if rank == 0:
         props = torch.cuda.get_device_properties(0)
-        with open(os.path.join(a.out, f"env-n{n}.json"), "w") as f:
-            json.dump({"gpu": props.name, "gpus": n, "torch": torch.__version__,
+        with open(os.path.join(a.out, f"env-n{world}.json"), "w") as f:
+            json.dump({"gpu": props.name, "gpus": world, "torch": torch.__version__,
+                       "emulated_ranks": list(LOCAL_COMM) if LOCAL_COMM else None,
                        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                        "cuda": torch.version.cuda,
                        "total_memory": props.total_memory,
@@ -2638,7 +2698,7 @@ def main():
                        "env": {k: v for k, v in os.environ.items()
                                if k.startswith(("NCCL_", "TORCH_SYMM", "PYTORCH_",
                                                 "TORCH_NCCL", "CUDA_MODULE"))}}, f, indent=1)
-    comm_warmup(n, rank, stages)
+    comm_warmup(world, rank, stages)
     mult = {"K": KIB, "M": MIB}
     mm = a.max_msg.upper()
     max_msg = int(mm[:-1]) * mult[mm[-1]] if mm[-1] in mult else int(mm)
@@ -2669,8 +2729,8 @@ def main():
                                a.backward, schedules, not a.skip_failed, att)
         elif part == "memory":
             for att, schedules in runs:
-                measure_memory(out, n, rank, B, H, D, ints(a.pass_tokens), schedules,
-                               not a.skip_failed, att)
+                measure_memory(out, n, LOCAL_COMM[1] if LOCAL_COMM else rank, B, H, D,
+                               ints(a.pass_tokens), schedules, not a.skip_failed, att)
         elif part == "linear":
             measure_linear(out, n, ints(a.linear_heads), ints(a.linear_head_dims),
                            ints(a.linear_chunks), a.iters, LIN_BLOCK)
@@ -2686,7 +2746,7 @@ def main():
     gc.collect()
     torch.cuda.empty_cache()
     stages.append(mem_stage(f"after the parts ({a.parts}), cache emptied"))
-    write_headroom(out, n, stages)
+    write_headroom(out, world, stages)
     dist.destroy_process_group()
 
 
