@@ -100,6 +100,11 @@ Every measurement is one JSON line (rank 0 writes them):
                                   Q and returned block outputs
                        lasp, lasp2, linear ring  OpenNLPLab/LASP and
                                   Linear-MoE's LASP-2 (float32 D x D states)
+                     With --emulate-ranks N (one process, one GPU) one
+                     rank's program of N ranks runs with every
+                     communication call replaced by a local copy into the
+                     buffers the call would fill: the same allocations at
+                     the same points (memory-nN-emulated.jsonl)
   headroom-nN.jsonl  (always) device memory outside the caching allocator:
                      torch.cuda.mem_get_info's used bytes minus
                      memory_reserved at each stage (the CUDA context,
