@@ -55,6 +55,12 @@ Every measurement is one JSON line (rank 0 writes them):
                        tokenring  TokenRing: KV stays, Q travels one hop a
                                   step, block outputs go straight back to
                                   their owner (full, causal)
+                       usp        USP (yunchang): Ulysses all-to-all inside
+                                  groups of u ranks, ring_flash_attn's ring
+                                  (full) or zigzag ring (causal) across the
+                                  n/u groups; one schedule per u
+                                  (--usp-ulysses), recorded as "usp" with
+                                  usp_ulysses and usp_ring
                      Every schedule is first checked against PyTorch
                      autograd (output, dQ, dK, dV) over the whole sequence.
                      With --attention linear, linear-attention layers
@@ -64,6 +70,49 @@ Every measurement is one JSON line (rank 0 writes them):
                        lasp2      LASP-2: one all_gather of the states,
                                   local prefix (suffix) sums
                        ring       KV one hop a step, K^T V then Q times it
+                     With --backward, forward+backward ("pass": "fwdbwd")
+                     is timed too, and before timing each schedule the
+                     memory of one clean pass of each kind is recorded
+                     (memory-nN.jsonl, as the memory part)
+  memory-nN.jsonl    (--parts memory) per schedule, mask, size and pass
+                     (fwd, bwd, fwdbwd), with communication: the bytes the
+                     caching allocator has allocated just before the pass
+                     (its inputs: Q, K, V; backward also O, log-sum-exp,
+                     dO and what the forward saved), torch.cuda.
+                     max_memory_allocated and max_memory_reserved over the
+                     pass (peak statistics reset just before, the cache
+                     emptied), and what stays allocated after it; per rank
+                     and the largest over the ranks.  --attention both runs
+                     the softmax and the linear schedules.  Each program
+                     allocates what the public implementation it follows
+                     allocates, made in the pass (its class says which):
+                       ring, zigzag, tasp  ring_flash_attn (zhuzilin/ring-
+                                  flash-attention): new receive buffers each
+                                  step, float32 running output, float32 dQ
+                                  and travelling float32 dK/dV
+                       ulysses    DeepSpeed-Ulysses / yunchang all_to_all_4D
+                       usp        yunchang LongContextAttention around
+                                  ring_flash_attn's ring and zigzag ring
+                       allgather  Llama 3 CP as the timing program sends it
+                                  (gathered KV kept for the backward, float32
+                                  reduce_scatter; see AllGather)
+                       tokenring  ACA-Lab-SJTU/token-ring's double-buffered
+                                  Q and returned block outputs
+                       lasp, lasp2, linear ring  OpenNLPLab/LASP and
+                                  Linear-MoE's LASP-2 (float32 D x D states)
+                     With --emulate-ranks N (one process, one GPU) one
+                     rank's program of N ranks runs with every
+                     communication call replaced by a local copy into the
+                     buffers the call would fill: the same allocations at
+                     the same points (memory-nN-emulated.jsonl)
+  headroom-nN.jsonl  (always) device memory outside the caching allocator:
+                     torch.cuda.mem_get_info's used bytes minus
+                     memory_reserved at each stage (the CUDA context,
+                     init_process_group, the first call of each
+                     collective / p2p pattern, TokenRing's side groups, and
+                     after every part with the cache emptied: context,
+                     loaded kernels, NCCL's buffers), per rank; env-nN.json
+                     has get_device_properties().total_memory
   linear-nN.jsonl    (--parts linear) linear-attention kernels alone:
                      intra-chunk (causal, none), state K^T V, apply Q M,
                      forward and backward, as compute.linear_table entries
@@ -85,6 +134,7 @@ and what waits for what.
 """
 import argparse
 import datetime
+import gc
 import json
 import os
 import statistics
@@ -98,6 +148,20 @@ KIB = 1024
 MIB = 1024 * 1024
 # where the pass programs and kernels run; a test harness may point it elsewhere
 DEV = "cuda"
+# --emulate-ranks: one process runs one rank's program of a larger group;
+# every send / receive / collective becomes a local copy into the same
+# buffers the real call would fill (memory follows allocation, not time)
+LOCAL_COMM = False
+
+
+def local_copies(sends, recvs):
+    """Stand-in for one grouped send/receive call: each receive buffer gets
+    the matching send's bytes (as many as both hold).  The buffers are the
+    program's own, so what is allocated, and when, is as with NCCL."""
+    for (s, _), (r, _) in zip(sends, recvs):
+        k = min(s.numel(), r.numel())
+        r.reshape(-1)[:k].copy_(s.reshape(-1)[:k])
+    return []
 
 
 class Out:
@@ -431,7 +495,22 @@ class Pass:
     """One forward pass of a ring-like schedule on this rank.
 
     Layouts are (B, S, H, D); a KV buffer is (B, S, 2, H, D) so any run of
-    tokens is one contiguous slice that can be sent as is."""
+    tokens is one contiguous slice that can be sent as is.
+
+    Buffers follow ring_flash_attn (zhuzilin/ring-flash-attention,
+    ring_flash_attn.py and zigzag_ring_flash_attn.py; TASP, which has no
+    public code, the same way): every step's incoming KV goes into a new
+    buffer (its send_recv: torch.empty_like), so the rank's own KV, the
+    KV held and the KV arriving are live at once (three chunks from n = 3
+    on); the running output and log-sum-exp are float32, made from the
+    first block (block_out.to(float32)), and the output is cast to bf16 at
+    the end of the pass.  The backward's float32 dK/dV accumulator of the
+    KV held travels one hop a step: ring and TASP make a new one each step
+    (ring_flash_attn's dk = block_dk + next_dk, then a new receive buffer:
+    three float32 dK/dV live at the add), zigzag adds into the one received
+    and receives the next into the one it sent (two live); dQ is a float32
+    accumulator; results are cast to bf16.  Nothing is allocated in
+    __init__ but the inputs (Q and the packed KV)."""
 
     comm_api = "batch_p2p"
 
@@ -441,8 +520,6 @@ class Pass:
         dev = DEV
         self.q = torch.randn(B, c, H, D, dtype=torch.bfloat16, device=dev)
         self.kv = torch.randn(B, c, 2, H, D, dtype=torch.bfloat16, device=dev)
-        self.acc = torch.empty(B, c, H, D, dtype=torch.float32, device=dev)
-        self.lse = torch.empty(B, c, H, 1, dtype=torch.float32, device=dev)
         if sched == "tasp":
             # K_n* split into edge-disjoint directed Hamiltonian cycles; for
             # the 4 GPUs of one node the two directions of one ring (K_4*
@@ -451,7 +528,6 @@ class Pass:
             ring = list(range(n))
             self.cycles = [ring, ring[::-1]] if n > 2 else [ring]
             self.k = len(self.cycles)
-        self.bufs = [self.kv.clone(), self.kv.clone()]
         self.setup_schedule()
 
     # KV helpers
@@ -474,6 +550,8 @@ class Pass:
         """sends: [(tensor, peer)], recvs: [(tensor, peer)] in one group."""
         if not self.comm:
             return []
+        if LOCAL_COMM:
+            return local_copies(sends, recvs)
         ops = [dist.P2POp(dist.isend, t, p) for t, p in sends]
         ops += [dist.P2POp(dist.irecv, t, p) for t, p in recvs]
         return dist.batch_isend_irecv(ops)
@@ -522,86 +600,133 @@ class Pass:
         return ([(0, c, low, False)] if low else []) + ([(h, c, high, False)] if high else [])
 
     def run(self):
-        """Forward: each step's KV move overlaps its kernels; every block
-        output after the first is merged into the running output."""
-        cur, first = self.kv, True
+        """Forward: each step's KV move (into a new buffer) overlaps its
+        kernels; the first block output starts the float32 running output,
+        every later one is merged into it out of place (update_out_lse:
+        ring_flash_attn's update, which holds the block's float32 copy and
+        two float32 temporaries beside the running output; the in-place
+        merge() holds one fewer).  Leaves the bf16 output (acc,
+        out) and the log-sum-exp (B, H, c) float32 (lse_bhs), which the
+        backward reads, as ring_flash_attn's autograd function saves them."""
+        cur, acc, lse = self.kv, None, None
         for t in range(self.n):
-            reqs = []
+            reqs, recv = [], None
             if t + 1 < self.n:
-                recv = self.bufs[t % 2]
+                recv = torch.empty_like(cur)
                 reqs = self.move(cur, recv)
             for q_lo, q_hi, segs, causal in self.blocks(t):
                 kv = self.keys(cur, segs)
-                o, lse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
-                if first:
-                    self.acc[:, q_lo:q_hi].copy_(o)
-                    self.lse[:, q_lo:q_hi].copy_(lse.transpose(1, 2).unsqueeze(-1))
-                    first = False
-                else:
-                    merge(self.acc[:, q_lo:q_hi], self.lse[:, q_lo:q_hi], o, lse)
-            for q in reqs:
-                q.wait()
-            if t + 1 < self.n and self.comm:
+                o, blse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
+                # the first block covers all queries and starts the output
+                sl = None if (q_lo, q_hi) == (0, self.c) else slice(q_lo, q_hi)
+                acc, lse = update_out_lse(acc, lse, o, blse, sl)
+                del o, blse, kv
+            wait_all(reqs)
+            if recv is not None and self.comm:
                 cur = recv
+            del recv
+        del cur
+        self.out = self.acc = acc.to(torch.bfloat16)
+        del acc
+        self.lse_bhs = lse.squeeze(-1).transpose(1, 2).contiguous()
 
     def prepare_backward(self, dout):
-        """Output and log-sum-exp of a forward pass, and the output gradient,
-        for run_backward."""
+        """A forward pass (its output and log-sum-exp kept), and the output
+        gradient, for run_backward."""
         self.run()
-        self.out = self.acc.to(torch.bfloat16)
-        self.lse_bhs = self.lse.squeeze(-1).transpose(1, 2).contiguous()
         self.dout = dout
-        self.dq = torch.zeros_like(self.acc)
-        self.dacc = [torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
-                     for _ in range(3)]
+
+    def fold(self, base, grads):
+        """The float32 dK/dV (B, c, 2, H, D) of the KV held after this step:
+        base (what arrived from the previous holder, None at step 0) plus
+        this step's block gradients [(key row ranges, dk, dv)].  A new
+        tensor (ring_flash_attn's block_dk + next_dk), except for zigzag,
+        which adds into the buffer received (its in-place +=)."""
+        if not grads:
+            return base
+        if base is None:
+            new = torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
+        elif self.sched == "zigzag":
+            new = base
+        elif len(grads) == 1 and grads[0][0] == [(0, self.c)]:
+            _, dk, dv = grads[0]
+            new = torch.empty_like(base)
+            torch.add(base[:, :, 0], dk, out=new[:, :, 0])
+            torch.add(base[:, :, 1], dv, out=new[:, :, 1])
+            return new
+        else:
+            new = base.clone()
+        for segs, dk, dv in grads:  # scatter the gathered key gradients back
+            off = 0
+            for a, b in segs:
+                new[:, a:b, 0] += dk[:, off:off + b - a]
+                new[:, a:b, 1] += dv[:, off:off + b - a]
+                off += b - a
+        return new
 
     def run_backward(self):
         """Backward (ring_flash_attn's pattern): KV moves as in forward; the
         float32 dK/dV accumulator of the KV held at a step gets that step's
         block gradients plus what its previous holders added, and moves one
         hop after the step's kernels, n hops in all, the last one home.
-        Returns this rank's dK and dV (float32)."""
+        Returns this rank's dK and dV (bf16; dq too)."""
         n = self.n
         cur, dreqs = self.kv, []
-        self.dq.zero_()
-        arrived = self.dacc[2]
+        dq = dkv = arrived = spare = None
         for t in range(n):
-            reqs = []
+            reqs, recv = [], None
             if t + 1 < n:
-                recv = self.bufs[t % 2]
+                recv = torch.empty_like(cur)
                 reqs = self.move(cur, recv)
-            acc = self.dacc[t % 2]
-            acc.zero_()
+            grads = []
             for q_lo, q_hi, segs, causal in self.blocks(t):
                 kv = self.keys(cur, segs)
                 sl = slice(q_lo, q_hi)
-                dq, dk, dv = flash_bwd(self.dout[:, sl], self.q[:, sl], self.k_of(kv),
-                                       self.v_of(kv), self.out[:, sl],
-                                       self.lse_bhs[:, :, sl], causal)
-                self.dq[:, sl] += dq
-                off = 0
-                for a, b in segs:  # scatter the gathered key gradients back
-                    acc[:, a:b, 0] += dk[:, off:off + b - a]
-                    acc[:, a:b, 1] += dv[:, off:off + b - a]
-                    off += b - a
-            for q in dreqs:
-                q.wait()
+                bdq, dk, dv = flash_bwd(self.dout[:, sl], self.q[:, sl], self.k_of(kv),
+                                        self.v_of(kv), self.out[:, sl],
+                                        self.lse_bhs[:, :, sl], causal)
+                if dq is None:  # step 0's block: all queries (block_dq.to(float32))
+                    dq = bdq.to(torch.float32, memory_format=torch.contiguous_format)
+                else:
+                    dq[:, sl] += bdq
+                grads.append((segs, dk, dv))
+                del bdq, kv
+            wait_all(dreqs)
+            dreqs = []
             if t > 0 and self.comm:
-                acc += arrived
-            dreqs = self.move(acc, arrived)
-            for q in reqs:
-                q.wait()
-            if t + 1 < n and self.comm:
+                if self.sched == "zigzag":
+                    spare = dkv
+                dkv = self.fold(arrived, grads)
+            else:  # step 0, or no communication: this rank's own sum
+                dkv = self.fold(dkv if t > 0 else None, grads)
+            if dkv is None:  # nothing computed yet on this KV (causal ring)
+                dkv = torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
+            del grads
+            wait_all(reqs)
+            if recv is not None and self.comm:
                 cur = recv
-        for q in dreqs:
-            q.wait()
-        dkv = arrived if self.comm else self.dacc[(n - 1) % 2]
+            del recv
+            if n > 1 and self.comm:
+                nxt = spare if spare is not None else torch.empty_like(dkv)
+                spare = None
+                dreqs = self.move(dkv, nxt)
+                arrived = nxt
+                del nxt
+        wait_all(dreqs)
+        del cur
+        home = arrived if (n > 1 and self.comm) else dkv
+        del dkv, arrived
+        self.dq = dq.to(torch.bfloat16)
+        del dq
+        dkv = home.to(torch.bfloat16)
         return dkv[:, :, 0], dkv[:, :, 1]
 
 
 def p2p(group, sends, recvs):
     """One grouped send/receive call (batch_isend_irecv) on `group`:
     sends, recvs: [(tensor, peer)]."""
+    if LOCAL_COMM:
+        return local_copies(sends, recvs)
     ops = [dist.P2POp(dist.isend, t, p, group) for t, p in sends]
     ops += [dist.P2POp(dist.irecv, t, p, group) for t, p in recvs]
     return dist.batch_isend_irecv(ops)
@@ -651,57 +776,281 @@ class Ulysses:
     Backward (after a forward; the gathered Q, K, V, output and log-sum-exp
     are kept): all_to_all of dO as Q's; one flash backward over the whole
     sequence; all_to_all of dQ, then dK, then dV (bf16) as the output's,
-    each followed by its copy back into (B, c, H, D)."""
+    each followed by its copy back into (B, c, H, D).
+
+    Memory follows DeepSpeed-Ulysses and yunchang's all_to_all_4D (every
+    buffer made in the pass): per all-to-all a contiguous copy in
+    head-group order and a new output (torch.empty_like), the copy freed
+    after the call; the attention function saves the gathered Q, K, V, its
+    output and log-sum-exp, and (keep_saved False, as autograd) frees them
+    once its backward has run, before the gradients' all-to-alls."""
 
     comm_api = "all_to_all"
+    keep_saved = True   # False: the saved tensors go once read (one backward only)
 
     def __init__(self, causal, n, rank, B, H, D, c, comm):
         if H % n:
             raise SystemExit(f"calibrate: ulysses needs heads ({H}) divisible by ranks ({n})")
         self.causal, self.n, self.comm = causal, n, comm
+        self.u, self.ugroup = n, None   # the all-to-all's ranks: all of them
         self.q = bf16(B, c, H, D)
         self.kv = bf16(B, c, 2, H, D)
 
     def a2a(self, t):
-        """all_to_all_single of t (n, ...): block p to rank p, block p of
-        the result from rank p.  Comm off: t itself, same shape."""
-        if not self.comm:
+        """all_to_all_single of t (u, ...) over the Ulysses group: block p
+        to its p-th rank, block p of the result from it, into a new tensor
+        (yunchang's all_to_all_4D: torch.empty_like).  Comm off, or a group
+        of one: t itself, same shape."""
+        if not self.comm or self.u == 1:
             return t
         o = torch.empty_like(t)
-        dist.all_to_all_single(o, t)
+        if LOCAL_COMM:
+            o.copy_(t)
+        else:
+            dist.all_to_all_single(o, t, group=self.ugroup)
         return o
 
     def to_heads(self, x):
-        """(B, c, H, D), sequence-sharded -> (B, S, H/n, D), head-sharded."""
+        """(B, c, H, D), sequence-sharded -> (B, u c, H/u, D), head-sharded:
+        a contiguous copy in head-group-major order (yunchang's input_t),
+        the all-to-all into a new tensor, read back as a view (B = 1)."""
         B, c, H, D = x.shape
-        n = self.n
+        n = self.u
         t = x.reshape(B, c, n, H // n, D).permute(2, 0, 1, 3, 4).contiguous()
         return self.a2a(t).transpose(0, 1).reshape(B, n * c, H // n, D)
 
     def to_seq(self, y):
-        """(B, S, H/n, D), head-sharded -> (B, c, H, D), sequence-sharded."""
+        """(B, u c, H/u, D), head-sharded -> (B, c, H, D), sequence-sharded."""
         B, S, hn, D = y.shape
-        n = self.n
+        n = self.u
         t = y.reshape(B, n, S // n, hn, D).transpose(0, 1).contiguous()
         return self.a2a(t).permute(1, 2, 0, 3, 4).reshape(B, S // n, n * hn, D)
+
+    def attend(self, qg, kg, vg):
+        return flash(qg, kg, vg, self.causal)
+
+    def attend_bwd(self, dog, qg, kg, vg, o, lse):
+        return flash_bwd(dog, qg, kg, vg, o, lse, self.causal)
 
     def run(self):
         qg = self.to_heads(self.q)
         kg = self.to_heads(self.kv[:, :, 0])
         vg = self.to_heads(self.kv[:, :, 1])
-        o, lse = flash(qg, kg, vg, self.causal)
+        o, lse = self.attend(qg, kg, vg)
         self.acc = self.to_seq(o)
-        self.saved = (qg, kg, vg, o, lse)
+        self.saved = (qg, kg, vg, o, lse)   # what the attention function saves
+        del qg, kg, vg, o, lse
 
     def prepare_backward(self, dout):
         self.run()
         self.dout = dout
 
     def run_backward(self):
+        """As autograd runs it: dO to heads; the attention backward, after
+        which its saved tensors are freed; then dQ, dK, dV back to the
+        sequence layout one after another, each head-layout gradient freed
+        once sent."""
         qg, kg, vg, o, lse = self.saved
-        dq, dk, dv = flash_bwd(self.to_heads(self.dout), qg, kg, vg, o, lse, self.causal)
+        if not self.keep_saved:
+            self.saved = None
+        dog = self.to_heads(self.dout)
+        dq, dk, dv = self.attend_bwd(dog, qg, kg, vg, o, lse)
+        del dog, qg, kg, vg, o, lse
         self.dq = self.to_seq(dq)
-        return self.to_seq(dk), self.to_seq(dv)
+        del dq
+        dks = self.to_seq(dk)
+        del dk
+        dvs = self.to_seq(dv)
+        return dks, dvs
+
+
+_USP_GROUPS = {}
+
+
+def usp_groups(u):
+    """((Ulysses group, its ranks), (ring group, its ranks)) of this rank
+    for Ulysses degree u, made once per u on every rank: Ulysses groups
+    are runs of u consecutive ranks, ring groups every u-th rank (yunchang's
+    set_seq_parallel_pg with the Ulysses degree inside).  A group of all
+    ranks is the default group (None); a group of one rank needs none."""
+    n, rank = dist.get_world_size(), dist.get_rank()
+    if LOCAL_COMM:  # emulated: ranks only, no groups
+        n, rank = LOCAL_COMM
+        return (None, list(range(rank - rank % u, rank - rank % u + u))), \
+            (None, list(range(rank % u, n, u)))
+    if u not in _USP_GROUPS:
+        limit = datetime.timedelta(seconds=60)
+
+        def make(sets):
+            mine = None
+            for ranks in sets:
+                g = dist.new_group(ranks, timeout=limit) if 1 < len(ranks) < n else None
+                if rank in ranks:
+                    mine = (g, ranks)
+            return mine
+        r = n // u
+        _USP_GROUPS[u] = (make([list(range(g * u, (g + 1) * u)) for g in range(r)]),
+                          make([list(range(i, n, u)) for i in range(u)]))
+    return _USP_GROUPS[u]
+
+
+def update_out_lse(out, lse, blk, blse, sl=None):
+    """ring_flash_attn's update_out_and_lse, out of place: the block output
+    (bf16) made float32, the running output and log-sum-exp (B, S, H, 1)
+    replaced by new float32 tensors (the first block's: its own, the
+    log-sum-exp a view); sl: the block covers those query rows only, the
+    new values are copied into them."""
+    if out is None:
+        return blk.float(), blse.transpose(-2, -1).unsqueeze(-1)
+    if sl is not None:
+        o2, l2 = update_out_lse(out[:, sl], lse[:, sl], blk, blse)
+        out[:, sl], lse[:, sl] = o2, l2
+        return out, lse
+    blk = blk.float()
+    blse = blse.transpose(-2, -1).unsqueeze(-1)
+    out = out - torch.sigmoid(blse - lse) * (out - blk)
+    lse = lse - F.logsigmoid(lse - blse)
+    return out, lse
+
+
+class USP(Ulysses):
+    """USP, unified sequence parallelism (Fang and Zhao, arXiv 2405.07719;
+    feifeibear/long-context-attention, "yunchang", LongContextAttention):
+    n = u x r ranks, Ulysses of degree u inside each run of u consecutive
+    ranks, ring attention of degree r across them (usp_groups).
+    Forward: Q, K, V each through the Ulysses all-to-all (scatter heads,
+    gather the group's tokens: Ulysses.to_heads, three calls, as yunchang
+    without use_pack_qkv), then ring attention of ring_flash_attn over the
+    ring group on H/u heads and u c tokens (ring_fwd: ring_flash_attn_func
+    for the full mask, zigzag_ring_flash_attn_func for causal; K and V as
+    two tensors, each step's pair received into new buffers; float32
+    running output merged out of place), then the output's all-to-all
+    back.  Backward as autograd runs it (Ulysses.run_backward) around
+    ring_bwd: ring_flash_attn_backward (full: dk = block_dk + next_dk, new
+    float32 tensors each step) or zigzag_ring_flash_attn_backward (causal:
+    adds into the float32 dK/dV received, receives into the ones sent).
+    Token layout: full, rank g u + i holds tokens [(g u + i) c, +c);
+    causal (yunchang's zigzag extract), ring rank g holds sequence chunks g
+    and 2r-1-g of u c / 2 tokens, split into u pieces of c in that order,
+    piece i on Ulysses rank i.  u = n is Ulysses (a ring of one rank, no
+    hop), u = 1 ring_flash_attn's ring or zigzag (no all-to-all; K and V
+    made contiguous, as ring_flash_attn's autograd function does)."""
+
+    comm_api = "all_to_all+batch_p2p"
+
+    def __init__(self, causal, n, rank, B, H, D, c, comm, u):
+        if n % u or H % u:
+            raise SystemExit(f"calibrate: usp needs u ({u}) dividing ranks ({n}) and heads ({H})")
+        self.causal, self.n, self.rank, self.comm = causal, n, rank, comm
+        self.u, self.r = u, n // u
+        self.q = bf16(B, c, H, D)
+        self.kv = bf16(B, c, 2, H, D)
+        (self.ugroup, _), (self.rgroup, self.rranks) = usp_groups(u)
+        self.ring_rank = self.rranks.index(rank)
+
+    def ring_p2p(self, sends, recvs):
+        """One grouped call on the ring group; peers as ring positions."""
+        if not self.comm or self.r == 1:
+            return []
+        g = self.rranks
+        return p2p(self.rgroup, [(t, g[i]) for t, i in sends], [(t, g[i]) for t, i in recvs])
+
+    def attend(self, q, k, v):
+        """ring_flash_attn's (zigzag_)ring_flash_attn_forward on the ring
+        group: returns the bf16 output and the (B, H, S) log-sum-exp."""
+        r, i, causal = self.r, self.ring_rank, self.causal
+        nxt, prv, half = (i + 1) % r, (i - 1) % r, q.shape[1] // 2
+        out = lse = None
+        for step in range(r):
+            reqs, nk = [], None
+            if step + 1 < r:
+                nk, nv = torch.empty_like(k), torch.empty_like(v)
+                reqs = self.ring_p2p([(k, nxt), (v, nxt)], [(nk, prv), (nv, prv)])
+            sl = None
+            if not causal:
+                o, bl = flash(q, k, v, False)
+            elif step == 0:
+                o, bl = flash(q, k, v, True)
+            elif step <= i:
+                o, bl = flash(q, k[:, :half], v[:, :half], False)
+            else:
+                o, bl = flash(q[:, half:], k, v, False)
+                sl = slice(half, None)
+            out, lse = update_out_lse(out, lse, o, bl, sl)
+            del o, bl
+            wait_all(reqs)
+            if nk is not None and self.comm:
+                k, v = nk, nv
+            nk = nv = None
+        o = out.to(torch.bfloat16)
+        del out
+        return o, lse.squeeze(-1).transpose(1, 2)
+
+    def attend_bwd(self, dout, q, k, v, out, lse):
+        """ring_flash_attn's (zigzag_)ring_flash_attn_backward on the ring
+        group: float32 dQ, and the float32 dK/dV of the KV held travelling
+        one hop a step, the last one home; bf16 results."""
+        r, i, causal = self.r, self.ring_rank, self.causal
+        nxt, prv, half = (i + 1) % r, (i - 1) % r, q.shape[1] // 2
+        hops = self.comm and r > 1
+        if causal:  # zigzag's second halves (views; the log-sum-exp a copy)
+            dout1, q1, out1 = dout[:, half:], q[:, half:], out[:, half:]
+            lse1 = lse[:, :, half:].contiguous()
+        dq = dk = dv = ndk = ndv = None
+        spare, dreqs = None, []
+        for step in range(r):
+            reqs, nk = [], None
+            if step + 1 < r:
+                nk, nv = torch.empty_like(k), torch.empty_like(v)
+                reqs = self.ring_p2p([(k, nxt), (v, nxt)], [(nk, prv), (nv, prv)])
+            first_half = causal and 0 < step <= i
+            second = causal and step > i
+            if second:
+                bq, bk, bv = flash_bwd(dout1, q1, k, v, out1, lse1, False)
+            elif first_half:
+                bq, bk, bv = flash_bwd(dout, q, k[:, :half], v[:, :half], out, lse, False)
+            else:
+                bq, bk, bv = flash_bwd(dout, q, k, v, out, lse, causal and step == 0)
+            if step == 0:  # contiguous float32 copies (block buffers .to(float32))
+                dq, dk, dv = (x.to(torch.float32, memory_format=torch.contiguous_format)
+                              for x in (bq, bk, bv))
+            else:
+                if second:
+                    dq[:, half:] += bq
+                else:
+                    dq += bq
+                wait_all(dreqs)
+                dreqs = []
+                gk, gv = (ndk, ndv) if hops else (dk, dv)
+                if not causal:  # ring_flash_attn: new tensors
+                    dk, dv = torch.empty_like(gk), torch.empty_like(gv)
+                    torch.add(gk, bk, out=dk)
+                    torch.add(gv, bv, out=dv)
+                else:  # zigzag: into the received ones
+                    if hops:
+                        spare = (dk, dv)
+                    dk, dv = gk, gv
+                    rows = slice(None, half) if first_half else slice(None)
+                    dk[:, rows] += bk
+                    dv[:, rows] += bv
+                gk = gv = None
+            del bq, bk, bv
+            wait_all(reqs)
+            if nk is not None and self.comm:
+                k, v = nk, nv
+            nk = nv = None
+            if hops:
+                a, b = spare if spare is not None else (torch.empty_like(dk),
+                                                        torch.empty_like(dv))
+                spare = None
+                dreqs = self.ring_p2p([(dk, nxt), (dv, nxt)], [(a, prv), (b, prv)])
+                ndk, ndv = a, b
+                del a, b
+        wait_all(dreqs)
+        if hops:
+            dk, dv = ndk, ndv
+        ndk = ndv = None
+        return dq.to(torch.bfloat16), dk.to(torch.bfloat16), dv.to(torch.bfloat16)
 
 
 class AllGather:
@@ -723,18 +1072,27 @@ class AllGather:
     into one float32 buffer (the larger kernel's copied in, the rest
     zeroed, the other kernel's added); copied into owner order
     (n, B, c, 2, H, D); ONE reduce_scatter_tensor (float32, sum) gives each
-    owner its dK, dV."""
+    owner its dK, dV.
+
+    Memory: every buffer is made in the pass (the gathered KV, its
+    sequence-order copy for zigzag, the float32 dK/dV of the whole
+    sequence, its owner-order copy, the float32 result) and the gathered
+    KV is kept from the forward for the backward (saved, as an autograd
+    function that saves its gathered inputs does; freed once the backward
+    has read it).  This is not ring_flash_attn's llama3_flash_attn_varlen,
+    which gathers the KV again in the backward (two gather buffers of
+    heads_k_stride heads each, forward and backward), keeps dK/dV of the
+    gathered sequence in bf16 and reduce-scatters bf16: this program keeps
+    the communication the timing calibration measured (h200x2-sp)."""
 
     comm_api = "all_gather"
+    keep_saved = True   # False: the saved tensors go once read (one backward only)
 
     def __init__(self, causal, n, rank, B, H, D, c, comm):
         self.causal, self.n, self.rank, self.comm = causal, n, rank, comm
         self.B, self.H, self.D, self.c, self.h = B, H, D, c, c // 2
         self.q = bf16(B, c, H, D)
         self.kv = bf16(B, c, 2, H, D)
-        self.glob = bf16(n, B, c, 2, H, D)   # all_gather output, rank-major
-        self.dkv = torch.empty(B, n * c, 2, H, D, dtype=torch.float32, device=DEV)
-        self.dkv_own = torch.empty(B, c, 2, H, D, dtype=torch.float32, device=DEV)
         if causal:
             # half-chunk 2p+s of the gathered buffer is sequence chunk p (s=0)
             # or 2n-1-p (s=1)
@@ -752,9 +1110,11 @@ class AllGather:
 
     def gathered(self):
         B, n, c, h, H, D = self.B, self.n, self.c, self.h, self.H, self.D
-        if self.comm:
-            dist.all_gather_into_tensor(self.glob, self.kv)
-        g = self.glob
+        g = bf16(n, B, c, 2, H, D)   # all_gather output, rank-major
+        if self.comm and LOCAL_COMM:
+            g.copy_(self.kv.unsqueeze(0).expand_as(g))
+        elif self.comm:
+            dist.all_gather_into_tensor(g, self.kv)
         if not self.causal:
             return g.transpose(0, 1).reshape(B, n * c, 2, H, D)
         x = g.view(n, B, 2, h, 2, H, D).transpose(1, 2).reshape(2 * n, B, h, 2, H, D)
@@ -766,6 +1126,7 @@ class AllGather:
                 for lo, hi, kh, causal in self.kernels()]
         self.acc = outs[0][0] if len(outs) == 1 else torch.cat([o for o, _ in outs], dim=1)
         self.saved = (kvg, outs)
+        del kvg, outs
 
     def prepare_backward(self, dout):
         self.run()
@@ -774,7 +1135,9 @@ class AllGather:
     def run_backward(self):
         B, n, c, h, H, D = self.B, self.n, self.c, self.h, self.H, self.D
         kvg, outs = self.saved
-        dkv, dqs = self.dkv, []
+        if not self.keep_saved:  # as autograd frees a node's saved tensors once it has run
+            self.saved = None
+        dkv, dqs = torch.empty(B, n * c, 2, H, D, dtype=torch.float32, device=DEV), []
         ks = self.kernels()
         big = max(kh for _, _, kh, _ in ks)
         if big < n * c:
@@ -791,18 +1154,28 @@ class AllGather:
             else:
                 dkv[:, :kh, 0] += dk
                 dkv[:, :kh, 1] += dv
+            del dq, dk, dv
+        del kvg, outs, o, lse
         dqs.sort(key=lambda x: x[0])
         self.dq = dqs[0][1] if len(dqs) == 1 else torch.cat([d for _, d in dqs], dim=1)
+        del dqs
         if self.causal:
             x = dkv.view(B, 2 * n, h, 2, H, D).index_select(1, self.to_owner)
         else:
             x = dkv
+        del dkv
         send = x.view(B, n, c, 2, H, D).transpose(0, 1).contiguous()
+        del x
         if self.comm:
-            dist.reduce_scatter_tensor(self.dkv_own, send)
-            own = self.dkv_own
+            own = torch.empty(B, c, 2, H, D, dtype=torch.float32, device=DEV)
+            if LOCAL_COMM:
+                own.copy_(send[self.rank])
+            else:
+                dist.reduce_scatter_tensor(own, send)
         else:
             own = send[self.rank]
+        del send
+        own = own.to(torch.bfloat16)
         return own[:, :, 0], own[:, :, 1]
 
 
@@ -845,20 +1218,33 @@ class TokenRing:
 
     def __init__(self, causal, n, rank, B, H, D, c, comm):
         self.causal, self.n, self.rank, self.comm = causal, n, rank, comm
+        self.B, self.H, self.D = B, H, D
         self.c, self.h = c, c // 2
         self.q = bf16(B, c, H, D)
         self.kv = bf16(B, c, 2, H, D)
-        self.acc = torch.empty(B, c, H, D, dtype=torch.float32, device=DEV)
-        self.lse = torch.empty(B, c, H, 1, dtype=torch.float32, device=DEV)
-        self.qbufs = [torch.empty_like(self.q) for _ in range(2)]
-        rows = {c, self.h} if causal else {c}
-        # a block arriving from another rank: its output and log-sum-exp
-        self.blk_in = {m: (torch.zeros(B, m, H, D, dtype=torch.bfloat16, device=DEV),
-                           torch.zeros(B, H, m, dtype=torch.float32, device=DEV))
-                       for m in rows}
-        self.dq_in = {m: torch.zeros(B, m, H, D, dtype=torch.float32, device=DEV)
-                      for m in rows}
-        self.gq, self.gout = side_groups() if comm else (None, None)
+        self.gq, self.gout = side_groups() if comm and not LOCAL_COMM else (None, None)
+
+    def buffers(self, what):
+        """The pass's receive buffers, made at its start and dropped at its
+        end: two Q buffers (forward; backward: two
+        sets of Q, dO, out, lse), and per block size a block output (bf16)
+        and log-sum-exp (float32) arriving from another rank (forward) or
+        a float32 dQ partial (backward)."""
+        B, c, H, D = self.B, self.c, self.H, self.D
+        rows = {c, self.h} if self.causal else {c}
+        if what == "out":
+            self.qbufs = [torch.empty_like(self.q) for _ in range(2)]
+            self.blk_in = {m: (torch.zeros(B, m, H, D, dtype=torch.bfloat16, device=DEV),
+                               torch.zeros(B, H, m, dtype=torch.float32, device=DEV))
+                           for m in rows}
+        else:
+            self.bbufs = [[torch.empty_like(x) for x in (self.q, self.dout, self.out,
+                                                          self.lse_bhs)] for _ in range(2)]
+            self.dq_in = {m: torch.zeros(B, m, H, D, dtype=torch.float32, device=DEV)
+                          for m in rows}
+
+    def free_buffers(self):
+        self.qbufs = self.blk_in = self.bbufs = self.dq_in = None
 
     def block(self, r, j):
         """The kernel of rank r on Q of owner j: (query rows lo, hi, key rows
@@ -890,6 +1276,9 @@ class TokenRing:
 
     def run(self):
         n, r = self.n, self.rank
+        self.buffers("out")
+        self.acc = torch.empty(self.B, self.c, self.H, self.D, dtype=torch.float32, device=DEV)
+        self.lse = torch.empty(self.B, self.c, self.H, 1, dtype=torch.float32, device=DEV)
         held, pending = self.q, None
         for t in range(n):
             j = (r - t) % n
@@ -919,21 +1308,23 @@ class TokenRing:
             reqs, (a, b, (bo, bl)) = self.send_back(pending, n - 1, "out")
             wait_all(reqs)
             merge(self.acc[:, a:b], self.lse[:, a:b], bo, bl)
+            del reqs, bo, bl
+        pending = held = None
+        self.free_buffers()
+        # the bf16 output and the (B, H, c) log-sum-exp the backward reads
+        self.out = self.acc.to(torch.bfloat16)
+        self.lse_bhs = self.lse.squeeze(-1).transpose(1, 2).contiguous()
+        self.acc, self.lse = self.out, None
 
     def prepare_backward(self, dout):
         self.run()
-        self.out = self.acc.to(torch.bfloat16)
-        self.lse_bhs = self.lse.squeeze(-1).transpose(1, 2).contiguous()
         self.dout = dout
-        self.dq = torch.zeros_like(self.acc)
-        self.dkv = torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
-        self.bbufs = [[torch.empty_like(x) for x in (self.q, dout, self.out, self.lse_bhs)]
-                      for _ in range(2)]
 
     def run_backward(self):
         n, r = self.n, self.rank
-        self.dq.zero_()
-        self.dkv.zero_()
+        self.buffers("dq")
+        self.dq = torch.zeros(self.q.shape, dtype=torch.float32, device=DEV)
+        self.dkv = torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
         held, pending = (self.q, self.dout, self.out, self.lse_bhs), None
         for t in range(n):
             j = (r - t) % n
@@ -967,7 +1358,12 @@ class TokenRing:
             reqs, (a, b, (d,)) = self.send_back(pending, n - 1, "dq")
             wait_all(reqs)
             self.dq[:, a:b] += d
-        return self.dkv[:, :, 0], self.dkv[:, :, 1]
+            del reqs, d
+        pending = held = None
+        self.free_buffers()
+        self.dq = self.dq.to(torch.bfloat16)
+        dkv, self.dkv = self.dkv.to(torch.bfloat16), None
+        return dkv[:, :, 0], dkv[:, :, 1]
 
 
 # ------------------------------------------------------- linear attention
@@ -1183,11 +1579,11 @@ class LinearPass:
         return torch.zeros(self.B, self.H, self.D, self.D, dtype=torch.float32, device=DEV)
 
     def send(self, t, peer):
-        return [dist.isend(t, peer)] if self.comm else []
+        return [dist.isend(t, peer)] if self.comm and not LOCAL_COMM else []
 
     def recv(self, t, peer):
         """Receive into t; the compute stream waits for it."""
-        if self.comm:
+        if self.comm and not LOCAL_COMM:  # emulated: t is already there
             dist.irecv(t, peer).wait()
 
     def prepare_backward(self, dout):
@@ -1311,6 +1707,9 @@ class Lasp2(LinearPass):
     def gather(self, m):
         if not self.comm:
             return None
+        if LOCAL_COMM:
+            self.glob.copy_(m.unsqueeze(0).expand_as(self.glob))
+            return None
         return dist.all_gather_into_tensor(self.glob, m.contiguous(), async_op=True)
 
     def total(self, lo, hi):
@@ -1381,12 +1780,6 @@ class LinRing(LinearPass):
 
     comm_api = "batch_p2p"
 
-    def __init__(self, *a):
-        super().__init__(*a)
-        self.bufs = [torch.empty_like(self.kv), torch.empty_like(self.kv)]
-        self.dacc = [torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
-                     for _ in range(3)]
-
     def exchange(self, src, dst):
         if not self.comm:
             return []
@@ -1405,6 +1798,7 @@ class LinRing(LinearPass):
         n = self.n
         cur = self.kv
         self.states = {}
+        self.bufs = [torch.empty_like(self.kv), torch.empty_like(self.kv)]
         for t in range(n):
             reqs, recv = [], None
             if t + 1 < n:
@@ -1419,10 +1813,14 @@ class LinRing(LinearPass):
             wait_all(reqs)
             if recv is not None and self.comm:
                 cur = recv
+        self.bufs = cur = recv = None
 
     def run_backward(self):
         n = self.n
         cur, dreqs = self.kv, []
+        self.bufs = [torch.empty_like(self.kv), torch.empty_like(self.kv)]
+        self.dacc = [torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
+                     for _ in range(3)]
         arrived = self.dacc[2]
         for t in range(n):
             reqs, recv = [], None
@@ -1450,6 +1848,8 @@ class LinRing(LinearPass):
                 cur = recv
         wait_all(dreqs)
         dkv = arrived if self.comm else self.dacc[(n - 1) % 2]
+        self.bufs = self.dacc = cur = recv = acc = arrived = None
+        dkv = dkv.to(torch.bfloat16)  # bf16 results, as the other programs return
         return dkv[0], dkv[1]
 
 
@@ -1850,9 +2250,47 @@ def check_linear_passes(n, rank, B, H, D, c, schedules=LINEAR_SCHEDULES, stop=Tr
     return worst, failed
 
 
+def usp_degree(sched):
+    """The Ulysses degree u of a USP schedule name "usp-uU", else None."""
+    return int(sched[5:]) if sched.startswith("usp-u") else None
+
+
+def sched_fields(sched, n):
+    """A record's schedule fields: USP as "usp" with its two degrees."""
+    u = usp_degree(sched)
+    if u is None:
+        return {"sched": sched}
+    return {"sched": "usp", "usp_ulysses": u, "usp_ring": n // u}
+
+
+def expand_usp(schedules, n, H, degrees=None):
+    """Each ("usp", causal) as one schedule per Ulysses degree u ("usp-uU"):
+    degrees, else every u dividing both n and the heads, largest first
+    (n = 2: u = 2, a ring of one; u = 1, no all-to-all)."""
+    us = degrees or [u for u in range(n, 0, -1) if n % u == 0 and H % u == 0]
+    out = []
+    for s, causal in schedules:
+        out += [(f"usp-u{u}", causal) for u in us] if s == "usp" else [(s, causal)]
+    return out
+
+
 def token_ranges(sched, causal, n, rank, c):
     """Global token ranges a rank holds, in its local order."""
-    if sched in ("ring", "ulysses") or not causal:
+    u = usp_degree(sched)
+    if u is not None and causal:
+        # ring rank g: zigzag chunks g and 2r-1-g of u c / 2 tokens, cut into
+        # u pieces of c; piece i on the group's i-th rank
+        r, g, i = n // u, rank // u, rank % u
+        h = u * c // 2
+        pair = [(g * h, (g + 1) * h), ((2 * r - 1 - g) * h, (2 * r - g) * h)]
+        out, off = [], 0
+        for a, b in pair:
+            lo, hi = max(i * c, off), min((i + 1) * c, off + b - a)
+            if lo < hi:
+                out.append((a + lo - off, a + hi - off))
+            off += b - a
+        return out
+    if sched in ("ring", "ulysses") or u is not None or not causal:
         return [(rank * c, (rank + 1) * c)]
     h = c // 2
     return [(rank * h, (rank + 1) * h), ((2 * n - 1 - rank) * h, (2 * n - rank) * h)]
@@ -1860,11 +2298,16 @@ def token_ranges(sched, causal, n, rank, c):
 
 SCHEDULES = [("ring", False), ("ring", True), ("zigzag", True), ("tasp", False),
              ("tasp", True), ("ulysses", False), ("ulysses", True), ("allgather", False),
-             ("allgather", True), ("tokenring", False), ("tokenring", True)]
+             ("allgather", True), ("tokenring", False), ("tokenring", True), ("usp", False),
+             ("usp", True)]
 PASS_CLASSES = {"ulysses": Ulysses, "allgather": AllGather, "tokenring": TokenRing}
 
 
 def make_pass(sched, causal, n, rank, B, H, D, c, comm):
+    """The program of a softmax schedule ("usp-uU": USP of Ulysses degree
+    U; plain "usp": U = n)."""
+    if sched.startswith("usp"):
+        return USP(causal, n, rank, B, H, D, c, comm, usp_degree(sched) or n)
     cls = PASS_CLASSES.get(sched)
     if cls is None:
         return Pass(sched, causal, n, rank, B, H, D, c, comm)
@@ -1915,6 +2358,198 @@ def check_passes(n, rank, B, H, D, c, schedules=SCHEDULES, stop=True):
     return worst, failed
 
 
+# ----------------------------------------------------------------- memory
+
+GIB = 1024 ** 3
+
+
+def gather_rows(vals):
+    """Every rank's list of numbers, rank-major (every rank calls this)."""
+    t = torch.tensor([float(v) for v in vals], dtype=torch.float64, device="cuda")
+    outs = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(outs, t)
+    return [o.tolist() for o in outs]
+
+
+def make_program(sched, causal, n, rank, B, H, D, c, comm, attention):
+    if attention == "linear":
+        return LINEAR_CLASSES[sched](causal, n, rank, B, H, D, c, comm)
+    return make_pass(sched, causal, n, rank, B, H, D, c, comm)
+
+
+def nominal_inputs(pas, attention, B, H, D, c):
+    """Bytes of a pass's inputs as the memory model counts them: local Q,
+    K, V (bf16); backward also O, dO (bf16) and, softmax, the float32
+    log-sum-exp (B, H, c); forward+backward Q, K, V and dO."""
+    x = B * c * H * D * 2
+    if pas == "fwd":
+        return 3 * x
+    if pas == "fwdbwd":
+        return 4 * x
+    return 5 * x + (B * H * c * 4 if attention == "softmax" else 0)
+
+
+def pass_memory(make, pas):
+    """One pass of a fresh program (make(): its inputs only), with the
+    caching allocator emptied and its peak statistics reset just before:
+    [allocated before, max_memory_allocated, reserved before,
+    max_memory_reserved, allocated after] in bytes on this rank.  bwd: the
+    forward runs first (its output, log-sum-exp and saved tensors are the
+    backward's inputs), then the peak is reset; fwdbwd: forward then
+    backward, one peak.  Tensors a program saves for its backward are freed
+    once the backward has read them, as autograd does."""
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    p = make()
+    p.keep_saved = False
+    dout = None
+    if pas != "fwd":
+        dout = torch.randn_like(p.q)
+    if pas == "bwd":
+        p.prepare_backward(dout)
+    elif pas == "fwdbwd":
+        p.dout = dout
+    torch.cuda.synchronize()
+    gc.collect()
+    torch.cuda.empty_cache()
+    dist.barrier()
+    before, res_before = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    torch.cuda.reset_peak_memory_stats()
+    if pas == "fwd":
+        p.run()
+        keep = None
+    elif pas == "bwd":
+        keep = p.run_backward()
+    else:
+        p.run()
+        keep = p.run_backward()
+    torch.cuda.synchronize()
+    vals = [before, torch.cuda.max_memory_allocated(), res_before,
+            torch.cuda.max_memory_reserved(), torch.cuda.memory_allocated()]
+    del keep, p, dout
+    return vals
+
+
+def memory_records(out, n, rank, B, H, D, c, sched, causal, attention,
+                   passes=("fwd", "bwd", "fwdbwd")):
+    """pass_memory of each pass of one schedule, mask and size, with its
+    communication, one record each in memory-nN.jsonl: per rank
+    (allocated_before, peak_allocated, reserved_before, peak_reserved,
+    allocated_after, bytes) and the largest over the ranks in GiB."""
+    name = f"memory-n{n}-emulated.jsonl" if LOCAL_COMM else f"memory-n{n}.jsonl"
+    emu = {"emulated_rank": rank, "comm_by": "local copies"} if LOCAL_COMM else {}
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    for pas in passes:
+        make = lambda: make_program(sched, causal, n, rank, B, H, D, c, True,  # noqa: E731
+                                    attention)
+        try:
+            vals = pass_memory(make, pas)
+        except (RuntimeError, ValueError) as e:  # out of memory: both ranks alike
+            print(f"calibrate: memory {sched} {pas} at {c} failed: {e}", flush=True)
+            vals = [float("nan")] * 5
+            gc.collect()
+            torch.cuda.empty_cache()
+        rows = gather_rows(vals)
+        col = lambda i: [r[i] for r in rows]  # noqa: E731
+        cls = (LINEAR_CLASSES[sched] if attention == "linear"
+               else USP if sched.startswith("usp") else PASS_CLASSES.get(sched, Pass))
+        out.write(name, {
+            "part": "memory", "attention": attention, "n": n, **emu, **sched_fields(sched, n),
+            "mask": "causal" if causal else "full", "pass": pas, "comm": True,
+            "comm_api": cls.comm_api, "B": B, "H": H, "D": D, "tokens_per_gpu": c,
+            "seq": c * n, "inputs_bytes": nominal_inputs(pas, attention, B, H, D, c),
+            "allocated_before": col(0), "peak_allocated": col(1),
+            "reserved_before": col(2), "peak_reserved": col(3), "allocated_after": col(4),
+            "peak_allocated_gib": max(col(1)) / GIB, "peak_reserved_gib": max(col(3)) / GIB,
+            "peak_over_before_gib": max(a - b for a, b in zip(col(1), col(0))) / GIB,
+            "total_memory": total})
+        if rank == 0:
+            print(f"calibrate: memory {sched} {'causal' if causal else 'full'} {pas} {c}: "
+                  f"peak {max(col(1)) / GIB:.3f} GiB allocated, {max(col(3)) / GIB:.3f} "
+                  f"reserved", flush=True)
+
+
+def measure_memory(out, n, rank, B, H, D, per_gpu, schedules, stop, attention):
+    """The memory part: each schedule checked against autograd at the
+    smallest size (which also warms every kernel and library workspace up),
+    then memory_records at every size."""
+    linear = attention == "linear"
+    if LOCAL_COMM:  # one rank's program alone: no reference to check against;
+        # one forward+backward of each at the smallest size warms kernels up
+        for sched, causal in schedules:
+            p = make_program(sched, causal, n, rank, B, H, D, min(per_gpu), True, attention)
+            p.prepare_backward(torch.randn_like(p.q))
+            p.run_backward()
+            p = None
+        worst, failed = {}, []
+    else:
+        check = check_linear_passes if linear else check_passes
+        worst, failed = check(n, rank, B, H, D, min(per_gpu), schedules, stop)
+    schedules = [x for x in schedules if x not in failed]
+    if rank == 0 and not LOCAL_COMM:
+        print(f"calibrate: {attention} check errors " + json.dumps(
+            {k: round(v, 5) for k, v in worst.items()}) +
+            (f"; failed {failed}" if failed else ""), flush=True)
+    for c in per_gpu:
+        for sched, causal in schedules:
+            memory_records(out, n, rank, B, H, D, c, sched, causal, attention)
+        torch.cuda.empty_cache()
+
+
+def mem_stage(stage):
+    """Device memory now (torch.cuda.mem_get_info: every allocation on the
+    GPU, the CUDA context and NCCL's buffers included) against what the
+    caching allocator holds: [stage, free, total, used, reserved,
+    allocated, outside the allocator = used - reserved]."""
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    res, alloc = torch.cuda.memory_reserved(), torch.cuda.memory_allocated()
+    return [stage, free, total, total - free, res, alloc, total - free - res]
+
+
+def comm_warmup(n, rank, stages):
+    """Every kind of call the programs make, once each on tiny buffers,
+    with the memory after each (mem_stage): NCCL sets a connection up (and
+    its buffers) the first time a pattern runs."""
+    x = torch.zeros(n * 1024, dtype=torch.bfloat16, device="cuda")
+    y = torch.empty_like(x)
+    dist.all_reduce(x[:8])
+    stages.append(mem_stage("first all_reduce"))
+    if n > 1:
+        wait_all(p2p(None, [(x[:1024], (rank + 1) % n)], [(y[:1024], (rank - 1) % n)]))
+        stages.append(mem_stage("p2p to the next rank"))
+        wait_all(p2p(None, [(x[:1024], (rank - 1) % n)], [(y[:1024], (rank + 1) % n)]))
+        stages.append(mem_stage("p2p to the previous rank"))
+    dist.all_to_all_single(y, x)
+    stages.append(mem_stage("all_to_all_single"))
+    dist.all_gather_into_tensor(y, x[:1024])
+    stages.append(mem_stage("all_gather_into_tensor"))
+    dist.reduce_scatter_tensor(y[:1024], x)
+    stages.append(mem_stage("reduce_scatter_tensor"))
+    if n > 1:
+        gq, gout = side_groups()
+        for g in (gq, gout):
+            wait_all(p2p(g, [(x[:1024], (rank + 1) % n)], [(y[:1024], (rank - 1) % n)]))
+            wait_all(p2p(g, [(x[:1024], (rank - 1) % n)], [(y[:1024], (rank + 1) % n)]))
+        stages.append(mem_stage("TokenRing's two side groups, p2p both ways"))
+    torch.cuda.synchronize()
+    del x, y
+
+
+def write_headroom(out, n, stages):
+    """headroom-nN.jsonl: every rank's mem_stage rows, one record per
+    stage, with the largest "outside the allocator" over the ranks in GiB."""
+    for i, st in enumerate(stages):
+        rows = gather_rows(st[1:])
+        col = lambda k: [r[k] for r in rows]  # noqa: E731
+        out.write(f"headroom-n{n}.jsonl", {
+            "part": "headroom", "n": n, "order": i, "stage": st[0], "free": col(0),
+            "total": col(1), "used": col(2), "reserved": col(3), "allocated": col(4),
+            "outside_allocator": col(5), "outside_allocator_gib": max(col(5)) / GIB,
+            "used_gib": max(col(2)) / GIB})
+
+
 def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SCHEDULES,
                    stop=True, attention="softmax"):
     linear = attention == "linear"
@@ -1929,27 +2564,31 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SC
     name = f"passes-n{n}.jsonl"
     for c in per_gpu:
         for sched, causal in schedules:
+            # the memory of one clean pass of each kind (memory-nN.jsonl)
+            memory_records(out, n, rank, B, H, D, c, sched, causal, attention,
+                           ("fwd", "bwd", "fwdbwd") if backward else ("fwd",))
             for comm in (True, False):
-                if linear:
-                    p = LINEAR_CLASSES[sched](causal, n, rank, B, H, D, c, comm)
-                else:
-                    p = make_pass(sched, causal, n, rank, B, H, D, c, comm)
+                p = make_program(sched, causal, n, rank, B, H, D, c, comm, attention)
                 runs = [("fwd", p.run)]
                 if backward:
                     p.prepare_backward(torch.randn_like(p.q))
                     runs.append(("bwd", p.run_backward))
+                    runs.append(("fwdbwd", lambda: (p.run(), p.run_backward())))
                 for pas, fn in runs:
                     ms, lo, hi = timed(fn, iters, 2)
                     extra = {"attention": "linear", "block": LIN_BLOCK} if linear else {}
                     out.write(name, {
-                        **extra, "part": "pass", "n": n, "sched": sched,
+                        **extra, "part": "pass", "n": n, **sched_fields(sched, n),
                         "mask": "causal" if causal else "full", "pass": pas, "comm": comm,
                         "comm_api": p.comm_api,
                         "tasp_cycles": ",".join("-".join(map(str, cyc)) for cyc in p.cycles)
                         if sched == "tasp" else None,
                         "B": B, "H": H, "D": D, "tokens_per_gpu": c, "seq": c * n, "ms": ms,
                         "ms_min": lo, "ms_max": hi})
-                del p
+                # drop every reference to the program (runs' bound methods
+                # and closure too), so the next memory record starts clean
+                p = runs = fn = None
+            gc.collect()
             torch.cuda.empty_cache()
         if rank == 0:
             print(f"calibrate: passes at {c} tokens per GPU done", flush=True)
@@ -1974,10 +2613,22 @@ def main():
     ap.add_argument("--schedules",
                     help="schedules of the passes part (each with the masks it has); "
                          "default: every one of the --attention kind")
-    ap.add_argument("--attention", choices=("softmax", "linear"), default="softmax",
-                    help="passes part: softmax attention (flash kernels) or linear "
-                         "attention (schedules lasp, lasp2, ring; records carry "
-                         "\"attention\": \"linear\")")
+    ap.add_argument("--attention", choices=("softmax", "linear", "both"), default="softmax",
+                    help="passes and memory parts: softmax attention (flash kernels) or "
+                         "linear attention (schedules lasp, lasp2, ring; records carry "
+                         "\"attention\": \"linear\"); both: one after the other "
+                         "(--schedules may then name schedules of either kind)")
+    ap.add_argument("--emulate-ranks", type=int,
+                    help="memory part on one GPU (one process): run one rank's program of "
+                         "this many ranks, every communication call replaced by a local "
+                         "copy into the buffers it would fill (memory follows allocation, "
+                         "not time); records go to memory-nN-emulated.jsonl")
+    ap.add_argument("--emulate-rank", type=int,
+                    help="with --emulate-ranks: which rank (default: the last, which "
+                         "merges at every step of a causal ring)")
+    ap.add_argument("--usp-ulysses",
+                    help="USP's Ulysses degrees u (ring degree n/u), e.g. 2,1; default: "
+                         "every u dividing the ranks and the heads")
     ap.add_argument("--linear-heads", default="16,32", help="linear part: heads")
     ap.add_argument("--linear-head-dims", default="128,64", help="linear part: head dims")
     ap.add_argument("--linear-chunks", default="1024,2048,4096,8192,16384,32768,65536",
@@ -1997,31 +2648,62 @@ def main():
     ap.add_argument("--compute-budget", type=float, default=1e9,
                     help="compute sweep: seconds after which no new shape is started")
     a = ap.parse_args()
-    known = LINEAR_SCHEDULES if a.attention == "linear" else SCHEDULES
-    names = a.schedules.split(",") if a.schedules else [s for s, _ in known]
+    kinds = {"softmax": [("softmax", SCHEDULES)], "linear": [("linear", LINEAR_SCHEDULES)],
+             "both": [("softmax", SCHEDULES), ("linear", LINEAR_SCHEDULES)]}[a.attention]
+    every = {s for _, known in kinds for s, _ in known}
+    names = a.schedules.split(",") if a.schedules else sorted(every)
     for nm in names:
-        if nm not in {s for s, _ in known}:
+        if nm not in every:
             raise SystemExit(f"calibrate: unknown {a.attention} schedule {nm!r}")
-    schedules = [(s, c) for s, c in known if s in names]
     ints = lambda x: [int(v) for v in x.split(",")]  # noqa: E731
     rank = int(os.environ["RANK"])
     n = int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    local = int(os.environ["LOCAL_RANK"])
+    world = n
+    if a.emulate_ranks:
+        global LOCAL_COMM
+        if n != 1 or a.parts != "memory":
+            raise SystemExit("calibrate: --emulate-ranks runs the memory part in one process")
+        er = a.emulate_rank if a.emulate_rank is not None else a.emulate_ranks - 1
+        LOCAL_COMM = (a.emulate_ranks, er)
+        n = a.emulate_ranks
+    # (attention, schedules) in turn; USP once per Ulysses degree
+    runs = [(att, expand_usp([(s, c) for s, c in known if s in names], n, a.heads,
+                             ints(a.usp_ulysses) if a.usp_ulysses else None))
+            for att, known in kinds]
+    stages = []  # device memory before and after the CUDA context, NCCL, ...
+    try:  # NVML's view before this process has a CUDA context (if pynvml is there)
+        pre = torch.cuda.device_memory_used(local)
+    except Exception:  # noqa: BLE001 -- no NVML binding: not measured
+        pre = float("nan")
+    torch.cuda.set_device(local)
+    st = mem_stage("CUDA context (first CUDA call)")
+    stages.append(["device memory used before the context (NVML)", float("nan"), st[2], pre,
+                   0, 0, pre])
+    stages.append(st)
     # a hang (a mismatched message) ends the run after a minute, not never
-    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=60), device_id=torch.device("cuda", int(os.environ["LOCAL_RANK"])))
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=60),
+                            device_id=torch.device("cuda", local))
+    stages.append(mem_stage("init_process_group (NCCL, device_id bound)"))
+    out32()  # every rank: cuBLAS's workspace (caching allocator) made before any part
     os.makedirs(a.out, exist_ok=True)
     out = Out(a.out, rank)
     if rank == 0:
         props = torch.cuda.get_device_properties(0)
-        with open(os.path.join(a.out, f"env-n{n}.json"), "w") as f:
-            json.dump({"gpu": props.name, "gpus": n, "torch": torch.__version__,
+        with open(os.path.join(a.out, f"env-n{world}.json"), "w") as f:
+            json.dump({"gpu": props.name, "gpus": world, "torch": torch.__version__,
+                       "emulated_ranks": list(LOCAL_COMM) if LOCAL_COMM else None,
                        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                        "cuda": torch.version.cuda,
+                       "total_memory": props.total_memory,
+                       "total_memory_gib": props.total_memory / GIB,
                        "date": time.strftime("%Y-%m-%d"),
                        "linear_state_products": "bf16 bmm, float32 out_dtype" if out32()
                        else "float32 bmm of inputs cast to float32",
                        "env": {k: v for k, v in os.environ.items()
-                               if k.startswith(("NCCL_", "TORCH_SYMM"))}}, f, indent=1)
+                               if k.startswith(("NCCL_", "TORCH_SYMM", "PYTORCH_",
+                                                "TORCH_NCCL", "CUDA_MODULE"))}}, f, indent=1)
+    comm_warmup(world, rank, stages)
     mult = {"K": KIB, "M": MIB}
     mm = a.max_msg.upper()
     max_msg = int(mm[:-1]) * mult[mm[-1]] if mm[-1] in mult else int(mm)
@@ -2047,8 +2729,13 @@ def main():
         elif part == "host":
             measure_host(out, n, rank, B, H, D)
         elif part == "passes":
-            measure_passes(out, n, rank, B, H, D, ints(a.pass_tokens), a.iters, a.backward,
-                           schedules, not a.skip_failed, a.attention)
+            for att, schedules in runs:
+                measure_passes(out, n, rank, B, H, D, ints(a.pass_tokens), a.iters,
+                               a.backward, schedules, not a.skip_failed, att)
+        elif part == "memory":
+            for att, schedules in runs:
+                measure_memory(out, n, LOCAL_COMM[1] if LOCAL_COMM else rank, B, H, D,
+                               ints(a.pass_tokens), schedules, not a.skip_failed, att)
         elif part == "linear":
             measure_linear(out, n, ints(a.linear_heads), ints(a.linear_head_dims),
                            ints(a.linear_chunks), a.iters, LIN_BLOCK)
@@ -2061,6 +2748,10 @@ def main():
             raise SystemExit(f"calibrate: unknown part {part!r}")
         if rank == 0:
             print(f"calibrate: {part} done at {time.time() - t0:.0f} s", flush=True)
+    gc.collect()
+    torch.cuda.empty_cache()
+    stages.append(mem_stage(f"after the parts ({a.parts}), cache emptied"))
+    write_headroom(out, world, stages)
     dist.destroy_process_group()
 
 
