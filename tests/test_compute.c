@@ -1057,7 +1057,8 @@ static void t_gemm_table_errors(void) {
        "field 'compute.gemm_table[0].dtype': expected \"bf16\""},
       {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\"}", "compute.gemm_table[0].ms"},
       {"{\"m\": 0, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1}", "compute.gemm_table[0].m"},
-      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1, \"M\": 3}", "'M'"},
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1, \"M\": 3}",
+       "gemm_table[0].M': unknown field"},
       {"3", "field 'compute.gemm_table[0]': expected an object"}};
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *text = g_strdup_printf("{\"model\": \"roofline\", \"peak_tflops\": 1000, "
