@@ -337,13 +337,14 @@ static const char *const gemm_parts[GEMM_PARTS] = {"fwd", "dgrad", "wgrad"};
 
 const char *compute_gemm_part_name(gemm_part p) { return p < GEMM_PARTS ? gemm_parts[p] : "?"; }
 
-/* One measured product (scripts/calibrate --parts gemm):
- * {"m": tokens, "n": out features, "k": in features, "part": "fwd" |
- * "dgrad" | "wgrad", "ms": time}; m, n, k are the forward layer's shape
+/* One measured product (scripts/calibrate --parts gemm, turned into
+ * entries by scripts/calibrate/gemm_shapes.py --table):
+ * {"m": tokens, "n": out features, "k": in features, "product": "fwd" |
+ * "dgrad" | "wgrad", "ms": time, "dtype": "bf16" (the default)}; m, n, k are the forward layer's shape
  * whichever product was timed (dgrad: M x N by N x K; wgrad: K x M by
  * M x N), all 2MNK FLOPs. */
 static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GError **err) {
-  static const char *const keys[] = {"m", "n", "k", "part", "ms", "dtype", NULL};
+  static const char *const keys[] = {"m", "n", "k", "product", "ms", "dtype", NULL};
   if (!json_object_is_type(p, json_type_object))
     return json_fail(err, w, NULL, "expected an object");
   uint32_t gm, gn, gk;
@@ -352,14 +353,14 @@ static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GEr
   if (!json_check_keys(p, w, keys, err) || !json_get_u32(p, w, "m", true, 0, 1, &gm, err) ||
       !json_get_u32(p, w, "n", true, 0, 1, &gn, err) ||
       !json_get_u32(p, w, "k", true, 0, 1, &gk, err) ||
-      !json_get_string(p, w, "part", true, NULL, &part, err) ||
+      !json_get_string(p, w, "product", true, NULL, &part, err) ||
       !json_get_string(p, w, "dtype", false, "bf16", &dtype, err) ||
       !json_get_double(p, w, "ms", true, 0, JSON_POSITIVE, &ms, err))
     return false;
   int k = 0;
   while (k < GEMM_PARTS && strcmp(part, gemm_parts[k])) k++;
   if (k == GEMM_PARTS)
-    return json_fail(err, w, "part", "expected \"fwd\", \"dgrad\" or \"wgrad\", got \"%s\"", part);
+    return json_fail(err, w, "product", "expected \"fwd\", \"dgrad\" or \"wgrad\", got \"%s\"", part);
   /* one table prices one dtype: the times of another would be used as
    * bf16's (fp8 GEMMs run about twice as fast) */
   if (strcmp(dtype, "bf16"))

@@ -976,12 +976,12 @@ static void t_gemm_roofline(void) {
  * tokens, forward and dgrad; wgrad not measured; a second shape. */
 static const char *const gemm_table =
     "{\"model\": \"roofline\", \"peak_tflops\": 1000, \"gemm_table\": ["
-    "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 0.4},"
-    "{\"m\": 16384, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1.2},"
-    "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"dgrad\", \"ms\": 0.5},"
-    "{\"m\": 16384, \"n\": 6144, \"k\": 4096, \"part\": \"dgrad\", \"ms\": 1.5},"
-    "{\"m\": 4096, \"n\": 28672, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1.6},"
-    "{\"m\": 16384, \"n\": 28672, \"k\": 4096, \"part\": \"fwd\", \"ms\": 5.0, \"dtype\": \"bf16\"}]}";
+    "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 0.4},"
+    "{\"m\": 16384, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1.2},"
+    "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"dgrad\", \"ms\": 0.5},"
+    "{\"m\": 16384, \"n\": 6144, \"k\": 4096, \"product\": \"dgrad\", \"ms\": 1.5},"
+    "{\"m\": 4096, \"n\": 28672, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1.6},"
+    "{\"m\": 16384, \"n\": 28672, \"k\": 4096, \"product\": \"fwd\", \"ms\": 5.0, \"dtype\": \"bf16\"}]}";
 
 static compute_lookup gemm_conf(const compute_model *m, double M, double N, double K,
                                 bool backward, double *t) {
@@ -1051,13 +1051,13 @@ static void t_gemm_table(void) {
 
 static void t_gemm_table_errors(void) {
   static const char *const cases[][2] = {
-      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"bwd\", \"ms\": 1}",
-       "field 'compute.gemm_table[0].part': expected \"fwd\", \"dgrad\" or \"wgrad\""},
-      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1, \"dtype\": \"fp8\"}",
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"bwd\", \"ms\": 1}",
+       "field 'compute.gemm_table[0].product': expected \"fwd\", \"dgrad\" or \"wgrad\""},
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1, \"dtype\": \"fp8\"}",
        "field 'compute.gemm_table[0].dtype': expected \"bf16\""},
-      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\"}", "compute.gemm_table[0].ms"},
-      {"{\"m\": 0, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1}", "compute.gemm_table[0].m"},
-      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"part\": \"fwd\", \"ms\": 1, \"M\": 3}",
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\"}", "compute.gemm_table[0].ms"},
+      {"{\"m\": 0, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1}", "compute.gemm_table[0].m"},
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1, \"M\": 3}",
        "gemm_table[0].M': unknown field"},
       {"3", "field 'compute.gemm_table[0]': expected an object"}};
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
