@@ -843,6 +843,10 @@ check "no --model: one layer of Llama-3-8B's attention, as before" "cmp -s $tmp/
 "$sim" "$tmp/m8.json" --heads 32 --csv "$tmp/m8h.csv" --quiet
 check "--heads overrides the preset's (and the file's) heads; its 32 layers stay" \
   "[ \"\$(field $tmp/m8h.csv 1 heads)\" = 32 ] && awk -v a=\$(field $tmp/m8h.csv 1 step_ms) -v b=\$(field $tmp/m0.csv 1 step_ms) 'BEGIN {exit !(a > 31.99 * b && a < 32.01 * b)}'"
+"$sim" scenarios/lasp2.json --seq 64K --csv "$tmp/l2.csv" --quiet
+"$sim" scenarios/lasp2.json --seq 64K --model linear-llama3-1b --csv "$tmp/l2m.csv" --quiet
+check "--model linear-llama3-1b is the LASP-2 scenario's model (16 linear layers of 16 heads): the same bytes" \
+  "cmp -s $tmp/l2.csv $tmp/l2m.csv"
 "$sim" --topology h100x8 --model llama3-8b --sched ring --sp 8 --seq 32K > "$tmp/m8.txt"
 check "--model: the table says the layers" "grep -q '^layers: 32 softmax' $tmp/m8.txt"
 expect_error "--model: unknown preset, with the nearest name" \
