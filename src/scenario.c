@@ -282,8 +282,15 @@ static bool model_source(scenario *s, json_object *root, const scenario_override
     po = (origin){"command line", "--model"};
     *arch = NULL;
   }
-  if (name && !load_preset(name, po, preset, err)) return false;
   if (!name) return true;
+  /* a model file named in a scenario is relative to it, as its topology */
+  g_autofree char *rel = NULL;
+  if (strcmp(po.file, "command line") && !g_path_is_absolute(name) && strchr(name, '/')) {
+    g_autofree char *dir = g_path_get_dirname(file);
+    rel = g_build_filename(dir, name, NULL);
+    if (g_file_test(rel, G_FILE_TEST_EXISTS)) name = rel;
+  }
+  if (!load_preset(name, po, preset, err)) return false;
   s->model_file = g_strdup(preset->file);
   s->model_name = g_strdup(preset->name ? preset->name : name);
   return true;

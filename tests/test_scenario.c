@@ -1,6 +1,7 @@
 /* scenario: files, overrides, sweep expansion and the errors users see. */
 #include <math.h>
 
+#include <glib/gstdio.h>
 #include <unistd.h>
 
 #include "jsonio.h"
@@ -458,6 +459,22 @@ static void t_model_in_file(void) {
   CU_ASSERT_EQUAL(layers_total(w), 2);
   CU_ASSERT_STRING_EQUAL(s->model_name, "Tiny");
   scenario_free(s);
+  /* named in a scenario: relative to the scenario file */
+  g_autofree char *dir = g_path_get_dirname(mf), *base = g_path_get_basename(mf);
+  g_autofree char *sub = g_build_filename(dir, "tasp-model-sub", NULL);
+  g_mkdir(sub, 0700);
+  g_autofree char *scen = g_build_filename(sub, "s.json", NULL);
+  g_autofree char *text = g_strdup_printf("{\"topology\": \"h100x8\", \"model\": "
+                                          "{\"preset\": \"../%s\"}, \"seq_len\": \"32K\", "
+                                          "\"sp\": 8}", base);
+  CU_ASSERT_TRUE(g_file_set_contents(scen, text, -1, NULL));
+  scenario_overrides none = {0};
+  s = scenario_load(scen, &none, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_STRING_EQUAL(s->model_name, "Tiny");
+  scenario_free(s);
+  remove(scen);
+  g_rmdir(sub);
   remove(mf);
 }
 
