@@ -1183,7 +1183,8 @@ static char *gemm_reason(const compute_model *m, const compute_lookup *l) {
       {COMPUTE_BEYOND_TOKENS, "tokens"},
       {COMPUTE_BEYOND_SHAPE, "shape (N x K not measured: the nearest measured one's time at "
                              "equal FLOPs)"},
-      {COMPUTE_BEYOND_BACKWARD, "backward (not measured: the forward's time at equal FLOPs)"}};
+      {COMPUTE_BEYOND_BACKWARD, "product (not measured: another product's time at equal "
+                                "FLOPs, the forward's for a backward one)"}};
   for (unsigned b = 0, n = 0; b < G_N_ELEMENTS(dims); b++)
     if (l->beyond & dims[b].bit) g_string_append_printf(s, "%s %s", n++ ? "," : "", dims[b].what);
   g_string_append(s, "; it holds N x K");

@@ -44,9 +44,9 @@
  * like the attention table: log-log in FLOPs within a shape's measured
  * tokens, linear in FLOPs beyond the largest, towards half the smallest
  * time below it; a shape never measured takes the nearest measured shape's
- * time at equal FLOPs (extrapolated: COMPUTE_BEYOND_SHAPE); a backward
- * product never measured, the forward's at equal FLOPs (extrapolated:
- * COMPUTE_BEYOND_BACKWARD).  Without a table: a roofline, launch +
+ * time at equal FLOPs (extrapolated: COMPUTE_BEYOND_SHAPE); a product
+ * never measured, another's at equal FLOPs, the forward's for a backward
+ * one (extrapolated: COMPUTE_BEYOND_BACKWARD).  Without a table: a roofline, launch +
  * max(FLOPs / (peak x gemm_efficiency), bytes / copy rate).
  *
  * Element-wise ops (OP_ELEMWISE: RMSNorm, RoPE, SwiGLU, residual add,

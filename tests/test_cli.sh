@@ -847,6 +847,10 @@ check "--heads overrides the preset's (and the file's) heads; its 32 layers stay
 "$sim" scenarios/lasp2.json --seq 64K --model linear-llama3-1b --csv "$tmp/l2m.csv" --quiet
 check "--model linear-llama3-1b is the LASP-2 scenario's model (16 linear layers of 16 heads): the same bytes" \
   "cmp -s $tmp/l2.csv $tmp/l2m.csv"
+"$sim" scenarios/lasp2h.json --seq 128K --csv "$tmp/l2h.csv" --quiet
+"$sim" scenarios/lasp2h.json --seq 128K --model linear-llama3-1b-hybrid --csv "$tmp/l2hm.csv" --quiet
+check "--model linear-llama3-1b-hybrid is the LASP-2H scenario's model (12 linear + 4 softmax): the same bytes" \
+  "cmp -s $tmp/l2h.csv $tmp/l2hm.csv"
 "$sim" --topology h100x8 --model llama3-8b --sched ring --sp 8 --seq 32K > "$tmp/m8.txt"
 check "--model: the table says the layers" "grep -q '^layers: 32 softmax' $tmp/m8.txt"
 expect_error "--model: unknown preset, with the nearest name" \

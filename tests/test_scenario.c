@@ -297,8 +297,8 @@ static scenario *load_text(const char *text, scenario_overrides ov, GError **err
  * the figures of its public config (spot checks). */
 static void t_model_presets(void) {
   g_autoptr(GPtrArray) all = model_presets();
-  static const char *const want[] = {"linear-llama3-1b", "llama2-7b", "llama3-405b",
-                                     "llama3-70b", "llama3-8b", "qwen2.5-72b"};
+  static const char *const want[] = {"linear-llama3-1b", "linear-llama3-1b-hybrid", "llama2-7b",
+                                     "llama3-405b", "llama3-70b", "llama3-8b", "qwen2.5-72b"};
   CU_ASSERT_EQUAL_FATAL(all->len, G_N_ELEMENTS(want));
   for (guint i = 0; i < all->len; i++) {
     g_auto(GStrv) p = g_strsplit(all->pdata[i], "\t", 2);
@@ -324,7 +324,8 @@ static void t_model_presets(void) {
       {"llama3-405b", 16384, 53248, 128, 8, 128, 128256, 126, 0},
       {"qwen2.5-72b", 8192, 29568, 64, 8, 128, 152064, 80, 0},
       {"llama2-7b", 4096, 11008, 32, 32, 128, 32000, 32, 0},
-      {"linear-llama3-1b", 2048, 8192, 16, 16, 128, 128256, 0, 16}};
+      {"linear-llama3-1b", 2048, 8192, 16, 16, 128, 128256, 0, 16},
+      {"linear-llama3-1b-hybrid", 2048, 8192, 16, 16, 128, 128256, 4, 12}};
   for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
     g_autofree char *path = model_find(c[i].name);
     g_auto(model_spec) m = {0};
