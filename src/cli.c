@@ -25,6 +25,9 @@ static GOptionEntry *option_table(cli_opts *o) {
        "Sequence lengths (32K,128K,1M; default " SCENARIO_DEFAULT_SEQ ")", "LIST"},
       {"sp", 0, 0, G_OPTION_ARG_STRING, &o->sp,
        "SP degrees: GPUs sharing one sequence (2,4,8; default all GPUs)", "LIST"},
+      {"model", 0, 0, G_OPTION_ARG_STRING, &o->model,
+       "The model: a bundled preset (see below) or a model file; --heads and the other "
+       "shape options override its fields", "NAME|FILE"},
       {"heads", 0, 0, G_OPTION_ARG_STRING, &o->heads, "Query heads", "N"},
       {"kv-heads", 0, 0, G_OPTION_ARG_STRING, &o->kv_heads, "Key/value heads", "N"},
       {"head-dim", 0, 0, G_OPTION_ARG_STRING, &o->head_dim, "Head dimension", "N"},
@@ -186,17 +189,21 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
 void cli_opts_clear(cli_opts *o) {
   char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
-                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->csv, &o->trace, &o->links, &o->shard, &o->baseline,
+                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace, &o->links, &o->shard, &o->baseline,
                    &o->scenario};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
 
 scenario_overrides cli_overrides(const cli_opts *o) {
-  return (scenario_overrides){o->topology, o->sched, o->seq, o->sp, o->mask, o->pass,
-                              o->dtype, o->grad_dtype, o->heads, o->kv_heads, o->head_dim,
-                              o->batch, o->tasp_cycles, o->usp_ulysses, o->ulysses_fused,
-                              o->baseline, o->set, o->attention, o->strict, 0};
+  return (scenario_overrides){.topology = o->topology, .sched = o->sched, .seq = o->seq,
+                              .sp = o->sp, .mask = o->mask, .pass = o->pass,
+                              .dtype = o->dtype, .grad_dtype = o->grad_dtype,
+                              .heads = o->heads, .kv_heads = o->kv_heads,
+                              .head_dim = o->head_dim, .batch = o->batch, .model = o->model,
+                              .tasp_cycles = o->tasp_cycles, .usp_ulysses = o->usp_ulysses,
+                              .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
+                              .set = o->set, .attention = o->attention, .strict = o->strict};
 }
 
 char *cli_help(void) {
@@ -209,6 +216,7 @@ char *cli_help(void) {
   fputs("\nExamples:\n"
         "  tasp-sim scenarios/h100x8.json                     the table, a verdict per group\n"
         "  tasp-sim --topology mi300x8 --seq 32K,1M --sp 8 --sched ring,tasp\n"
+        "  tasp-sim --model llama3-70b --topology h100x8 --seq 128K   every layer's attention\n"
         "  tasp-sim scenarios/h100x8.json --csv out.csv --links links.csv --trace t.json\n"
         "  tasp-sim --topology h100x8x2 --set comm.flow_cap_gbps=200 --dump-topology\n"
         "  tasp-sim --topology h100x8x2 --seq 128K --set generator.nic_gbps=100Gb/s,400Gb/s\n",

@@ -32,6 +32,11 @@ void compute_model_init(compute_model *m) {
       m->lin_points[k][c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
       m->lin_gpu_points[k][c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
     }
+  m->gemm_points = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  /* Roofline GEMMs: large bf16 GEMMs of a layer's shapes run at about 70%
+   * of the dense peak on H100 and A100 (cuBLAS): an assumption, until the
+   * topology has a measured gemm_table (scripts/calibrate --parts gemm). */
+  m->gemm_efficiency = 0.7;
 }
 
 void compute_model_clear(compute_model *m) {
@@ -45,6 +50,7 @@ void compute_model_clear(compute_model *m) {
       if (m->lin_points[k][c]) g_array_free(m->lin_points[k][c], TRUE);
       if (m->lin_gpu_points[k][c]) g_array_free(m->lin_gpu_points[k][c], TRUE);
     }
+  if (m->gemm_points) g_array_free(m->gemm_points, TRUE);
   g_free(m->table_from);
   memset(m, 0, sizeof *m);
 }
@@ -238,7 +244,14 @@ static double lin_bwd_ratio(const plan_op *op) {
   return op->kind == OP_LIN_INTRA && op->causal ? 2.5 : 2.0;
 }
 
+/* GEMM and element-wise counts (below, with their models) */
+static double gemm_flops(const plan_op *op);
+static double gemm_bytes(const plan_op *op);
+static double elemwise_bytes(const plan_op *op);
+
 double compute_op_bytes(const plan_op *op) {
+  if (op->kind == OP_GEMM) return gemm_bytes(op) * (op->backward ? 2 : 1);
+  if (op->kind == OP_ELEMWISE) return elemwise_bytes(op);
   if (op->kind != OP_LIN_INTRA && op->kind != OP_LIN_STATE && op->kind != OP_LIN_APPLY) return 0;
   /* per batch and head: rows of n tokens x D elements, states D x D float32
    * (Z); each tensor read or written once */
@@ -318,6 +331,46 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   return true;
 }
 
+/* ---- GEMMs: measured products ---- */
+
+static const char *const gemm_parts[GEMM_PARTS] = {"fwd", "dgrad", "wgrad"};
+
+const char *compute_gemm_part_name(gemm_part p) { return p < GEMM_PARTS ? gemm_parts[p] : "?"; }
+
+/* One measured product (scripts/calibrate --parts gemm, turned into
+ * entries by scripts/calibrate/gemm_shapes.py --table):
+ * {"m": tokens, "n": out features, "k": in features, "product": "fwd" |
+ * "dgrad" | "wgrad", "ms": time, "dtype": "bf16" (the default)}; m, n, k are the forward layer's shape
+ * whichever product was timed (dgrad: M x N by N x K; wgrad: K x M by
+ * M x N), all 2MNK FLOPs. */
+static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  static const char *const keys[] = {"m", "n", "k", "product", "ms", "dtype", NULL};
+  if (!json_object_is_type(p, json_type_object))
+    return json_fail(err, w, NULL, "expected an object");
+  uint32_t gm, gn, gk;
+  double ms;
+  const char *part, *dtype;
+  if (!json_check_keys(p, w, keys, err) || !json_get_u32(p, w, "m", true, 0, 1, &gm, err) ||
+      !json_get_u32(p, w, "n", true, 0, 1, &gn, err) ||
+      !json_get_u32(p, w, "k", true, 0, 1, &gk, err) ||
+      !json_get_string(p, w, "product", true, NULL, &part, err) ||
+      !json_get_string(p, w, "dtype", false, "bf16", &dtype, err) ||
+      !json_get_double(p, w, "ms", true, 0, JSON_POSITIVE, &ms, err))
+    return false;
+  int k = 0;
+  while (k < GEMM_PARTS && strcmp(part, gemm_parts[k])) k++;
+  if (k == GEMM_PARTS)
+    return json_fail(err, w, "product", "expected \"fwd\", \"dgrad\" or \"wgrad\", got \"%s\"", part);
+  /* one table prices one dtype: the times of another would be used as
+   * bf16's (fp8 GEMMs run about twice as fast) */
+  if (strcmp(dtype, "bf16"))
+    return json_fail(err, w, "dtype", "expected \"bf16\" (the dtype GEMMs are priced in), "
+                     "got \"%s\"", dtype);
+  compute_point pt = {gn, gk, k, 2.0 * gm * gn * gk, ms * 1e-3, 0, gm};
+  g_array_append_val(m->gemm_points, pt);
+  return true;
+}
+
 typedef bool (*point_parser)(json_object *p, json_where w, compute_model *m, GError **err);
 
 /* Every entry of the array `table` (at path tpath) through `one`. */
@@ -384,7 +437,8 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "copy_fixed_us", "copy_host_us", "linear_efficiency",
                                      "linear_table", "aspect_table", "table_scale",
                                      "bwd_host_us", "linear_host_us", "copy_mixed_GBps",
-                                     "comm_slowdown", "table_from", NULL};
+                                     "comm_slowdown", "table_from", "gemm_table",
+                                     "gemm_efficiency", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -434,7 +488,9 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
   /* efficiencies: json_get_double holds any "...efficiency" field to
    * 0.001..1 (json_unit_range) */
   if (!json_get_double(obj, w, "linear_efficiency", false, m->efficiency, 0,
-                       &m->linear_efficiency, err))
+                       &m->linear_efficiency, err) ||
+      !json_get_double(obj, w, "gemm_efficiency", false, m->gemm_efficiency, 0,
+                       &m->gemm_efficiency, err))
     return false;
   m->peak_flops = peak * 1e12;
   m->launch_s = launch_us * 1e-6;
@@ -461,6 +517,13 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     g_autofree char *apath = json_path_join(w.path, "aspect_table");
     if (!parse_points(aspects, w, apath, parse_aspect_point, m, err)) return false;
     for (int c = 0; c < 2; c++) tidy_points(m->aspect_points[c]);
+  }
+  json_object *gemm = NULL;
+  if (!json_get_typed(obj, w, "gemm_table", false, json_type_array, &gemm, err)) return false;
+  if (gemm) {
+    g_autofree char *gpath = json_path_join(w.path, "gemm_table");
+    if (!parse_points(gemm, w, gpath, parse_gemm_point, m, err)) return false;
+    tidy_points(m->gemm_points);
   }
   return parse_linear_table(obj, w, m, err);
 }
@@ -701,6 +764,8 @@ double compute_merge_s(const compute_model *m, double elems) {
 double compute_op_flops(const plan_op *op) {
   if (op->kind == OP_LIN_INTRA || op->kind == OP_LIN_STATE || op->kind == OP_LIN_APPLY)
     return lin_fwd_flops(op) * (op->backward ? lin_bwd_ratio(op) : 1);
+  /* backward: dgrad and wgrad, 2MNK each */
+  if (op->kind == OP_GEMM) return gemm_flops(op) * (op->backward ? 2 : 1);
   if (op->kind != OP_ATTN) return 0;
   double pairs = op->causal ? op->pairs - op->sq / 2 : op->pairs;
   return 4.0 * op->batch * op->heads * op->head_dim * pairs;
@@ -768,6 +833,198 @@ static double linear_s(const compute_model *m, const plan_op *op, lookup_acc *k)
   return m->launch_s + (t > mem ? t : mem);
 }
 
+/* ---- GEMMs and element-wise ops (compute.h) ---- */
+
+static double gemm_flops(const plan_op *op) { return 2.0 * op->gemm_m * op->gemm_n * op->gemm_k; }
+
+/* The operands of one product, each read or written once: M x K, K x N and
+ * M x N (dgrad writes the M x K, wgrad the K x N: the same three sizes). */
+static double gemm_bytes(const plan_op *op) {
+  double M = op->gemm_m, N = op->gemm_n, K = op->gemm_k;
+  return (M * K + K * N + M * N) * op->elem_bytes;
+}
+
+/* The measured run of one product and N x K: its points in FLOPs order. */
+static shape_run gemm_run(const GArray *pts, double n, double k, gemm_part part) {
+  const compute_point *p = (const compute_point *)pts->data;
+  guint i = 0;
+  while (i < pts->len && (p[i].head_dim != n || p[i].bh != k || p[i].aspect != part)) i++;
+  guint j = i;
+  while (j < pts->len && p[j].head_dim == n && p[j].bh == k && p[j].aspect == part) j++;
+  return (shape_run){p + i, j - i};
+}
+
+/* The run of `part` whose N x K is nearest to n x k in |log N| + |log K|
+ * (the first of equals in table order); n = 0 when the part has none. */
+static shape_run gemm_nearest(const GArray *pts, double n, double k, gemm_part part) {
+  shape_run best = {NULL, 0};
+  double best_d = INFINITY;
+  const compute_point *p = (const compute_point *)pts->data;
+  for (guint i = 0; i < pts->len;) {
+    shape_run r = gemm_run(pts, p[i].head_dim, p[i].bh, (gemm_part)p[i].aspect);
+    i = (guint)(r.p - p) + r.n;
+    if (r.p[0].aspect != part) continue;
+    double d = fabs(log(r.p[0].head_dim / n)) + fabs(log(r.p[0].bh / k));
+    if (d < best_d) best = r, best_d = d;
+  }
+  return best;
+}
+
+static bool gemm_has_part(const GArray *pts, gemm_part part) {
+  for (guint i = 0; i < pts->len; i++)
+    if (g_array_index(pts, compute_point, i).aspect == part) return true;
+  return false;
+}
+
+/* One product: its own measured shape, else the nearest measured shape at
+ * equal FLOPs, else (a backward product never measured) the forward's;
+ * without a table the roofline. */
+static double gemm_part_s(const compute_model *m, const plan_op *op, gemm_part part,
+                          lookup_acc *k) {
+  double flops = gemm_flops(op);
+  if (flops <= 0) return 0;
+  const GArray *pts = m->gemm_points;
+  if (pts->len) {
+    gemm_part use = part;
+    if (!gemm_has_part(pts, part)) {
+      use = GEMM_FWD;
+      if (!gemm_has_part(pts, use)) use = gemm_has_part(pts, GEMM_DGRAD) ? GEMM_DGRAD : GEMM_WGRAD;
+      mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_BACKWARD);
+    }
+    shape_run r = gemm_run(pts, op->gemm_n, op->gemm_k, use);
+    if (!r.n) {
+      r = gemm_nearest(pts, op->gemm_n, op->gemm_k, use);
+      mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_SHAPE);
+    }
+    return class_s(r.p, r.n, flops, false, 1, k);
+  }
+  mark(k, LK_ROOFLINE, 0);
+  double t = flops / (m->peak_flops * m->gemm_efficiency), mem = gemm_bytes(op) / m->copy_Bps;
+  return m->launch_s + (t > mem ? t : mem);
+}
+
+static double gemm_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
+  if (!op->backward) return gemm_part_s(m, op, GEMM_FWD, k);
+  return gemm_part_s(m, op, GEMM_DGRAD, k) + gemm_part_s(m, op, GEMM_WGRAD, k);
+}
+
+/* What one element-wise op moves per element, in bytes of the activation
+ * dtype (e) and of float32, its bytes per row and per column (weights)
+ * besides, and the kernels it launches.  Fused: one kernel reading its
+ * inputs and writing its outputs once, as TransformerEngine's and
+ * Megatron's fused kernels do.  Unfused: plain PyTorch eager, every op of
+ * the Hugging Face Llama code (transformers models/llama/modeling_llama.py)
+ * and its autograd backward a kernel of its own:
+ *  - RMSNorm forward (LlamaRMSNorm): x.to(float32) e+4, pow(2) 4+4,
+ *    mean(-1) 4, x * rsqrt(var + eps) 4+4, .to(bf16) 4+e, weight * x e+e:
+ *    4e + 28 per element, 6 full kernels and 2 per row (add eps, rsqrt;
+ *    with mean's output, 20 bytes a row);
+ *    backward, each op's gradient in reverse: weight mul (dx e+e; dweight
+ *    mul 2e+e and row sum e), .to back to float32 e+4, the rsqrt mul (dx
+ *    4+4; its dvar mul 8+4 and sum 4), mean's expand / n 4, pow's 2x 4+4
+ *    and dy * 2x 8+4, the two gradients of x added 8+4, .to(bf16) 4+e:
+ *    8e + 68, 13 kernels.  Fused (TE rmsnorm): forward reads x, writes y
+ *    (2e) and 4 bytes of rstd per row; backward reads dy and x, writes dx
+ *    (3e), reads rstd; a second kernel finishes dgamma.
+ *  - RoPE on Q and K (apply_rotary_pos_emb): per tensor rotate_half's neg
+ *    of one half e and cat 2e, q * cos 2e, rotate_half(q) * sin 2e, the add
+ *    3e: 10e in 5 kernels; backward: the two muls 2e each, neg e, the two
+ *    slices' zero-filled gradients e each and their copies e, the three
+ *    gradients added 2 x 3e: 15e in 9 kernels.  cos and sin (T x D, e) read
+ *    by each mul.  Fused (TE fused_rope, one call per tensor): 2e, and the
+ *    T x D float32 angles.
+ *  - SwiGLU per FFN output: silu(gate) 2e, x up 3e: 5e in 2 kernels;
+ *    backward the mul's two gradients 3e each, silu_backward 3e: 9e in 3.
+ *    Fused (Megatron bias_swiglu, TE swiglu): 3e forward (gate, up -> out),
+ *    5e backward (dy, gate, up -> dgate, dup).
+ *  - Residual add: 3e either way (one add kernel); backward the two
+ *    gradients of the residual stream added, 3e.
+ *  - Adam(W) per parameter: fused (Megatron's distributed optimizer,
+ *    apex/TE FusedAdam multi-tensor apply): float32 main weight, main
+ *    gradient, m, v read (16) and weight, m, v written (12), and the bf16
+ *    weight copied out (e): 28 + e, one launch per tensor group.  Unfused
+ *    (torch.optim.AdamW's single-tensor loop, torch/optim/adamw.py over
+ *    float32 weights): weight decay mul_ 8, m lerp_ 12, v mul_ 8 and
+ *    addcmul_ 12, sqrt 8, / bias correction 8, + eps 8, addcdiv_ 16: 80
+ *    bytes in 8 kernels per tensor. */
+typedef struct {
+  double e, f32;       /* per element: bytes of the activation dtype, float32 bytes */
+  double row_f32;      /* float32 bytes per row (RMSNorm's rstd) */
+  double cols_e;       /* per column of a weight or table row read once (x width or x D) */
+  unsigned kernels;    /* per op (optimizer: per tensor, unfused) */
+} ew_cost;
+
+static ew_cost ew_cost_of(const plan_op *op) {
+  bool bwd = op->backward, u = op->unfused;
+  switch ((compute_elemwise)op->elemwise) {
+  case EW_RMSNORM:
+    if (u) return bwd ? (ew_cost){8, 68, 20, 1, 13} : (ew_cost){4, 28, 20, 1, 8};
+    return bwd ? (ew_cost){3, 0, 4, 1, 2} : (ew_cost){2, 0, 4, 1, 1};
+  case EW_ROPE:
+    if (u) return bwd ? (ew_cost){15, 0, 0, 0, 18} : (ew_cost){10, 0, 0, 0, 10};
+    return (ew_cost){2, 0, 0, 0, 2};
+  case EW_SWIGLU:
+    if (u) return bwd ? (ew_cost){9, 0, 0, 0, 3} : (ew_cost){5, 0, 0, 0, 2};
+    return bwd ? (ew_cost){5, 0, 0, 0, 1} : (ew_cost){3, 0, 0, 0, 1};
+  case EW_RESIDUAL:
+    return (ew_cost){3, 0, 0, 0, 1};
+  case EW_OPTIMIZER:
+    return u ? (ew_cost){0, 80, 0, 0, 8} : (ew_cost){1, 28, 0, 0, 1};
+  default:
+    return (ew_cost){0, 0, 0, 0, 0};
+  }
+}
+
+static double elemwise_bytes(const plan_op *op) {
+  ew_cost c = ew_cost_of(op);
+  double rows = op->sq, n = rows * op->width, e = op->elem_bytes;
+  double b = n * (c.e * e + c.f32) + rows * c.row_f32;
+  switch ((compute_elemwise)op->elemwise) {
+  case EW_RMSNORM: /* the weight, read once (and dgamma written, backward) */
+    b += op->width * e * (op->backward ? 2 : 1);
+    break;
+  case EW_ROPE: /* the angles: float32 T x D fused; cos and sin (e) per mul unfused */
+    b += op->unfused ? 4 * rows * op->head_dim * e : 2 * rows * op->head_dim * 4.0;
+    break;
+  default:
+    break;
+  }
+  return b;
+}
+
+unsigned compute_elemwise_kernels(const plan_op *op) {
+  if (op->kind != OP_ELEMWISE) return 0;
+  unsigned k = ew_cost_of(op).kernels;
+  /* unfused Adam runs its kernels per tensor; fused, one multi-tensor
+   * launch per op */
+  if (op->elemwise == EW_OPTIMIZER && op->unfused) k *= op->batch ? op->batch : 1;
+  return k;
+}
+
+const char *compute_elemwise_name(compute_elemwise k) {
+  static const char *const names[EW_KINDS] = {"rmsnorm", "rope", "swiglu", "residual",
+                                              "optimizer"};
+  return k < EW_KINDS ? names[k] : "?";
+}
+
+/* Memory-bound: every byte at the copy rate (copy_GBps, bytes read +
+ * written per second, as scripts/calibrate's mem_ops count them), and a
+ * copy's fixed cost per kernel.  Not classified (compute.h). */
+static double elemwise_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
+  (void)k;
+  double b = elemwise_bytes(op);
+  return b > 0 ? compute_elemwise_kernels(op) * m->copy_fixed_s + b / m->copy_Bps : 0;
+}
+
+/* Host: a kernel call's cost per GEMM product (a cuBLAS call as a flash
+ * call), a copy's per element-wise kernel. */
+static double gemm_host_s(const compute_model *m, const plan_op *op) {
+  return op->backward ? 2 * m->host_s : m->host_s;
+}
+static double elemwise_host_s(const compute_model *m, const plan_op *op) {
+  return compute_elemwise_kernels(op) * m->copy_host_s;
+}
+
 double compute_op_alone_s(const compute_model *m, const plan_op *op) {
   if (op->kind != OP_LIN_INTRA && op->kind != OP_LIN_STATE && op->kind != OP_LIN_APPLY) return 0;
   if (compute_op_flops(op) <= 0 || !lin_table(m, op, true)->len) return 0;
@@ -805,6 +1062,8 @@ static const struct {
     [OP_LIN_INTRA] = {linear_s, linear_host_s},
     [OP_LIN_STATE] = {linear_s, linear_host_s},
     [OP_LIN_APPLY] = {linear_s, linear_host_s},
+    [OP_GEMM] = {gemm_s, gemm_host_s},
+    [OP_ELEMWISE] = {elemwise_s, elemwise_host_s},
 };
 
 double compute_op_s(const compute_model *m, const plan_op *op) {
@@ -831,11 +1090,9 @@ void compute_lookup_merge(compute_lookup *acc, const compute_lookup *x) {
   acc->scaled = scaled;
 }
 
-double compute_op_lookup(const compute_model *m, const plan_op *op, compute_lookup *how) {
-  g_assert(op->kind < OP_KINDS);
-  lookup_acc k = {LK_UNPRICED, 0};
-  double t = kinds[op->kind].time_s(m, op, how ? &k : NULL);
-  if (!how || k.level == LK_UNPRICED) return t;
+/* A task's finished lookup k folded into *how. */
+static void fold(const compute_model *m, const plan_op *op, lookup_acc k, compute_lookup *how) {
+  if (!how || k.level == LK_UNPRICED) return;
   bool scaled = op->kind == OP_ATTN && scaled_table(m);
   static const compute_conf conf[] = {
       [LK_MEASURED] = COMPUTE_CONF_MEASURED, [LK_INTERPOLATED] = COMPUTE_CONF_INTERPOLATED,
@@ -843,10 +1100,29 @@ double compute_op_lookup(const compute_model *m, const plan_op *op, compute_look
   compute_lookup x = {.conf = conf[k.level], .beyond = k.beyond, .scaled = scaled,
                       .kind = (uint8_t)op->kind, .causal = op->causal, .backward = op->backward,
                       .batch = op->batch, .heads = op->heads, .head_dim = op->head_dim,
-                      .sq = op->sq, .sk = op->sk};
+                      .sq = op->sq, .sk = op->sk, .gemm_m = op->gemm_m,
+                      .gemm_n = op->gemm_n, .gemm_k = op->gemm_k};
   /* a table of another GPU is never better than scaled */
   if (scaled && x.conf < COMPUTE_CONF_SCALED) x.conf = COMPUTE_CONF_SCALED;
   compute_lookup_merge(how, &x);
+}
+
+double compute_op_lookup(const compute_model *m, const plan_op *op, compute_lookup *how) {
+  g_assert(op->kind < OP_KINDS);
+  lookup_acc k = {LK_UNPRICED, 0};
+  double t = kinds[op->kind].time_s(m, op, how ? &k : NULL);
+  fold(m, op, k, how);
+  return t;
+}
+
+double compute_gemm_part_s(const compute_model *m, const plan_op *op, gemm_part part,
+                           compute_lookup *how) {
+  g_assert(op->kind == OP_GEMM && part < GEMM_PARTS);
+  lookup_acc k = {LK_UNPRICED, 0};
+  double t = gemm_part_s(m, op, part, how ? &k : NULL);
+  plan_op one = *op;
+  one.backward = part != GEMM_FWD;
+  fold(m, &one, k, how);
   return t;
 }
 
@@ -893,7 +1169,45 @@ static void table_holds(GString *s, const GArray *pts, bool attention) {
   g_string_append(s, " tokens");
 }
 
+/* A GEMM's lookup: the product left the table in tokens, shape or
+ * backward; what the table holds. */
+static char *gemm_reason(const compute_model *m, const compute_lookup *l) {
+  if (l->conf == COMPUTE_CONF_ROOFLINE)
+    return g_strdup("GEMMs priced by FLOPs / (peak x gemm_efficiency) and bytes / copy rate: "
+                    "the topology has no gemm_table");
+  if (l->conf != COMPUTE_CONF_EXTRAPOLATED) return NULL;
+  GString *s = g_string_new(NULL);
+  g_string_append_printf(s, "GEMM %g x %g x %g (M x N x K, %s): beyond the table in", l->gemm_m,
+                         l->gemm_n, l->gemm_k, l->backward ? "backward" : "forward");
+  static const struct { unsigned bit; const char *what; } dims[] = {
+      {COMPUTE_BEYOND_TOKENS, "tokens"},
+      {COMPUTE_BEYOND_SHAPE, "shape (N x K not measured: the nearest measured one's time at "
+                             "equal FLOPs)"},
+      {COMPUTE_BEYOND_BACKWARD, "product (not measured: another product's time at equal "
+                                "FLOPs, the forward's for a backward one)"}};
+  for (unsigned b = 0, n = 0; b < G_N_ELEMENTS(dims); b++)
+    if (l->beyond & dims[b].bit) g_string_append_printf(s, "%s %s", n++ ? "," : "", dims[b].what);
+  g_string_append(s, "; it holds N x K");
+  const GArray *pts = m->gemm_points;
+  double t_lo = INFINITY, t_hi = 0;
+  for (guint i = 0, n = 0; i < pts->len; i++) {
+    const compute_point *p = &g_array_index(pts, compute_point, i);
+    t_lo = fmin(t_lo, p->sq), t_hi = fmax(t_hi, p->sq);
+    if (i && p->head_dim == p[-1].head_dim && p->bh == p[-1].bh) continue;
+    bool seen = false; /* each shape once, whatever its parts */
+    for (guint j = 0; j < i && !seen; j++) {
+      const compute_point *q = &g_array_index(pts, compute_point, j);
+      seen = q->head_dim == p->head_dim && q->bh == p->bh;
+    }
+    if (!seen) g_string_append_printf(s, "%s %gx%g", n++ ? "," : "", p->head_dim, p->bh);
+  }
+  g_string_append(s, " at M ");
+  tokens_range(s, t_lo, t_hi);
+  return g_string_free(s, FALSE);
+}
+
 char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
+  if (l->kind == OP_GEMM) return gemm_reason(m, l);
   bool attention = l->kind == OP_ATTN;
   if (l->conf == COMPUTE_CONF_ROOFLINE)
     return g_strdup(attention
@@ -929,4 +1243,88 @@ char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
   if (l->scaled)
     g_string_append_printf(s, ", measured on %s", m->table_from ? m->table_from : "another GPU");
   return g_string_free(s, FALSE);
+}
+
+/* ---- a decoder layer's operands (compute.h) ---- */
+
+const char *compute_layer_op_name(layer_op which) {
+  static const char *const names[LAYER_OPS] = {"norm_attn", "qkv",    "rope",  "out_proj",
+                                               "resid_attn", "norm_mlp", "fc1", "swiglu",
+                                               "fc2",        "resid_mlp"};
+  return which < LAYER_OPS ? names[which] : "?";
+}
+
+bool compute_layer_check(const layer_dims *d, GError **err) {
+  const char *why = NULL;
+  uint32_t of = 0;
+  if (!d->hidden || !d->ffn) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "the layer needs the model's hidden and FFN sizes (a --model, or model.hidden "
+                "and model.ffn)");
+    return false;
+  }
+  if (!d->tp) why = "tp", of = 0;
+  else if (d->heads % d->tp) why = "query heads", of = d->heads;
+  else if (d->kv_heads % d->tp) why = "KV heads", of = d->kv_heads;
+  else if (d->ffn % d->tp) why = "FFN size", of = d->ffn;
+  else if (fmod(d->tokens, d->tp)) why = "tokens", of = 0;
+  if (!why) return true;
+  if (!d->tp)
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "a TP degree of 0: expected at least 1");
+  else if (of)
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "TP %u does not divide the model's %u %s (Megatron splits them among the TP "
+                "ranks)", d->tp, of, why);
+  else
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
+                "TP %u does not divide the %.0f tokens (sequence parallelism shards them among "
+                "the TP ranks)", d->tp, d->tokens);
+  return false;
+}
+
+static plan_op layer_gemm(const layer_dims *d, double n, double k, bool backward) {
+  return (plan_op){.kind = OP_GEMM, .backward = backward, .batch = 1,
+                   .elem_bytes = d->elem_bytes, .gemm_m = d->tokens, .gemm_n = n, .gemm_k = k};
+}
+
+static plan_op layer_elemwise(const layer_dims *d, compute_elemwise k, double rows,
+                              double width, bool backward) {
+  return (plan_op){.kind = OP_ELEMWISE, .backward = backward, .batch = 1,
+                   .head_dim = d->head_dim, .elem_bytes = d->elem_bytes, .sq = rows,
+                   .width = width, .elemwise = (uint8_t)k, .unfused = d->unfused};
+}
+
+plan_op compute_layer_op(const layer_dims *d, layer_op which, bool backward) {
+  double tp = d->tp ? d->tp : 1, T = d->tokens, local = T / tp, h = d->hidden;
+  double q = (double)d->heads * d->head_dim / tp, kv = (double)d->kv_heads * d->head_dim / tp;
+  double f = d->ffn / tp;
+  switch (which) {
+  case LAYER_NORM_ATTN:
+  case LAYER_NORM_MLP: return layer_elemwise(d, EW_RMSNORM, local, h, backward);
+  case LAYER_QKV: return layer_gemm(d, q + 2 * kv, h, backward);
+  case LAYER_ROPE: return layer_elemwise(d, EW_ROPE, T, q + kv, backward);
+  case LAYER_OUT_PROJ: return layer_gemm(d, h, q, backward);
+  case LAYER_RESID_ATTN:
+  case LAYER_RESID_MLP: return layer_elemwise(d, EW_RESIDUAL, local, h, backward);
+  case LAYER_FC1: return layer_gemm(d, 2 * f, h, backward);
+  case LAYER_SWIGLU: return layer_elemwise(d, EW_SWIGLU, T, f, backward);
+  case LAYER_FC2: return layer_gemm(d, h, f, backward);
+  default: g_assert_not_reached();
+  }
+}
+
+double compute_layer_params(const layer_dims *d) {
+  double tp = d->tp ? d->tp : 1, h = d->hidden, D = d->head_dim;
+  double qkv = h * ((double)d->heads + 2.0 * d->kv_heads) * D, out = (double)d->heads * D * h;
+  double mlp = 3.0 * h * d->ffn;
+  return (qkv + out + mlp) / tp + 2 * h;
+}
+
+plan_op compute_layer_optimizer_op(const layer_dims *d) {
+  /* tensors per layer: Hugging Face Llama's q, k, v, o, gate, up, down and
+   * two norms (9); Megatron's fused linear_qkv, linear_proj, linear_fc1,
+   * linear_fc2 and two norms (6) */
+  plan_op op = layer_elemwise(d, EW_OPTIMIZER, compute_layer_params(d), 1, false);
+  op.batch = d->unfused ? 9 : 6;
+  return op;
 }

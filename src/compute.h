@@ -36,6 +36,25 @@
  * roofline: launch + max(FLOPs / (peak x linear_efficiency), bytes / the
  * copy rate).
  *
+ * GEMMs (OP_GEMM: a linear layer's M x K by K x N product, 2MNK FLOPs;
+ * backward is both products of its gradient, dX = dY W^T and dW = X^T dY,
+ * 2MNK each): from `compute.gemm_table` where the topology has one, the
+ * times of each product (fwd, dgrad, wgrad) measured per layer shape
+ * (N x K) over token counts M (scripts/calibrate --parts gemm), looked up
+ * like the attention table: log-log in FLOPs within a shape's measured
+ * tokens, linear in FLOPs beyond the largest, towards half the smallest
+ * time below it; a shape never measured takes the nearest measured shape's
+ * time at equal FLOPs (extrapolated: COMPUTE_BEYOND_SHAPE); a product
+ * never measured, another's at equal FLOPs, the forward's for a backward
+ * one (extrapolated: COMPUTE_BEYOND_BACKWARD).  Without a table: a roofline, launch +
+ * max(FLOPs / (peak x gemm_efficiency), bytes / copy rate).
+ *
+ * Element-wise ops (OP_ELEMWISE: RMSNorm, RoPE, SwiGLU, residual add,
+ * optimizer update) by the bytes they move (reads + writes) at the copy
+ * rate, plus copy_fixed_us per kernel; `unfused` counts the kernels and
+ * passes plain PyTorch runs (compute.c lists them), fused the one kernel
+ * Megatron / TransformerEngine run.  Not classified (as copies).
+ *
  * Confidence (compute_op_lookup): every kernel's price says how far it is
  * from measured data, decided by the lookup that priced it, in the order
  * worst..best
@@ -100,7 +119,9 @@ enum {
   COMPUTE_BEYOND_HEAD_DIM = 1 << 2,
   COMPUTE_BEYOND_ASPECT = 1 << 3,   /* sk / sq */
   COMPUTE_BEYOND_MASK = 1 << 4,     /* priced by the other mask's kernels */
-  COMPUTE_BEYOND_BACKWARD = 1 << 5, /* backward not measured: forward x bwd_ratio */
+  COMPUTE_BEYOND_BACKWARD = 1 << 5, /* backward not measured: forward x bwd_ratio
+                                       (GEMM: the forward product at equal FLOPs) */
+  COMPUTE_BEYOND_SHAPE = 1 << 6,    /* GEMM: its N x K not measured, the nearest shape's */
 };
 
 /* The worst lookup of a run so far, and the first kernel priced at it. */
@@ -111,6 +132,7 @@ typedef struct {
   uint8_t kind;         /* op_kind of that kernel */
   bool causal, backward;
   double batch, heads, head_dim, sq, sk;
+  double gemm_m, gemm_n, gemm_k; /* a GEMM's forward shape */
 } compute_lookup;
 
 typedef struct {
@@ -150,6 +172,11 @@ typedef struct {
    * measured.  Where measured, lin_points time a call from its host issue
    * on an idle GPU (launch gaps included): compute_op_alone_s */
   GArray *lin_gpu_points[3][2];
+  /* measured GEMM products (compute.gemm_table): head_dim = N, bh = K,
+   * aspect = the gemm_part, flops = 2MNK, fwd_s = its time, sq = M;
+   * empty: roofline at gemm_efficiency of peak */
+  GArray *gemm_points;
+  double gemm_efficiency;
 } compute_model;
 
 void compute_model_init(compute_model *m);
@@ -199,7 +226,73 @@ double compute_mixed_bytes(const compute_model *m, double bytes);
  * is 4·B·H·sq·sk·D/2, the measurements' convention); of a linear task its
  * kind's count (compute.c); 0 for other kinds. */
 double compute_op_flops(const plan_op *op);
-/* Bytes a linear task reads and writes in HBM (0 for other kinds). */
+/* Bytes a linear task, a GEMM (its operands once each, per product) or
+ * an element-wise op (every pass of it) reads and writes in HBM (0 for
+ * other kinds). */
 double compute_op_bytes(const plan_op *op);
+
+/* ---- the rest of a decoder layer ---- */
+
+/* The three products of a linear layer: forward Y = X W, and backward's
+ * dX = dY W^T (dgrad) and dW = X^T dY (wgrad). */
+typedef enum { GEMM_FWD, GEMM_DGRAD, GEMM_WGRAD, GEMM_PARTS } gemm_part;
+const char *compute_gemm_part_name(gemm_part p);
+
+/* Element-wise ops (plan_op.elemwise). */
+typedef enum {
+  EW_RMSNORM,   /* rows of hidden */
+  EW_ROPE,      /* rows of (heads + kv heads) x head dim: Q and K */
+  EW_SWIGLU,    /* rows of ffn outputs (reads the 2 x ffn gate and up) */
+  EW_RESIDUAL,  /* rows of hidden; backward: the two gradients added */
+  EW_OPTIMIZER, /* Adam(W) over sq parameters in `batch` tensors */
+  EW_KINDS
+} compute_elemwise;
+const char *compute_elemwise_name(compute_elemwise k);
+/* Kernels one element-wise op launches. */
+unsigned compute_elemwise_kernels(const plan_op *op);
+/* Seconds of one product of a GEMM task (the task's own time is its
+ * forward, or dgrad + wgrad backward), folding its lookup into *how. */
+double compute_gemm_part_s(const compute_model *m, const plan_op *op, gemm_part part,
+                           compute_lookup *how);
+
+/* One decoder layer's shape as one GPU of a tensor-parallel group runs it,
+ * Megatron-style with sequence parallelism: norms and residual adds on the
+ * GPU's tokens / tp, the sequence all-gathered to `tokens` before the
+ * column-parallel GEMMs (QKV, FC1) and reduce-scattered after the
+ * row-parallel ones (out projection, FC2); heads, KV heads and FFN split by
+ * tp (compute_layer_check). */
+typedef struct {
+  double tokens;        /* T: the TP group's tokens (batch x local sequence) */
+  uint32_t hidden, ffn, heads, kv_heads, head_dim;
+  uint32_t tp;          /* tensor-parallel degree (1: none) */
+  uint32_t elem_bytes;
+  bool unfused;         /* element-wise ops as plain PyTorch runs them */
+} layer_dims;
+
+/* A decoder layer's work besides attention and its communication, in
+ * order (pre-norm Llama: x + attn(norm(x)), then h + mlp(norm(h))). */
+typedef enum {
+  LAYER_NORM_ATTN,  /* RMSNorm before attention */
+  LAYER_QKV,        /* Q, K, V projection: N = (heads + 2 kv heads) x head dim / tp */
+  LAYER_ROPE,       /* rotary embedding of Q and K */
+  LAYER_OUT_PROJ,   /* attention output projection: K = heads x head dim / tp */
+  LAYER_RESID_ATTN, /* residual add after attention */
+  LAYER_NORM_MLP,   /* RMSNorm before the MLP */
+  LAYER_FC1,        /* gate and up projections as one GEMM (Megatron's linear_fc1):
+                       N = 2 ffn / tp */
+  LAYER_SWIGLU,     /* silu(gate) x up */
+  LAYER_FC2,        /* down projection: K = ffn / tp */
+  LAYER_RESID_MLP,  /* residual add after the MLP */
+  LAYER_OPS
+} layer_op;
+const char *compute_layer_op_name(layer_op which);
+/* Why d cannot be split as asked (a message naming the field), or TRUE. */
+bool compute_layer_check(const layer_dims *d, GError **err);
+/* The compute task of op `which` of one layer, forward or backward. */
+plan_op compute_layer_op(const layer_dims *d, layer_op which, bool backward);
+/* Weights of one layer held per GPU (the norms' whole, the rest / tp), and
+ * the optimizer step over them (one task). */
+double compute_layer_params(const layer_dims *d);
+plan_op compute_layer_optimizer_op(const layer_dims *d);
 
 #endif

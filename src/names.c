@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "jsonio.h"
+#include "model.h"
 #include "sched/sched.h"
 
 static const char *topology_dir(void) {
@@ -42,6 +43,12 @@ void names_list(FILE *f) {
   for (guint i = 0; i < t->len; i++) {
     g_auto(GStrv) p = g_strsplit(t->pdata[i], "\t", 2);
     fprintf(f, "  %-12s %s\n", p[0], p[1] ? p[1] : "");
+  }
+  fputs("Bundled models (--model NAME):\n", f);
+  g_autoptr(GPtrArray) m = model_presets();
+  for (guint i = 0; i < m->len; i++) {
+    g_auto(GStrv) p = g_strsplit(m->pdata[i], "\t", 2);
+    fprintf(f, "  %-16s %s\n", p[0], p[1] ? p[1] : "");
   }
 }
 

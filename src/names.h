@@ -1,4 +1,4 @@
-/* names: what a user can name — schedulers and bundled topologies — for
+/* names: what a user can name — schedulers, bundled topologies and models — for
  * --list, --help and "did you mean" suggestions. */
 #ifndef TASP_NAMES_H
 #define TASP_NAMES_H
@@ -8,7 +8,7 @@
 
 /* Bundled topologies as "name\tdescription" lines, sorted by name. */
 GPtrArray *names_topologies(void);
-/* Schedulers and bundled topologies, one line each. */
+/* Schedulers, bundled topologies and bundled models, one line each. */
 void names_list(FILE *f);
 /* The candidate nearest to `word` by edit distance, if it is within a third
  * of the word's length (at least 2 edits); NULL otherwise. */

@@ -57,6 +57,11 @@ typedef enum {
   OP_LIN_APPLY, /* O += Q M for the q segments, M a state of the k segments'
                    keys (all of them before every query under a causal
                    mask); backward: dQ and the queries' dM = Q^T dO */
+  /* The rest of a decoder layer (compute.h: compute_layer_op): */
+  OP_GEMM,      /* a linear layer's product, tokens x in by in x out (gemm_m,
+                   gemm_n, gemm_k); backward: both products of its gradient */
+  OP_ELEMWISE,  /* a memory-bound op (elemwise: RMSNorm, RoPE, SwiGLU, residual
+                   add, optimizer update) over sq rows of `width` elements */
   OP_KINDS
 } op_kind;
 
@@ -76,6 +81,10 @@ typedef struct {
   bool decay;         /* linear: a scalar decay per head */
   bool into;          /* linear apply, forward: adds Q M into the output
                          (baddbmm_), which reads the output too */
+  double gemm_m, gemm_n, gemm_k; /* GEMM: M x K input by K x N weight (forward) */
+  uint8_t elemwise;   /* element-wise: which op (compute_elemwise) */
+  bool unfused;       /* element-wise: as plain PyTorch runs it (several kernels) */
+  double width;       /* element-wise: elements per row */
 } plan_op;
 
 /* A transfer; `msgs` is how many messages it is issued as (a piece per

@@ -5,6 +5,7 @@
 
 #include "names.h"
 #include "layers.h"
+#include "model.h"
 #include "sizes.h"
 
 const char *pass_name(pass_kind p) {
@@ -179,28 +180,37 @@ static bool parse_layers(json_object *list, const char *file, workload *m, GErro
 }
 
 /* The model's layers: model.attention (one layer, softmax by default) or
- * model.layers; --attention makes every layer of that kind; the linear
- * layers' decay and kernel block length. */
-static bool load_layers(json_object *model, const char *file, const scenario_overrides *ov,
-                        workload *m, GError **err) {
+ * model.layers, or a preset's (`preset`, NULL: none), whose layers
+ * model.layers replaces; --attention (or model.attention over a preset's
+ * layers) makes every layer of that kind; the linear layers' decay and
+ * kernel block length.  `arch` is the model object the architecture comes
+ * from (NULL where --model replaces the file's). */
+static bool load_layers(json_object *model, json_object *arch, const char *file,
+                        const scenario_overrides *ov, const model_spec *preset, workload *m,
+                        GError **err) {
   json_object *list = NULL;
   const char *name;
   origin o;
-  if (model && json_object_object_get_ex(model, "layers", &list) &&
-      json_object_object_get_ex(model, "attention", NULL))
+  if (arch && json_object_object_get_ex(arch, "layers", &list) &&
+      json_object_object_get_ex(arch, "attention", NULL))
     return bad(err, (origin){file, "model.layers"},
                "give model.attention (one layer) or model.layers, not both");
   if (list && !parse_layers(list, file, m, err)) return false;
-  if (!model_string(model, file, "attention", "model.attention", ov->attention, "--attention",
+  bool from_preset = !list && preset;
+  if (from_preset) memcpy(m->layers, preset->layers, sizeof m->layers);
+  if (!model_string(arch, file, "attention", "model.attention", ov->attention, "--attention",
                     "softmax", &name, &o, err) ||
       !parse_attention(name, o, &m->attention, err))
     return false;
-  if (ov->attention && list) { /* every layer of the given kind */
+  bool every = ov->attention || (from_preset && arch &&
+                                 json_object_object_get_ex(arch, "attention", NULL));
+  bool mix = list || from_preset;
+  if (every && mix) { /* every layer of the given kind */
     uint32_t total = 0;
     for (int k = 0; k < ATTN_KINDS; k++) total += m->layers[k], m->layers[k] = 0;
     m->layers[m->attention] = total;
   }
-  if (list) /* the layer build() gets first; sim.c builds each kind */
+  if (mix) /* the layer build() gets first; sim.c builds each kind */
     m->attention = m->layers[ATTN_LINEAR] ? ATTN_LINEAR : ATTN_SOFTMAX;
   json_object *decay;
   if (model && json_object_object_get_ex(model, "decay", &decay)) {
@@ -213,31 +223,113 @@ static bool load_layers(json_object *model, const char *file, const scenario_ove
                      &m->linear_block, err);
 }
 
-static bool load_model(scenario *s, json_object *root, const scenario_overrides *ov,
-                       GError **err) {
-  const char *file = s->file;
-  json_object *model = NULL;
-  if (root) {
-    json_where w = {file, "", NULL};
-    if (!json_get_typed(root, w, "model", false, json_type_object, &model, err)) return false;
+/* The preset a model names (model.preset, "model": "NAME" or --model),
+ * loaded into *out; o: where it was named. */
+static bool load_preset(const char *name, origin o, model_spec *out, GError **err) {
+  g_autofree char *path = model_find(name);
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_autoptr(GPtrArray) all = model_presets();
+    g_autofree const char **cands = g_new(const char *, all->len + 1);
+    for (guint i = 0; i < all->len; i++) {
+      char *tab = strchr(all->pdata[i], '\t');
+      if (tab) *tab = 0;
+      cands[i] = all->pdata[i];
+    }
+    const char *near = names_nearest(name, cands, all->len);
+    return bad(err, o, "\"%s\" is neither a model file nor a bundled model%s%s%s (--list shows "
+               "them)", name, near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+  }
+  return model_load_file(path, out, err);
+}
+
+/* The model: "model": "NAME" (a preset), or an object of shape fields
+ * with an optional "preset" under them; --model replaces the file's
+ * architecture (preset and its fields: model_fields, attention); options
+ * override single fields.  *arch: the object the architecture is read
+ * from (NULL: none). */
+static bool model_source(scenario *s, json_object *root, const scenario_overrides *ov,
+                         json_object **model, json_object **arch, model_spec *preset,
+                         GError **err) {
+  const char *file = s->file, *name = NULL;
+  origin po = {"command line", "--model"};
+  *model = *arch = NULL;
+  json_object *v;
+  if (root && json_object_object_get_ex(root, "model", &v)) {
+    if (json_object_is_type(v, json_type_string)) {
+      name = json_object_get_string(v);
+      po = (origin){file, "model"};
+    } else if (json_object_is_type(v, json_type_object)) {
+      *model = *arch = v;
+    } else {
+      return bad(err, (origin){file, "model"},
+                 "expected a preset name (\"llama3-8b\") or an object of model fields");
+    }
+  }
+  if (*model) {
     static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
                                        "grad_dtype", "name", "usp_ulysses",
                                        "ulysses_fused", "attention", "layers", "decay",
-                                       "linear_block", NULL};
+                                       "linear_block", "preset", "hidden", "ffn", "vocab",
+                                       NULL};
     json_where mw = {file, "model", NULL};
-    if (model && !json_check_keys(model, mw, keys, err)) return false;
+    if (!json_check_keys(*model, mw, keys, err) ||
+        !json_get_string(*model, mw, "preset", false, NULL, &name, err))
+      return false;
+    if (name) po = (origin){file, "model.preset"};
   }
+  if (ov->model) {
+    name = ov->model;
+    po = (origin){"command line", "--model"};
+    *arch = NULL;
+  }
+  if (!name) return true;
+  /* a model file named in a scenario is relative to it, as its topology */
+  g_autofree char *rel = NULL;
+  if (strcmp(po.file, "command line") && !g_path_is_absolute(name) && strchr(name, '/')) {
+    g_autofree char *dir = g_path_get_dirname(file);
+    rel = g_build_filename(dir, name, NULL);
+    if (g_file_test(rel, G_FILE_TEST_EXISTS)) name = rel;
+  }
+  if (!load_preset(name, po, preset, err)) return false;
+  s->model_file = g_strdup(preset->file);
+  s->model_name = g_strdup(preset->name ? preset->name : name);
+  return true;
+}
+
+static bool load_model(scenario *s, json_object *root, const scenario_overrides *ov,
+                       GError **err) {
+  const char *file = s->file;
+  json_object *model, *arch;
+  model_spec pre = {0};
+  bool ok = model_source(s, root, ov, &model, &arch, &pre, err);
+  g_auto(model_spec) preset = pre;
+  if (!ok) return false;
+  bool has_preset = preset.heads > 0;
   workload *m = &s->model;
-  /* defaults: attention of Llama-3-8B (32 heads, 8 KV heads, head dim 128) */
+  /* defaults: a preset's, else attention of Llama-3-8B (32 heads, 8 KV
+   * heads, head dim 128) */
   if (!shape_field(model, file, "batch", ov->batch, "--batch", 1, SCENARIO_MAX_BATCH, &m->batch,
                    err) ||
-      !shape_field(model, file, "heads", ov->heads, "--heads", 32, SCENARIO_MAX_HEADS,
-                   &m->heads, err) ||
-      !shape_field(model, file, "kv_heads", ov->kv_heads, "--kv-heads", m->heads,
-                   SCENARIO_MAX_HEADS, &m->kv_heads, err) ||
-      !shape_field(model, file, "head_dim", ov->head_dim, "--head-dim", 128,
-                   SCENARIO_MAX_HEAD_DIM, &m->head_dim, err))
+      !shape_field(arch, file, "heads", ov->heads, "--heads", has_preset ? preset.heads : 32,
+                   SCENARIO_MAX_HEADS, &m->heads, err) ||
+      !shape_field(arch, file, "kv_heads", ov->kv_heads, "--kv-heads",
+                   has_preset ? preset.kv_heads : m->heads, SCENARIO_MAX_HEADS, &m->kv_heads,
+                   err) ||
+      !shape_field(arch, file, "head_dim", ov->head_dim, "--head-dim",
+                   has_preset ? preset.head_dim : 128, SCENARIO_MAX_HEAD_DIM, &m->head_dim,
+                   err) ||
+      !shape_field(arch, file, "hidden", NULL, NULL, preset.hidden, SCENARIO_MAX_HIDDEN,
+                   &m->hidden, err) ||
+      !shape_field(arch, file, "ffn", NULL, NULL, preset.ffn, SCENARIO_MAX_FFN, &m->ffn, err) ||
+      !shape_field(arch, file, "vocab", NULL, NULL, preset.vocab, SCENARIO_MAX_VOCAB, &m->vocab,
+                   err))
     return false;
+  if (!s->model_name && model) {
+    const char *n = NULL;
+    json_where mw = {file, "model", NULL};
+    if (!json_get_string(model, mw, "name", false, NULL, &n, err)) return false;
+    s->model_name = g_strdup(n);
+  }
   if (!shape_field(model, file, "usp_ulysses", ov->usp_ulysses, "--usp-ulysses", 0,
                    SCENARIO_MAX_SP, &m->ulysses, err))
     return false;
@@ -248,8 +340,8 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
       return bad(err, (origin){file, "model.ulysses_fused"}, "expected true or false");
     m->ulysses_fused = json_object_get_boolean(fused);
   }
-  if (!ov->kv_heads && !(model && json_object_object_get_ex(model, "kv_heads", NULL)) &&
-      !ov->heads && !model)
+  bool kv_given = ov->kv_heads || (arch && json_object_object_get_ex(arch, "kv_heads", NULL));
+  if (!kv_given && !ov->heads && !model && !has_preset)
     m->kv_heads = 8;
   const char *dtype, *grad;
   origin od, og;
@@ -265,7 +357,15 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   else if (!strcmp(grad, "bf16") || !strcmp(grad, "fp16")) m->grad_bytes = 2;
   else return bad(err, og, "expected fp32, bf16 or fp16, got \"%s\"", grad);
   m->tasp_cycles = s->tasp_cycles;
-  if (!load_layers(model, file, ov, m, err)) return false;
+  if (!load_layers(model, arch, file, ov, has_preset ? &preset : NULL, m, err)) return false;
+  bool heads_given = ov->heads || (arch && json_object_object_get_ex(arch, "heads", NULL));
+  if (has_preset && !kv_given && heads_given &&
+      (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)) {
+    /* the preset's KV heads under heads the user gave: blame the heads */
+    origin o = from(s, ov->heads, "--heads", "model.heads");
+    return bad(err, o, "expected a multiple of the %u KV heads of model %s (or give the KV "
+               "heads too), got %u", m->kv_heads, s->model_name, m->heads);
+  }
   if (m->kv_heads > m->heads || m->heads % m->kv_heads != 0) {
     origin o = ov->kv_heads ? (origin){"command line", "--kv-heads"}
                             : (origin){file ? file : "command line", file ? "model.kv_heads" : "--kv-heads"};
@@ -634,6 +734,8 @@ void scenario_free(scenario *s) {
   g_free(s->file);
   g_free(s->name);
   g_free(s->tasp_cycles);
+  g_free(s->model_name);
+  g_free(s->model_file);
   topo_free(s->topo);
   g_array_free(s->seqs, TRUE);
   g_array_free(s->sps, TRUE);

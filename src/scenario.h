@@ -34,6 +34,12 @@
 #define SCENARIO_MAX_LAYERS 1024u            /* 8x Llama-3-405B's 126 */
 #define SCENARIO_MAX_BLOCK 65536u            /* linear attention's kernel block */
 #define SCENARIO_MAX_TOKENS (1ull << 30)     /* batch x seq_len */
+/* A model's other sizes (model.h), 64x Llama-3.1-405B's (hidden 16,384,
+ * FFN 53,248: arXiv 2407.21783 table 3) and 64x Gemma 2's vocabulary of
+ * 256,000 (arXiv 2408.00118). */
+#define SCENARIO_MAX_HIDDEN (1u << 20)
+#define SCENARIO_MAX_FFN (1u << 22)
+#define SCENARIO_MAX_VOCAB (1u << 24)
 /* One Q, K, V or gradient tensor of a layer over the whole sequence
  * (batch x seq_len x heads x head dim x bytes per element), and a linear
  * layer's state (batch x heads x head dim^2 x 4): at most 64 TiB (2^46).
@@ -48,6 +54,7 @@ typedef struct {
   const char *topology;
   const char *sched, *seq, *sp, *mask, *pass, *dtype, *grad_dtype;
   const char *heads, *kv_heads, *head_dim, *batch;
+  const char *model;         /* --model: a preset name or a model file */
   const char *tasp_cycles;
   const char *usp_ulysses;   /* USP's Ulysses degree */
   bool ulysses_fused;        /* one all-to-all for Q, K and V */
@@ -74,6 +81,8 @@ typedef struct {
   char *name;
   topology *topo;
   workload model;            /* shape; gpus and seq_len unset */
+  char *model_name;          /* the architecture's name (a preset's, or model.name); NULL: none */
+  char *model_file;          /* the model file of --model or model.preset; NULL: none */
   char *tasp_cycles;         /* owned; model.tasp_cycles points here */
   GArray *seqs;              /* uint64 */
   GArray *sps;               /* uint32 */

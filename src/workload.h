@@ -39,6 +39,9 @@ typedef struct {
    * and the block length of the chunked kernels (their FLOPs depend on it). */
   bool decay;
   uint32_t linear_block;
+  /* The rest of the model (model.h), for the layer and model scopes; 0
+   * where no model gives them (attention alone needs none). */
+  uint32_t hidden, ffn, vocab;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -249,8 +249,8 @@ while read -r s; do grep -qw -- "$s" "$tmp/summary" && named=$((named + 1)); don
 check "--help's summary names all $(wc -l < "$tmp/scheds") schedulers or none (names $named)" \
   "[ $named -eq 0 ] || [ $named -eq \$(wc -l < $tmp/scheds) ]"
 "$sim" --list > "$tmp/list"
-check "--list: every scheduler and every bundled topology" \
-  "[ \$(grep -c '^  ' $tmp/list) -eq \$((12 + \$(ls topologies/*.json | wc -l))) ]"
+check "--list: every scheduler, every bundled topology and every bundled model" \
+  "[ \$(grep -c '^  ' $tmp/list) -eq \$((12 + \$(ls topologies/*.json | wc -l) + \$(ls models/*.json | wc -l))) ]"
 "$sim" --topology h100x8x2 --dump-topology --set generator.nic_gbps=25 --set compute.table_scale=0.5 > "$tmp/dump"
 check "--dump-topology: channels by kind with capacities, costs with defaults, compute model, --set applied" \
   "grep -q '^  nic  *32 channels, 25 GB/s each, latency 2.5 us' $tmp/dump && grep -q 'p2p_launch_us 15, p2p_msg_us 0' $tmp/dump && grep -q 'table of 28 full and 28 causal kernels, table_scale 0.5, aspect_table 27 kernels,' $tmp/dump"
@@ -818,6 +818,56 @@ check "confidence: mi300x8 reads scaled from h100, extrapolated beyond the table
 "$sim" --topology h100x8 --attention linear --sched lasp2 --sp 2 --seq 8K --csv - 2> "$tmp/conf6.err" > "$tmp/conf6.csv"
 check "confidence: a roofline topology reads roofline, --no-compute none, linear without a table roofline (noted on stderr with --csv -)" \
   "[ \"\$(field $tmp/conf4.csv 1 confidence),\$(field $tmp/conf5.csv 1 confidence),\$(field $tmp/conf6.csv 1 confidence)\" = roofline,none,roofline ] && grep -q '^tasp-sim: note: roofline: linear-attention kernels priced by' $tmp/conf6.err"
+
+# Models (--model NAME|FILE; "model" in a scenario): at --scope attention a
+# model sets the attention shape and the layers, nothing else.  Llama-3-70B
+# is 80 layers of 64 heads, 8 KV heads: its step is 80 times one such
+# layer's; a file naming the preset gives the same bytes; no --model keeps
+# today's numbers (one layer of 32 heads).
+"$sim" --help > "$tmp/mhelp"
+check "--model: --help shows the option and lists the presets" \
+  "grep -q -- '--model=NAME|FILE' $tmp/mhelp && grep -q '^  llama3-70b  *Meta Llama 3 70B' $tmp/mhelp && grep -q '^  linear-llama3-1b ' $tmp/mhelp"
+"$sim" --topology h100x8 --sched ring,ulysses --sp 8 --seq 32K --model llama3-70b --csv "$tmp/m70.csv" --quiet
+"$sim" --topology h100x8 --sched ring,ulysses --sp 8 --seq 32K --heads 64 --kv-heads 8 --csv "$tmp/m1.csv" --quiet
+check "--model llama3-70b: 64 heads, 8 KV heads, every figure 80 times one layer's" \
+  "[ \"\$(field $tmp/m70.csv 1 heads),\$(field $tmp/m70.csv 1 kv_heads)\" = 64,8 ] && awk -v a=\$(field $tmp/m70.csv 2 step_ms) -v b=\$(field $tmp/m1.csv 2 step_ms) -v c=\$(field $tmp/m70.csv 2 comm_ms) -v d=\$(field $tmp/m1.csv 2 comm_ms) 'BEGIN {exit !(a > 79.99 * b && a < 80.01 * b && c > 79.99 * d && c < 80.01 * d)}'"
+printf '{"topology": "h100x8", "model": "llama3-70b", "seq_len": "32K", "sp": 8, "schedulers": ["ring", "ulysses"]}\n' > "$tmp/m70.json"
+"$sim" "$tmp/m70.json" --csv "$tmp/m70f.csv" --quiet
+printf '{"topology": "h100x8", "model": {"preset": "llama3-8b", "heads": 64}, "seq_len": "32K", "sp": 8, "schedulers": ["ring", "ulysses"]}\n' > "$tmp/m8.json"
+"$sim" "$tmp/m8.json" --model llama3-70b --csv "$tmp/m8f.csv" --quiet
+check "model in a scenario (\"llama3-70b\"), and --model over a file's preset: the same bytes as --model" \
+  "cmp -s $tmp/m70.csv $tmp/m70f.csv && cmp -s $tmp/m70.csv $tmp/m8f.csv"
+"$sim" --topology h100x8 --sched ring,ulysses --sp 8 --seq 32K --csv "$tmp/m0.csv" --quiet
+"$sim" --topology h100x8 --sched ring,ulysses --sp 8 --seq 32K --heads 32 --kv-heads 8 --csv "$tmp/m0b.csv" --quiet
+check "no --model: one layer of Llama-3-8B's attention, as before" "cmp -s $tmp/m0.csv $tmp/m0b.csv && [ \"\$(field $tmp/m0.csv 1 heads),\$(field $tmp/m0.csv 1 kv_heads)\" = 32,8 ]"
+"$sim" "$tmp/m8.json" --heads 32 --csv "$tmp/m8h.csv" --quiet
+check "--heads overrides the preset's (and the file's) heads; its 32 layers stay" \
+  "[ \"\$(field $tmp/m8h.csv 1 heads)\" = 32 ] && awk -v a=\$(field $tmp/m8h.csv 1 step_ms) -v b=\$(field $tmp/m0.csv 1 step_ms) 'BEGIN {exit !(a > 31.99 * b && a < 32.01 * b)}'"
+"$sim" scenarios/lasp2.json --seq 64K --csv "$tmp/l2.csv" --quiet
+"$sim" scenarios/lasp2.json --seq 64K --model linear-llama3-1b --csv "$tmp/l2m.csv" --quiet
+check "--model linear-llama3-1b is the LASP-2 scenario's model (16 linear layers of 16 heads): the same bytes" \
+  "cmp -s $tmp/l2.csv $tmp/l2m.csv"
+"$sim" scenarios/lasp2h.json --seq 128K --csv "$tmp/l2h.csv" --quiet
+"$sim" scenarios/lasp2h.json --seq 128K --model linear-llama3-1b-hybrid --csv "$tmp/l2hm.csv" --quiet
+check "--model linear-llama3-1b-hybrid is the LASP-2H scenario's model (12 linear + 4 softmax): the same bytes" \
+  "cmp -s $tmp/l2h.csv $tmp/l2hm.csv"
+"$sim" --topology h100x8 --model llama3-8b --sched ring --sp 8 --seq 32K > "$tmp/m8.txt"
+check "--model: the table says the layers" "grep -q '^layers: 32 softmax' $tmp/m8.txt"
+expect_error "--model: unknown preset, with the nearest name" \
+  "command line: option '--model': \"llama3-7b\" is neither a model file nor a bundled model; did you mean" \
+  --topology h100x8 --model llama3-7b
+expect_error "--model: heads the preset's KV heads do not divide" \
+  "command line: option '--heads': expected a multiple of the 8 KV heads of model Llama-3-70B" \
+  --topology h100x8 --model llama3-70b --heads 12
+printf '{"hidden": 512, "ffn": 2048, "heads": 8, "head_dim": 64, "vocab": 1000}\n' > "$tmp/mbad.json"
+expect_error "--model FILE: a missing field named with the file" "$tmp/mbad.json: field 'layers': missing" \
+  --topology h100x8 --model "$tmp/mbad.json"
+printf '{"topology": "h100x8", "model": {"preset": "llama3-8b", "ffn": 0}}\n' > "$tmp/mbad2.json"
+expect_error "model in a scenario: a bad field named with the file" \
+  "$tmp/mbad2.json: field 'model.ffn': expected a whole number from 1 to 4194304" "$tmp/mbad2.json"
+printf '{"topology": "h100x8", "model": ["llama3-8b"]}\n' > "$tmp/mbad3.json"
+expect_error "model in a scenario: neither a name nor an object" \
+  "$tmp/mbad3.json: field 'model': expected a preset name" "$tmp/mbad3.json"
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

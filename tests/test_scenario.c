@@ -1,7 +1,12 @@
 /* scenario: files, overrides, sweep expansion and the errors users see. */
 #include <math.h>
 
+#include <glib/gstdio.h>
+#include <unistd.h>
+
+#include "jsonio.h"
 #include "layers.h"
+#include "model.h"
 #include "scenario.h"
 #include "sim.h"
 #include "testutil.h"
@@ -268,10 +273,286 @@ static void t_na_points(void) {
   scenario_free(s);
 }
 
+/* ---- models: presets, model files, the scenario's model ---- */
+
+/* A file holding text (removed by the caller); its path. */
+static char *tmp_file(const char *text) {
+  g_autoptr(GError) err = NULL;
+  char *path = NULL;
+  int fd = g_file_open_tmp("tasp-model-XXXXXX.json", &path, &err);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  CU_ASSERT_FATAL(g_file_set_contents(path, text, -1, &err));
+  return path;
+}
+
+static scenario *load_text(const char *text, scenario_overrides ov, GError **err) {
+  g_autofree char *path = tmp_file(text);
+  scenario *s = scenario_load(path, &ov, err);
+  remove(path);
+  return s;
+}
+
+/* Every bundled preset loads, cites a source for every figure, and holds
+ * the figures of its public config (spot checks). */
+static void t_model_presets(void) {
+  g_autoptr(GPtrArray) all = model_presets();
+  static const char *const want[] = {"linear-llama3-1b", "linear-llama3-1b-hybrid", "llama2-7b",
+                                     "llama3-405b", "llama3-70b", "llama3-8b", "qwen2.5-72b"};
+  CU_ASSERT_EQUAL_FATAL(all->len, G_N_ELEMENTS(want));
+  for (guint i = 0; i < all->len; i++) {
+    g_auto(GStrv) p = g_strsplit(all->pdata[i], "\t", 2);
+    CU_ASSERT_STRING_EQUAL(p[0], want[i]);
+    CU_ASSERT(p[1] && *p[1]); /* --list describes it */
+    g_autofree char *path = model_find(p[0]);
+    g_auto(model_spec) m = {0};
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_TRUE_FATAL(model_load_file(path, &m, &err));
+    g_autoptr(json_object) root = json_read_file(path, NULL);
+    json_object *src = NULL;
+    CU_ASSERT_TRUE_FATAL(json_object_object_get_ex(root, "sources", &src));
+    for (const char *const *f = model_fields; *f; f++) {
+      json_object *v = NULL;
+      bool cited = json_object_object_get_ex(src, *f, &v) && strlen(json_object_get_string(v)) > 20;
+      if (!cited) fprintf(stderr, "%s: no source for %s\n", path, *f);
+      CU_ASSERT_TRUE(cited);
+    }
+  }
+  struct { const char *name; uint32_t hidden, ffn, heads, kv, dim, vocab, soft, lin; } c[] = {
+      {"llama3-8b", 4096, 14336, 32, 8, 128, 128256, 32, 0},
+      {"llama3-70b", 8192, 28672, 64, 8, 128, 128256, 80, 0},
+      {"llama3-405b", 16384, 53248, 128, 8, 128, 128256, 126, 0},
+      {"qwen2.5-72b", 8192, 29568, 64, 8, 128, 152064, 80, 0},
+      {"llama2-7b", 4096, 11008, 32, 32, 128, 32000, 32, 0},
+      {"linear-llama3-1b", 2048, 8192, 16, 16, 128, 128256, 0, 16},
+      {"linear-llama3-1b-hybrid", 2048, 8192, 16, 16, 128, 128256, 4, 12}};
+  for (size_t i = 0; i < G_N_ELEMENTS(c); i++) {
+    g_autofree char *path = model_find(c[i].name);
+    g_auto(model_spec) m = {0};
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_TRUE_FATAL(model_load_file(path, &m, &err));
+    CU_ASSERT_EQUAL(m.hidden, c[i].hidden);
+    CU_ASSERT_EQUAL(m.ffn, c[i].ffn);
+    CU_ASSERT_EQUAL(m.heads, c[i].heads);
+    CU_ASSERT_EQUAL(m.kv_heads, c[i].kv);
+    CU_ASSERT_EQUAL(m.head_dim, c[i].dim);
+    CU_ASSERT_EQUAL(m.vocab, c[i].vocab);
+    CU_ASSERT_EQUAL(m.layers[ATTN_SOFTMAX], c[i].soft);
+    CU_ASSERT_EQUAL(m.layers[ATTN_LINEAR], c[i].lin);
+  }
+}
+
+/* --model sets the attention shape and layers; options override single
+ * fields; no --model leaves today's defaults. */
+static void t_model_option(void) {
+  g_autoptr(GError) err = NULL;
+  scenario_overrides ov = {.topology = "h100x8", .seq = "32K", .sp = "8", .model = "llama3-70b"};
+  scenario *s = scenario_load(NULL, &ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const workload *w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(w->heads, 64);
+  CU_ASSERT_EQUAL(w->kv_heads, 8);
+  CU_ASSERT_EQUAL(w->head_dim, 128);
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 80);
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_LINEAR), 0);
+  CU_ASSERT_EQUAL(w->hidden, 8192);
+  CU_ASSERT_EQUAL(w->ffn, 28672);
+  CU_ASSERT_EQUAL(w->vocab, 128256);
+  CU_ASSERT_STRING_EQUAL(s->model_name, "Llama-3-70B");
+  CU_ASSERT_PTR_NOT_NULL(strstr(s->model_file, "models/llama3-70b.json"));
+  scenario_free(s);
+  /* --heads overrides the preset's; its KV heads stay */
+  ov.heads = "32";
+  ov.batch = "2";
+  s = scenario_load(NULL, &ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(w->heads, 32);
+  CU_ASSERT_EQUAL(w->kv_heads, 8);
+  CU_ASSERT_EQUAL(w->batch, 2);
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 80);
+  scenario_free(s);
+  /* --attention makes every layer of the preset that kind */
+  scenario_overrides lin = {.topology = "h100x8", .seq = "32K", .sp = "8", .sched = "ring",
+                            .model = "llama3-8b", .attention = "linear"};
+  s = scenario_load(NULL, &lin, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_LINEAR), 32);
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 0);
+  scenario_free(s);
+  /* the LASP-2 model: 16 linear layers */
+  scenario_overrides l2 = {.topology = "a100x8x8", .seq = "64K", .sp = "64", .sched = "lasp2",
+                           .model = "linear-llama3-1b"};
+  s = scenario_load(NULL, &l2, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_LINEAR), 16);
+  CU_ASSERT_EQUAL(w->heads, 16);
+  CU_ASSERT_EQUAL(w->attention, ATTN_LINEAR);
+  scenario_free(s);
+  /* no model: one layer of Llama-3-8B's attention, no other sizes */
+  scenario_overrides none = {.topology = "h100x8", .seq = "32K", .sp = "8"};
+  s = scenario_load(NULL, &none, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(layers_total(w), 1);
+  CU_ASSERT_EQUAL(w->heads, 32);
+  CU_ASSERT_EQUAL(w->kv_heads, 8);
+  CU_ASSERT_EQUAL(w->hidden, 0);
+  CU_ASSERT_PTR_NULL(s->model_name);
+  scenario_free(s);
+}
+
+/* In a scenario: "model": "NAME", or {"preset": NAME, fields...}; one
+ * model object; --model replaces the file's architecture, not its batch. */
+static void t_model_in_file(void) {
+  g_autoptr(GError) err = NULL;
+  scenario_overrides ov = {.topology = "h100x8", .sched = "ring"};
+  scenario *s = load_text("{\"model\": \"llama3-8b\", \"seq_len\": \"32K\", \"sp\": 8}", ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const workload *w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 32);
+  CU_ASSERT_EQUAL(w->ffn, 14336);
+  scenario_free(s);
+  const char *obj = "{\"model\": {\"preset\": \"llama3-70b\", \"heads\": 32, \"batch\": 2, "
+                    "\"ffn\": 1000, \"layers\": [{\"attention\": \"softmax\", \"count\": 4}]}, "
+                    "\"seq_len\": \"32K\", \"sp\": 8}";
+  s = load_text(obj, ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(w->heads, 32);
+  CU_ASSERT_EQUAL(w->kv_heads, 8);
+  CU_ASSERT_EQUAL(w->batch, 2);
+  CU_ASSERT_EQUAL(w->ffn, 1000);
+  CU_ASSERT_EQUAL(w->hidden, 8192);
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 4);
+  scenario_free(s);
+  /* --model over the file's preset: the file's architecture fields give
+   * way, its batch stays; --heads still wins */
+  scenario_overrides m = {.topology = "h100x8", .sched = "ring", .model = "llama2-7b"};
+  s = load_text(obj, m, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(w->heads, 32);
+  CU_ASSERT_EQUAL(w->kv_heads, 32);
+  CU_ASSERT_EQUAL(w->ffn, 11008);
+  CU_ASSERT_EQUAL(w->batch, 2);
+  CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 32);
+  CU_ASSERT_STRING_EQUAL(s->model_name, "Llama-2-7B");
+  scenario_free(s);
+  /* model.attention over a preset's layers: every layer that kind */
+  s = load_text("{\"model\": {\"preset\": \"llama3-8b\", \"attention\": \"linear\"}, "
+                "\"seq_len\": \"32K\", \"sp\": 8}", ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(layers_count(&g_array_index(s->points, scenario_point, 0).w, ATTN_LINEAR), 32);
+  scenario_free(s);
+  /* a model file by path */
+  g_autofree char *mf = tmp_file("{\"name\": \"Tiny\", \"hidden\": 512, \"ffn\": 2048, "
+                                 "\"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+                                 "\"layers\": [{\"attention\": \"softmax\", \"count\": 2}]}");
+  scenario_overrides f = {.topology = "h100x8", .seq = "32K", .sp = "8", .model = mf};
+  s = scenario_load(NULL, &f, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(w->kv_heads, 8); /* heads where not given */
+  CU_ASSERT_EQUAL(w->head_dim, 64);
+  CU_ASSERT_EQUAL(layers_total(w), 2);
+  CU_ASSERT_STRING_EQUAL(s->model_name, "Tiny");
+  scenario_free(s);
+  /* named in a scenario: relative to the scenario file */
+  g_autofree char *dir = g_path_get_dirname(mf), *base = g_path_get_basename(mf);
+  g_autofree char *sub = g_build_filename(dir, "tasp-model-sub", NULL);
+  g_mkdir(sub, 0700);
+  g_autofree char *scen = g_build_filename(sub, "s.json", NULL);
+  g_autofree char *text = g_strdup_printf("{\"topology\": \"h100x8\", \"model\": "
+                                          "{\"preset\": \"../%s\"}, \"seq_len\": \"32K\", "
+                                          "\"sp\": 8}", base);
+  CU_ASSERT_TRUE(g_file_set_contents(scen, text, -1, NULL));
+  scenario_overrides none = {0};
+  s = scenario_load(scen, &none, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_STRING_EQUAL(s->model_name, "Tiny");
+  scenario_free(s);
+  remove(scen);
+  g_rmdir(sub);
+  remove(mf);
+}
+
+static void expect_text_error(const char *text, scenario_overrides ov, const char *needle) {
+  g_autoptr(GError) err = NULL;
+  scenario *s = load_text(text, ov, &err);
+  CU_ASSERT_PTR_NULL(s);
+  bool ok = err && strstr(err->message, needle);
+  if (!ok) fprintf(stderr, "expected \"%s\" in \"%s\"\n", needle, err ? err->message : "");
+  CU_ASSERT_TRUE(ok);
+  scenario_free(s);
+}
+
+/* Bad models: each error names the file or option, the field and what
+ * was expected. */
+static void t_model_errors(void) {
+  scenario_overrides ov = {.topology = "h100x8", .seq = "32K", .sp = "8", .model = "llama3-8"};
+  expect_error(NULL, ov, "command line: option '--model': \"llama3-8\" is neither a model file "
+               "nor a bundled model; did you mean llama3-8b?");
+  ov.model = "llama3-8b";
+  ov.heads = "12";
+  expect_error(NULL, ov, "command line: option '--heads': expected a multiple of the 8 KV heads "
+               "of model Llama-3-8B");
+  ov.heads = "2000";
+  expect_error(NULL, ov, "option '--heads': expected a whole number from 1 to 1024");
+  scenario_overrides file = {.topology = "h100x8", .seq = "32K", .sp = "8"};
+  expect_text_error("{\"model\": 3}", file, "field 'model': expected a preset name");
+  expect_text_error("{\"model\": \"gpt5\"}", file,
+                    "field 'model': \"gpt5\" is neither a model file nor a bundled model");
+  expect_text_error("{\"model\": {\"preset\": \"lama3-8b\"}}", file,
+                    "field 'model.preset': \"lama3-8b\" is neither a model file nor a bundled "
+                    "model; did you mean llama3-8b?");
+  expect_text_error("{\"model\": {\"preset\": 8}}", file, "field 'model.preset': expected a string");
+  expect_text_error("{\"model\": {\"hidden\": 0}}", file,
+                    "field 'model.hidden': expected a whole number from 1 to 1048576");
+  expect_text_error("{\"model\": {\"vocab\": 99999999}}", file,
+                    "field 'model.vocab': expected a whole number from 1 to 16777216");
+  expect_text_error("{\"model\": {\"preset\": \"llama3-8b\", \"ffn\": \"big\"}}", file,
+                    "field 'model.ffn': expected a whole number");
+  /* model files */
+  static const char *const bad[][2] = {
+      {"{\"heads\": 8}", "field 'hidden': missing"},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+       "\"layers\": 2}", "field 'layers': expected a list"},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"kv_heads\": 3, \"head_dim\": 64, "
+       "\"vocab\": 1000, \"layers\": [{\"attention\": \"softmax\"}]}",
+       "field 'kv_heads': expected a divisor of the 8 query heads, got 3"},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+       "\"layers\": [{\"attention\": \"mamba\"}]}",
+       "field 'layers[0].attention': expected softmax or linear, got \"mamba\""},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+       "\"layers\": [{\"attention\": \"linear\", \"count\": 1000}, "
+       "{\"attention\": \"softmax\", \"count\": 1000}]}",
+       "field 'layers[1].count': the model's layers add up to more than 1024"},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+       "\"layers\": [{\"attention\": \"softmax\"}], \"sources\": {\"hiden\": \"x\"}}", "field 'sources.hiden': unknown field"},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+       "\"layers\": [{\"attention\": \"softmax\"}], \"sources\": {\"hidden\": 4}}",
+       "field 'sources.hidden': expected the source"},
+      {"{\"hidden\": 512, \"ffn\": 2048, \"heads\": 8, \"head_dim\": 64, \"vocab\": 1000, "
+       "\"layers\": [{\"attention\": \"softmax\"}], \"hidden_size\": 4}", "field 'hidden_size': unknown field"},
+      {"[1]", "expected a JSON object"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *mf = tmp_file(bad[i][0]);
+    scenario_overrides m = {.topology = "h100x8", .seq = "32K", .sp = "8", .model = mf};
+    g_autofree char *needle = g_strdup_printf("%s: %s", mf, bad[i][1]);
+    if (i == G_N_ELEMENTS(bad) - 1) expect_error(NULL, m, bad[i][1]);
+    else expect_error(NULL, m, needle);
+    remove(mf);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_h100x8_points), TEST(t_overrides),
                                     TEST(t_topology_only), TEST(t_errors), TEST(t_layers),
                                     TEST(t_sweep_lists), TEST(t_bounds), TEST(t_na_points),
-                                    {NULL, NULL}};
+                                    TEST(t_model_presets), TEST(t_model_option),
+                                    TEST(t_model_in_file), TEST(t_model_errors), {NULL, NULL}};
   return test_run("scenario", cases);
 }

@@ -123,6 +123,12 @@ Every measurement is one JSON line (rank 0 writes them):
   overlap-nN.jsonl   (--parts overlap, 2 GPUs) a hop (bf16 KV, float32
                      dK/dV) alone, a linear kernel alone, and both at once:
                      how much each slows the other
+  gemm-nN.jsonl      (--parts gemm) a decoder layer's linear layers (QKV,
+                     out projection, FC1, FC2) at the token counts and TP
+                     splits of --gemm-models / --gemm-tokens / --gemm-tp,
+                     each as its forward and both backward products in bf16
+                     (scripts/calibrate/gemm_shapes.py lists them without a
+                     GPU, and turns the records into compute.gemm_table)
 
 Timing: every timed iteration starts after a barrier; `ms` is the median
 over iterations of the slowest rank's time (CUDA events), ms_min / ms_max
@@ -199,6 +205,40 @@ def timed(fn, iters, warmup):
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         times.append(t.item())
     return statistics.median(times), min(times), max(times)
+
+
+# ---------------------------------------------------------------- gemm
+
+def measure_gemm(out, n, models, tps, token_counts, iters):
+    """A layer's GEMMs as autograd runs torch.nn.functional.linear (weight
+    W of shape N x K, row-major): fwd X @ W^T, dgrad dY @ W, wgrad dY^T @ X,
+    bf16 in and out, each timed alone as every kernel here is (timed: CUDA
+    events, the median of the slowest rank's).  The shapes:
+    gemm_shapes.sweep."""
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gemm_shapes
+    name = f"gemm-n{n}.jsonl"
+    token_counts = [gemm_shapes.tokens(str(v)) for v in token_counts]
+    for s in gemm_shapes.sweep(models, tps, token_counts):
+        M, N, K, prod = s["m"], s["n"], s["k"], s["product"]
+        if prod == "fwd":
+            x, w = bf16(M, K), bf16(N, K)
+            fn = lambda: F.linear(x, w)  # noqa: E731
+        elif prod == "dgrad":
+            dy, w = bf16(M, N), bf16(N, K)
+            fn = lambda: dy @ w  # noqa: E731
+        else:
+            dy, x = bf16(M, N), bf16(M, K)
+            fn = lambda: dy.t() @ x  # noqa: E731
+        with torch.no_grad():
+            ms, lo, hi = timed(fn, iters, 2)
+        out.write(name, {"part": "gemm", "n": n, "model": s["model"], "tp": s["tp"],
+                         "layer": s["layer"], "product": prod, "M": M, "N": N, "K": K,
+                         "dtype": "bf16", "ms": ms, "ms_min": lo, "ms_max": hi,
+                         "TFLOPs": gemm_shapes.flops(s) / ms / 1e9})
+        fn = x = w = dy = None
+        torch.cuda.empty_cache()
 
 
 # ---------------------------------------------------------------- links
@@ -2645,6 +2685,11 @@ def main():
     ap.add_argument("--compute-batches", default="1", help="compute sweep: batch sizes")
     ap.add_argument("--compute-chunks", default="1024,2048,4096,8192,16384,32768,65536",
                     help="compute sweep: sequence lengths (sq = sk)")
+    ap.add_argument("--gemm-models", default="llama3-8b,llama3-70b",
+                    help="gemm part: models (bundled presets or model files)")
+    ap.add_argument("--gemm-tokens", default="4K,8K,16K,32K,64K",
+                    help="gemm part: tokens a TP group holds (M)")
+    ap.add_argument("--gemm-tp", default="1,2,4,8", help="gemm part: TP degrees")
     ap.add_argument("--compute-budget", type=float, default=1e9,
                     help="compute sweep: seconds after which no new shape is started")
     a = ap.parse_args()
@@ -2744,6 +2789,9 @@ def main():
                                ints(a.linear_chunks), LIN_BLOCK, B, H, D)
         elif part == "overlap":
             measure_overlap(out, n, rank, B, H, D, ints(a.overlap_chunks), a.iters)
+        elif part == "gemm":
+            measure_gemm(out, n, a.gemm_models.split(","), ints(a.gemm_tp),
+                         a.gemm_tokens.split(","), a.iters)
         else:
             raise SystemExit(f"calibrate: unknown part {part!r}")
         if rank == 0:

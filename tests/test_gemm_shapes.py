@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""scripts/calibrate/gemm_shapes.py: the GEMM sweep is the layer shapes
+tasp-sim prices (compute_layer_op: Megatron TP with sequence parallelism),
+and what a run records becomes a compute.gemm_table tasp-sim reads.
+Usage: test_gemm_shapes.py PATH/TO/tasp-sim"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+import gemm_shapes  # noqa: E402
+
+sim = sys.argv[1]
+fails = 0
+
+
+def check(name, cond):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + name)
+    fails += not cond
+
+
+s = gemm_shapes.sweep(["llama3-8b", "llama3-70b"], [1, 2, 4, 8],
+                      [gemm_shapes.tokens(t) for t in "4K,8K,16K,32K,64K".split(",")])
+keys = {(x["m"], x["n"], x["k"], x["product"]) for x in s}
+check("each product once", len(keys) == len(s))
+# 2 models x 4 TP x 4 layers x 5 token counts x 3 products: no two alike
+check("the default sweep: 480 products", len(s) == 480)
+# Llama-3-8B at TP 1: QKV 6144 x 4096 (32 + 2 x 8 heads of 128), out
+# 4096 x 4096, FC1 2 x 14336 x 4096, FC2 4096 x 14336
+for n, k in ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)):
+    check(f"llama3-8b TP 1: {n} x {k} at 8K tokens, all three products",
+          all((8192, n, k, p) in keys for p in gemm_shapes.PRODUCTS))
+# Llama-3-70B at TP 8: QKV (64 + 16) x 128 / 8 = 1280 x 8192, out 8192 x
+# 1024, FC1 2 x 28672 / 8 = 7168 x 8192, FC2 8192 x 3584
+for n, k in ((1280, 8192), (8192, 1024), (7168, 8192), (8192, 3584)):
+    check(f"llama3-70b TP 8: {n} x {k} at 64K tokens", (65536, n, k, "wgrad") in keys)
+check("a TP that does not divide the KV heads is left out",
+      gemm_shapes.sweep(["llama3-8b"], [16], [4096]) == [])
+check("operands: wgrad is (N x M) @ (M x K)",
+      gemm_shapes.operands({"m": 3, "n": 5, "k": 7, "product": "wgrad"}) == ((5, 3), (3, 7)))
+check("tokens: 4K, 1M, 4096", [gemm_shapes.tokens(t) for t in ("4K", "1M", "4096")]
+      == [4096, 1 << 20, 4096])
+
+# a run's records -> gemm_table -> a topology tasp-sim loads
+recs = [{"part": "gemm", "n": 1, "model": "llama3-8b", "tp": 1, "layer": "qkv",
+         "product": p, "M": m, "N": 6144, "K": 4096, "dtype": "bf16", "ms": 0.1 * m / 4096}
+        for p in gemm_shapes.PRODUCTS for m in (4096, 8192)]
+recs.append({"part": "mem", "op": "zero_acc", "bytes": 8, "gpu_ms": 1})
+tab = gemm_shapes.table(recs)
+check("table: one entry per gemm record, other records left out", len(tab) == 6)
+check("table: entries carry m, n, k, product, ms",
+      all(set(e) == {"m", "n", "k", "product", "ms"} for e in tab))
+with tempfile.TemporaryDirectory() as d:
+    jl = os.path.join(d, "gemm-n1.jsonl")
+    with open(jl, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in recs)
+    printed = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "calibrate",
+                                                           "gemm_shapes.py"), "--table", jl],
+                             capture_output=True, text=True)
+    check("--table prints the table as JSON", json.loads(printed.stdout) == tab)
+    with open(os.path.join(ROOT, "topologies", "h100x8.json")) as f:
+        topo = json.load(f)
+    topo["compute"]["gemm_table"] = tab
+    tf = os.path.join(d, "t.json")
+    with open(tf, "w") as f:
+        json.dump(topo, f)
+    r = subprocess.run([sim, "--topology", tf, "--dump-topology"], capture_output=True, text=True)
+    check("tasp-sim reads the table (exit 0)", r.returncode == 0)
+    topo["compute"]["gemm_table"][0]["product"] = "bwd"
+    with open(tf, "w") as f:
+        json.dump(topo, f)
+    r = subprocess.run([sim, "--topology", tf, "--dump-topology"], capture_output=True, text=True)
+    check("tasp-sim refuses a product it does not know, naming the field (exit 2)",
+          r.returncode == 2 and "compute.gemm_table[0].product" in r.stderr)
+print(f"gemm_shapes: {fails} failed")
+sys.exit(1 if fails else 0)
