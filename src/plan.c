@@ -402,8 +402,9 @@ plan *plan_expand(const plan *p) {
 }
 
 const char *plan_op_name(op_kind k) {
-  static const char *const names[OP_KINDS] = {"attn", "merge", "copy", "lin_intra",
-                                              "lin_state", "lin_apply"};
+  static const char *const names[] = {"attn",      "merge",     "copy", "lin_intra",
+                                      "lin_state", "lin_apply", "gemm", "elemwise"};
+  G_STATIC_ASSERT(G_N_ELEMENTS(names) == OP_KINDS); /* a new kind gets its name */
   return k < OP_KINDS ? names[k] : "?";
 }
 
