@@ -76,6 +76,7 @@ plan *ring_geom_build(const ring_geom *g, rotate_ops ops, const topology *t, boo
   ops.alike = ring_geom_alike;
   ops.pairs = pairs;
   ops.n_pairs = g->ranks < 2 ? 0 : n;
+  ops.kv_bytes = g->kv_bytes;
   return rotate_build(&ops, g, g->w, t, record_segs);
 }
 

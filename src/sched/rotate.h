@@ -37,6 +37,10 @@ typedef struct {
    * (a full mask); they are then emitted once, for GPU 0, as lockstep
    * tasks of all GPUs (plan.h), unless the plan records segments. */
   bool (*alike)(const void *self, uint32_t step);
+  /* Memory (rotate_buf.h): bytes of the KV chunk a GPU holds (0: its S/N
+   * tokens' K and V) and the name of a received one (NULL: ring_flash_attn's). */
+  double kv_bytes;
+  const char *kv_name;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,
