@@ -158,7 +158,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
   uint32_t n = e->p->n_gpus;
   e->backward = backward;
   rotate_buf_pass(e->buf, backward);
-  if (ops->prologue) after = ops->prologue(self, e->p, backward, after);
+  if (ops->prologue) after = ops->prologue(self, e->p, backward, after, rotate_buf_io(e->buf));
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;

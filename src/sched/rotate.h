@@ -21,8 +21,10 @@ typedef struct rotate_emit rotate_emit;
 typedef struct {
   uint32_t n_steps;
   /* Optional, NULL: tasks before a pass's first step (issued after
-   * `after`); returns what the pass's first kernels wait for (-1 none). */
-  int64_t (*prologue)(const void *self, plan *p, bool backward, int64_t after);
+   * `after`); returns what the pass's first kernels wait for (-1 none).
+   * io: the pass's tensors (sched_io), which it reads. */
+  int64_t (*prologue)(const void *self, plan *p, bool backward, int64_t after,
+                      const sched_io *io);
   /* Optional: tasks after a pass's last step; returns the pass's last task. */
   int64_t (*epilogue)(const void *self, plan *p, bool backward, int64_t last);
   /* Transfers that move what each GPU holds at `step` one hop on. */

@@ -36,6 +36,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->lse_bytes = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
   memset(&b->io, 0xff, sizeof b->io);
+  b->io.aux = NULL;
   b->kv = g_new(uint32_t, b->n);
   b->dkv = g_new(uint32_t, b->n);
   b->step_dkv = g_new(uint32_t, b->n);
@@ -73,6 +74,8 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
   b->blk_dkv = plan_buf_new(p, PLAN_ALL, b->kv_bytes, "block_dk_buffer, block_dv_buffer");
   b->dq = plan_buf_new(p, PLAN_ALL, b->q_bytes * f32, "dq (float32)");
 }
+
+const sched_io *rotate_buf_io(const rotate_buf *b) { return &b->io; }
 
 /* Reads every distinct id of ids[0..n) (NONE skipped) by task t. */
 static void read_distinct(rotate_buf *b, uint32_t t, const uint32_t *ids, uint32_t n) {

@@ -33,6 +33,8 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
 void rotate_buf_free(rotate_buf *b);
 /* A pass begins: its tensors (sched_io) are declared. */
 void rotate_buf_pass(rotate_buf *b, bool backward);
+/* The pass's tensors (declared by rotate_buf_pass). */
+const sched_io *rotate_buf_io(const rotate_buf *b);
 /* Group `comm` moves the held KV (grads: the dK/dV accumulators) on. */
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads);
 /* Compute task `id` of a step (on its GPU, or every GPU: lockstep). */

@@ -83,6 +83,7 @@ bool sched_check_tasks(double tasks, const char *who, GError **err) {
 plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
   sched_io io;
   memset(&io, 0xff, sizeof io);
+  io.aux = NULL;
   sched_ctx c = {plan_new(w->gpus, record_segs), w, t, &io};
   int64_t last = -1;
   if (w->pass != PASS_BWD) {

@@ -72,6 +72,8 @@ uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_se
  * plan (allocated by the caller: live from its start).  UINT32_MAX: none. */
 typedef struct {
   uint32_t q, kv, o, lse, dout, dq, dkv;
+  uint32_t saved; /* a scheduler's own tensor forward hands to backward */
+  void *aux;      /* a scheduler's own state while it builds a pass */
 } sched_io;
 
 /* Declares a pass's tensors into io (all UINT32_MAX before the first

@@ -16,8 +16,26 @@
  * Backward: the queries travel with their output gradient, output and
  * log-sum-exp (what the backward kernel needs); dK and dV accumulate where
  * the KV is and never move; each block's dQ (float32, --grad-dtype) goes
- * back to the owner, which adds it one step later. */
+ * back to the owner, which adds it one step later.
+ *
+ * Memory: the queries a GPU holds (its own: the layer's tensors; later,
+ * what the query ring brought, as they go on), each kernel's block result
+ * until it has gone home, the returned blocks until merged, and the
+ * owner's float32 accumulators (output and log-sum-exp; backward dQ, and
+ * the KV's dK and dV, which stay); flash backward's float32 dQ workspace. */
 #include "sched.h"
+
+#define NONE UINT32_MAX
+
+/* Buffers of a pass: held[] what travels with the queries now; blk[r] the
+ * block result GPU r wrote this step; back[j] what returned to owner j. */
+typedef struct {
+  uint32_t held[4], n_held;
+  uint32_t *blk, *back;
+  uint32_t acc[2]; /* forward: out, lse (float32); backward: dq, dk+dv (float32) */
+} tr_bufs;
+
+static tr_bufs *bufs_of(const sched_ctx *s) { return (tr_bufs *)s->io->aux; }
 
 /* Kernel of GPU r on the queries of j; returns the query rows (0: none). */
 static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, bool backward,
@@ -34,7 +52,20 @@ static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, b
   uint32_t id = plan_attn(s->p, r, step, &shape, qs, nq, k, nk);
   if (ready >= 0) plan_dep(s->p, (uint32_t)ready, id);
   g_array_append_val(kernels, id);
-  return plan_task_at(s->p, id)->op.sq;
+  double rows = plan_task_at(s->p, id)->op.sq, hr = (double)w->batch * rows * w->heads;
+  tr_bufs *b = bufs_of(s);
+  for (uint32_t i = 0; i < b->n_held; i++) plan_buf_reads(s->p, id, b->held[i]);
+  plan_buf_reads(s->p, id, s->io->kv);
+  for (int i = 0; i < 2; i++) plan_buf_writes(s->p, id, b->acc[i]);
+  if (backward) {
+    plan_buf_out(s->p, id, hr * w->head_dim * 4.0, "dq_accum (flash backward, float32)");
+    b->blk[r] = plan_buf_out(s->p, id, hr * w->head_dim * (w->grad_bytes ? w->grad_bytes : w->elem_bytes),
+                             "block dq");
+  } else {
+    b->blk[r] = plan_buf_out(s->p, id, hr * (w->head_dim * w->elem_bytes + 4.0),
+                             "block_out, block_lse");
+  }
+  return rows;
 }
 
 /* Pending hand-back of step t: rows per owner, and the group bringing it. */
@@ -55,6 +86,10 @@ static void settle(const sched_ctx *s, handback *h, uint32_t step, bool backward
       id = plan_copy(s->p, j, step,
                      1.5 * w->batch * h->rows[j] * w->heads * w->head_dim * w->grad_bytes);
     plan_dep(s->p, (uint32_t)h->group, id);
+    tr_bufs *b = bufs_of(s);
+    plan_buf_reads(s->p, id, b->back[j]);
+    plan_buf_writes(s->p, id, b->acc[0]);
+    if (!backward) plan_buf_writes(s->p, id, b->acc[1]);
     h->rows[j] = 0;
   }
   h->group = -1;
@@ -75,6 +110,17 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   g_autofree double *rows = g_new0(double, n), *pending_rows = g_new0(double, n);
   handback pending = {-1, pending_rows};
   int64_t arrived = after, q_prev = after, last = after;
+  g_autofree uint32_t *blk = g_new(uint32_t, n), *home = g_new(uint32_t, n);
+  tr_bufs b = {{s->io->q, s->io->dout, s->io->o, s->io->lse}, backward ? 4 : 1, blk, home, {0, 0}};
+  s->io->aux = &b;
+  double f32 = 4.0 / e, q_bytes = c * row * e;
+  if (backward) {
+    b.acc[0] = plan_buf_new(p, PLAN_ALL, q_bytes * f32, "dq (float32)");
+    b.acc[1] = plan_buf_new(p, PLAN_ALL, workload_kv_bytes(w, c) * f32, "dk, dv (float32)");
+  } else {
+    b.acc[0] = plan_buf_new(p, PLAN_ALL, q_bytes * f32, "out (float32)");
+    b.acc[1] = plan_buf_new(p, PLAN_ALL, c * lse, "lse (float32)");
+  }
   for (uint32_t t = 0; t < n; t++) {
     bool more = t + 1 < n;
     int64_t qg = -1;
@@ -95,6 +141,10 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     if (qg >= 0) {
       if (q_prev >= 0) plan_dep(p, (uint32_t)q_prev, (uint32_t)qg);
       plan_issue(p, (uint32_t)qg, issued, q_prev, false);
+      /* the queries held go on; the next ones arrive */
+      for (uint32_t i = 0; i < b.n_held; i++) plan_buf_reads(p, (uint32_t)qg, b.held[i]);
+      b.held[0] = plan_buf_out(p, (uint32_t)qg, travel, backward ? "next q, dout, out, lse" : "next q");
+      b.n_held = 1;
     }
     settle(s, &pending, t, backward); /* last step's blocks, behind this step's kernels */
     if (t > 0) {
@@ -106,6 +156,13 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
         pending.rows[j] = rows[r];
       }
       plan_issue(p, og, NULL, -1, false);
+      for (uint32_t r = 0; r < n; r++) {
+        uint32_t j = (r + n - t) % n;
+        if (rows[r] <= 0) continue;
+        plan_buf_reads(p, og, blk[r]);
+        b.back[j] = plan_buf_new(p, j, rows[r] * back, backward ? "returned block dq" : "returned block_out, block_lse");
+        plan_buf_writes(p, og, b.back[j]);
+      }
       pending.group = og;
       last = og;
     }
@@ -113,6 +170,7 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     if (qg >= 0) q_prev = qg;
   }
   settle(s, &pending, n, backward);
+  s->io->aux = NULL;
   return last;
 }
 
