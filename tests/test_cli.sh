@@ -16,7 +16,7 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -295,7 +295,7 @@ expect_error "--set without a value" "option '--set': expected KEY=VALUE" --topo
 "$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --set comm.launch_us=0,15 --sched ring \
   --seq 128K --sp 16 --no-compute --csv - --quiet > "$tmp/sweep.csv"
 check "--set sweep: one row per combination, in order; topology the plain name, overrides appended" \
-  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2,24- | tr '\\n' ' ')\" = 'h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=15 (15 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=15 (15 us) ' ]"
+  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2,24 | tr '\\n' ' ')\" = 'h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=15 (15 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=15 (15 us) ' ]"
 check "--set sweep: each value is applied (NICs at half the rate: ring ~2x)" \
   "awk -F, 'NR == 2 {a = \$12} NR == 4 {b = \$12} END {exit !(a / b > 1.9 && a / b < 2.1)}' $tmp/sweep.csv"
 "$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --sched ring --seq 128K --sp 16 > "$tmp/sweep.txt"

@@ -155,6 +155,12 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
 
 void rotate_buf_merge(rotate_buf *b, uint32_t id) {
   plan *p = b->p;
+  const plan_op *op = &plan_task_at(p, id)->op;
+  /* update_out_and_lse: the block's float32 copy and two float32
+   * temporaries of the out-of-place update beside the running output
+   * (calibration/h200x2-mem: ring's forward peak is at the first merge) */
+  plan_buf_out(p, id, 3.0 * op->batch * op->sq * op->heads * op->head_dim * 4.0,
+               "update_out_and_lse temporaries (float32)");
   plan_buf_reads(p, id, b->block_out);
   plan_buf_reads(p, id, b->block_lse);
   plan_buf_writes(p, id, b->out);
