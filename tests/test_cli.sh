@@ -819,5 +819,37 @@ check "confidence: mi300x8 reads scaled from h100, extrapolated beyond the table
 check "confidence: a roofline topology reads roofline, --no-compute none, linear without a table roofline (noted on stderr with --csv -)" \
   "[ \"\$(field $tmp/conf4.csv 1 confidence),\$(field $tmp/conf5.csv 1 confidence),\$(field $tmp/conf6.csv 1 confidence)\" = roofline,none,roofline ] && grep -q '^tasp-sim: note: roofline: linear-attention kernels priced by' $tmp/conf6.err"
 
+# memory per GPU: peak_mem_gib and fits; a method that does not fit is
+# never the baseline, and the verdict says why
+"$sim" --topology h100x8 --sched ring,ulysses,allgather --seq 1M --sp 8 --pass fwdbwd \
+  --set gpu_memory_gib=16GiB --csv "$tmp/mem.csv" > "$tmp/mem.txt"
+check "memory: fits is no where the peak exceeds capacity less headroom, yes where not" \
+  "[ \"\$(field $tmp/mem.csv 1 fits),\$(field $tmp/mem.csv 2 fits),\$(field $tmp/mem.csv 3 fits)\" = no,yes,no ]"
+check "memory: the baseline is the fastest that fits, not the fastest" \
+  "[ \"\$(field $tmp/mem.csv 1 baseline),\$(field $tmp/mem.csv 3 baseline)\" = ulysses,ulysses ] && awk -F, 'NR == 4 {exit !(\$20 < 1)}' $tmp/mem.csv"
+check "memory: the verdict ranks what fits and names what does not, with its peak and the usable memory" \
+  "grep -q '=> ulysses only (.*); ring (does not fit: 15.5 GiB > 12.9 GiB usable), allgather (does not fit: 17.0 GiB > 12.9 GiB usable)' $tmp/mem.txt"
+check "memory: the table says memory counts the attention layer alone and what a GPU has" \
+  "grep -q '^memory: peak allocated per GPU of the attention layer alone.*usable 12.9 GiB of 16.0 GiB per GPU (headroom 3.14 GiB)' $tmp/mem.txt && grep -q ' 17.0G!\$' $tmp/mem.txt"
+"$sim" --topology h100x8 --sched ring --seq 1M --sp 8 --set gpu_memory_gib=80GB > "$tmp/mem80.txt"
+check "memory: \"80GB\" is decimal gigabytes, 74.5 GiB" "grep -q 'usable 71.4 GiB of 74.5 GiB' $tmp/mem80.txt"
+"$sim" --topology h100x8 --sched allgather --seq 1M --sp 8 --mask full --memory - --quiet > "$tmp/mem.list"
+check "--memory: per GPU the buffers live at the peak, largest first: allgather's gathered K, V of the whole sequence (2 x 1M x 8 x 128 x 2 B)" \
+  "grep -q '^allgather seq 1M sp 8 full fwd: peak .* GiB on GPU 0 (fits: 76.0 GiB usable)' $tmp/mem.list && [ \$(grep -c '^  GPU [0-7]: .*: gathered k, v 4.0 GiB, ' $tmp/mem.list) -eq 8 ]"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 64K --sp 4,8 --memory "$tmp/m1" --jobs 1 --quiet
+"$sim" --topology h100x8 --sched ring,zigzag --seq 64K --sp 4,8 --memory "$tmp/m4" --jobs 4 --quiet
+check "--memory: byte-identical for any --jobs" "cmp -s $tmp/m1 $tmp/m4"
+"$sim" --topology h100x8 --sched ring --seq 64K --sp 4 --trace "$tmp/mem.trace" --quiet
+check "--trace: a memory counter track per GPU" \
+  "[ \$(grep -o '\"name\":\"GPU [0-3] memory\"' $tmp/mem.trace | sort -u | wc -l) -eq 4 ]"
+expect_error "gpu_memory_gib refuses a size without a known unit" \
+  "option '--set': gpu_memory_gib=80x: expected a size: a number in GiB, or a string with its unit" \
+  --topology h100x8 --set gpu_memory_gib=80x
+expect_error "gpu_memory_headroom_gib must leave memory" \
+  "option '--set': gpu_memory_headroom_gib=100: expected less than gpu_memory_gib" \
+  --topology h100x8 --set gpu_memory_headroom_gib=100
+expect_error "--memory and --csv on stdout at once are refused" "--memory" \
+  --topology h100x8 --memory - --links -
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
