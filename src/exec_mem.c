@@ -203,29 +203,41 @@ static gint by_gpu_bytes(gconstpointer a, gconstpointer b) {
   return strcmp(x->name, y->name);
 }
 
-/* The instances live on GPU g at its peak, summed by name, into r. */
-static void peak_live(exec_mem *m, GHashTable *by_name, uint32_t g) {
+static gint by_gpu_name(gconstpointer a, gconstpointer b) {
+  const exec_mem_live *x = a, *y = b;
+  if (x->gpu != y->gpu) return x->gpu < y->gpu ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* The instances live on each GPU at its peak, summed by name, into r:
+ * one pass over the instances, then sorted and merged. */
+static void peak_live(exec_mem *m) {
   const plan *p = m->p;
-  uint64_t at = m->peak_seq[g];
-  g_hash_table_remove_all(by_name);
   GArray *out = m->r->peak_live;
   for (uint32_t b = 0; b < plan_buf_count(p); b++) {
     const plan_buf *pb = plan_buf_at(p, b);
-    if (pb->gpu != PLAN_ALL && pb->gpu != g) continue;
-    uint32_t i = m->inst_off[b] + (pb->gpu == PLAN_ALL ? g : 0);
-    if (m->state[i] == INST_NONE || m->alloc_seq[i] > at) continue;
-    if (m->state[i] == INST_FREED && m->free_seq[i] <= at) continue;
-    gpointer slot = g_hash_table_lookup(by_name, pb->name);
-    if (!slot) {
-      exec_mem_live l = {g, 0, pb->name, 0};
+    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
+      uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
+      uint64_t at = m->peak_seq[g];
+      if (m->state[i] == INST_NONE || m->alloc_seq[i] > at) continue;
+      if (m->state[i] == INST_FREED && m->free_seq[i] <= at) continue;
+      exec_mem_live l = {g, 1, pb->name, pb->bytes};
       g_array_append_val(out, l);
-      slot = GUINT_TO_POINTER(out->len); /* index + 1 */
-      g_hash_table_insert(by_name, (gpointer)pb->name, slot);
     }
-    exec_mem_live *l = &g_array_index(out, exec_mem_live, GPOINTER_TO_UINT(slot) - 1);
-    l->count++;
-    l->bytes += pb->bytes;
   }
+  g_array_sort(out, by_gpu_name);
+  guint k = 0;
+  for (guint i = 0; i < out->len; i++) {
+    exec_mem_live *l = &g_array_index(out, exec_mem_live, i);
+    exec_mem_live *last = k ? &g_array_index(out, exec_mem_live, k - 1) : NULL;
+    if (last && last->gpu == l->gpu && !strcmp(last->name, l->name)) {
+      last->count++;
+      last->bytes += l->bytes;
+    } else {
+      g_array_index(out, exec_mem_live, k++) = *l;
+    }
+  }
+  g_array_set_size(out, k);
 }
 
 void exec_mem_finish(exec_mem *m) {
@@ -236,7 +248,6 @@ void exec_mem_finish(exec_mem *m) {
       if (m->state[i] == INST_LIVE && !plan_buf_at(p, b)->keep) r->mem_errors++;
   if (!r->peak_live) r->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
   g_array_set_size(r->peak_live, 0);
-  GHashTable *by_name = g_hash_table_new(g_direct_hash, g_direct_equal);
   r->peak_bytes = 0;
   r->peak_gpu = 0;
   for (uint32_t g = 0; g < m->n; g++) {
@@ -245,9 +256,8 @@ void exec_mem_finish(exec_mem *m) {
       r->peak_bytes = m->peak[g];
       r->peak_gpu = g;
     }
-    peak_live(m, by_name, g);
   }
-  g_hash_table_unref(by_name);
+  peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);

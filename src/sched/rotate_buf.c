@@ -37,10 +37,11 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
   memset(&b->io, 0xff, sizeof b->io);
   b->io.aux = NULL;
+  b->io.n_keep = 0;
   b->kv = g_new(uint32_t, b->n);
   b->dkv = g_new(uint32_t, b->n);
   b->step_dkv = g_new(uint32_t, b->n);
-  b->seen = g_new(uint32_t, 2 * b->n);
+  b->seen = g_new(uint32_t, b->n);
   return b;
 }
 
@@ -77,17 +78,19 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
 
 const sched_io *rotate_buf_io(const rotate_buf *b) { return &b->io; }
 
-/* Reads every distinct id of ids[0..n) (NONE skipped) by task t. */
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Reads every distinct id of ids[0..n) (NONE skipped) by task t, in
+ * ascending order (sorted: n log n where the GPUs hold n of their own). */
 static void read_distinct(rotate_buf *b, uint32_t t, const uint32_t *ids, uint32_t n) {
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    if (ids[i] == NONE) continue;
-    bool dup = false;
-    for (uint32_t j = 0; j < k && !dup; j++) dup = b->seen[j] == ids[i];
-    if (dup) continue;
-    b->seen[k++] = ids[i];
-    plan_buf_reads(b->p, t, ids[i]);
-  }
+  memcpy(b->seen, ids, n * sizeof(uint32_t));
+  qsort(b->seen, n, sizeof(uint32_t), cmp_u32);
+  for (uint32_t i = 0; i < n; i++)
+    if (b->seen[i] != NONE && (i == 0 || b->seen[i] != b->seen[i - 1]))
+      plan_buf_reads(b->p, t, b->seen[i]);
 }
 
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
@@ -98,13 +101,14 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
     return;
   }
-  /* what each GPU sends: its kernels' sum, or what arrived (skipped step) */
+  /* what each GPU sends: its kernels' sum, or what arrived (skipped step);
+   * the arrived ones were added into the sums */
+  read_distinct(b, comm, b->dkv, b->n);
   for (uint32_t g = 0; g < b->n; g++) {
     uint32_t mine = b->step_all != NONE ? b->step_all : b->step_dkv[g];
-    b->seen[b->n + g] = mine != NONE ? mine : b->dkv[g];
+    b->step_dkv[g] = mine != NONE ? mine : b->dkv[g];
   }
-  read_distinct(b, comm, b->dkv, b->n); /* the arrived ones were added in */
-  read_distinct(b, comm, b->seen + b->n, b->n);
+  read_distinct(b, comm, b->step_dkv, b->n);
   uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale, "next_dk, next_dv");
   fill(b->dkv, b->n, next);
   fill(b->step_dkv, b->n, NONE);

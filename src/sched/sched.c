@@ -84,6 +84,7 @@ plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched
   sched_io io;
   memset(&io, 0xff, sizeof io);
   io.aux = NULL;
+  io.n_keep = 0;
   sched_ctx c = {plan_new(w->gpus, record_segs), w, t, &io};
   int64_t last = -1;
   if (w->pass != PASS_BWD) {

@@ -73,6 +73,7 @@ uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_se
 typedef struct {
   uint32_t q, kv, o, lse, dout, dq, dkv;
   uint32_t saved; /* a scheduler's own tensor forward hands to backward */
+  uint32_t keep[8], n_keep; /* more of them (n_keep 0: none; set by forward) */
   void *aux;      /* a scheduler's own state while it builds a pass */
 } sched_io;
 

@@ -188,6 +188,26 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
     ks[g] = k;
   }
   ulysses_kernel_bufs(p, w, n, backward, ks, n, &res, &held);
+  /* DeepSpeed's attention saves its head-scattered inputs, output and
+   * log-sum-exp for backward (flash attention's autograd): forward hands
+   * them on, backward's kernels read them and free them (a backward alone
+   * starts with them) */
+  if (!backward) {
+    c->io->n_keep = 0;
+    for (uint32_t i = 0; i < held.n; i++) c->io->keep[c->io->n_keep++] = held.id[i];
+    for (uint32_t i = 0; i < res.n; i++) c->io->keep[c->io->n_keep++] = res.id[i];
+  } else if (n > 1) {
+    if (c->io->n_keep == 0) {
+      double rows = (double)w->batch * w->seq_len * w->heads / n;
+      double kv = workload_kv_bytes(w, (double)w->seq_len) * ulysses_kv_heads(w, n) / w->kv_heads / n;
+      double bytes = 2 * rows * w->head_dim * w->elem_bytes + kv +
+                     (w->attention == ATTN_SOFTMAX ? rows * 4.0 : 0);
+      c->io->keep[c->io->n_keep++] =
+          plan_buf_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
+    }
+    for (uint32_t i = 0; i < c->io->n_keep; i++)
+      for (uint32_t g = 0; g < n; g++) plan_buf_reads(p, ks[g], c->io->keep[i]);
+  }
   return ulysses_gather_heads(p, w, n, backward, 1, &res, &held);
 }
 
