@@ -16,8 +16,8 @@ struct rotate_buf {
   uint32_t *kv;       /* per GPU: the KV chunk it holds */
   uint32_t pending;   /* this step's received chunk, NONE before the group */
   uint32_t *dkv;      /* per GPU: the dK/dV accumulator it holds (received), NONE */
-  uint32_t *step_dkv; /* per GPU: the accumulator its kernels wrote this step, NONE */
-  uint32_t step_all;  /* the lockstep kernels' accumulator this step, NONE */
+  uint32_t *step_dkv; /* per GPU: 1 where it ran kernels this step, else NONE */
+  uint32_t step_all;  /* 1 where lockstep kernels ran this step, else NONE */
   uint32_t out, lse, dq, blk_dq, blk_dkv; /* pass-wide */
   uint32_t block_out, block_lse;          /* the last kernel's, for its merge */
   uint32_t state;     /* linear forward: the last state, for its apply */
@@ -101,14 +101,24 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
     return;
   }
-  /* what each GPU sends: its kernels' sum, or what arrived (skipped step);
-   * the arrived ones were added into the sums */
+  /* what each GPU sends: `dk = block_dk_buffer + next_dk`, a new float32
+   * sum made once its kernels are done and the last accumulator has
+   * arrived (d_kv_comm.wait()), as this group starts; or, where the mask
+   * skipped the step, the arrived accumulator itself */
   read_distinct(b, comm, b->dkv, b->n);
-  for (uint32_t g = 0; g < b->n; g++) {
-    uint32_t mine = b->step_all != NONE ? b->step_all : b->step_dkv[g];
-    b->step_dkv[g] = mine != NONE ? mine : b->dkv[g];
+  double acc = b->kv_bytes * b->grad_scale;
+  if (b->step_all != NONE) {
+    uint32_t sum = plan_buf_new(p, PLAN_ALL, acc, "dk, dv (float32)");
+    plan_buf_writes(p, comm, sum);
+    plan_buf_reads(p, comm, sum);
+  } else {
+    for (uint32_t g = 0; g < b->n; g++) {
+      if (b->step_dkv[g] == NONE) continue;
+      uint32_t sum = plan_buf_new(p, g, acc, "dk, dv (float32)");
+      plan_buf_writes(p, comm, sum);
+      plan_buf_reads(p, comm, sum);
+    }
   }
-  read_distinct(b, comm, b->step_dkv, b->n);
   uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale, "next_dk, next_dv");
   fill(b->dkv, b->n, next);
   fill(b->step_dkv, b->n, NONE);
@@ -145,16 +155,9 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     plan_buf_writes(p, id, b->blk_dkv);
     plan_buf_writes(p, id, b->dq);
   }
-  /* the step's dK/dV accumulator of this GPU (every GPU's, lockstep) */
-  if (g == PLAN_ALL) {
-    if (b->step_all == NONE)
-      b->step_all = plan_buf_new(p, PLAN_ALL, b->kv_bytes * b->grad_scale, "dk, dv (float32)");
-    plan_buf_writes(p, id, b->step_all);
-  } else {
-    if (b->step_dkv[g] == NONE)
-      b->step_dkv[g] = plan_buf_new(p, g, b->kv_bytes * b->grad_scale, "dk, dv (float32)");
-    plan_buf_writes(p, id, b->step_dkv[g]);
-  }
+  /* this GPU (every GPU, lockstep) makes a new dK/dV sum this step */
+  if (g == PLAN_ALL) b->step_all = 1;
+  else b->step_dkv[g] = 1;
 }
 
 void rotate_buf_merge(rotate_buf *b, uint32_t id) {
