@@ -605,11 +605,11 @@ TASP_MEMORY_BUDGET=16M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1
   --csv "$tmp/mem.csv" > "$tmp/stdout" 2> "$tmp/stderr"
 check "a point over the memory budget: exit 2, --sp blamed with the estimate" \
   "[ \$? -eq 2 ] && grep -q \"option '--sp': ring at SP 256 (seq_len 1M, causal mask, fwd) needs about 0.0 GiB .* over the memory budget of 0.0 GiB\" $tmp/stderr && [ ! -s $tmp/stdout ] && [ -z \"\$(ls $tmp | grep mem.csv)\" ]"
-TASP_MEMORY_BUDGET=32M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
+TASP_MEMORY_BUDGET=40M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
   --trace "$tmp/mem.json" > "$tmp/stdout" 2> "$tmp/stderr"
 check "... its trace over it: --trace blamed" \
   "[ \$? -eq 2 ] && grep -q \"option '--trace': ring at SP 256 .* with its trace\" $tmp/stderr && [ -z \"\$(ls $tmp | grep mem.json)\" ]"
-TASP_MEMORY_BUDGET=32M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
+TASP_MEMORY_BUDGET=40M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
   --quiet
 check "... and without the trace it runs" "[ \$? -eq 0 ]"
 TASP_MEMORY_BUDGET=1K "$sim" scenarios/h100x8.json > /dev/null 2> "$tmp/stderr"
