@@ -253,6 +253,24 @@ static void t_ring_peak(void) {
   topo_free(t);
 }
 
+/* The same ring on links 1000 times slower: the chunk a GPU sends on
+ * stays live until its send is done, so while the next arrives both are
+ * held at the merge's peak (one more chunk than on fast links). */
+static void t_ring_slow_link(void) {
+  uint32_t n = 4;
+  topology *t = switch_topo(n, 100e6);
+  workload w = llama(n, 8192, false, PASS_FWD);
+  w.kv_heads = w.heads;
+  exec_result *r = run_sched(&sched_ring, &w, t);
+  double c = 8192.0 / n, u = c * 32 * 128 * 2, lse = 4.0 * c * 32;
+  uint32_t count;
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "next_k, next_v", &count), 4 * u, 0);
+  CU_ASSERT_EQUAL(count, 2);
+  CU_ASSERT_CLOSE(r->peak_bytes, 16 * u + 2 * lse, 1e-12);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 /* A lockstep plan and its expansion peak alike, GPU by GPU, and list the
  * same buffers. */
 static void t_lockstep_expand(void) {
@@ -274,7 +292,7 @@ static void t_lockstep_expand(void) {
 int main(void) {
   static const test_case cases[] = {TEST(t_lifetimes),      TEST(t_errors),
                                     TEST(t_delayed_transfer), TEST(t_allgather_peak),
-                                    TEST(t_ulysses_peak),   TEST(t_ring_peak),
+                                    TEST(t_ulysses_peak),   TEST(t_ring_peak),       TEST(t_ring_slow_link),
                                     TEST(t_lockstep_expand), {NULL, NULL}};
   return test_run("mem", cases);
 }
