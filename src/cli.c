@@ -58,6 +58,9 @@ static GOptionEntry *option_table(cli_opts *o) {
        "FILE"},
       {"links", 0, 0, G_OPTION_ARG_FILENAME, &o->links,
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
+      {"memory", 0, 0, G_OPTION_ARG_FILENAME, &o->memory,
+       "Write per point and GPU the peak memory and the buffers live at it, largest first "
+       "(- for stdout); memory counts the attention layer alone", "FILE"},
       {"links-summary", 0, 0, G_OPTION_ARG_NONE, &o->links_summary,
        "Table: a links line for every scheduler of every group", NULL},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
@@ -189,7 +192,8 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
 void cli_opts_clear(cli_opts *o) {
   char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
-                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace, &o->links, &o->shard, &o->baseline,
+                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
+                   &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);

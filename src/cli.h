@@ -17,7 +17,7 @@ typedef struct {
   /* strings as given, owned; NULL where not given */
   char *topology, *sched, *seq, *sp, *heads, *kv_heads, *head_dim, *batch, *dtype, *mask,
       *pass, *tasp_cycles, *grad_dtype, *usp_ulysses, *attention, *model;
-  char *csv, *trace, *links, *shard, *baseline;
+  char *csv, *trace, *links, *memory, *shard, *baseline;
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
   gboolean ulysses_fused;

@@ -3,6 +3,7 @@
 
 #include "compute.h"
 #include "engine.h"
+#include "exec_mem.h"
 #include "groups.h"
 #include "net.h"
 
@@ -42,6 +43,7 @@ typedef struct {
   uint32_t finished;        /* tasks done, for opts.progress */
   net_member **members;     /* per comm task in flight: its flows, for the network */
   GPtrArray *shapes;        /* per pattern: pattern_launch variants, made at first use */
+  exec_mem *mem;            /* live bytes per GPU (exec_mem.c) */
   exec_result *r;
 } exec_state;
 
@@ -118,6 +120,7 @@ static void task_done(void *ctx, uint64_t arg) {
   const plan_task *t = plan_task_at(s->p, id);
   double now = engine_now(s->eng);
   s->end_s = now;
+  exec_mem_end(s->mem, id, now);
   if (t->kind == TASK_COMM) {
     for_group_gpus(s, t, gpu_comm_end);
   } else {
@@ -323,6 +326,7 @@ static void start_task(exec_state *s, uint32_t id) {
   const plan_task *t = plan_task_at(s->p, id);
   double now = engine_now(s->eng);
   s->start_s[id] = now;
+  exec_mem_start(s->mem, id, now);
   if (t->kind == TASK_COMM) {
     if (t->n_xfer == 0) {  /* a pure synchronisation point */
       engine_at(s->eng, now, task_done, s, id);
@@ -712,6 +716,7 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
       x.t1_s += shown_s;
       g_array_append_val(acc->xfers, x);
     }
+  exec_mem_add_layers(acc, r, shown_s);
 }
 
 /* The reference: the plan task by task, transfer by transfer. */
@@ -760,6 +765,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   if (opts->keep_trace) s.launched_s = g_new0(double, nt);
   s.dur_s = g_new0(double, nt);
   build_successors(&s);
+  s.mem = exec_mem_new(p, r, opts->keep_trace);
 
   if (opts->progress) {
     g_atomic_int_set(&opts->progress->done, 0);
@@ -776,6 +782,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
     if (r->gpu_comm_s[g] > r->comm_s) r->comm_s = r->gpu_comm_s[g];
     if (r->gpu_finish_s[g] > r->gpu_finish_s[r->last_gpu]) r->last_gpu = g;
   }
+  exec_mem_finish(s.mem);
   split_idle(&s);
   for (uint32_t c = 0; c < nc; c++) {
     r->chan_bytes[c] = net_chan_bytes(s.net, c);
@@ -807,5 +814,6 @@ void exec_result_free(exec_result *r) {
   if (r->spans) g_array_free(r->spans, TRUE);
   if (r->rates) g_array_free(r->rates, TRUE);
   if (r->xfers) g_array_free(r->xfers, TRUE);
+  exec_mem_result_free(r);
   g_free(r);
 }

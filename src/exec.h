@@ -95,7 +95,32 @@ typedef struct {
   GArray *spans;       /* exec_span, with keep_trace */
   GArray *rates;       /* exec_rate, with keep_trace */
   GArray *xfers;       /* exec_xfer, with keep_trace, in delivery order */
+  /* Memory (exec_mem.c): live bytes of the plan's buffers (plan_buf.h)
+   * per GPU through the run.  gpu_peak_bytes: each GPU's largest total;
+   * peak_bytes the largest of them, on peak_gpu; peak_live: per GPU, the
+   * buffers live at its peak, by name, largest first (GPU ascending);
+   * mem_errors: uses that do not balance (a buffer read before anything
+   * wrote it, or declared and never used, or left live and not kept):
+   * zero for a well-declared plan; mem: with keep_trace, every change. */
+  double peak_bytes;
+  uint32_t peak_gpu;
+  double *gpu_peak_bytes;
+  GArray *peak_live;   /* exec_mem_live */
+  uint64_t mem_errors;
+  GArray *mem;         /* exec_mem_sample, with keep_trace */
 } exec_result;
+
+/* `count` buffers named `name` on GPU gpu, of `bytes` together. */
+typedef struct {
+  uint32_t gpu, count;
+  const char *name;
+  double bytes;
+} exec_mem_live;
+
+typedef struct {
+  uint32_t gpu;
+  double t_s, bytes;
+} exec_mem_sample;
 
 exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts);
 void exec_result_free(exec_result *r);

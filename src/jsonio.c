@@ -276,7 +276,7 @@ void json_unit_range(const char *key, double *lo, double *hi, const char **unit)
   static const struct { const char *suffix; double lo, hi; const char *unit; } units[] = {
       {"gbps", 1e-3, 1e5, "GB/s"}, {"_us", 0, 1e7, "us"}, {"_ms", 0, 1e7, "ms"},
       {"tflops", 1e-3, 1e7, "TFLOP/s"}, {"_kelem", 0, 1e6, "ns"}, {"ratio", 0, 1e3, NULL},
-      {"efficiency", 1e-3, 1, NULL}};
+      {"efficiency", 1e-3, 1, NULL}, {"_gib", 1e-3, 1e6, "GiB"}};
   g_autofree char *k = g_ascii_strdown(key, -1);
   for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
     if (g_str_has_suffix(k, units[i].suffix)) {
@@ -310,6 +310,25 @@ static bool parse_rate(const char *text, double *gbps) {
   return false;
 }
 
+/* "80GiB", "80 GB", "0.5TB": the number in GiB.  GB and TB are decimal,
+ * as memory is sold ("80 GB" = 74.5 GiB); GiB and TiB binary, as PyTorch
+ * reports it. */
+static bool parse_size(const char *text, double *gib) {
+  static const struct { const char *unit; double to_GiB; } units[] = {
+      {"GiB", 1}, {"TiB", 1024}, {"MiB", 1.0 / 1024}, {"GB", 1e9 / 1073741824.0},
+      {"TB", 1e12 / 1073741824.0}, {"MB", 1e6 / 1073741824.0}};
+  char *end;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || !isfinite(v)) return false;
+  while (*end == ' ') end++;
+  for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
+    if (!strcmp(end, units[i].unit)) {
+      *gib = v * units[i].to_GiB;
+      return true;
+    }
+  return false;
+}
+
 static bool lookup(json_object *obj, const char *key, json_object **v) {
   return json_object_object_get_ex(obj, key, v) && *v != NULL;
 }
@@ -321,6 +340,11 @@ static bool value_number(json_object *v, const char *key, double *d, const char 
   const char *unit;
   json_unit_range(key, &lo, &hi, &unit);
   bool rate = unit && !strcmp(unit, "GB/s");
+  if (unit && !strcmp(unit, "GiB") && json_object_is_type(v, json_type_string)) {
+    *what = "expected a size: a number in GiB, or a string with its unit such as \"80GiB\" "
+            "or \"80GB\"";
+    return parse_size(json_object_get_string(v), d);
+  }
   if (rate && json_object_is_type(v, json_type_string)) {
     *what = "expected a rate: a number in GB/s (bytes), or a string with its unit such as "
             "\"400Gb/s\" or \"50GB/s\"";

@@ -71,7 +71,8 @@ bool json_get_double(json_object *obj, json_where w, const char *key, bool requi
                      double def, double min, double *out, GError **err);
 /* Plausible range of a field by the unit its name ends in: "gbps"/"GBps"
  * (GB/s) 0.001 to 100000, "_us" and "_ms" 0 to 1e7, "tflops" 0.001 to
- * 1e7, "_kelem" 0 to 1e6, "ratio" 0 to 1000, "efficiency" 0.001 to 1, anything else 0 to 1e9.  A zero is allowed where
+ * 1e7, "_kelem" 0 to 1e6, "ratio" 0 to 1000, "efficiency" 0.001 to 1, "_gib" 0.001
+ * to 1e6 (a string "80GiB" or "80GB" too), anything else 0 to 1e9.  A zero is allowed where
  * `min` allows it (a cap of 0 means none); the low end applies to others.
  * Values outside give inf/nan or meaningless times downstream. */
 void json_unit_range(const char *key, double *lo, double *hi, const char **unit);

@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
   g_autoptr(outputs) outs = outputs_new();
   if ((o.csv && !outputs_add(outs, "--csv", o.csv, report_csv, &err)) ||
       (o.links && !outputs_add(outs, "--links", o.links, report_links, &err)) ||
+      (o.memory && !outputs_add(outs, "--memory", o.memory, report_memory, &err)) ||
       (o.trace && !outputs_add(outs, "--trace", o.trace, NULL, &err)) ||
       !outputs_check_input(outs, s0->file, "scenario file", &err) ||
       !outputs_check_input(outs, s0->topo->file, "topology file", &err))

@@ -1,5 +1,6 @@
 /* plan: building the task graph, and the stream rules. */
 #include "plan.h"
+#include "plan_buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ void plan_free(plan *p) {
   g_array_free(p->pairs, TRUE);
   g_array_free(p->pattern_gpus, TRUE);
   g_array_free(p->pattern_degree, TRUE);
+  plan_buf_free_all(p);
   g_free(p);
 }
 
@@ -397,6 +399,7 @@ plan *plan_expand(const plan *p) {
       expand_deps(q, p, first, i, id, c.gpu);
     }
   }
+  plan_buf_expand(q, p, first);
   plan_finish(q);
   return q;
 }

@@ -157,6 +157,7 @@ typedef struct {
   GArray *pattern_gpus;   /* uint32 */
   GArray *pattern_degree; /* uint32 */
   bool has_lockstep;      /* some task or transfer is PLAN_ALL */
+  GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
 } plan;
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);

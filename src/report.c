@@ -183,6 +183,57 @@ static void links_summary(FILE *f, const report_ctx *c) {
   g_string_free(s, TRUE);
 }
 
+/* The table's mem column: peak GiB per GPU, "!" where it does not fit. */
+static const char *mem_text(char buf[24], const sim_result *r) {
+  g_snprintf(buf, 24, "%.1fG%s", sim_peak_gib(r), sim_fits(r) ? "" : "!");
+  return buf;
+}
+
+/* What the memory figures count, and what a GPU of t has for them. */
+static void memory_scope(FILE *f, const topology *t) {
+  fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
+        "method allocates, as torch.cuda.max_memory_allocated counts)", f);
+  if (topo_usable_gib(t) > 0)
+    fprintf(f, "; usable %.1f GiB of %.1f GiB per GPU (headroom %.2f GiB); ! does not fit",
+            topo_usable_gib(t), t->memory_gib, t->memory_headroom_gib);
+  else
+    fputs("; the topology gives no GPU memory (gpu_memory_gib): fit not judged", f);
+  fputc('\n', f);
+}
+
+void report_memory(FILE *f, const report_ctx *c) {
+  memory_scope(f, c->s->topo);
+  for (guint i = 0; i < c->results->len; i++) {
+    const sim_result *r = c->results->pdata[i];
+    g_autofree char *seq = size_format(r->pt.w.seq_len);
+    fprintf(f, "\n%s seq %s sp %u %s %s", r->pt.sched->name, seq, r->pt.w.gpus,
+            mask_name(r->pt.w.causal), pass_name(r->pt.w.pass));
+    if (!r->r) {
+      fprintf(f, ": n/a: %s\n", r->pt.na);
+      continue;
+    }
+    double usable = topo_usable_gib(r->topo);
+    fprintf(f, ": peak %.2f GiB on GPU %u", sim_peak_gib(r), r->r->peak_gpu);
+    if (usable > 0)
+      fprintf(f, sim_fits(r) ? " (fits: %.1f GiB usable)" : " (does not fit: %.1f GiB usable)",
+              usable);
+    fputc('\n', f);
+    const GArray *live = r->r->peak_live;
+    for (uint32_t g = 0; g < r->r->n_gpus; g++) {
+      fprintf(f, "  GPU %u: %.2f GiB:", g, r->r->gpu_peak_bytes[g] / 1073741824.0);
+      guint k = 0;
+      for (guint j = 0; live && j < live->len; j++) {
+        const exec_mem_live *l = &g_array_index(live, exec_mem_live, j);
+        if (l->gpu != g) continue;
+        fprintf(f, "%s %s", k++ ? "," : "", l->name);
+        if (l->count > 1) fprintf(f, " (x%u)", l->count);
+        fprintf(f, " %.*f GiB", l->bytes >= 1073741824.0 / 10 ? 1 : 3, l->bytes / 1073741824.0);
+      }
+      fputc('\n', f);
+    }
+  }
+}
+
 void report_table(FILE *f, const report_ctx *c) {
   const scenario *s = c->s;
   const topology *t = s->topo;
@@ -198,6 +249,7 @@ void report_table(FILE *f, const report_ctx *c) {
           m->heads, m->kv_heads, m->head_dim, m->dtype);
   g_autofree char *dflt = topo_defaults_note(t);
   if (dflt) fprintf(f, "note: %s\n", dflt);
+  memory_scope(f, t);
   if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
     g_autofree char *mix = layers_text(m);
     fprintf(f, "layers: %s%s%s\n", mix, m->decay ? " (linear with decay)" : "",
@@ -211,9 +263,9 @@ void report_table(FILE *f, const report_ctx *c) {
     const sim_result *r = c->results->pdata[i];
     if (!prev || r->pt.w.causal != prev->pt.w.causal || r->pt.w.pass != prev->pt.w.pass) {
       fprintf(f, "\nmask %s, pass %s\n", mask_name(r->pt.w.causal), pass_name(r->pt.w.pass));
-      fprintf(f, "%8s %4s  %-10s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n", "seq", "sp",
+      fprintf(f, "%8s %4s  %-10s %10s %10s %10s %10s %10s %8s %8s %8s %8s %8s\n", "seq", "sp",
               "sched", "step_ms", "compute_ms", "comm_ms", "exposed_ms", "imbal_ms", "vs_best",
-              "vs_ring", "max_util", "mean_util");
+              "vs_ring", "max_util", "mean_util", "mem");
     }
     g_autofree char *seq = size_format(r->pt.w.seq_len);
     bool first = !prev || !same_group(prev, r);
@@ -221,12 +273,12 @@ void report_table(FILE *f, const report_ctx *c) {
       fprintf(f, "%8s %4u  %-10s n/a: %s\n", first ? seq : "", r->pt.w.gpus, r->pt.sched->name,
               r->pt.na);
     else
-      fprintf(f, "%8s %4u  %-10s %10.3f %10.3f %10.3f %10.3f %10.3f %8s %8s %7.1f%% %7.1f%%\n",
+      fprintf(f, "%8s %4u  %-10s %10.3f %10.3f %10.3f %10.3f %10.3f %8s %8s %7.1f%% %7.1f%% %8s\n",
               first ? seq : "", r->pt.w.gpus, r->pt.sched->name, r->r->step_s * 1e3,
               r->r->compute_s * 1e3, r->r->comm_s * 1e3, r->r->exposed_s * 1e3,
               r->r->imbalance_s * 1e3, speedup_text((char[16]){0}, r->speedup_vs_best),
               speedup_text((char[16]){0}, r->speedup_vs_ring), 100 * r->max_util,
-              100 * r->mean_util);
+              100 * r->mean_util, mem_text((char[24]){0}, r));
     prev = r;
     bool last = i + 1 == c->results->len || !same_group(r, c->results->pdata[i + 1]);
     if (last) {
@@ -250,7 +302,8 @@ void report_table(FILE *f, const report_ctx *c) {
 void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
-        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides\n", f);
+        "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,"
+        "peak_mem_gib,fits\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -284,6 +337,10 @@ void report_csv(FILE *f, const report_ctx *c) {
     csv_str(f, conf ? conf : "");
     fputc(',', f);
     csv_str(f, r->topo->overrides ? r->topo->overrides : "");
+    /* memory: empty for n/a; fits empty where the topology gives no capacity */
+    if (r->r) fprintf(f, ",%.4f,%s", sim_peak_gib(r),
+                      topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "");
+    else fputs(",,", f);
     fputc('\n', f);
   }
 }

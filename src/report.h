@@ -21,6 +21,9 @@ void report_table(FILE *f, const report_ctx *c);
 void report_csv(FILE *f, const report_ctx *c);
 void report_links(FILE *f, const report_ctx *c);
 void report_trace(FILE *f, const report_ctx *c);
+/* --memory: per point and GPU, the peak and the buffers live at it,
+ * largest first ("gathered k, v 24.0 GiB"). */
+void report_memory(FILE *f, const report_ctx *c);
 /* The schedulers' notes, each once, in row order (stderr when no table). */
 void report_notes(FILE *f, const report_ctx *c);
 

@@ -193,6 +193,15 @@ static bool same_point(const workload *a, const workload *b) {
          a->pass == b->pass;
 }
 
+double sim_peak_gib(const sim_result *r) {
+  return r->r ? r->r->peak_bytes / 1073741824.0 : NAN;
+}
+
+bool sim_fits(const sim_result *r) {
+  double usable = topo_usable_gib(r->topo);
+  return !r->r || usable <= 0 || sim_peak_gib(r) <= usable;
+}
+
 double sim_speedup(double base_s, double step_s) {
   if (step_s > 0) return base_s / step_s;
   return base_s > 0 ? INFINITY : 1;
@@ -255,18 +264,22 @@ GPtrArray *sim_run_all(const scenario *s, const sim_opts *o) {
 
   GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)sim_result_free);
   /* groups are contiguous: find each group's ring and baseline (the
-   * fastest shown row, first in order on a tie, or --baseline's), then
-   * give its rows their speedups (linear in the number of points) */
+   * fastest shown row that fits in memory, first in order on a tie, or
+   * --baseline's; where none fits, the fastest), then give its rows their
+   * speedups (linear in the number of points) */
   for (guint start = 0, end; start < n; start = end) {
-    sim_result *ring = NULL, *base = NULL;
+    sim_result *ring = NULL, *base = NULL, *fastest = NULL;
     for (end = start; end < n && group[end] == group[start]; end++) {
       sim_result *x = c.out[end];
       if (!x) continue;
       if (x->pt.sched == &sched_ring) ring = x;
+      bool shown = x->r && !x->pt.hidden;
+      if (shown && (!fastest || x->r->step_s < fastest->r->step_s)) fastest = x;
       if (s->baseline ? x->pt.sched == s->baseline
-                      : x->r && !x->pt.hidden && (!base || x->r->step_s < base->r->step_s))
+                      : shown && sim_fits(x) && (!base || x->r->step_s < base->r->step_s))
         base = x;
     }
+    if (!s->baseline && !base) base = fastest;
     for (guint i = start; i < end; i++) {
       sim_result *x = c.out[i];
       if (!x) continue;

@@ -45,6 +45,15 @@ typedef struct {
   void *user;
 } sim_opts;
 
+/* Memory: the largest total of live bytes on one GPU during the point's
+ * run (exec_result.peak_bytes), in GiB (NAN for an n/a point); whether it
+ * fits the topology's usable memory per GPU (topo_usable_gib; true where
+ * the topology gives none).  A point that does not fit is never the
+ * group's baseline (the fastest that fits is; the fastest of all only
+ * where none fits). */
+double sim_peak_gib(const sim_result *r);
+bool sim_fits(const sim_result *r);
+
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o);
 void sim_result_free(sim_result *r);
 

@@ -84,6 +84,11 @@ void topo_dump(FILE *f, const topology *t) {
           t->p2p_launch_s * 1e6, t->p2p_msg_s * 1e6, t->comm_host_s * 1e6,
           dflt(t, "comm.host_us"), t->p2p_host_s * 1e6, t->p2p_op_host_s * 1e6,
           t->kernel_blocks_comm ? "true" : "false");
+  if (t->memory_gib > 0)
+    fprintf(f, "memory: gpu_memory_gib %g, gpu_memory_headroom_gib %g (usable %g GiB per GPU)\n",
+            t->memory_gib, t->memory_headroom_gib, topo_usable_gib(t));
+  else
+    fputs("memory: not given (gpu_memory_gib): fit not judged\n", f);
   const compute_model *m = &t->compute;
   if (m->table)
     fprintf(f, "compute: table of %u full and %u causal kernels, table_scale %g, aspect_table "

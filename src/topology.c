@@ -234,6 +234,10 @@ static bool parse_explicit(topology *t, json_object *root, json_where w, double 
   return true;
 }
 
+double topo_usable_gib(const topology *t) {
+  return t->memory_gib > 0 ? t->memory_gib - t->memory_headroom_gib : 0;
+}
+
 topology *topo_load(const char *file, GError **err) {
   return topo_load_set(file, NULL, 0, err);
 }
@@ -262,10 +266,19 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   json_where w = {file, "", doc};
   static const char *const keys[] = {"name", "description", "sources", "gpus", "generator",
                                      "channels", "routes", "gpus_per_node", "comm", "compute",
-                                     NULL};
+                                     "gpu_memory_gib", "gpu_memory_headroom_gib", NULL};
   if (!json_check_keys(root, w, keys, err)) return NULL;
   const char *name, *desc;
   json_object *gen, *comm, *comp;
+  double mem_gib, headroom_gib;
+  if (!json_get_double(root, w, "gpu_memory_gib", false, 0, JSON_NONNEG, &mem_gib, err) ||
+      !json_get_double(root, w, "gpu_memory_headroom_gib", false, TOPO_MEM_HEADROOM_GIB,
+                       JSON_NONNEG, &headroom_gib, err))
+    return NULL;
+  if (mem_gib > 0 && headroom_gib >= mem_gib) {
+    json_fail(err, w, "gpu_memory_headroom_gib", "expected less than gpu_memory_gib");
+    return NULL;
+  }
   if (!json_get_string(root, w, "name", true, NULL, &name, err) ||
       !json_get_string(root, w, "description", false, "", &desc, err) ||
       !json_get_typed(root, w, "generator", false, json_type_object, &gen, err) ||
@@ -312,6 +325,8 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   g_ptr_array_unref(t->defaults);
   t->defaults = g_steal_pointer(&defaulted);
   t->overrides = overrides_text(sets);
+  t->memory_gib = mem_gib;
+  t->memory_headroom_gib = headroom_gib;
   t->launch_s = launch_us * 1e-6;
   /* without p2p constants, grouped send/receive costs what a collective does */
   t->p2p_launch_s = (p2p_launch_us < 0 ? launch_us : p2p_launch_us) * 1e-6;

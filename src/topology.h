@@ -72,6 +72,13 @@ typedef struct topology {
   double p2p_host_s;       /* the same for a grouped send/receive (< 0: comm_host_s)... */
   double p2p_op_host_s;    /* ...plus this per op (isend or irecv) the GPU puts in it */
   compute_model compute;
+  /* Memory of one GPU, in GiB as torch.cuda.get_device_properties()
+   * .total_memory reports it (0: not given), and what a program cannot
+   * use of it (CUDA context, NCCL's communicators and buffers: outside
+   * PyTorch's allocator): a point fits where its peak allocated bytes are
+   * at most memory_gib - memory_headroom_gib. */
+  double memory_gib;
+  double memory_headroom_gib;
   GPtrArray *defaults;     /* const topo_default *: costs absent from the file, defaulted */
 } topology;
 
@@ -80,6 +87,19 @@ typedef struct topology {
  * allocator; the cap (1 GiB) admits about 6000 NVSwitch GPUs or a full mesh
  * of about 2000.  Checked before anything is allocated. */
 #define TOPO_MAX_BYTES (1ull << 30)
+
+/* Device memory outside PyTorch's caching allocator once a process has
+ * its CUDA context and every NCCL communicator the methods use (grouped
+ * send/receive both ways, all-to-all, all-gather, reduce-scatter, and
+ * TokenRing's two side groups): 3.14 GiB, measured on H200 with
+ * torch.cuda.mem_get_info (calibration/h200x2-mem headroom-n2.jsonl, the
+ * last stage).  Allocator fragmentation (reserved over allocated: up to
+ * a third more for ring's backward there) is not in it. */
+#define TOPO_MEM_HEADROOM_GIB 3.14
+
+/* GiB a point may allocate on one GPU of t; 0 where the topology gives no
+ * capacity. */
+double topo_usable_gib(const topology *t);
 
 /* Bytes a topology of n GPUs, `chans` channels and up to `hops` channels
  * per route needs (an estimate that errs high).  Above TOPO_MAX_BYTES, or

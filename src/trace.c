@@ -128,12 +128,21 @@ void trace_writer_point(sim_result *r, void *writer) {
     us(f, ns(x->t_s));
     fprintf(f, ",\"args\":{\"GB/s\":%.3f}}", x->rate_Bps * 1e-9);
   }
+  /* live bytes of each GPU (exec_mem): a counter track per GPU */
+  for (guint i = 0; r->r->mem && i < r->r->mem->len; i++) {
+    const exec_mem_sample *x = &g_array_index(r->r->mem, exec_mem_sample, i);
+    SEP();
+    fprintf(f, "{\"ph\":\"C\",\"name\":\"GPU %u memory\",\"pid\":%u,\"ts\":", x->gpu, p);
+    us(f, ns(x->t_s));
+    fprintf(f, ",\"args\":{\"GiB\":%.4f}}", x->bytes / 1073741824.0);
+  }
 #undef SEP
   /* written: the point's timeline is not needed again */
   g_array_free(r->r->spans, TRUE);
   g_array_free(r->r->rates, TRUE);
   g_array_free(r->r->xfers, TRUE);
-  r->r->spans = r->r->rates = r->r->xfers = NULL;
+  if (r->r->mem) g_array_free(r->r->mem, TRUE);
+  r->r->spans = r->r->rates = r->r->xfers = r->r->mem = NULL;
 }
 
 void report_trace(FILE *f, const report_ctx *c) {

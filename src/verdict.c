@@ -73,14 +73,26 @@ static void append_na(GString *s, sim_result *const *rows, guint n) {
                              rows[i]->pt.sched->name);
 }
 
+/* The rows that ran and do not fit in memory: "; does not fit: allgather
+ * (96.2 GiB > 78.0 GiB usable)" (empty: none). */
+static void append_unfit(GString *s, sim_result *const *rows, guint n) {
+  guint k = 0;
+  for (guint i = 0; i < n; i++)
+    if (rows[i]->r && !sim_fits(rows[i]))
+      g_string_append_printf(s, "%s%s (does not fit: %.1f GiB > %.1f GiB usable)",
+                             k++ ? ", " : s->len ? "; " : "", rows[i]->pt.sched->name,
+                             sim_peak_gib(rows[i]), topo_usable_gib(rows[i]->topo));
+}
+
 char *verdict_line(const topology *t, sim_result *const *all, guint n_all) {
   if (n_all == 0) return g_strdup("");
-  /* the rows that ran, sorted by step time, row order on ties (insertion
-   * sort: stable); n/a rows are named at the end, never ranked */
+  /* the rows that ran and fit in memory, sorted by step time, row order on
+   * ties (insertion sort: stable); n/a rows and rows that do not fit are
+   * named at the end, never ranked */
   g_autofree const sim_result **o = g_new(const sim_result *, n_all);
   guint n = 0;
   for (guint i = 0; i < n_all; i++) {
-    if (!all[i]->r) continue;
+    if (!all[i]->r || !sim_fits(all[i])) continue;
     guint j = n++;
     while (j > 0 && o[j - 1]->r->step_s > all[i]->r->step_s) {
       o[j] = o[j - 1];
@@ -90,7 +102,10 @@ char *verdict_line(const topology *t, sim_result *const *all, guint n_all) {
   }
   GString *s = g_string_new(NULL);
   if (n == 0) {
-    g_string_append(s, "no scheduler can run this point");
+    bool ran = false;
+    for (guint i = 0; i < n_all; i++) ran |= all[i]->r != NULL;
+    g_string_append(s, ran ? "no scheduler fits in memory" : "no scheduler can run this point");
+    append_unfit(s, all, n_all);
     append_na(s, all, n_all);
     return g_string_free(s, FALSE);
   }
@@ -107,6 +122,7 @@ char *verdict_line(const topology *t, sim_result *const *all, guint n_all) {
     g_string_append_printf(s, "%s %s +%.1f%% (%s)", k > ties ? "," : ";", o[k]->pt.sched->name,
                            100 * margin, w);
   }
+  append_unfit(s, all, n_all);
   append_na(s, all, n_all);
   return g_string_free(s, FALSE);
 }

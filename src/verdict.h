@@ -36,7 +36,10 @@ char *verdict_reason(const topology *t, const sim_result *r, const sim_result *b
  * (...), ring +76.8% (load imbalance ...)" over rows[0..n) of one group;
  * schedulers within 0.05% of the fastest tie ("zigzag and tasp tie (...)").
  * Rows that did not run (n/a) are not ranked: "...; n/a: ulysses" names
- * them; with none that ran, "no scheduler can run this point; n/a: ...". */
+ * them; with none that ran, "no scheduler can run this point; n/a: ...".
+ * Rows that do not fit in memory (sim_fits) are not ranked either:
+ * "...; allgather (does not fit: 96.2 GiB > 78.0 GiB usable)"; with none
+ * that fits, "no scheduler fits in memory; ...". */
 char *verdict_line(const topology *t, sim_result *const *rows, guint n);
 /* Kind of the channel with the highest utilisation ("-" when none moved). */
 const char *verdict_busiest_kind(const topology *t, const sim_result *r);

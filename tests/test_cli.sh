@@ -16,7 +16,7 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -295,7 +295,7 @@ expect_error "--set without a value" "option '--set': expected KEY=VALUE" --topo
 "$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --set comm.launch_us=0,15 --sched ring \
   --seq 128K --sp 16 --no-compute --csv - --quiet > "$tmp/sweep.csv"
 check "--set sweep: one row per combination, in order; topology the plain name, overrides appended" \
-  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2,24- | tr '\\n' ' ')\" = 'h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=15 (15 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=15 (15 us) ' ]"
+  "[ \"\$(tail -n +2 $tmp/sweep.csv | cut -d, -f2,24 | tr '\\n' ' ')\" = 'h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=25 (25 GB/s); comm.launch_us=15 (15 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=0 (0 us) h100x8x2,generator.nic_gbps=50 (50 GB/s); comm.launch_us=15 (15 us) ' ]"
 check "--set sweep: each value is applied (NICs at half the rate: ring ~2x)" \
   "awk -F, 'NR == 2 {a = \$12} NR == 4 {b = \$12} END {exit !(a / b > 1.9 && a / b < 2.1)}' $tmp/sweep.csv"
 "$sim" --topology h100x8x2 --set generator.nic_gbps=25,50 --sched ring --seq 128K --sp 16 > "$tmp/sweep.txt"
@@ -605,11 +605,11 @@ TASP_MEMORY_BUDGET=16M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1
   --csv "$tmp/mem.csv" > "$tmp/stdout" 2> "$tmp/stderr"
 check "a point over the memory budget: exit 2, --sp blamed with the estimate" \
   "[ \$? -eq 2 ] && grep -q \"option '--sp': ring at SP 256 (seq_len 1M, causal mask, fwd) needs about 0.0 GiB .* over the memory budget of 0.0 GiB\" $tmp/stderr && [ ! -s $tmp/stdout ] && [ -z \"\$(ls $tmp | grep mem.csv)\" ]"
-TASP_MEMORY_BUDGET=32M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
+TASP_MEMORY_BUDGET=40M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
   --trace "$tmp/mem.json" > "$tmp/stdout" 2> "$tmp/stderr"
 check "... its trace over it: --trace blamed" \
   "[ \$? -eq 2 ] && grep -q \"option '--trace': ring at SP 256 .* with its trace\" $tmp/stderr && [ -z \"\$(ls $tmp | grep mem.json)\" ]"
-TASP_MEMORY_BUDGET=32M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
+TASP_MEMORY_BUDGET=40M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
   --quiet
 check "... and without the trace it runs" "[ \$? -eq 0 ]"
 TASP_MEMORY_BUDGET=1K "$sim" scenarios/h100x8.json > /dev/null 2> "$tmp/stderr"
@@ -868,6 +868,37 @@ expect_error "model in a scenario: a bad field named with the file" \
 printf '{"topology": "h100x8", "model": ["llama3-8b"]}\n' > "$tmp/mbad3.json"
 expect_error "model in a scenario: neither a name nor an object" \
   "$tmp/mbad3.json: field 'model': expected a preset name" "$tmp/mbad3.json"
+# memory per GPU: peak_mem_gib and fits; a method that does not fit is
+# never the baseline, and the verdict says why
+"$sim" --topology h100x8 --sched ring,ulysses,allgather --seq 1M --sp 8 --pass fwdbwd \
+  --set gpu_memory_gib=16GiB --csv "$tmp/mem.csv" > "$tmp/mem.txt"
+check "memory: fits is no where the peak exceeds capacity less headroom, yes where not" \
+  "[ \"\$(field $tmp/mem.csv 1 fits),\$(field $tmp/mem.csv 2 fits),\$(field $tmp/mem.csv 3 fits)\" = no,yes,no ]"
+check "memory: the baseline is the fastest that fits, not the fastest" \
+  "[ \"\$(field $tmp/mem.csv 1 baseline),\$(field $tmp/mem.csv 3 baseline)\" = ulysses,ulysses ] && awk -F, 'NR == 4 {exit !(\$20 < 1)}' $tmp/mem.csv"
+check "memory: the verdict ranks what fits and names what does not, with its peak and the usable memory" \
+  "grep -q '=> ulysses only (.*); ring (does not fit: 14.5 GiB > 12.9 GiB usable), allgather (does not fit: 17.0 GiB > 12.9 GiB usable)' $tmp/mem.txt"
+check "memory: the table says memory counts the attention layer alone and what a GPU has" \
+  "grep -q '^memory: peak allocated per GPU of the attention layer alone.*usable 12.9 GiB of 16.0 GiB per GPU (headroom 3.14 GiB)' $tmp/mem.txt && grep -q ' 17.0G!\$' $tmp/mem.txt"
+"$sim" --topology h100x8 --sched ring --seq 1M --sp 8 --set gpu_memory_gib=80GB > "$tmp/mem80.txt"
+check "memory: \"80GB\" is decimal gigabytes, 74.5 GiB" "grep -q 'usable 71.4 GiB of 74.5 GiB' $tmp/mem80.txt"
+"$sim" --topology h100x8 --sched allgather --seq 1M --sp 8 --mask full --memory - --quiet > "$tmp/mem.list"
+check "--memory: per GPU the buffers live at the peak, largest first: allgather's gathered K, V of the whole sequence (2 x 1M x 8 x 128 x 2 B)" \
+  "grep -q '^allgather seq 1M sp 8 full fwd: peak .* GiB on GPU 0 (fits: 76.0 GiB usable)' $tmp/mem.list && [ \$(grep -c '^  GPU [0-7]: .*: gathered k, v 4.0 GiB, ' $tmp/mem.list) -eq 8 ]"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 64K --sp 4,8 --memory "$tmp/m1" --jobs 1 --quiet
+"$sim" --topology h100x8 --sched ring,zigzag --seq 64K --sp 4,8 --memory "$tmp/m4" --jobs 4 --quiet
+check "--memory: byte-identical for any --jobs" "cmp -s $tmp/m1 $tmp/m4"
+"$sim" --topology h100x8 --sched ring --seq 64K --sp 4 --trace "$tmp/mem.trace" --quiet
+check "--trace: a memory counter track per GPU" \
+  "[ \$(grep -o '\"name\":\"GPU [0-3] memory\"' $tmp/mem.trace | sort -u | wc -l) -eq 4 ]"
+expect_error "gpu_memory_gib refuses a size without a known unit" \
+  "option '--set': gpu_memory_gib=80x: expected a size: a number in GiB, or a string with its unit" \
+  --topology h100x8 --set gpu_memory_gib=80x
+expect_error "gpu_memory_headroom_gib must leave memory" \
+  "option '--set': gpu_memory_headroom_gib=100: expected less than gpu_memory_gib" \
+  --topology h100x8 --set gpu_memory_headroom_gib=100
+expect_error "--memory and --csv on stdout at once are refused" "--memory" \
+  --topology h100x8 --memory - --links -
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "compute.h"
+#include "exec.h"
+#include "plan_buf.h"
 #include "scenario.h"
 #include "sched/hamilton.h"
 #include "sched/ulysses.h"
@@ -411,6 +413,36 @@ static uint32_t usp_degree(const workload *w, const topology *t) {
   return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
 }
 
+/* Memory balance: every buffer the plan declares is used, read only after
+ * something wrote it, and freed after its last use or handed on (kept),
+ * exactly once (exec_mem counts what does not hold as mem_errors); the
+ * lockstep plan and the plan it stands for (plan_expand) reach the same
+ * peak on every GPU; the peak holds at least the layer's inputs. */
+static void check_memory(const sched_ops *s, const topology *t, const workload *w,
+                         const char *what) {
+  plan *p = s->build(w, t, false);
+  CU_ASSERT_TRUE(plan_buf_count(p) > 0);
+  exec_opts o = {0};
+  exec_result *r = exec_run(p, t, &o);
+  plan *q = plan_expand(p);
+  exec_result *x = exec_run(q, t, &o);
+  if (r->mem_errors || x->mem_errors)
+    fprintf(stderr, "%s: %" G_GUINT64_FORMAT " memory errors\n", what, r->mem_errors);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  CU_ASSERT_EQUAL(x->mem_errors, 0);
+  double inputs = (w->pass == PASS_FWD ? 1 : 2) * (double)w->batch * w->seq_len / w->gpus *
+                  (w->heads + 2.0 * w->kv_heads) * w->head_dim * w->elem_bytes;
+  for (uint32_t g = 0; g < w->gpus; g++) {
+    CU_ASSERT_CLOSE(r->gpu_peak_bytes[g], x->gpu_peak_bytes[g], 1e-12);
+    CU_ASSERT_TRUE(r->gpu_peak_bytes[g] >= inputs);
+  }
+  CU_ASSERT_TRUE(r->peak_live->len > 0);
+  exec_result_free(r);
+  exec_result_free(x);
+  plan_free(q);
+  plan_free(p);
+}
+
 /* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
 static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus, w.ulysses,
@@ -443,6 +475,7 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   else if (s == &sched_tokenring) check_tokenring(p, &w);
   else CU_FAIL("a scheduler without family checks");
   plan_free(p);
+  check_memory(s, t, &w, what);
 }
 
 static void check_sched_nodes(const sched_ops *s, uint32_t n, uint32_t per_node, bool causal,

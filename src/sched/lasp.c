@@ -30,6 +30,8 @@ static uint32_t hop(const sched_ctx *c, uint32_t step, uint32_t src, uint32_t ds
   plan_task_at(c->p, g)->grads = grads;
   plan_xfer_add(c->p, g, src, dst, workload_state_bytes(c->w));
   plan_issue(c->p, g, NULL, -1, false);
+  lasp_recv(c, g, dst, workload_state_bytes(c->w), grads ? "received dM state (float32)"
+                                                    : "received kv state (float32)");
   return g;
 }
 

@@ -21,8 +21,12 @@
  * 2(n-1) point-to-point hops; the same bytes per GPU. */
 #include "lasp_common.h"
 
-static int64_t gather(const sched_ctx *c, uint32_t step, bool grads, int64_t after) {
+/* The all-gather of every GPU's state; *got: the gathered states (n per
+ * GPU: LASP-2's all-gathered memory states), read by the tasks after it. */
+static int64_t gather(const sched_ctx *c, uint32_t step, bool grads, int64_t after,
+                      uint32_t *got) {
   uint32_t n = c->w->gpus;
+  *got = UINT32_MAX;
   if (n < 2) return -1;
   g_autofree uint32_t *gpus = g_new(uint32_t, n);
   for (uint32_t r = 0; r < n; r++) gpus[r] = r;
@@ -31,7 +35,13 @@ static int64_t gather(const sched_ctx *c, uint32_t step, bool grads, int64_t aft
   plan_coll_ring(c->p, ag, gpus, n, workload_state_bytes(c->w), c->t->gpus_per_node);
   if (after >= 0) plan_dep(c->p, (uint32_t)after, ag);
   plan_issue(c->p, ag, NULL, after, true);
+  *got = lasp_recv(c, ag, PLAN_ALL, n * workload_state_bytes(c->w),
+                   grads ? "gathered dM states (float32)" : "gathered kv states (float32)");
   return ag;
+}
+
+static void reads(const sched_ctx *c, uint32_t task, uint32_t got) {
+  if (got != UINT32_MAX) plan_buf_reads(c->p, task, got);
 }
 
 static int64_t fwd(const sched_ctx *c, int64_t after) {
@@ -41,7 +51,8 @@ static int64_t fwd(const sched_ctx *c, int64_t after) {
     plan_seg own = lasp_chunk(w, r);
     lasp_task(c, r, 0, OP_LIN_STATE, false, NULL, &own, after);
   }
-  int64_t ag = gather(c, 0, false, after);
+  uint32_t got;
+  int64_t ag = gather(c, 0, false, after, &got);
   for (uint32_t r = 0; r < n && w->causal; r++) {
     plan_seg own = lasp_chunk(w, r);
     lasp_task(c, r, 0, OP_LIN_INTRA, false, &own, &own, -1);
@@ -49,13 +60,14 @@ static int64_t fwd(const sched_ctx *c, int64_t after) {
   for (uint32_t r = w->causal ? 1 : 0; r < n; r++) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_before(w, r) : lasp_all(w);
     uint32_t states = w->causal ? r : n;
-    if (states > 1) lasp_sum(c, r, 1, states, ag);
+    if (states > 1) reads(c, lasp_sum(c, r, 1, states, ag), got);
     /* causal: the prefix is kept for backward, a copy of one state (the
      * gathered buffer is reused) */
-    if (w->causal) lasp_sum(c, r, 1, 1, ag);
+    if (w->causal) reads(c, lasp_sum(c, r, 1, 1, ag), got);
     /* causal: O_t += Q_t M_{1:t-1}, into the intra-chunk output */
     uint32_t ap = lasp_task(c, r, 1, OP_LIN_APPLY, false, &own, &src, ag);
     plan_task_at(c->p, ap)->op.into = w->causal;
+    reads(c, ap, got);
   }
   return ag;
 }
@@ -67,7 +79,8 @@ static int64_t bwd(const sched_ctx *c, int64_t after) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_before(w, r) : lasp_all(w);
     lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &src, after);
   }
-  int64_t ag = gather(c, 0, true, after);
+  uint32_t got;
+  int64_t ag = gather(c, 0, true, after, &got);
   for (uint32_t r = 0; r < n && w->causal; r++) {
     plan_seg own = lasp_chunk(w, r);
     lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
@@ -76,8 +89,8 @@ static int64_t bwd(const sched_ctx *c, int64_t after) {
   for (uint32_t r = 0; r < (w->causal ? n - 1 : n); r++) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_after(w, r) : lasp_all(w);
     uint32_t states = w->causal ? n - 1 - r : n;
-    if (states > 1) lasp_sum(c, r, 1, states, ag);
-    lasp_task(c, r, 1, OP_LIN_STATE, true, &src, &own, ag);
+    if (states > 1) reads(c, lasp_sum(c, r, 1, states, ag), got);
+    reads(c, lasp_task(c, r, 1, OP_LIN_STATE, true, &src, &own, ag), got);
     /* causal: added to the intra-chunk dK, dV (bidirectional: the only ones) */
     if (w->causal) lasp_grad_add(c, r, 1, 2, -1);
   }

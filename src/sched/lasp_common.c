@@ -18,6 +18,27 @@ plan_seg lasp_after(const workload *w, uint32_t r) {
 
 plan_seg lasp_all(const workload *w) { return (plan_seg){0, w->seq_len}; }
 
+/* The states a GPU keeps (its running state M, the prefix or total it
+ * applies), one float32 D x D state per head: written in forward, cached
+ * for backward (LASP's lasp_naive.py saves KV for backward), read there. */
+static void state_use(const sched_ctx *c, uint32_t id, bool backward) {
+  plan *p = c->p;
+  if (c->io->saved == UINT32_MAX)
+    c->io->saved = backward ? plan_buf_input(p, PLAN_ALL, workload_state_bytes(c->w),
+                                             "kv state (float32, from forward)")
+                            : plan_buf_new(p, PLAN_ALL, workload_state_bytes(c->w),
+                                           "kv state (float32)");
+  if (backward) plan_buf_reads(p, id, c->io->saved);
+  else plan_buf_writes(p, id, c->io->saved);
+}
+
+uint32_t lasp_recv(const sched_ctx *c, uint32_t group, uint32_t gpu, double bytes,
+                   const char *name) {
+  uint32_t id = plan_buf_new(c->p, gpu, bytes, name);
+  plan_buf_writes(c->p, group, id);
+  return id;
+}
+
 uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, bool backward,
                    const plan_seg *q, const plan_seg *k, int64_t after) {
   /* only the intra-chunk task is masked: a state's keys all precede (or,
@@ -25,6 +46,7 @@ uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, 
   plan_op shape = sched_shape(c->w, kind == OP_LIN_INTRA && c->w->causal, backward);
   uint32_t id = plan_linear(c->p, r, step, &shape, kind, q, q ? 1 : 0, k, k ? 1 : 0);
   if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
+  state_use(c, id, backward);
   return id;
 }
 

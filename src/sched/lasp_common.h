@@ -35,6 +35,13 @@ uint32_t lasp_sum(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t states
 uint32_t lasp_grad_add(const sched_ctx *c, uint32_t r, uint32_t step, uint32_t tensors,
                        int64_t after);
 
+/* Memory: every linear task uses the GPU's cached states (plan_buf.h: a
+ * float32 D x D state per head, written in forward, read in backward);
+ * lasp_recv declares what group `group` receives on GPU gpu (PLAN_ALL:
+ * on each of its GPUs), `bytes` per GPU. */
+uint32_t lasp_recv(const sched_ctx *c, uint32_t group, uint32_t gpu, double bytes,
+                   const char *name);
+
 /* Contiguous chunks, one per GPU. */
 bool lasp_check(const workload *w, const char *who, GError **err);
 #endif

@@ -9,6 +9,7 @@
 #define TASP_SCHED_RING_H
 
 #include "rotate.h"
+#include "ulysses.h"
 
 typedef struct {
   const workload *w;
@@ -16,6 +17,7 @@ typedef struct {
   uint64_t chunk;     /* tokens per ring rank */
   bool zigzag;
   double kv_bytes;    /* bytes of the KV a GPU holds and passes on */
+  ulysses_bufs *held; /* usp: what the Ulysses scatter received, for the gather */
 } ring_geom;
 
 /* r = n / u ring ranks over the sequence; KV heads per GPU: kv_heads / u,

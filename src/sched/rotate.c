@@ -2,6 +2,7 @@
 #include "rotate.h"
 
 #include "compute.h"
+#include "rotate_buf.h"
 
 #include <string.h>
 
@@ -21,6 +22,7 @@ struct rotate_emit {
                              this step adds to its own, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
+  rotate_buf *buf;        /* what the plan allocates (rotate_buf.h) */
 };
 
 bool rotate_records_segs(const rotate_emit *e) { return e->p->record_segs; }
@@ -53,13 +55,15 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   uint32_t id = plan_attn(e->p, e->gpu, e->step, &shape, q, nq, k, nk);
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   g_array_append_val(e->step_kernels, id);
+  rotate_buf_kernel(e->buf, id);
   if (started_once(e) && !e->backward)
-    plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq);
+    rotate_buf_merge(e->buf, plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq));
 }
 
 static void step_task(rotate_emit *e, uint32_t id) {
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   g_array_append_val(e->step_kernels, id);
+  rotate_buf_kernel(e->buf, id);
 }
 
 static double seg_tokens(const plan_seg *s, uint32_t n) {
@@ -141,6 +145,7 @@ static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *
   plan_task_at(e->p, e->comm)->grads = grads;
   e->byte_scale = grads ? e->grad_scale : 1.0;
   ops->xfers(self, e, step);
+  rotate_buf_group(e->buf, e->comm, grads);
   if (after >= 0) plan_dep(e->p, (uint32_t)after, e->comm);
   plan_issue(e->p, e->comm, issued, after, false);
   return e->comm;
@@ -152,7 +157,8 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
                           bool backward, int64_t after) {
   uint32_t n = e->p->n_gpus;
   e->backward = backward;
-  if (ops->prologue) after = ops->prologue(self, e->p, backward, after);
+  rotate_buf_pass(e->buf, backward);
+  if (ops->prologue) after = ops->prologue(self, e->p, backward, after, rotate_buf_io(e->buf));
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;
@@ -194,9 +200,12 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     }
     e->arrived = kv;
     if (kv >= 0) kv_prev = kv;
+    rotate_buf_step_end(e->buf);
   }
   int64_t last = backward ? dkv_prev : kv_prev;
-  return ops->epilogue ? ops->epilogue(self, e->p, backward, last) : last;
+  if (ops->epilogue) last = ops->epilogue(self, e->p, backward, last);
+  rotate_buf_pass_end(e->buf);
+  return last;
 }
 
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
@@ -208,6 +217,8 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
                    .started = g_new0(bool, w->gpus), .pattern = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   if (ops->n_pairs) e.pattern = plan_pattern(p, ops->pairs, ops->n_pairs);
+  e.buf = rotate_buf_new(p, w, ops->kv_bytes ? ops->kv_bytes : workload_kv_bytes(w, (double)w->seq_len / w->gpus),
+                         e.grad_scale, ops->kv_name);
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {
@@ -217,6 +228,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   }
   g_free(e.started);
   g_array_free(e.step_kernels, TRUE);
+  rotate_buf_free(e.buf);
   plan_finish(p);
   return p;
 }

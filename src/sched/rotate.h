@@ -21,8 +21,10 @@ typedef struct rotate_emit rotate_emit;
 typedef struct {
   uint32_t n_steps;
   /* Optional, NULL: tasks before a pass's first step (issued after
-   * `after`); returns what the pass's first kernels wait for (-1 none). */
-  int64_t (*prologue)(const void *self, plan *p, bool backward, int64_t after);
+   * `after`); returns what the pass's first kernels wait for (-1 none).
+   * io: the pass's tensors (sched_io), which it reads. */
+  int64_t (*prologue)(const void *self, plan *p, bool backward, int64_t after,
+                      const sched_io *io);
   /* Optional: tasks after a pass's last step; returns the pass's last task. */
   int64_t (*epilogue)(const void *self, plan *p, bool backward, int64_t last);
   /* Transfers that move what each GPU holds at `step` one hop on. */
@@ -37,6 +39,10 @@ typedef struct {
    * (a full mask); they are then emitted once, for GPU 0, as lockstep
    * tasks of all GPUs (plan.h), unless the plan records segments. */
   bool (*alike)(const void *self, uint32_t step);
+  /* Memory (rotate_buf.h): bytes of the KV chunk a GPU holds (0: its S/N
+   * tokens' K and V) and the name of a received one (NULL: ring_flash_attn's). */
+  double kv_bytes;
+  const char *kv_name;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,

@@ -81,14 +81,65 @@ bool sched_check_tasks(double tasks, const char *who, GError **err) {
 }
 
 plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
-  sched_ctx c = {plan_new(w->gpus, record_segs), w, t};
+  sched_io io;
+  memset(&io, 0xff, sizeof io);
+  io.aux = NULL;
+  io.n_keep = 0;
+  sched_ctx c = {plan_new(w->gpus, record_segs), w, t, &io};
   int64_t last = -1;
-  if (w->pass != PASS_BWD) last = pass(&c, false, -1);
+  if (w->pass != PASS_BWD) {
+    sched_io_pass(c.p, w, &io, false);
+    last = pass(&c, false, -1);
+    sched_io_end(c.p, &io, false);
+  }
   /* the backward pass starts once every GPU's forward is done */
   if (w->pass == PASS_FWDBWD) last = plan_barrier(c.p, w->gpus, last);
-  if (w->pass != PASS_FWD) pass(&c, true, last);
+  if (w->pass != PASS_FWD) {
+    sched_io_pass(c.p, w, &io, true);
+    pass(&c, true, last);
+    sched_io_end(c.p, &io, true);
+  }
   plan_finish(c.p);
   return c.p;
+}
+
+double sched_rows_bytes(const workload *w, double heads) {
+  return (double)w->batch * ((double)w->seq_len / w->gpus) * heads * w->head_dim * w->elem_bytes;
+}
+
+void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward) {
+  double q = sched_rows_bytes(w, w->heads), kv = workload_kv_bytes(w, (double)w->seq_len / w->gpus);
+  /* flash attention's softmax_lse: float32, one per query row and head */
+  double lse = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
+  bool softmax = w->attention == ATTN_SOFTMAX;
+  if (io->q == UINT32_MAX) io->q = plan_buf_input(p, PLAN_ALL, q, "q");
+  if (io->kv == UINT32_MAX) io->kv = plan_buf_input(p, PLAN_ALL, kv, "k, v");
+  if (!backward) {
+    io->o = plan_buf_new(p, PLAN_ALL, q, "out");
+    io->lse = softmax ? plan_buf_new(p, PLAN_ALL, lse, "softmax_lse") : UINT32_MAX;
+    plan_buf_keep(p, io->o);
+    if (softmax) plan_buf_keep(p, io->lse);
+    return;
+  }
+  if (io->o == UINT32_MAX) io->o = plan_buf_input(p, PLAN_ALL, q, "out");
+  if (io->lse == UINT32_MAX && softmax) io->lse = plan_buf_input(p, PLAN_ALL, lse, "softmax_lse");
+  io->dout = plan_buf_input(p, PLAN_ALL, q, "dout");
+  io->dq = plan_buf_new(p, PLAN_ALL, q, "dq");
+  io->dkv = plan_buf_new(p, PLAN_ALL, kv, "dk, dv");
+  plan_buf_keep(p, io->dq);
+  plan_buf_keep(p, io->dkv);
+}
+
+void sched_io_end(plan *p, const sched_io *io, bool backward) {
+  uint32_t outs[2] = {backward ? io->dq : io->o, backward ? io->dkv : io->lse};
+  int64_t done = -1;
+  for (uint32_t g = 0; g < p->n_gpus; g++) {
+    int64_t t = p->last_compute[g];
+    if (t < 0 || t == done) continue;
+    done = t; /* a lockstep task writes every GPU's at once */
+    for (int i = 0; i < 2; i++)
+      if (outs[i] != UINT32_MAX) plan_buf_writes(p, (uint32_t)t, outs[i]);
+  }
 }
 
 plan_op sched_shape(const workload *w, bool causal, bool backward) {

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "plan.h"
+#include "plan_buf.h"
 #include "topology.h"
 #include "workload.h"
 
@@ -60,11 +61,37 @@ bool sched_check_tasks(double tasks, const char *who, GError **err);
  * layout, balanced under a causal mask).  Returns how many. */
 uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_seg out[2]);
 
-/* What a scheduler's pass builds on. */
+/* The layer's tensors on every GPU (its S/N tokens of every head), as
+ * plan buffers (plan_buf.h), one declaration for all GPUs.  Forward reads
+ * the inputs q and kv (K and V) and hands on its output o and, softmax,
+ * the float32 log-sum-exp lse (flash attention's softmax_lse, saved for
+ * backward); backward reads q, kv, o, lse and the output gradient dout,
+ * and hands on dq and dkv (the gradients in the inputs' dtype, as
+ * ring_flash_attn and DeepSpeed return them).  In forward then backward,
+ * backward reads what forward handed on; dout is an input of the whole
+ * plan (allocated by the caller: live from its start).  UINT32_MAX: none. */
+typedef struct {
+  uint32_t q, kv, o, lse, dout, dq, dkv;
+  uint32_t saved; /* a scheduler's own tensor forward hands to backward */
+  uint32_t keep[8], n_keep; /* more of them (n_keep 0: none; set by forward) */
+  void *aux;      /* a scheduler's own state while it builds a pass */
+} sched_io;
+
+/* Declares a pass's tensors into io (all UINT32_MAX before the first
+ * pass; the forward's are kept for backward). */
+void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward);
+/* The outputs of the pass io was last declared for are written by each
+ * GPU's last compute task so far (the pass's final conversion or copy). */
+void sched_io_end(plan *p, const sched_io *io, bool backward);
+/* Bytes per GPU of its S/N tokens of `heads` heads in the layer's dtype. */
+double sched_rows_bytes(const workload *w, double heads);
+
+/* What a scheduler's pass builds on: io holds the pass's tensors. */
 typedef struct {
   plan *p;
   const workload *w;
   const topology *t;
+  sched_io *io;
 } sched_ctx;
 
 /* The plan of the passes w->pass asks for: forward, backward, or forward

@@ -319,7 +319,10 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   for (uint32_t m = 0; m < k; m++)
     for (uint32_t g = 0; g < n; g++) pairs[(size_t)m * n + g] = (plan_pair){g, s.d.succ[(size_t)m * n + g]};
   rotate_ops ops = {.n_steps = n, .xfers = tasp_xfers, .kernels = tasp_kernels, .pairs = pairs,
-                    .n_pairs = k * n, .alike = tasp_alike};
+                    .n_pairs = k * n, .alike = tasp_alike,
+                    /* the k sub-chunks of the next step, one per cycle, as
+                     * ring_flash_attn's next_k, next_v: double-buffered */
+                    .kv_name = "next sub-chunks (k, v)"};
   plan *p = rotate_build(&ops, &s, w, t, record_segs);
   bool complete_graph = links == n - 1;
   if (w->tasp_cycles && !nodes)

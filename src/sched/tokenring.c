@@ -16,8 +16,34 @@
  * Backward: the queries travel with their output gradient, output and
  * log-sum-exp (what the backward kernel needs); dK and dV accumulate where
  * the KV is and never move; each block's dQ (float32, --grad-dtype) goes
- * back to the owner, which adds it one step later. */
+ * back to the owner, which adds it one step later.
+ *
+ * Memory, as calibration/h200x2-mem's TokenRing program (after
+ * token-ring's pattern) allocates it: for the whole pass two receive
+ * buffers of what travels with the queries (double buffering) and, per
+ * block size, one of what comes home (forward the block output and its
+ * log-sum-exp; backward a float32 dQ partial); each kernel's block result
+ * until it has gone home; the owner's float32 accumulators (output and
+ * log-sum-exp; backward dQ, and the KV's dK and dV, which stay), and at
+ * each forward merge two float32 temporaries of the block's rows (the
+ * log-sum-exp merge in place); backward, flash backward's outputs dQ, dK,
+ * dV (bf16) until added in, and its float32 dQ workspace. */
 #include "sched.h"
+
+#define NONE UINT32_MAX
+
+/* Buffers of a pass: held[] what travels with the queries now; blk[r] the
+ * block result GPU r wrote this step; recv the pass's receive buffers
+ * (two query sets, and per block size one for what comes home), made at
+ * its start and dropped at its end; NONE without communication. */
+typedef struct {
+  uint32_t held[4], n_held;
+  uint32_t *blk;
+  uint32_t acc[2]; /* forward: out, lse (float32); backward: dq, dk+dv (float32) */
+  uint32_t qbufs, home;
+} tr_bufs;
+
+static tr_bufs *bufs_of(const sched_ctx *s) { return (tr_bufs *)s->io->aux; }
 
 /* Kernel of GPU r on the queries of j; returns the query rows (0: none). */
 static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, bool backward,
@@ -34,7 +60,23 @@ static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, b
   uint32_t id = plan_attn(s->p, r, step, &shape, qs, nq, k, nk);
   if (ready >= 0) plan_dep(s->p, (uint32_t)ready, id);
   g_array_append_val(kernels, id);
-  return plan_task_at(s->p, id)->op.sq;
+  double rows = plan_task_at(s->p, id)->op.sq, hr = (double)w->batch * rows * w->heads;
+  tr_bufs *b = bufs_of(s);
+  for (uint32_t i = 0; i < b->n_held; i++) plan_buf_reads(s->p, id, b->held[i]);
+  plan_buf_reads(s->p, id, s->io->kv);
+  for (int i = 0; i < 2; i++) plan_buf_writes(s->p, id, b->acc[i]);
+  if (backward) {
+    plan_buf_out(s->p, id, hr * w->head_dim * 4.0, "dq_accum (flash backward, float32)");
+    double keys = plan_task_at(s->p, id)->op.sk;
+    plan_buf_out(s->p, id, hr * w->head_dim * w->elem_bytes + workload_kv_bytes(w, keys),
+                 "dq, dk, dv of the block (flash backward)");
+    b->blk[r] = plan_buf_out(s->p, id, hr * w->head_dim * (w->grad_bytes ? w->grad_bytes : w->elem_bytes),
+                             "block dq");
+  } else {
+    b->blk[r] = plan_buf_out(s->p, id, hr * (w->head_dim * w->elem_bytes + 4.0),
+                             "block_out, block_lse");
+  }
+  return rows;
 }
 
 /* Pending hand-back of step t: rows per owner, and the group bringing it. */
@@ -55,6 +97,16 @@ static void settle(const sched_ctx *s, handback *h, uint32_t step, bool backward
       id = plan_copy(s->p, j, step,
                      1.5 * w->batch * h->rows[j] * w->heads * w->head_dim * w->grad_bytes);
     plan_dep(s->p, (uint32_t)h->group, id);
+    tr_bufs *b = bufs_of(s);
+    plan_buf_reads(s->p, id, b->home);
+    plan_buf_writes(s->p, id, b->acc[0]);
+    if (!backward) {
+      plan_buf_writes(s->p, id, b->acc[1]);
+      /* acc.sub_(sigmoid(..) * (acc - blk.float())): two float32
+       * temporaries of the block's rows at once */
+      plan_buf_out(s->p, id, 2.0 * w->batch * h->rows[j] * w->heads * w->head_dim * 4.0,
+                   "merge temporaries (float32)");
+    }
     h->rows[j] = 0;
   }
   h->group = -1;
@@ -75,6 +127,26 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   g_autofree double *rows = g_new0(double, n), *pending_rows = g_new0(double, n);
   handback pending = {-1, pending_rows};
   int64_t arrived = after, q_prev = after, last = after;
+  g_autofree uint32_t *blk = g_new(uint32_t, n);
+  tr_bufs b = {{s->io->q, s->io->dout, s->io->o, s->io->lse}, backward ? 4 : 1, blk, {0, 0},
+               UINT32_MAX, UINT32_MAX};
+  if (n > 1) {
+    double sizes = w->causal ? 1.5 * c : c; /* block rows: c, and c/2 causal */
+    b.qbufs = plan_buf_new(p, PLAN_ALL, 2 * travel,
+                           backward ? "q, dout, out, lse receive buffers (x2)" : "q receive buffers (x2)");
+    b.home = plan_buf_new(p, PLAN_ALL, sizes * back,
+                          backward ? "dq receive buffers (float32, per block size)"
+                                   : "block_out, lse receive buffers (per block size)");
+  }
+  s->io->aux = &b;
+  double f32 = 4.0 / e, q_bytes = c * row * e;
+  if (backward) {
+    b.acc[0] = plan_buf_new(p, PLAN_ALL, q_bytes * f32, "dq (float32)");
+    b.acc[1] = plan_buf_new(p, PLAN_ALL, workload_kv_bytes(w, c) * f32, "dk, dv (float32)");
+  } else {
+    b.acc[0] = plan_buf_new(p, PLAN_ALL, q_bytes * f32, "out (float32)");
+    b.acc[1] = plan_buf_new(p, PLAN_ALL, c * lse, "lse (float32)");
+  }
   for (uint32_t t = 0; t < n; t++) {
     bool more = t + 1 < n;
     int64_t qg = -1;
@@ -95,6 +167,11 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     if (qg >= 0) {
       if (q_prev >= 0) plan_dep(p, (uint32_t)q_prev, (uint32_t)qg);
       plan_issue(p, (uint32_t)qg, issued, q_prev, false);
+      /* the queries held go on; the next ones arrive */
+      for (uint32_t i = 0; i < b.n_held; i++) plan_buf_reads(p, (uint32_t)qg, b.held[i]);
+      plan_buf_writes(p, (uint32_t)qg, b.qbufs);
+      b.held[0] = b.qbufs;
+      b.n_held = 1;
     }
     settle(s, &pending, t, backward); /* last step's blocks, behind this step's kernels */
     if (t > 0) {
@@ -106,6 +183,9 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
         pending.rows[j] = rows[r];
       }
       plan_issue(p, og, NULL, -1, false);
+      for (uint32_t r = 0; r < n; r++)
+        if (rows[r] > 0) plan_buf_reads(p, og, blk[r]);
+      plan_buf_writes(p, og, b.home);
       pending.group = og;
       last = og;
     }
@@ -113,6 +193,16 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     if (qg >= 0) q_prev = qg;
   }
   settle(s, &pending, n, backward);
+  /* the receive buffers are dropped at the pass's end */
+  int64_t done = -1;
+  for (uint32_t g = 0; g < n && b.qbufs != UINT32_MAX; g++) {
+    int64_t at = p->last_compute[g];
+    if (at < 0 || at == done) continue;
+    done = at;
+    plan_buf_reads(p, (uint32_t)at, b.qbufs);
+    plan_buf_reads(p, (uint32_t)at, b.home);
+  }
+  s->io->aux = NULL;
   return last;
 }
 

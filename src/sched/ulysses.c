@@ -42,14 +42,23 @@ uint32_t ulysses_default_degree(const workload *w, const topology *t) {
 
 /* One all-to-all call in every Ulysses group, of a tensor of `heads`
  * heads over the GPU's c tokens; the copy that lays it out for the call
- * before (scatter) or after (gather) it. */
+ * before (scatter) or after (gather) it.  Reads src[0..nsrc) (the tensors
+ * it moves) and held; returns the received tensor's buffer in *got. */
 static int64_t a2a(plan *p, const workload *w, uint32_t u, uint32_t step, double heads,
-                   double elem_bytes, bool scatter, bool grads, int64_t after) {
+                   double elem_bytes, bool scatter, bool grads, int64_t after,
+                   const uint32_t *src, uint32_t nsrc, const ulysses_bufs *held, uint32_t *got) {
   uint32_t n = w->gpus;
   double c = (double)w->seq_len / n;
   double bytes = (double)w->batch * c * heads * w->head_dim * elem_bytes;
-  if (scatter)
-    for (uint32_t g = 0; g < n; g++) plan_copy(p, g, step, bytes);
+  uint32_t sent = UINT32_MAX;
+  if (scatter) {
+    sent = plan_buf_new(p, PLAN_ALL, bytes, "all_to_all input_t");
+    for (uint32_t g = 0; g < n; g++) {
+      uint32_t cp = plan_copy(p, g, step, bytes);
+      plan_buf_writes(p, cp, sent);
+      for (uint32_t i = 0; i < nsrc; i++) plan_buf_reads(p, cp, src[i]);
+    }
+  }
   uint32_t comm = plan_comm(p, step, COMM_ALL_TO_ALL);
   plan_task_at(p, comm)->grads = grads;
   g_autofree uint32_t *gpus = g_new(uint32_t, u);
@@ -59,34 +68,99 @@ static int64_t a2a(plan *p, const workload *w, uint32_t u, uint32_t step, double
   }
   if (after >= 0) plan_dep(p, (uint32_t)after, comm);
   plan_issue(p, comm, NULL, after, true);
+  if (sent != UINT32_MAX) plan_buf_reads(p, comm, sent);
+  else
+    for (uint32_t i = 0; i < nsrc; i++) plan_buf_reads(p, comm, src[i]);
+  for (uint32_t i = 0; held && i < held->n; i++) plan_buf_reads(p, comm, held->id[i]);
+  *got = plan_buf_out(p, comm, bytes, "all_to_all output");
   if (!scatter)
-    for (uint32_t g = 0; g < n; g++) plan_dep(p, comm, plan_copy(p, g, step, bytes));
+    for (uint32_t g = 0; g < n; g++) {
+      uint32_t cp = plan_copy(p, g, step, bytes);
+      plan_dep(p, comm, cp);
+      plan_buf_reads(p, cp, *got);
+    }
   return comm;
 }
 
+static void add(ulysses_bufs *b, uint32_t id) {
+  g_assert(b->n < G_N_ELEMENTS(b->id));
+  b->id[b->n++] = id;
+}
+
 /* Heads of the tensors one phase moves: Q, K, V (fused: one call of all
- * three) or the output (gradient).  Returns the last call. */
+ * three) or the output (gradient).  src: the tensors sent, in that order
+ * (scatter: q then k, v; gather: dq, dk, dv).  Returns the last call. */
 static int64_t move_qkv(plan *p, const workload *w, uint32_t u, uint32_t step, bool scatter,
-                        bool grads, int64_t after) {
+                        bool grads, int64_t after, const uint32_t *src, uint32_t nsrc,
+                        const ulysses_bufs *held, ulysses_bufs *got) {
   double kv = ulysses_kv_heads(w, u), e = w->elem_bytes;
-  if (w->ulysses_fused) return a2a(p, w, u, step, w->heads + 2 * kv, e, scatter, grads, after);
-  after = a2a(p, w, u, step, w->heads, e, scatter, grads, after);
-  after = a2a(p, w, u, step, kv, e, scatter, grads, after);
-  return a2a(p, w, u, step, kv, e, scatter, grads, after);
+  uint32_t id;
+  if (w->ulysses_fused) {
+    after = a2a(p, w, u, step, w->heads + 2 * kv, e, scatter, grads, after, src, nsrc, held, &id);
+    if (got) add(got, id);
+    return after;
+  }
+  double heads[3] = {w->heads, kv, kv};
+  for (uint32_t i = 0; i < 3; i++) {
+    /* a call sends its own tensor: q, then k and v (one buffer here) */
+    uint32_t s = i < nsrc ? i : nsrc - 1;
+    after = a2a(p, w, u, step, heads[i], e, scatter, grads, after, nsrc ? &src[s] : NULL,
+                nsrc ? 1 : 0, held, &id);
+    if (got) add(got, id);
+  }
+  return after;
 }
 
 int64_t ulysses_scatter_heads(plan *p, const workload *w, uint32_t u, bool backward,
-                              uint32_t step, int64_t after) {
+                              uint32_t step, int64_t after, const sched_io *io,
+                              ulysses_bufs *held) {
   if (u < 2) return after;
-  if (backward) return a2a(p, w, u, step, w->heads, w->elem_bytes, true, true, after);
-  return move_qkv(p, w, u, step, true, false, after);
+  uint32_t id;
+  if (backward) {
+    after = a2a(p, w, u, step, w->heads, w->elem_bytes, true, true, after, &io->dout, 1, NULL, &id);
+    add(held, id);
+    return after;
+  }
+  uint32_t src[2] = {io->q, io->kv};
+  return move_qkv(p, w, u, step, true, false, after, src, 2, NULL, held);
 }
 
 int64_t ulysses_gather_heads(plan *p, const workload *w, uint32_t u, bool backward,
-                             uint32_t step) {
+                             uint32_t step, const ulysses_bufs *src, const ulysses_bufs *held) {
   if (u < 2) return -1;
-  if (backward) return move_qkv(p, w, u, step, false, true, -1);
-  return a2a(p, w, u, step, w->heads, w->elem_bytes, false, false, -1);
+  uint32_t id;
+  if (backward) return move_qkv(p, w, u, step, false, true, -1, src->id, src->n, held, NULL);
+  return a2a(p, w, u, step, w->heads, w->elem_bytes, false, false, -1, src->id, src->n, held, &id);
+}
+
+/* A buffer on every GPU, written by each of ks[0..nk). */
+static uint32_t result(plan *p, const uint32_t *ks, uint32_t nk, double bytes, const char *name,
+                       ulysses_bufs *out) {
+  uint32_t id = plan_buf_new(p, PLAN_ALL, bytes, name);
+  for (uint32_t i = 0; i < nk; i++) plan_buf_writes(p, ks[i], id);
+  if (out) add(out, id);
+  return id;
+}
+
+void ulysses_kernel_bufs(plan *p, const workload *w, uint32_t u, bool backward,
+                         const uint32_t *ks, uint32_t nk, ulysses_bufs *out,
+                         const ulysses_bufs *held) {
+  double rows = (double)w->batch * w->seq_len * w->heads / u; /* the whole sequence, H/u heads */
+  double q = rows * w->head_dim * w->elem_bytes;
+  double kv = (double)w->batch * w->seq_len * ulysses_kv_heads(w, u) / u * w->head_dim *
+              w->elem_bytes;
+  for (uint32_t i = 0; held && i < held->n; i++)
+    for (uint32_t k = 0; k < nk; k++) plan_buf_reads(p, ks[k], held->id[i]);
+  if (!backward) {
+    result(p, ks, nk, q, "out", out);
+    if (w->attention == ATTN_SOFTMAX) result(p, ks, nk, rows * 4.0, "softmax_lse", out);
+    return;
+  }
+  if (w->attention == ATTN_SOFTMAX)
+    result(p, ks, nk, rows * w->head_dim * 4.0, "dq_accum (flash backward, float32)", NULL);
+  result(p, ks, nk, q, "dq", out);
+  result(p, ks, nk, kv, "dk", out);
+  result(p, ks, nk, kv, "dv", out);
 }
 
 static bool ulysses_check(const workload *w, const topology *t, GError **err) {
@@ -99,7 +173,9 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   plan *p = c->p;
   const workload *w = c->w;
   uint32_t n = w->gpus, heads = w->heads / n;
-  int64_t ready = ulysses_scatter_heads(p, w, n, backward, 0, after);
+  ulysses_bufs held = {{0}, 0}, res = {{0}, 0};
+  int64_t ready = ulysses_scatter_heads(p, w, n, backward, 0, after, c->io, &held);
+  g_autofree uint32_t *ks = g_new(uint32_t, n);
   plan_seg all = {0, w->seq_len};
   for (uint32_t g = 0; g < n; g++) {
     plan_op shape = sched_shape(w, w->causal, backward);
@@ -109,8 +185,30 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
                      ? plan_linear(p, g, 0, &shape, OP_LIN_INTRA, &all, 1, &all, 1)
                      : plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
     if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
+    ks[g] = k;
   }
-  return ulysses_gather_heads(p, w, n, backward, 1);
+  ulysses_kernel_bufs(p, w, n, backward, ks, n, &res, &held);
+  /* DeepSpeed's attention saves its head-scattered inputs, output and
+   * log-sum-exp for backward (flash attention's autograd): forward hands
+   * them on, backward's kernels read them and free them (a backward alone
+   * starts with them) */
+  if (!backward) {
+    c->io->n_keep = 0;
+    for (uint32_t i = 0; i < held.n; i++) c->io->keep[c->io->n_keep++] = held.id[i];
+    for (uint32_t i = 0; i < res.n; i++) c->io->keep[c->io->n_keep++] = res.id[i];
+  } else if (n > 1) {
+    if (c->io->n_keep == 0) {
+      double rows = (double)w->batch * w->seq_len * w->heads / n;
+      double kv = workload_kv_bytes(w, (double)w->seq_len) * ulysses_kv_heads(w, n) / w->kv_heads / n;
+      double bytes = 2 * rows * w->head_dim * w->elem_bytes + kv +
+                     (w->attention == ATTN_SOFTMAX ? rows * 4.0 : 0);
+      c->io->keep[c->io->n_keep++] =
+          plan_buf_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
+    }
+    for (uint32_t i = 0; i < c->io->n_keep; i++)
+      for (uint32_t g = 0; g < n; g++) plan_buf_reads(p, ks[g], c->io->keep[i]);
+  }
+  return ulysses_gather_heads(p, w, n, backward, 1, &res, &held);
 }
 
 static plan *ulysses_build(const workload *w, const topology *t, bool record_segs) {

@@ -22,14 +22,37 @@ bool ulysses_check_heads(const workload *w, uint32_t u, const char *who, GError 
  * and passes ulysses_check_heads (1 if none larger does). */
 uint32_t ulysses_default_degree(const workload *w, const topology *t);
 
+/* Memory (plan_buf.h), as yunchang's all_to_all_4D and DeepSpeed's
+ * single_all_to_all allocate: each call lays its tensor out contiguously
+ * for the call (`input_t`), receives into a new tensor of the same size
+ * (`output`, torch.empty_like).  The scatter's outputs (the whole
+ * sequence on the GPU's heads) are what attention reads; they are held
+ * until the gather has sent the result back (DistributedAttention keeps
+ * them until it returns).  `held` lists them; `src` the tensors the
+ * gather sends (the attention kernels' results). */
+typedef struct {
+  uint32_t id[4], n;
+} ulysses_bufs;
+
 /* Before attention: forward Q, K, V (three calls, or one fused call),
- * backward the output gradient.  After `after` (-1 none); returns the last
- * all-to-all, which attention must wait for. */
+ * backward the output gradient, from the pass's tensors io.  After `after`
+ * (-1 none); returns the last all-to-all, which attention must wait for.
+ * The received tensors are added to *held. */
 int64_t ulysses_scatter_heads(plan *p, const workload *w, uint32_t u, bool backward,
-                              uint32_t step, int64_t after);
+                              uint32_t step, int64_t after, const sched_io *io,
+                              ulysses_bufs *held);
 /* After attention: forward the output, backward dQ, dK, dV (three calls
- * or one fused).  Issued after each GPU's last compute; returns the last. */
+ * or one fused), sending src's tensors in that order (UINT32_MAX: none);
+ * the calls read `held` too.  Issued after each GPU's last compute;
+ * returns the last. */
 int64_t ulysses_gather_heads(plan *p, const workload *w, uint32_t u, bool backward,
-                             uint32_t step);
+                             uint32_t step, const ulysses_bufs *src, const ulysses_bufs *held);
+/* The attention kernels' results on each GPU's heads (its tasks ks, one
+ * per GPU): forward `out` and float32 `softmax_lse`, backward `dq`, `dk`,
+ * `dv` and flash backward's float32 dQ accumulator (workspace); they also
+ * read `held`.  The results are added to *out. */
+void ulysses_kernel_bufs(plan *p, const workload *w, uint32_t u, bool backward,
+                         const uint32_t *ks, uint32_t nk, ulysses_bufs *out,
+                         const ulysses_bufs *held);
 
 #endif

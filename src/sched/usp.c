@@ -18,14 +18,19 @@ static uint32_t degree(const workload *w, const topology *t) {
   return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
 }
 
-static int64_t prologue(const void *self, plan *p, bool backward, int64_t after) {
+static int64_t prologue(const void *self, plan *p, bool backward, int64_t after,
+                        const sched_io *io) {
   const ring_geom *g = self;
-  return ulysses_scatter_heads(p, g->w, g->u, backward, 0, after);
+  g->held->n = 0;
+  return ulysses_scatter_heads(p, g->w, g->u, backward, 0, after, io, g->held);
 }
 
+/* The gather sends the ring's result (rotate_buf's accumulators, converted
+ * into the pass's output) and keeps the scattered tensors until then. */
 static int64_t epilogue(const void *self, plan *p, bool backward, int64_t last) {
   const ring_geom *g = self;
-  int64_t out = ulysses_gather_heads(p, g->w, g->u, backward, g->ranks);
+  ulysses_bufs none = {{0}, 0};
+  int64_t out = ulysses_gather_heads(p, g->w, g->u, backward, g->ranks, &none, g->held);
   return out >= 0 ? out : last;
 }
 
@@ -47,6 +52,8 @@ static bool check(const workload *w, const topology *t, bool zigzag, const char 
 static plan *build(const workload *w, const topology *t, bool record_segs, bool zigzag) {
   uint32_t u = degree(w, t);
   ring_geom g = ring_geom_make(w, u, zigzag);
+  ulysses_bufs held = {{0}, 0};
+  g.held = &held;
   rotate_ops ops = {.prologue = prologue, .epilogue = epilogue};
   plan *p = ring_geom_build(&g, ops, t, record_segs);
   g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",

@@ -1,0 +1,308 @@
+/* exec_mem: live bytes of a plan's buffers per GPU over simulated time.
+ *
+ * Each buffer has a copy per GPU it lives on (one; every GPU for
+ * PLAN_ALL), an instance here.  An instance's references are the uses of
+ * tasks touching its GPU; it is allocated when the first of them starts
+ * (inputs: at time 0) and freed when the last ends, as PyTorch's caching
+ * allocator frees a tensor when its last reference is dropped (and as
+ * torch.cuda.max_memory_allocated counts it: bytes of live tensors, not
+ * the allocator's reserved segments).  Kept instances are never freed.
+ * Events are numbered so that the instances live at a GPU's peak are found
+ * after the run without a snapshot at every new peak. */
+#include "exec_mem.h"
+
+#include "plan_buf.h"
+
+#include <string.h>
+
+enum { INST_NONE, INST_LIVE, INST_FREED };
+
+struct exec_mem {
+  const plan *p;
+  exec_result *r;
+  bool trace;
+  uint32_t n;
+  uint32_t *inst_off;      /* per buffer: its first instance */
+  uint32_t *refs;          /* per instance: uses not yet ended */
+  uint8_t *state;          /* per instance: INST_* */
+  bool *written;           /* per instance: a writer has ended (inputs: true) */
+  uint32_t *writing;       /* per instance: 1 + a task that writes it, as it starts
+                              (a task may read what it writes: an accumulator) */
+  uint64_t *alloc_seq, *free_seq;
+  uint32_t *use_off, *use_of; /* uses by task (CSR), indices into plan's uses */
+  double *live, *peak;     /* per GPU */
+  uint64_t *peak_seq;      /* per GPU: the event at which its peak was reached */
+  uint64_t seq;
+  uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
+  uint32_t stamp_now;
+};
+
+/* The GPUs task t touches, into m->gpus; returns how many. */
+static uint32_t task_gpus(exec_mem *m, const plan_task *t) {
+  if (t->kind == TASK_COMPUTE) {
+    if (t->gpu != PLAN_ALL) {
+      m->gpus[0] = t->gpu;
+      return 1;
+    }
+    for (uint32_t g = 0; g < m->n; g++) m->gpus[g] = g;
+    return m->n;
+  }
+  const plan_pattern_info *pi = plan_task_pattern(m->p, t);
+  if (pi) {
+    memcpy(m->gpus, &g_array_index(m->p->pattern_gpus, uint32_t, pi->gpu_off),
+           pi->n_gpus * sizeof(uint32_t));
+    return pi->n_gpus;
+  }
+  uint32_t k = 0;
+  m->stamp_now++;
+  for (uint32_t i = 0; i < t->n_xfer; i++) {
+    const plan_xfer *x = &g_array_index(m->p->xfers, plan_xfer, t->xfer_off + i);
+    uint32_t g2[2] = {x->src, x->dst};
+    for (int j = 0; j < 2; j++)
+      if (m->stamp[g2[j]] != m->stamp_now) {
+        m->stamp[g2[j]] = m->stamp_now;
+        m->gpus[k++] = g2[j];
+      }
+  }
+  return k;
+}
+
+static uint32_t inst_gpu(const plan_buf *b, uint32_t g) { return b->gpu == PLAN_ALL ? g : b->gpu; }
+
+/* Calls fn on each instance use u touches (task GPUs in m->gpus[0..k)). */
+typedef void (*inst_fn)(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
+                        uint32_t gpu, double now_s);
+
+static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn, double now) {
+  const plan_buf *b = plan_buf_at(m->p, u->buf);
+  if (b->gpu != PLAN_ALL) {
+    fn(m, b, u, m->inst_off[u->buf], b->gpu, now);
+    return;
+  }
+  for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
+}
+
+static void sample(exec_mem *m, uint32_t g, double now) {
+  if (!m->trace) return;
+  exec_mem_sample s = {g, now, m->live[g]};
+  g_array_append_val(m->r->mem, s);
+}
+
+static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now) {
+  m->state[inst] = INST_LIVE;
+  m->alloc_seq[inst] = ++m->seq;
+  m->live[g] += bytes;
+  if (m->live[g] > m->peak[g]) {
+    m->peak[g] = m->live[g];
+    m->peak_seq[g] = m->seq;
+  }
+  sample(m, g, now);
+}
+
+static void count_ref(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
+                      uint32_t g, double now) {
+  (void)b; (void)u; (void)g; (void)now;
+  m->refs[inst]++;
+}
+
+exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
+  exec_mem *m = g_new0(exec_mem, 1);
+  uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = plan_buf_use_count(p);
+  guint nt = p->tasks->len;
+  m->p = p;
+  m->r = r;
+  m->trace = trace;
+  m->n = n;
+  if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, n);
+  if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
+  m->inst_off = g_new(uint32_t, nb + 1);
+  uint32_t ni = 0;
+  for (uint32_t b = 0; b < nb; b++) {
+    m->inst_off[b] = ni;
+    ni += plan_buf_at(p, b)->gpu == PLAN_ALL ? n : 1;
+  }
+  m->inst_off[nb] = ni;
+  m->refs = g_new0(uint32_t, ni);
+  m->state = g_new0(uint8_t, ni);
+  m->written = g_new0(bool, ni);
+  m->writing = g_new0(uint32_t, ni);
+  m->alloc_seq = g_new0(uint64_t, ni);
+  m->free_seq = g_new0(uint64_t, ni);
+  m->live = g_new0(double, n);
+  m->peak = g_new0(double, n);
+  m->peak_seq = g_new0(uint64_t, n);
+  m->gpus = g_new(uint32_t, n);
+  m->stamp = g_new0(uint32_t, n);
+  m->use_off = g_new0(uint32_t, nt + 1);
+  m->use_of = g_new(uint32_t, nu ? nu : 1);
+  for (uint32_t i = 0; i < nu; i++) m->use_off[plan_buf_use_at(p, i)->task + 1]++;
+  for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
+  g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
+  for (uint32_t i = 0; i < nu; i++) {
+    const plan_buf_use *u = plan_buf_use_at(p, i);
+    m->use_of[fill[u->task]++] = i;
+    each_inst(m, u, task_gpus(m, plan_task_at(p, u->task)), count_ref, 0);
+  }
+  for (uint32_t b = 0; b < nb; b++) {
+    const plan_buf *pb = plan_buf_at(p, b);
+    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
+      uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
+      if (pb->input) {
+        m->written[i] = true;
+        alloc(m, i, g, pb->bytes, 0);
+      } else if (m->refs[i] == 0) {
+        r->mem_errors++; /* declared, never used */
+      }
+    }
+  }
+  return m;
+}
+
+static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
+                       uint32_t g, double now) {
+  if (u->write) m->writing[inst] = u->task + 1;
+  else if (!m->written[inst] && m->writing[inst] != u->task + 1)
+    m->r->mem_errors++; /* read before anything wrote it */
+  if (m->state[inst] == INST_FREED) m->r->mem_errors++;  /* cannot happen: refs held */
+  if (m->state[inst] == INST_NONE) alloc(m, inst, g, b->bytes, now);
+}
+
+static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
+                     uint32_t g, double now) {
+  if (u->write) m->written[inst] = true;
+  g_assert(m->refs[inst] > 0);
+  if (--m->refs[inst] > 0 || b->keep) return;
+  m->state[inst] = INST_FREED;
+  m->free_seq[inst] = ++m->seq;
+  m->live[g] -= b->bytes;
+  sample(m, g, now);
+}
+
+/* fn on every instance task uses, its writes first (start_inst: what a
+ * task writes it may read) */
+static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn) {
+  if (m->use_off[task] == m->use_off[task + 1]) return;
+  uint32_t k = task_gpus(m, plan_task_at(m->p, task));
+  for (int writes = 1; writes >= 0; writes--)
+    for (uint32_t i = m->use_off[task]; i < m->use_off[task + 1]; i++) {
+      const plan_buf_use *u = plan_buf_use_at(m->p, m->use_of[i]);
+      if (u->write == (bool)writes) each_inst(m, u, k, fn, now);
+    }
+}
+
+void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
+  on_task(m, task, now_s, start_inst);
+}
+
+void exec_mem_end(exec_mem *m, uint32_t task, double now_s) { on_task(m, task, now_s, end_inst); }
+
+static gint by_gpu_bytes(gconstpointer a, gconstpointer b) {
+  const exec_mem_live *x = a, *y = b;
+  if (x->gpu != y->gpu) return x->gpu < y->gpu ? -1 : 1;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+static gint by_gpu_name(gconstpointer a, gconstpointer b) {
+  const exec_mem_live *x = a, *y = b;
+  if (x->gpu != y->gpu) return x->gpu < y->gpu ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* The instances live on each GPU at its peak, summed by name, into r:
+ * one pass over the instances, then sorted and merged. */
+static void peak_live(exec_mem *m) {
+  const plan *p = m->p;
+  GArray *out = m->r->peak_live;
+  for (uint32_t b = 0; b < plan_buf_count(p); b++) {
+    const plan_buf *pb = plan_buf_at(p, b);
+    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
+      uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
+      uint64_t at = m->peak_seq[g];
+      if (m->state[i] == INST_NONE || m->alloc_seq[i] > at) continue;
+      if (m->state[i] == INST_FREED && m->free_seq[i] <= at) continue;
+      exec_mem_live l = {g, 1, pb->name, pb->bytes};
+      g_array_append_val(out, l);
+    }
+  }
+  g_array_sort(out, by_gpu_name);
+  guint k = 0;
+  for (guint i = 0; i < out->len; i++) {
+    exec_mem_live *l = &g_array_index(out, exec_mem_live, i);
+    exec_mem_live *last = k ? &g_array_index(out, exec_mem_live, k - 1) : NULL;
+    if (last && last->gpu == l->gpu && !strcmp(last->name, l->name)) {
+      last->count++;
+      last->bytes += l->bytes;
+    } else {
+      g_array_index(out, exec_mem_live, k++) = *l;
+    }
+  }
+  g_array_set_size(out, k);
+}
+
+void exec_mem_finish(exec_mem *m) {
+  exec_result *r = m->r;
+  const plan *p = m->p;
+  for (uint32_t b = 0; b < plan_buf_count(p); b++)
+    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++)
+      if (m->state[i] == INST_LIVE && !plan_buf_at(p, b)->keep) r->mem_errors++;
+  if (!r->peak_live) r->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
+  g_array_set_size(r->peak_live, 0);
+  r->peak_bytes = 0;
+  r->peak_gpu = 0;
+  for (uint32_t g = 0; g < m->n; g++) {
+    r->gpu_peak_bytes[g] = m->peak[g];
+    if (m->peak[g] > r->peak_bytes) {
+      r->peak_bytes = m->peak[g];
+      r->peak_gpu = g;
+    }
+  }
+  peak_live(m);
+  g_array_sort(r->peak_live, by_gpu_bytes);
+  g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
+  g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->stamp); g_free(m->use_off); g_free(m->use_of);
+  g_free(m);
+}
+
+void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s) {
+  if (!r->gpu_peak_bytes) return;
+  uint32_t n = acc->n_gpus;
+  if (!acc->gpu_peak_bytes) acc->gpu_peak_bytes = g_new0(double, n);
+  if (!acc->peak_live) acc->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
+  g_autofree bool *take = g_new0(bool, n);
+  for (uint32_t g = 0; g < n; g++) take[g] = r->gpu_peak_bytes[g] > acc->gpu_peak_bytes[g];
+  GArray *live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
+  for (guint i = 0; i < acc->peak_live->len; i++) {
+    exec_mem_live l = g_array_index(acc->peak_live, exec_mem_live, i);
+    if (!take[l.gpu]) g_array_append_val(live, l);
+  }
+  for (guint i = 0; r->peak_live && i < r->peak_live->len; i++) {
+    exec_mem_live l = g_array_index(r->peak_live, exec_mem_live, i);
+    if (take[l.gpu]) g_array_append_val(live, l);
+  }
+  g_array_sort(live, by_gpu_bytes);
+  g_array_free(acc->peak_live, TRUE);
+  acc->peak_live = live;
+  for (uint32_t g = 0; g < n; g++)
+    if (take[g]) acc->gpu_peak_bytes[g] = r->gpu_peak_bytes[g];
+  for (uint32_t g = 0; g < n; g++)
+    if (acc->gpu_peak_bytes[g] > acc->peak_bytes) {
+      acc->peak_bytes = acc->gpu_peak_bytes[g];
+      acc->peak_gpu = g;
+    }
+  acc->mem_errors += r->mem_errors;
+  if (!r->mem || !acc->spans) return; /* acc keeps no trace */
+  if (!acc->mem) acc->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
+  for (guint i = 0; i < r->mem->len; i++) {
+    exec_mem_sample x = g_array_index(r->mem, exec_mem_sample, i);
+    x.t_s += shown_s;
+    g_array_append_val(acc->mem, x);
+  }
+}
+
+void exec_mem_result_free(exec_result *r) {
+  g_free(r->gpu_peak_bytes);
+  if (r->peak_live) g_array_free(r->peak_live, TRUE);
+  if (r->mem) g_array_free(r->mem, TRUE);
+}

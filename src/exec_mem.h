@@ -1,0 +1,26 @@
+/* exec_mem: live bytes per GPU through a replay (exec.h's memory fields).
+ * exec calls exec_mem_start and exec_mem_end as tasks start and end; the
+ * rules (allocated at the first use's start, freed at the last use's end
+ * unless kept) are plan_buf.h's. */
+#ifndef TASP_EXEC_MEM_H
+#define TASP_EXEC_MEM_H
+
+#include "exec.h"
+
+typedef struct exec_mem exec_mem;
+
+/* Tracking of p's buffers into r (its gpu_peak_bytes made here); the
+ * layer's inputs are live from time 0.  trace: record exec_mem_sample. */
+exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace);
+void exec_mem_start(exec_mem *m, uint32_t task, double now_s);
+void exec_mem_end(exec_mem *m, uint32_t task, double now_s);
+/* The run is over: fills r's peak fields and frees m. */
+void exec_mem_finish(exec_mem *m);
+
+/* For exec_result_add_layers: per GPU, the larger peak of acc and r
+ * (layers run one after another and free what they allocate); trace
+ * samples shifted by shown_s as exec_result_add_layers' spans. */
+void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s);
+void exec_mem_result_free(exec_result *r);
+
+#endif

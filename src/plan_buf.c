@@ -1,0 +1,86 @@
+/* plan_buf: buffer declarations of a plan (plan_buf.h). */
+#include "plan_buf.h"
+
+static GArray *bufs(plan *p) {
+  if (!p->bufs) p->bufs = g_array_new(FALSE, FALSE, sizeof(plan_buf));
+  return p->bufs;
+}
+
+static GArray *uses(plan *p) {
+  if (!p->buf_uses) p->buf_uses = g_array_new(FALSE, FALSE, sizeof(plan_buf_use));
+  return p->buf_uses;
+}
+
+uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name) {
+  g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
+  g_assert(bytes >= 0 && name);
+  plan_buf b = {gpu, bytes, g_intern_string(name), false, false};
+  g_array_append_val(bufs(p), b);
+  return p->bufs->len - 1;
+}
+
+uint32_t plan_buf_input(plan *p, uint32_t gpu, double bytes, const char *name) {
+  uint32_t id = plan_buf_new(p, gpu, bytes, name);
+  g_array_index(p->bufs, plan_buf, id).input = true;
+  g_array_index(p->bufs, plan_buf, id).keep = true;
+  return id;
+}
+
+static void use(plan *p, uint32_t task, uint32_t buf, bool write) {
+  g_assert(buf < plan_buf_count(p) && task < p->tasks->len);
+  const plan_buf *b = plan_buf_at(p, buf);
+  const plan_task *t = plan_task_at(p, task);
+  /* a compute task touches its own GPU's copy only */
+  g_assert(t->kind != TASK_COMPUTE || b->gpu == PLAN_ALL || t->gpu == b->gpu);
+  g_assert(t->kind != TASK_COMPUTE || t->gpu != PLAN_ALL || b->gpu == PLAN_ALL);
+  plan_buf_use u = {buf, task, write};
+  g_array_append_val(uses(p), u);
+}
+
+void plan_buf_writes(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, true); }
+void plan_buf_reads(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, false); }
+
+void plan_buf_keep(plan *p, uint32_t buf) {
+  g_assert(buf < plan_buf_count(p));
+  g_array_index(p->bufs, plan_buf, buf).keep = true;
+}
+
+uint32_t plan_buf_out(plan *p, uint32_t task, double bytes, const char *name) {
+  const plan_task *t = plan_task_at(p, task);
+  uint32_t gpu = t->kind == TASK_COMPUTE ? t->gpu : PLAN_ALL;
+  uint32_t id = plan_buf_new(p, gpu, bytes, name);
+  plan_buf_writes(p, task, id);
+  return id;
+}
+
+uint32_t plan_buf_count(const plan *p) { return p->bufs ? p->bufs->len : 0; }
+
+const plan_buf *plan_buf_at(const plan *p, uint32_t i) {
+  return &g_array_index(p->bufs, plan_buf, i);
+}
+
+uint32_t plan_buf_use_count(const plan *p) { return p->buf_uses ? p->buf_uses->len : 0; }
+
+const plan_buf_use *plan_buf_use_at(const plan *p, uint32_t i) {
+  return &g_array_index(p->buf_uses, plan_buf_use, i);
+}
+
+void plan_buf_free_all(plan *p) {
+  if (p->bufs) g_array_free(p->bufs, TRUE);
+  if (p->buf_uses) g_array_free(p->buf_uses, TRUE);
+  p->bufs = p->buf_uses = NULL;
+}
+
+void plan_buf_expand(plan *q, const plan *p, const uint32_t *first) {
+  for (uint32_t i = 0; i < plan_buf_count(p); i++) g_array_append_val(bufs(q), *plan_buf_at(p, i));
+  for (uint32_t i = 0; i < plan_buf_use_count(p); i++) {
+    plan_buf_use u = *plan_buf_use_at(p, i);
+    const plan_task *t = plan_task_at(p, u.task);
+    uint32_t copies = t->kind == TASK_COMPUTE && t->gpu == PLAN_ALL ? p->n_gpus : 1;
+    uint32_t at = first[u.task];
+    for (uint32_t g = 0; g < copies; g++) {
+      u.task = at + g;
+      g_array_append_val(uses(q), u);
+    }
+  }
+}

@@ -1,0 +1,66 @@
+/* plan_buf: the buffers a plan allocates, and which tasks touch them.
+ *
+ * Memory is a property of the plan, not a formula per scheduler: a
+ * scheduler names each tensor its program allocates (the layer's inputs,
+ * received chunks, gathered KV, all-to-all buffers, float32 accumulators,
+ * gradients, linear-attention states, kernel workspace), with its size in
+ * bytes per GPU, and hangs it on the tasks that write and read it.  exec
+ * (exec_mem.c) then tracks live bytes per GPU over simulated time as
+ * PyTorch's caching allocator sees tensors: a buffer is allocated when
+ * the first task touching it starts, and freed when the last one ends (a
+ * tensor is freed when its last reference is dropped), unless it is kept:
+ * handed on to the next pass or to the caller (forward's output and
+ * log-sum-exp, backward's gradients, the layer's inputs).
+ *
+ * A buffer of gpu PLAN_ALL is one buffer on every GPU (lockstep tasks and
+ * pattern groups touch all of them at once); a task touches the copy of
+ * each GPU it runs on (a group: each GPU it sends from or receives on).
+ * plan_expand keeps the buffers, their uses following each task's copies.
+ *
+ * Names are those of the code a scheduler cites (ring_flash_attn's
+ * `next_k`, `out`, `lse`, `dk`; Ulysses' all-to-all buffers); tasks
+ * touching one buffer share it, so a name given twice is two tensors. */
+#ifndef TASP_PLAN_BUF_H
+#define TASP_PLAN_BUF_H
+
+#include "plan.h"
+
+typedef struct {
+  uint32_t gpu;     /* PLAN_ALL: one on every GPU */
+  double bytes;     /* per GPU */
+  const char *name; /* interned (g_intern_string): outlives the plan */
+  bool input;       /* live from the pass's start (allocated by the caller) */
+  bool keep;        /* not freed: handed on to the next pass or the caller */
+} plan_buf;
+
+typedef struct {
+  uint32_t buf, task;
+  bool write;
+} plan_buf_use;
+
+/* A buffer of `bytes` on GPU gpu (PLAN_ALL: on each), named `name`. */
+uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name);
+/* An input of the pass: live from its start, kept (the caller holds it). */
+uint32_t plan_buf_input(plan *p, uint32_t gpu, double bytes, const char *name);
+/* Task `task` writes (allocates, fills) or reads buffer `buf`. */
+void plan_buf_writes(plan *p, uint32_t task, uint32_t buf);
+void plan_buf_reads(plan *p, uint32_t task, uint32_t buf);
+/* Buffer `buf` outlives the pass (an output handed on). */
+void plan_buf_keep(plan *p, uint32_t buf);
+/* A new buffer written by task `task`, on its GPU (a lockstep task or a
+ * group: on each of its GPUs). */
+uint32_t plan_buf_out(plan *p, uint32_t task, double bytes, const char *name);
+
+/* How many buffers and uses; the i-th. */
+uint32_t plan_buf_count(const plan *p);
+const plan_buf *plan_buf_at(const plan *p, uint32_t i);
+uint32_t plan_buf_use_count(const plan *p);
+const plan_buf_use *plan_buf_use_at(const plan *p, uint32_t i);
+
+/* For plan.c: free a plan's buffers; copy them into q, the expansion of
+ * p, where task i of p became first[i] (a lockstep task: first[i] + g on
+ * GPU g). */
+void plan_buf_free_all(plan *p);
+void plan_buf_expand(plan *q, const plan *p, const uint32_t *first);
+
+#endif
