@@ -782,9 +782,12 @@ static double merge_s(const compute_model *m, const plan_op *op, lookup_acc *k) 
   return compute_merge_s(m, (double)op->batch * op->sq * op->heads * op->head_dim);
 }
 
+/* A mixed add (two dtypes) takes as long as a same-dtype copy of
+ * compute_mixed_bytes of its bytes. */
 static double copy_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
   (void)k;
-  return op->bytes > 0 ? m->copy_fixed_s + op->bytes / m->copy_Bps : 0;
+  double bytes = op->mixed ? op->bytes * compute_mixed_bytes(m, 1.0) : op->bytes;
+  return bytes > 0 ? m->copy_fixed_s + bytes / m->copy_Bps : 0;
 }
 
 double compute_mixed_bytes(const compute_model *m, double bytes) {

@@ -77,6 +77,7 @@ typedef struct {
   double sq, sk;      /* attention: query and key lengths; merge: rows in sq */
   double pairs;       /* attention: (query, key) token pairs per batch and head */
   double bytes;       /* copy: bytes read (and as many written) */
+  bool mixed;         /* copy: an add of two dtypes (float32 += bf16); compute prices it */
   uint32_t block;     /* linear: block length of the chunked kernels */
   bool decay;         /* linear: a scalar decay per head */
   bool into;          /* linear apply, forward: adds Q M into the output

@@ -552,6 +552,13 @@ static void t_linear_gpu_times(void) {
   model_of(good, &m);
   CU_ASSERT_CLOSE(m.comm_slowdown, 0.25, 1e-15);
   CU_ASSERT_CLOSE(compute_mixed_bytes(&m, 100), 200.0, 1e-12);
+  /* a copy that adds two dtypes (op.mixed) moves its bytes at
+   * copy_mixed_GBps: compute prices it, the plan carries the true bytes */
+  plan_op add = {.kind = OP_COPY, .bytes = 1e9};
+  double same = compute_op_s(&m, &add);
+  add.mixed = true;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &add) - m.copy_fixed_s, 2 * (same - m.copy_fixed_s), 1e-12);
+  CU_ASSERT_CLOSE(compute_op_s(&m, &add), m.copy_fixed_s + 1e9 / 500e9, 1e-12);
   plan_op op = {.kind = OP_LIN_STATE, .batch = 1, .heads = 2, .head_dim = 128,
                 .elem_bytes = 2, .block = 64, .sq = 4096, .sk = 4096};
   CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.01e-3, 1e-12);

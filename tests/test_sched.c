@@ -790,15 +790,16 @@ static void t_kbc_flash_only(void) {
 /* Ring on linear layers, backward: the memory-bound work of each step
  * (rotate.c linear_grad_steps), in bytes per GPU: every step zeroes the
  * float32 dK/dV accumulator (4 bytes an element); a needed step adds dK,
- * dV into it (float32 read and written, bf16 read: 10, times the two-dtype
- * scale); another chunk's step adds dQ (bf16: 6 per query element); from
- * the second step on the arrived accumulator is added (12). */
+ * dV into it (float32 read and written, bf16 read: 10), an add of two
+ * dtypes (op.mixed); another chunk's step adds dQ (bf16: 6 per query
+ * element); from the second step on the arrived accumulator is added
+ * (12).  The plan is the same whatever the GPU's rate for two-dtype adds:
+ * compute prices them (the scheduler reads no hardware). */
 static void t_ring_linear_grad_bytes(void) {
   topology *t = complete_topo(2);
-  double c = 64, row = 1 * 2 * 4, acc = 2 * c * row, dq = 6 * c * row;
+  double c = 64, row = 1 * 2 * 4, acc = 2 * c * row, dq = 6 * c * row, add = 10 * acc;
   for (int mixed = 0; mixed < 2; mixed++) {
     t->compute.copy_mixed_Bps = mixed ? t->compute.copy_Bps / 2 : 0;
-    double add = 10 * acc * (mixed ? 2 : 1);
     for (int causal = 0; causal < 2; causal++) {
       workload w = shape(2, 2 * (uint64_t)c, causal, PASS_BWD);
       w.attention = ATTN_LINEAR;
@@ -808,6 +809,14 @@ static void t_ring_linear_grad_bytes(void) {
       for (guint i = 0; i < p->tasks->len; i++) {
         const plan_task *k = plan_task_at(p, i);
         if (k->kind == TASK_COMPUTE && k->op.kind == OP_COPY) bytes[k->gpu] += k->op.bytes;
+        if (k->kind == TASK_COMPUTE && k->op.mixed) {
+          CU_ASSERT_DOUBLE_EQUAL(k->op.bytes, add, 1e-9);
+          /* priced at the two-dtype rate where the GPU has one */
+          CU_ASSERT_DOUBLE_EQUAL(compute_op_s(&t->compute, &k->op),
+                                 t->compute.copy_fixed_s +
+                                     add * (mixed ? 2 : 1) / t->compute.copy_Bps,
+                                 1e-15);
+        }
         /* only acc += arrived adds in what a transfer brought */
         if (k->on_arrival) {
           CU_ASSERT(k->kind == TASK_COMPUTE && k->step == 1);

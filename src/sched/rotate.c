@@ -1,7 +1,6 @@
 /* rotate: steps of overlapped transfer and compute. */
 #include "rotate.h"
 
-#include "compute.h"
 #include "rotate_buf.h"
 
 #include <string.h>
@@ -15,7 +14,6 @@ struct rotate_emit {
   bool kernel_blocks_comm;
   double grad_scale;      /* dK/dV accumulator bytes per KV byte */
   double byte_scale;      /* of the group being filled: 1, or grad_scale */
-  double mixed_scale;     /* copy bytes per byte of a two-dtype add (compute_mixed_bytes) */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   int64_t pattern;        /* plan pattern of ops.pairs, -1 none */
   int64_t grads_arrived;  /* backward: group that brought the dK/dV accumulator
@@ -91,9 +89,12 @@ static void linear_grad_steps(rotate_emit *e, const plan_op *shape, bool needed,
     step_task(e, plan_copy(e->p, e->gpu, e->step, acc * gb));
     return;
   }
-  /* float32 += bf16: two dtypes, slower per byte (compute_mixed_bytes) */
-  double add = acc * (2 * gb + eb) * (gb == eb ? 1 : e->mixed_scale);
-  if (needed) step_task(e, plan_copy(e->p, e->gpu, e->step, add));
+  /* float32 += bf16: two dtypes, which compute prices slower per byte */
+  if (needed) {
+    uint32_t id = plan_copy(e->p, e->gpu, e->step, acc * (2 * gb + eb));
+    plan_task_at(e->p, id)->op.mixed = gb != eb;
+    step_task(e, id);
+  }
   if (needed && !own) step_task(e, plan_copy(e->p, e->gpu, e->step, 3 * eb * q_tokens * row));
   if (e->grads_arrived >= 0) {
     uint32_t id = plan_copy(e->p, e->gpu, e->step, acc * 3 * gb);
@@ -213,7 +214,6 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   plan *p = plan_new(w->gpus, record_segs);
   rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
-                   .mixed_scale = compute_mixed_bytes(&t->compute, 1.0),
                    .started = g_new0(bool, w->gpus), .pattern = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   if (ops->n_pairs) e.pattern = plan_pattern(p, ops->pairs, ops->n_pairs);
