@@ -194,8 +194,8 @@ static void memory_scope(FILE *f, const topology *t) {
   fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
         "method allocates, as torch.cuda.max_memory_allocated counts)", f);
   if (topo_usable_gib(t) > 0)
-    fprintf(f, "; usable %.1f GiB of %.1f GiB per GPU (headroom %.2f GiB); ! does not fit",
-            topo_usable_gib(t), t->memory_gib, t->memory_headroom_gib);
+    fprintf(f, "; usable %.1f GiB of %.1f GiB per GPU (headroom %.2f GiB); a mem marked ! "
+            "does not fit", topo_usable_gib(t), t->memory_gib, t->memory_headroom_gib);
   else
     fputs("; the topology gives no GPU memory (gpu_memory_gib): fit not judged", f);
   fputc('\n', f);
