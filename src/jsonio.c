@@ -29,6 +29,7 @@ static const char *set_source(const json_doc *doc, const char *p) {
   }
 }
 
+/* g_ptr_array_sort passes pointers to the elements */
 static gint cmp_strp(gconstpointer a, gconstpointer b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -294,39 +295,40 @@ void json_unit_range(const char *key, double *lo, double *hi, const char **unit)
  * case carries the meaning (b bits, B bytes), as vendors write it: a NIC
  * is sold in Gb/s, NVLink in GB/s, and a bare number in the other unit is
  * the trap these strings avoid. */
-static bool parse_rate(const char *text, double *gbps) {
-  static const struct { const char *unit; double to_GBps; } units[] = {
-      {"GB/s", 1}, {"Gb/s", 1.0 / 8}, {"TB/s", 1e3}, {"Tb/s", 1e3 / 8}, {"MB/s", 1e-3},
-      {"Mb/s", 1e-3 / 8}};
+typedef struct { const char *unit; double factor; } json_unit;
+
+/* "NUMBER UNIT" (a space between allowed) with UNIT one of units[0..n):
+ * the number times its unit's factor. */
+static bool parse_with_unit(const char *text, const json_unit *units, size_t n, double *out) {
   char *end;
   double v = g_ascii_strtod(text, &end);
   if (end == text || !isfinite(v)) return false;
   while (*end == ' ') end++;
-  for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
+  for (size_t i = 0; i < n; i++)
     if (!strcmp(end, units[i].unit)) {
-      *gbps = v * units[i].to_GBps;
+      *out = v * units[i].factor;
       return true;
     }
   return false;
+}
+
+static bool parse_rate(const char *text, double *gbps) {
+  static const json_unit units[] = {{"GB/s", 1},      {"Gb/s", 1.0 / 8}, {"TB/s", 1e3},
+                                    {"Tb/s", 1e3 / 8}, {"MB/s", 1e-3},    {"Mb/s", 1e-3 / 8}};
+  return parse_with_unit(text, units, G_N_ELEMENTS(units), gbps);
 }
 
 /* "80GiB", "80 GB", "0.5TB": the number in GiB.  GB and TB are decimal,
  * as memory is sold ("80 GB" = 74.5 GiB); GiB and TiB binary, as PyTorch
  * reports it. */
 static bool parse_size(const char *text, double *gib) {
-  static const struct { const char *unit; double to_GiB; } units[] = {
-      {"GiB", 1}, {"TiB", 1024}, {"MiB", 1.0 / 1024}, {"GB", 1e9 / 1073741824.0},
-      {"TB", 1e12 / 1073741824.0}, {"MB", 1e6 / 1073741824.0}};
-  char *end;
-  double v = g_ascii_strtod(text, &end);
-  if (end == text || !isfinite(v)) return false;
-  while (*end == ' ') end++;
-  for (size_t i = 0; i < G_N_ELEMENTS(units); i++)
-    if (!strcmp(end, units[i].unit)) {
-      *gib = v * units[i].to_GiB;
-      return true;
-    }
-  return false;
+  static const json_unit units[] = {{"GiB", 1},
+                                    {"TiB", 1024},
+                                    {"MiB", 1.0 / 1024},
+                                    {"GB", 1e9 / 1073741824.0},
+                                    {"TB", 1e12 / 1073741824.0},
+                                    {"MB", 1e6 / 1073741824.0}};
+  return parse_with_unit(text, units, G_N_ELEMENTS(units), gib);
 }
 
 static bool lookup(json_object *obj, const char *key, json_object **v) {
@@ -517,4 +519,21 @@ bool json_apply_set(json_object *root, const char *assign, json_doc *doc, GError
   json_object_object_add(obj, parts[n - 1], v);
   if (doc) g_hash_table_replace(doc->set, g_steal_pointer(&key), g_strdup(assign));
   return true;
+}
+
+GPtrArray *json_dir_list(const char *dir) {
+  GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *e;
+  while (d && (e = g_dir_read_name(d))) {
+    if (!g_str_has_suffix(e, ".json")) continue;
+    g_autofree char *path = g_build_filename(dir, e, NULL);
+    g_autoptr(json_object) root = json_read_file(path, NULL);
+    json_object *desc = NULL;
+    if (root) json_object_object_get_ex(root, "description", &desc);
+    g_autofree char *name = g_strndup(e, strlen(e) - 5);
+    g_ptr_array_add(out, g_strdup_printf("%s\t%s", name, desc ? json_object_get_string(desc) : ""));
+  }
+  g_ptr_array_sort(out, cmp_strp);
+  return out;
 }

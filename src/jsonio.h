@@ -115,6 +115,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(json_doc, json_doc_free)
  * not a number of it. */
 char *json_value_understood(const char *key, const char *value);
 
+/* The JSON files of `dir`, sorted by name, each "NAME\tDESCRIPTION" (the
+ * file's name less ".json", its "description" field or ""); empty where
+ * the folder cannot be read.  Bundled topologies and models are listed so. */
+GPtrArray *json_dir_list(const char *dir);
+
 /* "a.b" joined path; result owned by the caller. */
 char *json_path_join(const char *path, const char *key);
 

@@ -140,24 +140,4 @@ void model_spec_clear(model_spec *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* g_ptr_array_sort passes pointers to the elements */
-static int cmp_str(gconstpointer a, gconstpointer b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-GPtrArray *model_presets(void) {
-  GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
-  g_autoptr(GDir) d = g_dir_open(model_dir(), 0, NULL);
-  const char *e;
-  while (d && (e = g_dir_read_name(d))) {
-    if (!g_str_has_suffix(e, ".json")) continue;
-    g_autofree char *path = g_build_filename(model_dir(), e, NULL);
-    g_autoptr(json_object) root = json_read_file(path, NULL);
-    json_object *desc = NULL;
-    if (root) json_object_object_get_ex(root, "description", &desc);
-    g_autofree char *name = g_strndup(e, strlen(e) - 5);
-    g_ptr_array_add(out, g_strdup_printf("%s\t%s", name, desc ? json_object_get_string(desc) : ""));
-  }
-  g_ptr_array_sort(out, cmp_str);
-  return out;
-}
+GPtrArray *model_presets(void) { return json_dir_list(model_dir()); }
