@@ -123,6 +123,11 @@ Every measurement is one JSON line (rank 0 writes them):
   overlap-nN.jsonl   (--parts overlap, 2 GPUs) a hop (bf16 KV, float32
                      dK/dV) alone, a linear kernel alone, and both at once:
                      how much each slows the other
+  layer-nN.jsonl     (--parts layer) a Llama decoder layer as plain PyTorch
+                     runs it, over the GPUs as Megatron TP + SP or Ulysses SP
+                     (--layer-sp), at --layer-models x --layer-tokens: the
+                     layer's forward and forward+backward time and memory,
+                     and each op alone (scripts/calibrate/layer.py)
   gemm-nN.jsonl      (--parts gemm) a decoder layer's linear layers (QKV,
                      out projection, FC1, FC2) at the token counts and TP
                      splits of --gemm-models / --gemm-tokens / --gemm-tp,
@@ -2690,6 +2695,13 @@ def main():
     ap.add_argument("--gemm-tokens", default="4K,8K,16K,32K,64K",
                     help="gemm part: tokens a TP group holds (M)")
     ap.add_argument("--gemm-tp", default="1,2,4,8", help="gemm part: TP degrees")
+    ap.add_argument("--layer-models", default="llama3-8b,llama3-70b",
+                    help="layer part: models (bundled presets or model files)")
+    ap.add_argument("--layer-tokens", default="4K,8K,16K,32K,64K",
+                    help="layer part: tokens per GPU")
+    ap.add_argument("--layer-sp", choices=("tp", "ulysses"), default="tp",
+                    help="layer part: what the GPUs split: Megatron TP with sequence "
+                         "parallelism, or Ulysses SP (one GPU: neither)")
     ap.add_argument("--compute-budget", type=float, default=1e9,
                     help="compute sweep: seconds after which no new shape is started")
     a = ap.parse_args()
@@ -2789,6 +2801,14 @@ def main():
                                ints(a.linear_chunks), LIN_BLOCK, B, H, D)
         elif part == "overlap":
             measure_overlap(out, n, rank, B, H, D, ints(a.overlap_chunks), a.iters)
+        elif part == "layer":
+            import sys
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import gemm_shapes
+            import layer
+            layer.measure_layer(out, n, rank, a.layer_models.split(","),
+                                [gemm_shapes.tokens(v) for v in a.layer_tokens.split(",")],
+                                a.iters, a.layer_sp)
         elif part == "gemm":
             measure_gemm(out, n, a.gemm_models.split(","), ints(a.gemm_tp),
                          a.gemm_tokens.split(","), a.iters)
