@@ -47,6 +47,12 @@ static GOptionEntry *option_table(cli_opts *o) {
        "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
        "softmax or linear: the attention of every layer of the model", "KIND"},
+      {"scope", 0, 0, G_OPTION_ARG_STRING, &o->scope,
+       "What the figures cover: attention (the attention layer alone, default) or layer (the "
+       "whole decoder layer around it; needs --model)", "SCOPE"},
+      {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
+       "The layer's element-wise ops: fused (one kernel each, as Megatron and "
+       "TransformerEngine run them; default) or unfused (as plain PyTorch runs them)", "HOW"},
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
        "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
       {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
@@ -192,7 +198,8 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
 void cli_opts_clear(cli_opts *o) {
   char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
-                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
+                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->scope, &o->elementwise,
+                   &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
@@ -207,7 +214,8 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .head_dim = o->head_dim, .batch = o->batch, .model = o->model,
                               .tasp_cycles = o->tasp_cycles, .usp_ulysses = o->usp_ulysses,
                               .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
-                              .set = o->set, .attention = o->attention, .strict = o->strict};
+                              .set = o->set, .attention = o->attention, .scope = o->scope,
+                              .elementwise = o->elementwise, .strict = o->strict};
 }
 
 char *cli_help(void) {

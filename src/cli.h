@@ -16,7 +16,8 @@
 typedef struct {
   /* strings as given, owned; NULL where not given */
   char *topology, *sched, *seq, *sp, *heads, *kv_heads, *head_dim, *batch, *dtype, *mask,
-      *pass, *tasp_cycles, *grad_dtype, *usp_ulysses, *attention, *model;
+      *pass, *tasp_cycles, *grad_dtype, *usp_ulysses, *attention, *model,
+      *scope, *elementwise;
   char *csv, *trace, *links, *memory, *shard, *baseline;
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */

@@ -129,7 +129,10 @@ typedef struct {
   bool on_arrival : 1;            /* compute: adds in what a transfer brought;
                                      a run without communication has nothing
                                      to add and skips it (exec no_comm) */
-  uint32_t n_held : 30;           /* comm: the last n_held of its n_dep
+  uint32_t region : 2;            /* which part of a layer a spliced task
+                                     belongs to (plan_splice_range): 0 its
+                                     own, else the caller's mark */
+  uint32_t n_held : 28;           /* comm: the last n_held of its n_dep
                                      predecessors are kernels it overlaps
                                      (plan_overlap): exec keeps those edges
                                      only where the hardware says so */
@@ -164,6 +167,8 @@ typedef struct {
   GArray *pattern_degree; /* uint32 */
   bool has_lockstep;      /* some task or transfer is PLAN_ALL */
   GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
+  uint32_t pass_barrier;   /* the barrier between the forward and the
+                              backward pass (plan_barrier), or UINT32_MAX */
 } plan;
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);
@@ -190,6 +195,10 @@ uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes);
 /* Whether every GPU's compute stream ends in the same task (or none): a
  * lockstep task (gpu PLAN_ALL) may be added only then. */
 bool plan_lockstep(const plan *p);
+/* Whether a lockstep task may follow now and wait on the streams' ends:
+ * every stream ends in the same lockstep task, or none has a task (one
+ * GPU's stream may end in a task of that GPU, which plan_lockstep allows). */
+bool plan_lockstep_after(const plan *p);
 
 /* ---- communication ---- */
 
@@ -249,7 +258,8 @@ void plan_issue(plan *p, uint32_t comm, const int64_t *issued, int64_t skip, boo
  * but that the program issues before them (exec's host clock). */
 void plan_issue_at(plan *p, uint32_t comm, uint32_t at);
 /* A synchronisation point after every GPU's issued compute and after
- * `after` (-1 none): a pass boundary.  Returns its id. */
+ * `after` (-1 none): the boundary between a plan's forward and backward
+ * pass (plan.pass_barrier).  Returns its id. */
 uint32_t plan_barrier(plan *p, uint32_t step, int64_t after);
 void plan_dep(plan *p, uint32_t before, uint32_t after);
 /* `after` waits for every task in ids. */
@@ -264,6 +274,24 @@ void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
  * hold every SM where the topology's kernel_blocks_comm says a transfer
  * gets none beside them (exec_dep_kept, compute_op_holds_sms). */
 void plan_overlap(plan *p, const GArray *ids, uint32_t comm);
+/* Copying a finished plan into one under construction, a range of its
+ * tasks at a time, so that the caller's own tasks can go before, between
+ * and after them (a decoder layer's ops around the attention a scheduler
+ * planned, between its forward and backward passes).  Every task keeps its
+ * dependencies within the plan; in each range, the first compute task of
+ * each GPU also waits for the caller's last compute task on that GPU
+ * (stream order), and a group none of whose predecessors is in the range
+ * waits for the caller's last compute on its GPUs (all GPUs: a barrier),
+ * as the data it moves was made by those.  Transfers, segments, patterns,
+ * buffers and the note come along; spliced tasks carry `region`. */
+typedef struct {
+  const plan *src;
+  uint32_t *map;      /* src task -> its copy, UINT32_MAX not yet copied */
+  uint32_t buf_base, pattern_base;
+} plan_splice;
+void plan_splice_begin(plan_splice *s, plan *q, const plan *src);
+void plan_splice_range(plan_splice *s, plan *q, uint32_t lo, uint32_t hi, uint32_t region);
+void plan_splice_end(plan_splice *s);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
 /* The finished plan p stands for, with every lockstep task one task per

@@ -190,9 +190,12 @@ static const char *mem_text(char buf[24], const sim_result *r) {
 }
 
 /* What the memory figures count, and what a GPU of t has for them. */
-static void memory_scope(FILE *f, const topology *t) {
+static void memory_scope(FILE *f, const topology *t, scope_kind scope) {
   fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
         "method allocates, as torch.cuda.max_memory_allocated counts)", f);
+  if (scope == SCOPE_LAYER)
+    fputs(", not yet the rest of the layer (its weights and activations): a lower bound at "
+          "--scope layer", f);
   if (topo_usable_gib(t) > 0)
     fprintf(f, "; usable %.1f GiB of %.1f GiB per GPU (headroom %.2f GiB); a mem marked ! "
             "does not fit", topo_usable_gib(t), t->memory_gib, t->memory_headroom_gib);
@@ -202,7 +205,7 @@ static void memory_scope(FILE *f, const topology *t) {
 }
 
 void report_memory(FILE *f, const report_ctx *c) {
-  memory_scope(f, c->s->topo);
+  memory_scope(f, c->s->topo, c->s->model.scope);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     g_autofree char *seq = size_format(r->pt.w.seq_len);
@@ -249,8 +252,12 @@ void report_table(FILE *f, const report_ctx *c) {
           m->heads, m->kv_heads, m->head_dim, m->dtype);
   g_autofree char *dflt = topo_defaults_note(t);
   if (dflt) fprintf(f, "note: %s\n", dflt);
-  memory_scope(f, t);
-  if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
+  memory_scope(f, t, m->scope);
+  if (m->scope == SCOPE_LAYER)
+    fprintf(f, "scope: one decoder layer (hidden %u, FFN %u; %s element-wise ops) around the "
+            "attention; step_ms is the layer, attention_ms its attention\n", m->hidden, m->ffn,
+            m->unfused ? "unfused" : "fused");
+  if (m->scope != SCOPE_LAYER && (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR))) {
     g_autofree char *mix = layers_text(m);
     fprintf(f, "layers: %s%s%s\n", mix, m->decay ? " (linear with decay)" : "",
             layers_total(m) > 1 ? "; times are the sum over the layers, each kind simulated once"
@@ -303,7 +310,7 @@ void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
         "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,"
-        "peak_mem_gib,fits\n", f);
+        "peak_mem_gib,fits,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -341,6 +348,14 @@ void report_csv(FILE *f, const report_ctx *c) {
     if (r->r) fprintf(f, ",%.4f,%s", sim_peak_gib(r),
                       topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "");
     else fputs(",,", f);
+    fprintf(f, ",%s,", r->pt.w.scope == SCOPE_LAYER ? "layer" : "attention");
+    if (r->r) {
+      fprintf(f, "%.6f,%u,", sim_attention_s(r) * 1e3, sim_job_gpus(r));
+      csv_num(f, "%.1f", sim_tokens_per_s_per_gpu(r));
+      fprintf(f, ",%.4f", sim_mfu(r));
+    } else {
+      fprintf(f, ",%u,,", sim_job_gpus(r));
+    }
     fputc('\n', f);
   }
 }

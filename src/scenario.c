@@ -128,6 +128,31 @@ static bool model_string(json_object *model, const char *file, const char *key,
   return true;
 }
 
+/* model.scope / --scope and model.elementwise / --elementwise.  The layer
+ * scope needs the rest of the layer's shape: the model's hidden and FFN
+ * sizes (a preset or model fields). */
+static bool load_scope(json_object *model, const char *file, const scenario_overrides *ov,
+                       workload *m, GError **err) {
+  const char *scope, *ew;
+  origin os, oe;
+  if (!model_string(model, file, "scope", "model.scope", ov->scope, "--scope", "attention",
+                    &scope, &os, err) ||
+      !model_string(model, file, "elementwise", "model.elementwise", ov->elementwise,
+                    "--elementwise", "fused", &ew, &oe, err))
+    return false;
+  if (!strcmp(scope, "attention")) m->scope = SCOPE_ATTENTION;
+  else if (!strcmp(scope, "layer")) m->scope = SCOPE_LAYER;
+  else return bad(err, os, "expected attention or layer, got \"%s\"", scope);
+  if (!strcmp(ew, "fused")) m->unfused = false;
+  else if (!strcmp(ew, "unfused")) m->unfused = true;
+  else return bad(err, oe, "expected fused or unfused, got \"%s\"", ew);
+  if (m->scope == SCOPE_LAYER && (!m->hidden || !m->ffn))
+    return bad(err, os,
+               "the layer scope needs the model's hidden and FFN sizes: give a model "
+               "(--model NAME|FILE, e.g. llama3-8b, or model.hidden and model.ffn)");
+  return true;
+}
+
 static bool parse_dtype(const char *d, origin o, workload *m, GError **err) {
   if (!strcmp(d, "bf16") || !strcmp(d, "fp16")) m->elem_bytes = 2;
   else if (!strcmp(d, "fp32")) m->elem_bytes = 4;
@@ -270,7 +295,7 @@ static bool model_source(scenario *s, json_object *root, const scenario_override
                                        "grad_dtype", "name", "usp_ulysses",
                                        "ulysses_fused", "attention", "layers", "decay",
                                        "linear_block", "preset", "hidden", "ffn", "vocab",
-                                       NULL};
+                                       "scope", "elementwise", NULL};
     json_where mw = {file, "model", NULL};
     if (!json_check_keys(*model, mw, keys, err) ||
         !json_get_string(*model, mw, "preset", false, NULL, &name, err))
@@ -358,6 +383,7 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   else return bad(err, og, "expected fp32, bf16 or fp16, got \"%s\"", grad);
   m->tasp_cycles = s->tasp_cycles;
   if (!load_layers(model, arch, file, ov, has_preset ? &preset : NULL, m, err)) return false;
+  if (!load_scope(model, file, ov, m, err)) return false;
   bool heads_given = ov->heads || (arch && json_object_object_get_ex(arch, "heads", NULL));
   if (has_preset && !kv_given && heads_given &&
       (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)) {

@@ -61,6 +61,8 @@ typedef struct {
   const char *baseline;      /* best (NULL), ring or zigzag */
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
   const char *attention;     /* softmax or linear: every layer's attention */
+  const char *scope;         /* attention or layer */
+  const char *elementwise;   /* fused or unfused */
   bool strict;               /* a point some scheduler cannot run is an error, not an n/a row */
   uint64_t topo_max_bytes;   /* the most the topology may take; 0: TOPO_MAX_BYTES */
 } scenario_overrides;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "layer.h"
 #include "layers.h"
 
 uint8_t *sim_channels_available(const topology *t, uint32_t gpus) {
@@ -27,7 +28,8 @@ double sim_util(const topology *t, const exec_result *r, uint32_t c) {
 static exec_result *run_kind(const topology *t, const scenario_point *pt, const exec_opts *o,
                              attn_kind k, GString *notes) {
   workload one = layers_one(&pt->w, k);
-  plan *p = pt->sched->build(&one, t, false);
+  plan *p = one.scope == SCOPE_LAYER ? layer_build(pt->sched, &one, t, false)
+                                     : pt->sched->build(&one, t, false);
   if (p->note->len) g_string_append_printf(notes, "%s%s", notes->len ? "; " : "", p->note->str);
   exec_result *r = exec_run(p, t, o);
   plan_free(p);
@@ -40,6 +42,8 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
  * previous layer's kernels). */
 static exec_result *run_layers(const topology *t, const scenario_point *pt, const exec_opts *o,
                                GString *notes) {
+  /* the layer scope is one decoder layer, of the model's attention kind */
+  if (pt->w.scope == SCOPE_LAYER) return run_kind(t, pt, o, pt->w.attention, notes);
   if (layers_total(&pt->w) == 1)
     return run_kind(t, pt, o, layers_count(&pt->w, ATTN_LINEAR) ? ATTN_LINEAR : ATTN_SOFTMAX,
                     notes);
@@ -195,6 +199,22 @@ static bool same_point(const workload *a, const workload *b) {
 
 double sim_peak_gib(const sim_result *r) {
   return r->r ? r->r->peak_bytes / 1073741824.0 : NAN;
+}
+
+uint32_t sim_job_gpus(const sim_result *r) { return r->pt.w.gpus; }
+
+double sim_attention_s(const sim_result *r) {
+  return r->pt.w.scope == SCOPE_ATTENTION ? r->r->step_s : r->r->region_s;
+}
+
+double sim_tokens_per_s_per_gpu(const sim_result *r) {
+  double tokens = (double)r->pt.w.batch * r->pt.w.seq_len;
+  return r->r->step_s > 0 ? tokens / r->r->step_s / sim_job_gpus(r) : INFINITY;
+}
+
+double sim_mfu(const sim_result *r) {
+  double peak = r->topo->compute.peak_flops * r->r->step_s * sim_job_gpus(r);
+  return peak > 0 ? r->r->flops / peak : 0;
 }
 
 bool sim_fits(const sim_result *r) {

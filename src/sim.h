@@ -53,6 +53,17 @@ typedef struct {
  * where none fits). */
 double sim_peak_gib(const sim_result *r);
 bool sim_fits(const sim_result *r);
+/* The point's figures per GPU of the job (job_gpus: TP x SP x DP; the SP
+ * degree while the scopes have no TP or DP): the time of the scope's
+ * attention part (the scope's step at --scope attention); tokens a second
+ * per GPU (batch x sequence / step / job GPUs); MFU: the FLOPs of the
+ * GEMMs and attention kernels simulated (compute_op_flops: a causal
+ * kernel counts its unmasked pairs, nothing recomputed) over the GPU's
+ * dense peak (compute.peak_flops) x step x job GPUs. */
+uint32_t sim_job_gpus(const sim_result *r);
+double sim_attention_s(const sim_result *r);
+double sim_tokens_per_s_per_gpu(const sim_result *r);
+double sim_mfu(const sim_result *r);
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o);
 void sim_result_free(sim_result *r);

@@ -14,6 +14,10 @@ typedef enum { PASS_FWD, PASS_BWD, PASS_FWDBWD } pass_kind;
  * D x D states K^T V per head. */
 typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_KINDS } attn_kind;
 
+/* What a point's figures cover: the attention layer alone, or the whole
+ * decoder layer around it (layer.h). */
+typedef enum { SCOPE_ATTENTION, SCOPE_LAYER } scope_kind;
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -42,6 +46,8 @@ typedef struct {
   /* The rest of the model (model.h), for the layer and model scopes; 0
    * where no model gives them (attention alone needs none). */
   uint32_t hidden, ffn, vocab;
+  scope_kind scope;
+  bool unfused;        /* element-wise ops as plain PyTorch runs them (compute.h) */
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -16,7 +16,7 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -899,6 +899,36 @@ expect_error "gpu_memory_headroom_gib must leave memory" \
   --topology h100x8 --set gpu_memory_headroom_gib=100
 expect_error "--memory and --csv on stdout at once are refused" "--memory" \
   --topology h100x8 --memory - --links -
+
+# --scope layer: one decoder layer around the scheduler's attention
+"$sim" --model llama3-8b --topology h100x8 --sched ring,ulysses --seq 128K --sp 8 --mask causal \
+  --pass fwdbwd --scope layer --csv "$tmp/layer.csv" --quiet
+"$sim" --model llama3-8b --topology h100x8 --sched ring,ulysses --seq 128K --sp 8 --mask causal \
+  --pass fwdbwd --csv "$tmp/attn.csv" --quiet
+"$sim" --heads 32 --kv-heads 8 --topology h100x8 --sched ring --seq 128K --sp 8 --mask causal \
+  --pass fwdbwd --csv "$tmp/one.csv" --quiet
+check "--scope: attention by default, attention_ms the step, job_gpus the SP degree" \
+  "[ \"\$(field $tmp/attn.csv 1 scope),\$(field $tmp/attn.csv 1 job_gpus)\" = attention,8 ] && [ \"\$(field $tmp/attn.csv 1 attention_ms)\" = \"\$(field $tmp/attn.csv 1 step_ms)\" ]"
+check "--scope layer: one layer (not the model's 32), longer than its attention, which is near the attention scope's one layer" \
+  "[ \"\$(field $tmp/layer.csv 1 scope)\" = layer ] && awk -v s=\$(field $tmp/layer.csv 1 step_ms) -v a=\$(field $tmp/layer.csv 1 attention_ms) -v o=\$(field $tmp/one.csv 1 step_ms) 'BEGIN {exit !(a < s && s < 2 * o && a > 0.9 * o && a < 1.1 * o)}'"
+check "tokens_per_s_per_gpu is batch x sequence / step / job GPUs" \
+  "awk -v s=\$(field $tmp/layer.csv 2 step_ms) -v t=\$(field $tmp/layer.csv 2 tokens_per_s_per_gpu) 'BEGIN {exit !(t > 0 && (131072 / (s / 1e3) / 8 - t) ^ 2 < 0.01)}'"
+check "mfu: in (0, 1), lower for causal ring (imbalanced) than Ulysses in the same layer" \
+  "awk -v r=\$(field $tmp/layer.csv 1 mfu) -v u=\$(field $tmp/layer.csv 2 mfu) 'BEGIN {exit !(r > 0 && u < 1 && r < u)}'"
+"$sim" --model llama3-8b --topology h100x8 --sched ring --seq 8K --sp 1 --scope layer --csv - \
+  --quiet > "$tmp/fused.csv"
+"$sim" --model llama3-8b --topology h100x8 --sched ring --seq 8K --sp 1 --scope layer \
+  --elementwise unfused --csv - --quiet > "$tmp/unfused.csv"
+check "--elementwise unfused: the layer takes longer, its attention the same" \
+  "awk -v f=\$(field $tmp/fused.csv 1 step_ms) -v u=\$(field $tmp/unfused.csv 1 step_ms) 'BEGIN {exit !(u > 1.1 * f)}' && [ \"\$(field $tmp/fused.csv 1 attention_ms)\" = \"\$(field $tmp/unfused.csv 1 attention_ms)\" ]"
+expect_error "--scope layer needs a model's hidden and FFN sizes" \
+  "option '--scope': the layer scope needs the model's hidden and FFN sizes" \
+  --topology h100x8 --scope layer
+expect_error "--scope takes attention or layer" "option '--scope': expected attention or layer" \
+  --model llama3-8b --topology h100x8 --scope model
+expect_error "--elementwise takes fused or unfused" \
+  "option '--elementwise': expected fused or unfused" --model llama3-8b --topology h100x8 \
+  --scope layer --elementwise some
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
