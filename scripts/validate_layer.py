@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""A decoder layer predicted against the calibration tool's measured layer.
+
+Reads `--parts layer` records (calibration/h100x1-layer/layer-n1.jsonl: a
+Llama layer as plain PyTorch runs it on one GPU; calibration/h200x2-layer:
+Ulysses SP 2 and one GPU), runs tasp-sim at each record's shape with
+`--scope layer --elementwise unfused` (the measured program's element-wise
+recipe) and compares `step_ms` with the measured `ms`, and the attention
+part (`attention_ms`) with the measured attention op alone.  One GPU's
+records (sp 1) run the ring scheduler on one GPU (no communication);
+Ulysses records run `--sched ulysses --sp 2`.  TP records are skipped
+(tasp-sim's layer has no tensor parallelism yet).
+
+    scripts/validate_layer.py TOPOLOGY LAYER_JSONL [--sim build/tasp-sim]
+        [--min-tokens 8192] [--summary]
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def predict(sim, topo, rec):
+    """tasp-sim's row for one layer record: (step_ms, attention_ms, confidence)."""
+    sp = rec["sp"] if rec["sp_kind"] == "ulysses" else 1
+    sched = "ulysses" if sp > 1 else "ring"
+    cmd = [sim, "--topology", topo, "--model", rec["model"], "--scope", "layer",
+           "--elementwise", "unfused", "--sched", sched, "--sp", str(sp),
+           "--seq", str(rec["seq"]), "--mask", "causal" if rec["causal"] else "full",
+           "--pass", rec["pass"], "--csv", "-", "--quiet"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    row = next(csv.DictReader(io.StringIO(out)))
+    return float(row["step_ms"]), float(row["attention_ms"]), row["confidence"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("topology")
+    ap.add_argument("records")
+    ap.add_argument("--sim", default=os.path.join(ROOT, "build", "tasp-sim"))
+    ap.add_argument("--min-tokens", type=int, default=8192,
+                    help="the summary's points: from this many tokens per GPU")
+    ap.add_argument("--summary", action="store_true", help="the summary lines only")
+    a = ap.parse_args()
+    recs = [json.loads(line) for line in open(a.records)]
+    attn_op = {(r["model"], r["tokens_per_gpu"], r["pass"]): r["ms"] for r in recs
+               if r["part"] == "layer_op" and r["op"] == "attention"}
+    rows = []
+    for r in recs:
+        if r["part"] != "layer" or r["tp"] > 1:
+            continue
+        step, attn, conf = predict(a.sim, a.topology, r)
+        err = step / r["ms"] - 1
+        measured_attn = attn_op.get((r["model"], r["tokens_per_gpu"], r["pass"]))
+        rows.append((r, step, err, attn, measured_attn, conf))
+    if not a.summary:
+        print("| model | SP | tokens/GPU | pass | predicted ms | measured ms | error | "
+              "attention predicted / alone measured | confidence |")
+        print("|---|---:|---:|---|---:|---:|---:|---:|---|")
+        for r, step, err, attn, ma, conf in rows:
+            share = f"{attn:.2f} / {ma:.2f}" if ma is not None and r["sp"] == 1 else f"{attn:.2f} / -"
+            print(f"| {r['model']} | {r['sp']} | {r['tokens_per_gpu'] // 1024}K | {r['pass']} | "
+                  f"{step:.2f} | {r['ms']:.2f} | {100 * err:+.1f}% | {share} | {conf} |")
+    sel = [abs(e) for r, _, e, _, _, _ in rows if r["tokens_per_gpu"] >= a.min_tokens]
+    alls = [abs(e) for _, _, e, _, _, _ in rows]
+    if not alls:
+        sys.exit("validate_layer: no layer records to compare")
+    print(f"layer: median |error| {100 * statistics.median(alls):.1f}% over {len(alls)} points, "
+          f"max {100 * max(alls):.1f}%")
+    if sel:
+        print(f"from {a.min_tokens} tokens/GPU: median {100 * statistics.median(sel):.1f}% "
+              f"max {100 * max(sel):.1f}% over {len(sel)} points")
+
+
+if __name__ == "__main__":
+    main()
