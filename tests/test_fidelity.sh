@@ -48,7 +48,7 @@ check_from_3k() {
 # against the layer measured on one H100 (calibration/h100x1-layer) and
 # with Ulysses SP 2 on 2 H200 (calibration/h200x2-layer/ulysses), Llama-3-8B
 # and -70B from 8K tokens per GPU: issue 21's target is a median within 5%
-# and every point within 10% (1.6% / 5.8% and 1.6% / 5.8% when set)
+# and every point within 10% (1.6% / 5.8% and 1.4% / 5.5% when set)
 layer() { # label, topology, records, median, max
   python3 scripts/validate_layer.py --sim "$B/tasp-sim" --summary "$2" "$3" \
     > "${TMPDIR:-/tmp}/fidelity.$$"
