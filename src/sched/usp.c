@@ -55,7 +55,7 @@ static plan *build(const workload *w, const topology *t, bool record_segs, bool 
   ulysses_bufs held = {{0}, 0};
   g.held = &held;
   rotate_ops ops = {.prologue = prologue, .epilogue = epilogue};
-  plan *p = ring_geom_build(&g, ops, record_segs);
+  plan *p = ring_geom_build(&g, ops, t, record_segs);
   g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",
                   u, g.ranks);
   return p;
