@@ -178,23 +178,29 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
   sample(m, g, now);
 }
 
-/* fn on every instance task uses, its writes first (start_inst: what a
- * task writes it may read) */
-static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn) {
+/* fn on every instance task uses at its start (late: at its end), its
+ * writes first (start_inst: what a task writes it may read) */
+static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, bool late) {
   if (m->use_off[task] == m->use_off[task + 1]) return;
   uint32_t k = task_gpus(m, plan_task_at(m->p, task));
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = m->use_off[task]; i < m->use_off[task + 1]; i++) {
       const plan_buf_use *u = plan_buf_use_at(m->p, m->use_of[i]);
-      if (u->write == (bool)writes) each_inst(m, u, k, fn, now);
+      if (u->write == (bool)writes && u->late == late) each_inst(m, u, k, fn, now);
     }
 }
 
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
-  on_task(m, task, now_s, start_inst);
+  on_task(m, task, now_s, start_inst, false);
 }
 
-void exec_mem_end(exec_mem *m, uint32_t task, double now_s) { on_task(m, task, now_s, end_inst); }
+/* The task's references drop, then its late writes happen (and, unless
+ * kept or read later, end at once). */
+void exec_mem_end(exec_mem *m, uint32_t task, double now_s) {
+  on_task(m, task, now_s, end_inst, false);
+  on_task(m, task, now_s, start_inst, true);
+  on_task(m, task, now_s, end_inst, true);
+}
 
 static gint by_gpu_bytes(gconstpointer a, gconstpointer b) {
   const exec_mem_live *x = a, *y = b;

@@ -26,19 +26,27 @@ uint32_t plan_buf_input(plan *p, uint32_t gpu, double bytes, const char *name) {
   return id;
 }
 
-static void use(plan *p, uint32_t task, uint32_t buf, bool write) {
+uint32_t plan_buf_saved_input(plan *p, uint32_t gpu, double bytes, const char *name) {
+  uint32_t id = plan_buf_new(p, gpu, bytes, name);
+  g_array_index(p->bufs, plan_buf, id).input = true;
+  return id;
+}
+
+static void use(plan *p, uint32_t task, uint32_t buf, bool write, bool late) {
   g_assert(buf < plan_buf_count(p) && task < p->tasks->len);
   const plan_buf *b = plan_buf_at(p, buf);
   const plan_task *t = plan_task_at(p, task);
   /* a compute task touches its own GPU's copy only */
   g_assert(t->kind != TASK_COMPUTE || b->gpu == PLAN_ALL || t->gpu == b->gpu);
   g_assert(t->kind != TASK_COMPUTE || t->gpu != PLAN_ALL || b->gpu == PLAN_ALL);
-  plan_buf_use u = {buf, task, write};
+  plan_buf_use u = {buf, task, write, late};
   g_array_append_val(uses(p), u);
 }
 
-void plan_buf_writes(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, true); }
-void plan_buf_reads(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, false); }
+void plan_buf_writes(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, true, false); }
+void plan_buf_reads(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, false, false); }
+void plan_buf_writes_late(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, true, true); }
+void plan_buf_reads_late(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, false, true); }
 
 void plan_buf_keep(plan *p, uint32_t buf) {
   g_assert(buf < plan_buf_count(p));

@@ -36,15 +36,28 @@ typedef struct {
 typedef struct {
   uint32_t buf, task;
   bool write;
+  bool late; /* at the task's end, after its other references are dropped */
 } plan_buf_use;
 
 /* A buffer of `bytes` on GPU gpu (PLAN_ALL: on each), named `name`. */
 uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name);
 /* An input of the pass: live from its start, kept (the caller holds it). */
 uint32_t plan_buf_input(plan *p, uint32_t gpu, double bytes, const char *name);
+/* A tensor the forward saved for the backward, given to a backward-only
+ * plan: live from its start, freed after its last reader (autograd frees
+ * a node's saved tensors once its backward has run). */
+uint32_t plan_buf_saved_input(plan *p, uint32_t gpu, double bytes, const char *name);
 /* Task `task` writes (allocates, fills) or reads buffer `buf`. */
 void plan_buf_writes(plan *p, uint32_t task, uint32_t buf);
 void plan_buf_reads(plan *p, uint32_t task, uint32_t buf);
+/* Task `task` writes buffer `buf` as it ends: the statement after the
+ * task's last kernel that makes the pass's result (ring_flash_attn's
+ * `out.to(q.dtype)` after its loop), once the task's temporaries and the
+ * references it held are gone; a buffer it last reads is freed first. */
+void plan_buf_writes_late(plan *p, uint32_t task, uint32_t buf);
+/* ... and reads `buf` there too (what that statement copies from): the
+ * buffer outlives the task's other references. */
+void plan_buf_reads_late(plan *p, uint32_t task, uint32_t buf);
 /* Buffer `buf` outlives the pass (an output handed on). */
 void plan_buf_keep(plan *p, uint32_t buf);
 /* A new buffer written by task `task`, on its GPU (a lockstep task or a

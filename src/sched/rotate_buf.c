@@ -36,6 +36,8 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->lse_bytes = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
   memset(&b->io, 0xff, sizeof b->io);
+  b->io.late = false;
+  b->io.end_task = -1;
   b->io.aux = NULL;
   b->io.n_keep = 0;
   b->kv = g_new(uint32_t, b->n);
@@ -170,6 +172,10 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
                "update_out_and_lse temporaries (float32)");
   plan_buf_reads(p, id, b->block_out);
   plan_buf_reads(p, id, b->block_lse);
+  /* the KV chunk held (`k`, `v`) is referenced until the step's loop
+   * body ends, after the merge (`k, v = next_k, next_v`) */
+  uint32_t g = plan_task_at(p, id)->gpu;
+  plan_buf_reads(p, id, g == PLAN_ALL ? b->kv[0] : b->kv[g]);
   plan_buf_writes(p, id, b->out);
   plan_buf_writes(p, id, b->lse);
 }
@@ -191,5 +197,6 @@ void rotate_buf_pass_end(rotate_buf *b) {
     for (int i = 0; i < 2; i++)
       if (acc[i] != NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
   }
-  sched_io_end(p, &b->io, b->backward);
+  /* ring_flash_attn converts after its loop, the step's tensors gone */
+  sched_io_end(p, &b->io, b->backward, true);
 }

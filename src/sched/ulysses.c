@@ -196,6 +196,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
     c->io->n_keep = 0;
     for (uint32_t i = 0; i < held.n; i++) c->io->keep[c->io->n_keep++] = held.id[i];
     for (uint32_t i = 0; i < res.n; i++) c->io->keep[c->io->n_keep++] = res.id[i];
+    for (uint32_t i = 0; i < c->io->n_keep; i++) sched_io_save(p, w, c->io->keep[i]);
   } else if (n > 1) {
     if (c->io->n_keep == 0) {
       double rows = (double)w->batch * w->seq_len * w->heads / n;
@@ -203,7 +204,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
       double bytes = 2 * rows * w->head_dim * w->elem_bytes + kv +
                      (w->attention == ATTN_SOFTMAX ? rows * 4.0 : 0);
       c->io->keep[c->io->n_keep++] =
-          plan_buf_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
+          plan_buf_saved_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
     }
     for (uint32_t i = 0; i < c->io->n_keep; i++)
       for (uint32_t g = 0; g < n; g++) plan_buf_reads(p, ks[g], c->io->keep[i]);
