@@ -14,6 +14,8 @@
 #include "plan_buf.h"
 
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 enum { INST_NONE, INST_LIVE, INST_FREED };
 
@@ -79,7 +81,9 @@ static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn
     fn(m, b, u, m->inst_off[u->buf], b->gpu, now);
     return;
   }
-  for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
+  for (uint32_t i = 0; i < k; i++)
+    if (u->gpu == PLAN_ALL || u->gpu == m->gpus[i])
+      fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
 }
 
 static void sample(exec_mem *m, uint32_t g, double now) {
@@ -89,6 +93,7 @@ static void sample(exec_mem *m, uint32_t g, double now) {
 }
 
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now) {
+  if (getenv("MEMDBG") && g == 0) fprintf(stderr, "%.0f alloc %g %u\n", now*1e6, bytes/(1<<29), inst);
   m->state[inst] = INST_LIVE;
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
@@ -173,33 +178,40 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
+  if (getenv("MEMDBG") && g == 0) fprintf(stderr, "%.0f free %s %g %u\n", now*1e6, b->name, b->bytes/(1<<29), inst);
   m->free_seq[inst] = ++m->seq;
   m->live[g] -= b->bytes;
   sample(m, g, now);
 }
 
-/* fn on every instance task uses at its start (late: at its end), its
- * writes first (start_inst: what a task writes it may read) */
-static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, bool late) {
+/* fn on every instance task uses in the phases of mask (bits:
+ * plan_buf_when), its writes first (start_inst: what a task writes it may
+ * read) */
+static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned mask) {
   if (m->use_off[task] == m->use_off[task + 1]) return;
   uint32_t k = task_gpus(m, plan_task_at(m->p, task));
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = m->use_off[task]; i < m->use_off[task + 1]; i++) {
       const plan_buf_use *u = plan_buf_use_at(m->p, m->use_of[i]);
-      if (u->write == (bool)writes && u->late == late) each_inst(m, u, k, fn, now);
+      if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
 }
 
+#define PHASE(w) (1u << (w))
+
+/* The task's references are taken (its writes allocated); those it
+ * holds only at its start are dropped. */
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
-  on_task(m, task, now_s, start_inst, false);
+  on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_DURING) | PHASE(PLAN_BUF_EARLY));
+  on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_EARLY));
 }
 
-/* The task's references drop, then its late writes happen (and, unless
- * kept or read later, end at once). */
+/* The task's references drop, then its late uses happen (and, unless
+ * kept or used later, end at once). */
 void exec_mem_end(exec_mem *m, uint32_t task, double now_s) {
-  on_task(m, task, now_s, end_inst, false);
-  on_task(m, task, now_s, start_inst, true);
-  on_task(m, task, now_s, end_inst, true);
+  on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_DURING));
+  on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_LATE));
+  on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_LATE));
 }
 
 static gint by_gpu_bytes(gconstpointer a, gconstpointer b) {

@@ -33,10 +33,18 @@ typedef struct {
   bool keep;        /* not freed: handed on to the next pass or the caller */
 } plan_buf;
 
+/* When in its task a use holds its reference. */
+typedef enum {
+  PLAN_BUF_DURING, /* from the task's start to its end */
+  PLAN_BUF_EARLY,  /* at its start only: dropped once the start's allocations are made */
+  PLAN_BUF_LATE,   /* at its end, after its other references are dropped */
+} plan_buf_when;
+
 typedef struct {
   uint32_t buf, task;
+  uint32_t gpu; /* the copy of that GPU only (PLAN_ALL: of each GPU the task runs on) */
   bool write;
-  bool late; /* at the task's end, after its other references are dropped */
+  uint8_t when; /* plan_buf_when */
 } plan_buf_use;
 
 /* A buffer of `bytes` on GPU gpu (PLAN_ALL: on each), named `name`. */
@@ -55,9 +63,19 @@ void plan_buf_reads(plan *p, uint32_t task, uint32_t buf);
  * `out.to(q.dtype)` after its loop), once the task's temporaries and the
  * references it held are gone; a buffer it last reads is freed first. */
 void plan_buf_writes_late(plan *p, uint32_t task, uint32_t buf);
+/* Task `task` reads `buf` as it starts and drops it once its own
+ * allocations are made (a Python name rebound by the task's first
+ * statement: ring_flash_attn's `next_dk` when send_recv_kv returns the
+ * next receive buffer). */
+void plan_buf_reads_early(plan *p, uint32_t task, uint32_t buf);
 /* ... and reads `buf` there too (what that statement copies from): the
  * buffer outlives the task's other references. */
 void plan_buf_reads_late(plan *p, uint32_t task, uint32_t buf);
+/* The general form: task `task` reads or writes, at `when`, the copy of
+ * buffer `buf` on GPU `gpu` only (PLAN_ALL: each GPU the task runs on; a
+ * group that sends some GPUs' copies of a buffer and not others'). */
+void plan_buf_use_on(plan *p, uint32_t task, uint32_t buf, uint32_t gpu, bool write,
+                     plan_buf_when when);
 /* Buffer `buf` outlives the pass (an output handed on). */
 void plan_buf_keep(plan *p, uint32_t buf);
 /* A new buffer written by task `task`, on its GPU (a lockstep task or a

@@ -220,7 +220,7 @@ void report_memory(FILE *f, const report_ctx *c) {
     fputc('\n', f);
     const GArray *live = r->r->peak_live;
     for (uint32_t g = 0; g < r->r->n_gpus; g++) {
-      fprintf(f, "  GPU %u: %.2f GiB:", g, r->r->gpu_peak_bytes[g] / 1073741824.0);
+      fprintf(f, "  GPU %u: %.3f GiB:", g, r->r->gpu_peak_bytes[g] / 1073741824.0);
       guint k = 0;
       for (guint j = 0; live && j < live->len; j++) {
         const exec_mem_live *l = &g_array_index(live, exec_mem_live, j);

@@ -77,6 +77,7 @@ plan *ring_geom_build(const ring_geom *g, rotate_ops ops, const topology *t, boo
   ops.pairs = pairs;
   ops.n_pairs = g->ranks < 2 ? 0 : n;
   ops.kv_bytes = g->kv_bytes;
+  ops.grads_in_place = g->zigzag;
   return rotate_build(&ops, g, g->w, t, record_segs);
 }
 

@@ -43,6 +43,9 @@ typedef struct {
    * tokens' K and V) and the name of a received one (NULL: ring_flash_attn's). */
   double kv_bytes;
   const char *kv_name;
+  /* Backward adds into the dK/dV that arrived and receives into the one
+   * it sent (zigzag_ring_flash_attn), not a new sum each step (ring). */
+  bool grads_in_place;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,

@@ -15,9 +15,12 @@ struct rotate_buf {
   sched_io io;
   uint32_t *kv;       /* per GPU: the KV chunk it holds */
   uint32_t pending;   /* this step's received chunk, NONE before the group */
-  uint32_t *dkv;      /* per GPU: the dK/dV accumulator it holds (received), NONE */
-  uint32_t *step_dkv; /* per GPU: 1 where it ran kernels this step, else NONE */
-  uint32_t step_all;  /* 1 where lockstep kernels ran this step, else NONE */
+  bool in_place;      /* backward adds into the received dK/dV (zigzag) */
+  uint32_t *dkv;      /* per GPU: the dK/dV accumulator that arrived, NONE */
+  uint32_t *sum;      /* per GPU: the one it sent last (`dk`, `dv`), NONE */
+  uint32_t *step_dkv; /* per GPU: its last kernel of this step, else NONE */
+  uint32_t step_all;  /* the last lockstep kernel of this step, else NONE */
+  int64_t last_group; /* backward: the last dK/dV group, -1 none */
   uint32_t out, lse, dq, blk_dq, blk_dkv; /* pass-wide */
   uint32_t block_out, block_lse;          /* the last kernel's, for its merge */
   uint32_t state;     /* linear forward: the last state, for its apply */
@@ -25,7 +28,7 @@ struct rotate_buf {
 };
 
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
-                           const char *kv_name) {
+                           const char *kv_name, bool in_place) {
   rotate_buf *b = g_new0(rotate_buf, 1);
   b->p = p;
   b->w = w;
@@ -35,6 +38,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->q_bytes = sched_rows_bytes(w, w->heads);
   b->lse_bytes = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
+  b->in_place = in_place;
   memset(&b->io, 0xff, sizeof b->io);
   b->io.late = false;
   b->io.end_task = -1;
@@ -42,6 +46,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->io.n_keep = 0;
   b->kv = g_new(uint32_t, b->n);
   b->dkv = g_new(uint32_t, b->n);
+  b->sum = g_new(uint32_t, b->n);
   b->step_dkv = g_new(uint32_t, b->n);
   b->seen = g_new(uint32_t, b->n);
   return b;
@@ -49,7 +54,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
 
 void rotate_buf_free(rotate_buf *b) {
   if (!b) return;
-  g_free(b->kv); g_free(b->dkv); g_free(b->step_dkv); g_free(b->seen);
+  g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->step_dkv); g_free(b->seen);
   g_free(b);
 }
 
@@ -63,7 +68,9 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
   sched_io_pass(p, b->w, &b->io, backward);
   fill(b->kv, b->n, b->io.kv);
   fill(b->dkv, b->n, NONE);
+  fill(b->sum, b->n, NONE);
   fill(b->step_dkv, b->n, NONE);
+  b->last_group = -1;
   b->pending = b->step_all = b->state = NONE;
   b->out = b->lse = b->dq = b->blk_dq = b->blk_dkv = NONE;
   if (b->w->attention != ATTN_SOFTMAX) return;
@@ -95,6 +102,52 @@ static void read_distinct(rotate_buf *b, uint32_t t, const uint32_t *ids, uint32
       plan_buf_reads(b->p, t, b->seen[i]);
 }
 
+/* Buffer `buf` is read by task t at `when`, or, where t is a lockstep
+ * kernel and buf one GPU's (steps that were not alike before), early by
+ * the group `comm` instead. */
+static void touch(rotate_buf *b, uint32_t t, uint32_t comm, uint32_t buf, plan_buf_when when) {
+  if (buf == NONE) return;
+  const plan_task *k = plan_task_at(b->p, t);
+  if (k->kind == TASK_COMPUTE && k->gpu == PLAN_ALL && plan_buf_at(b->p, buf)->gpu != PLAN_ALL)
+    plan_buf_reads_early(b->p, comm, buf);
+  else if (when == PLAN_BUF_LATE)
+    plan_buf_reads_late(b->p, t, buf);
+  else
+    plan_buf_reads(b->p, t, buf);
+}
+
+/* The dK/dV sum GPU g (PLAN_ALL: every GPU, lockstep) sends from this
+ * step, whose last kernel is k (NONE: it ran none).
+ * Ring (ring_flash_attn_backward): `dk = block_dk_buffer + next_dk`, a new
+ * float32 tensor made right after the kernel, while the one it sent last
+ * step (`dk`) and the arrived one (`next_dk`) are still referenced: three
+ * live at the add; the old `dk` goes with the assignment.  The first step
+ * makes it from the block (`block_dk_buffer.to(float32)`).  A GPU the
+ * mask skips sends the arrived one on (`dk, dv = next_dk, next_dv`).
+ * Zigzag (zigzag_ring_flash_attn_backward): adds into the arrived one
+ * (`dk = next_dk; dk[...] += block_dk_buffer`), no new tensor past the
+ * first step. */
+static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
+  uint32_t i = g == PLAN_ALL ? 0 : g, arrived = b->dkv[i], old = b->sum[i];
+  double acc = b->kv_bytes * b->grad_scale;
+  if (k == NONE) {
+    if (!b->in_place && old != NONE && old != arrived)
+      plan_buf_use_on(b->p, comm, old, g, false, PLAN_BUF_EARLY);
+    return arrived;
+  }
+  if (b->in_place && arrived != NONE) {
+    plan_buf_writes(b->p, k, arrived);
+    return arrived;
+  }
+  uint32_t sum = plan_buf_new(b->p, g, acc, "dk, dv (float32)");
+  plan_buf_writes_late(b->p, k, sum);
+  if (!b->in_place) {
+    touch(b, k, comm, arrived, PLAN_BUF_LATE);
+    touch(b, k, comm, old, PLAN_BUF_LATE);
+  }
+  return sum;
+}
+
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   plan *p = b->p;
   if (plan_xfer_count(p, plan_task_at(p, comm)) == 0) return; /* one ring rank: nothing moves */
@@ -103,28 +156,40 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
     return;
   }
-  /* what each GPU sends: `dk = block_dk_buffer + next_dk`, a new float32
-   * sum made once its kernels are done and the last accumulator has
-   * arrived (d_kv_comm.wait()), as this group starts; or, where the mask
-   * skipped the step, the arrived accumulator itself */
-  read_distinct(b, comm, b->dkv, b->n);
-  double acc = b->kv_bytes * b->grad_scale;
-  if (b->step_all != NONE) {
-    uint32_t sum = plan_buf_new(p, PLAN_ALL, acc, "dk, dv (float32)");
-    plan_buf_writes(p, comm, sum);
-    plan_buf_reads(p, comm, sum);
-  } else {
-    for (uint32_t g = 0; g < b->n; g++) {
-      if (b->step_dkv[g] == NONE) continue;
-      uint32_t sum = plan_buf_new(p, g, acc, "dk, dv (float32)");
-      plan_buf_writes(p, comm, sum);
-      plan_buf_reads(p, comm, sum);
-    }
+  g_autofree uint32_t *sent = g_new(uint32_t, b->n); /* what each GPU sends */
+  bool all = b->step_all != NONE;
+  if (all) fill(sent, b->n, step_sum(b, comm, PLAN_ALL, b->step_all));
+  else
+    for (uint32_t g = 0; g < b->n; g++) sent[g] = step_sum(b, comm, g, b->step_dkv[g]);
+  /* each GPU's copy: the sum it sends, read while it is sent; what
+   * arrived, referenced until send_recv_kv returns the next receive
+   * buffer (`next_dk, next_dv = ...`), unless it is what is sent */
+  for (uint32_t g = 0; g < b->n; g++) {
+    uint32_t on = all ? PLAN_ALL : g;
+    if (sent[g] != NONE) plan_buf_use_on(p, comm, sent[g], on, false, PLAN_BUF_DURING);
+    if (b->dkv[g] != NONE && b->dkv[g] != sent[g] && !b->in_place)
+      plan_buf_use_on(p, comm, b->dkv[g], on, false, PLAN_BUF_EARLY);
+    if (all) break;
   }
-  uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale, "next_dk, next_dv");
-  fill(b->dkv, b->n, next);
+  if (b->in_place && b->sum[0] != NONE) {
+    /* zigzag receives into the buffer it sent last step (its
+     * dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
+    for (uint32_t g = 0; g < b->n; g++) {
+      if (b->sum[g] != NONE) plan_buf_use_on(p, comm, b->sum[g], all ? PLAN_ALL : g, true,
+                                             PLAN_BUF_DURING);
+      if (all) break;
+    }
+    memcpy(b->dkv, b->sum, b->n * sizeof(uint32_t));
+  } else {
+    uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale,
+                                 b->in_place ? "dk_comm_buffer, dv_comm_buffer (float32)"
+                                             : "next_dk, next_dv");
+    fill(b->dkv, b->n, next);
+  }
+  memcpy(b->sum, sent, b->n * sizeof(uint32_t));
   fill(b->step_dkv, b->n, NONE);
   b->step_all = NONE;
+  b->last_group = comm;
 }
 
 void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
@@ -133,7 +198,13 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   plan_op op = t->op;
   uint32_t g = t->gpu;
   double rows = (double)op.batch * op.sq * op.heads; /* query rows of this task */
-  if (op.kind != OP_COPY) plan_buf_reads(p, id, g == PLAN_ALL ? b->kv[0] : b->kv[g]);
+  /* backward: the held KV is referenced past the kernel, to the add that
+   * follows it (`k, v = next_k, next_v` ends the step) */
+  if (op.kind != OP_COPY) {
+    uint32_t kv = g == PLAN_ALL ? b->kv[0] : b->kv[g];
+    if (b->backward) plan_buf_reads_late(p, id, kv);
+    else plan_buf_reads(p, id, kv);
+  }
   if (op.kind == OP_LIN_STATE && !b->backward) {
     b->state = plan_buf_out(p, id, 4.0 * op.batch * op.heads * op.head_dim * op.head_dim,
                             "kv_state (float32)");
@@ -157,9 +228,9 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     plan_buf_writes(p, id, b->blk_dkv);
     plan_buf_writes(p, id, b->dq);
   }
-  /* this GPU (every GPU, lockstep) makes a new dK/dV sum this step */
-  if (g == PLAN_ALL) b->step_all = 1;
-  else b->step_dkv[g] = 1;
+  /* this GPU (every GPU, lockstep) makes its dK/dV sum after this step */
+  if (g == PLAN_ALL) b->step_all = id;
+  else b->step_dkv[g] = id;
 }
 
 void rotate_buf_merge(rotate_buf *b, uint32_t id) {
@@ -189,13 +260,29 @@ void rotate_buf_pass_end(rotate_buf *b) {
   plan *p = b->p;
   /* the final conversions read the accumulators (out.to(q.dtype), dq.to) */
   uint32_t acc[2] = {b->backward ? b->dq : b->out, b->backward ? NONE : b->lse};
-  int64_t done = -1;
-  for (uint32_t g = 0; g < b->n; g++) {
-    int64_t t = p->last_compute[g];
-    if (t < 0 || t == done) continue;
-    done = t;
+  /* backward converts once the last dK/dV hop is home (`d_kv_comm.wait()`
+   * before `next_dk.to(q.dtype)`), unless tasks follow it (USP's gather) */
+  bool after_group = b->backward && b->last_group >= 0;
+  for (uint32_t g = 0; after_group && g < b->n; g++)
+    if (p->last_compute[g] > b->last_group) after_group = false;
+  if (after_group) {
+    uint32_t t = (uint32_t)b->last_group;
+    b->io.end_task = t;
     for (int i = 0; i < 2; i++)
-      if (acc[i] != NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
+      if (acc[i] != NONE) plan_buf_reads_late(p, t, acc[i]);
+    plan_buf_reads_late(p, t, b->dkv[0]);
+    /* the block buffers are the function's locals, gone as it returns */
+    if (b->blk_dq != NONE) plan_buf_reads_late(p, t, b->blk_dq);
+    if (b->blk_dkv != NONE) plan_buf_reads_late(p, t, b->blk_dkv);
+  } else {
+    int64_t done = -1;
+    for (uint32_t g = 0; g < b->n; g++) {
+      int64_t t = p->last_compute[g];
+      if (t < 0 || t == done) continue;
+      done = t;
+      for (int i = 0; i < 2; i++)
+        if (acc[i] != NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
+    }
   }
   /* ring_flash_attn converts after its loop, the step's tensors gone */
   sched_io_end(p, &b->io, b->backward, true);

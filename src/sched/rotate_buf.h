@@ -27,9 +27,11 @@ typedef struct rotate_buf rotate_buf;
 
 /* kv_bytes: the KV chunk a GPU holds and passes on; grad_scale: bytes of
  * the dK/dV accumulators per KV byte; kv_name: what the received chunk is
- * called in the cited code (NULL: "next_k, next_v"). */
+ * called in the cited code (NULL: "next_k, next_v"); in_place: backward
+ * adds into the received dK/dV and receives into the one it sent
+ * (zigzag_ring_flash_attn), else makes a new sum each step (ring). */
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
-                           const char *kv_name);
+                           const char *kv_name, bool in_place);
 void rotate_buf_free(rotate_buf *b);
 /* A pass begins: its tensors (sched_io) are declared. */
 void rotate_buf_pass(rotate_buf *b, bool backward);
