@@ -11,11 +11,12 @@
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"
 
+#include "exec_alloc.h"
 #include "plan_buf.h"
 
+#include <math.h>
+
 #include <string.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 enum { INST_NONE, INST_LIVE, INST_FREED };
 
@@ -31,6 +32,8 @@ struct exec_mem {
   uint32_t *writing;       /* per instance: 1 + a task that writes it, as it starts
                               (a task may read what it writes: an accumulator) */
   uint64_t *alloc_seq, *free_seq;
+  uint32_t *block;         /* per instance: its block in its GPU's allocator */
+  exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR), indices into plan's uses */
   double *live, *peak;     /* per GPU */
   uint64_t *peak_seq;      /* per GPU: the event at which its peak was reached */
@@ -93,8 +96,8 @@ static void sample(exec_mem *m, uint32_t g, double now) {
 }
 
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now) {
-  if (getenv("MEMDBG") && g == 0) fprintf(stderr, "%.0f alloc %g %u\n", now*1e6, bytes/(1<<29), inst);
   m->state[inst] = INST_LIVE;
+  m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
   if (m->live[g] > m->peak[g]) {
@@ -119,6 +122,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->trace = trace;
   m->n = n;
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, n);
+  if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, n);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
   m->inst_off = g_new(uint32_t, nb + 1);
   uint32_t ni = 0;
@@ -133,6 +137,9 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->writing = g_new0(uint32_t, ni);
   m->alloc_seq = g_new0(uint64_t, ni);
   m->free_seq = g_new0(uint64_t, ni);
+  m->block = g_new0(uint32_t, ni);
+  m->alloc = g_new(exec_alloc *, n);
+  for (uint32_t g = 0; g < n; g++) m->alloc[g] = exec_alloc_new();
   m->live = g_new0(double, n);
   m->peak = g_new0(double, n);
   m->peak_seq = g_new0(uint64_t, n);
@@ -178,7 +185,7 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
-  if (getenv("MEMDBG") && g == 0) fprintf(stderr, "%.0f free %s %g %u\n", now*1e6, b->name, b->bytes/(1<<29), inst);
+  exec_alloc_release(m->alloc[g], m->block[inst]);
   m->free_seq[inst] = ++m->seq;
   m->live[g] -= b->bytes;
   sample(m, g, now);
@@ -268,8 +275,13 @@ void exec_mem_finish(exec_mem *m) {
   g_array_set_size(r->peak_live, 0);
   r->peak_bytes = 0;
   r->peak_gpu = 0;
+  r->peak_reserved_bytes = 0;
   for (uint32_t g = 0; g < m->n; g++) {
     r->gpu_peak_bytes[g] = m->peak[g];
+    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[g]);
+    if (r->gpu_peak_reserved_bytes[g] > r->peak_reserved_bytes)
+      r->peak_reserved_bytes = r->gpu_peak_reserved_bytes[g];
+    exec_alloc_free(m->alloc[g]);
     if (m->peak[g] > r->peak_bytes) {
       r->peak_bytes = m->peak[g];
       r->peak_gpu = g;
@@ -279,7 +291,7 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->stamp); g_free(m->use_off); g_free(m->use_of);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp); g_free(m->use_off); g_free(m->use_of);
   g_free(m);
 }
 
@@ -287,6 +299,16 @@ void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s)
   if (!r->gpu_peak_bytes) return;
   uint32_t n = acc->n_gpus;
   if (!acc->gpu_peak_bytes) acc->gpu_peak_bytes = g_new0(double, n);
+  if (!acc->gpu_peak_reserved_bytes) acc->gpu_peak_reserved_bytes = g_new0(double, n);
+  /* layers run one after another, each replayed from an empty cache: the
+   * larger of their peaks reserved (a lower bound where a later layer's
+   * requests could not reuse what an earlier one left cached) */
+  for (uint32_t g = 0; g < n; g++) {
+    if (r->gpu_peak_reserved_bytes && r->gpu_peak_reserved_bytes[g] > acc->gpu_peak_reserved_bytes[g])
+      acc->gpu_peak_reserved_bytes[g] = r->gpu_peak_reserved_bytes[g];
+    if (acc->gpu_peak_reserved_bytes[g] > acc->peak_reserved_bytes)
+      acc->peak_reserved_bytes = acc->gpu_peak_reserved_bytes[g];
+  }
   if (!acc->peak_live) acc->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
   g_autofree bool *take = g_new0(bool, n);
   for (uint32_t g = 0; g < n; g++) take[g] = r->gpu_peak_bytes[g] > acc->gpu_peak_bytes[g];
@@ -321,6 +343,8 @@ void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s)
 
 void exec_mem_result_free(exec_result *r) {
   g_free(r->gpu_peak_bytes);
+  g_free(r->gpu_peak_reserved_bytes);
   if (r->peak_live) g_array_free(r->peak_live, TRUE);
   if (r->mem) g_array_free(r->mem, TRUE);
 }
+

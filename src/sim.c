@@ -197,6 +197,10 @@ double sim_peak_gib(const sim_result *r) {
   return r->r ? r->r->peak_bytes / 1073741824.0 : NAN;
 }
 
+double sim_peak_reserved_gib(const sim_result *r) {
+  return r->r ? r->r->peak_reserved_bytes / 1073741824.0 : NAN;
+}
+
 bool sim_fits(const sim_result *r) {
   double usable = topo_usable_gib(r->topo);
   return !r->r || usable <= 0 || sim_peak_gib(r) <= usable;
