@@ -83,6 +83,13 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
      * backward kernel of the same queries (the joined output is the
      * pass's out; the program's `outs`) */
     c->io->n_keep = 0;
+    uint32_t chunks = UINT32_MAX;
+    if (w->causal) {
+      double rows = out / w->elem_bytes / w->head_dim; /* the GPU's query rows x heads */
+      chunks = plan_buf_new(p, PLAN_ALL, out + rows * 4.0, "out, softmax_lse of each chunk");
+      sched_io_save(p, w, chunks);
+      c->io->keep[c->io->n_keep++] = chunks;
+    }
     for (uint32_t g = 0; g < n; g++) {
       int64_t ready = ag;
       if (w->causal) {
@@ -94,12 +101,8 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
       uint32_t nk = kernels(p, w, g, false, ready, ordered, UINT32_MAX, ids, UINT32_MAX);
       if (w->causal) {
         uint32_t cat = plan_copy(p, g, 0, out);
-        double rows = out / w->elem_bytes / w->head_dim; /* the GPU's query rows x heads */
-        uint32_t chunks = plan_buf_new(p, g, out + rows * 4.0, "out, softmax_lse of each chunk");
         for (uint32_t i = 0; i < nk; i++) plan_buf_writes(p, ids[i], chunks);
         plan_buf_reads(p, cat, chunks);
-        sched_io_save(p, w, chunks);
-        c->io->keep[c->io->n_keep++] = chunks;
       }
     }
     return ag;
@@ -109,9 +112,8 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
     c->io->saved = plan_buf_saved_input(p, PLAN_ALL, whole, "gathered k, v (from forward)");
     if (w->causal) {
       double rows = out / w->elem_bytes / w->head_dim;
-      for (uint32_t g = 0; g < n; g++)
-        c->io->keep[c->io->n_keep++] = plan_buf_saved_input(p, g, out + rows * 4.0,
-                                                      "out, softmax_lse of each chunk");
+      c->io->keep[c->io->n_keep++] =
+          plan_buf_saved_input(p, PLAN_ALL, out + rows * 4.0, "out, softmax_lse of each chunk");
     }
   }
   uint32_t acc = plan_buf_new(p, PLAN_ALL, whole * grad, "dk, dv of the sequence (float32)");
@@ -126,7 +128,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
     double keys = w->causal ? q[nq - 1].start + q[nq - 1].len : w->seq_len;
     uint32_t dkv = plan_buf_new(p, g, workload_kv_bytes(w, keys), "dk, dv of the gathered keys");
     uint32_t nk = kernels(p, w, g, true, after, c->io->saved,
-                          w->causal ? c->io->keep[g] : UINT32_MAX, ids, dkv);
+                          w->causal ? c->io->keep[0] : UINT32_MAX, ids, dkv);
     /* the accumulator is made before the kernels run (torch.empty), and
      * the full mask's one kernel returns the pass's dQ itself */
     plan_buf_writes(p, ids[0], acc);

@@ -27,7 +27,7 @@
 
 ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag) {
   uint32_t r = w->gpus / u;
-  ring_geom g = {w, r, u, w->seq_len / r, zigzag, 0, NULL};
+  ring_geom g = {w, r, u, w->seq_len / r, zigzag, 0, NULL, NULL};
   g.kv_bytes = 2.0 * w->batch * (double)g.chunk * ulysses_kv_heads(w, u) / u * w->head_dim *
                w->elem_bytes;
   return g;

@@ -18,6 +18,7 @@ typedef struct {
   bool zigzag;
   double kv_bytes;    /* bytes of the KV a GPU holds and passes on */
   ulysses_bufs *held; /* usp: what the Ulysses scatter received, for the gather */
+  ulysses_bufs *saved; /* usp: what the forward saves for the backward */
 } ring_geom;
 
 /* r = n / u ring ranks over the sequence; KV heads per GPU: kv_heads / u,

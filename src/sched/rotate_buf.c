@@ -141,16 +141,40 @@ static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
   }
   uint32_t sum = plan_buf_new(b->p, g, acc, "dk, dv (float32)");
   plan_buf_writes_late(b->p, k, sum);
-  if (!b->in_place) {
-    touch(b, k, comm, arrived, PLAN_BUF_LATE);
-    touch(b, k, comm, old, PLAN_BUF_LATE);
-  }
+  /* the old sum is held to the add; the arrived one, whose group may not
+   * be done when the kernel is (the program waits for it: the add is
+   * where the model's timing and the program's part), is held by this
+   * step's group until it starts */
+  if (!b->in_place) touch(b, k, comm, old, PLAN_BUF_LATE);
   return sum;
 }
 
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   plan *p = b->p;
-  if (plan_xfer_count(p, plan_task_at(p, comm)) == 0) return; /* one ring rank: nothing moves */
+  bool moves = plan_xfer_count(p, plan_task_at(p, comm)) > 0; /* else one ring rank */
+  if (!moves && grads) {
+    /* ring_flash_attn on one rank still makes its float32 sums
+     * (`block_dk_buffer.to(float32)`), converted at the end */
+    if (b->step_all != NONE) fill(b->sum, b->n, step_sum(b, comm, PLAN_ALL, b->step_all));
+    else
+      for (uint32_t g = 0; g < b->n; g++)
+        if (b->step_dkv[g] != NONE) b->sum[g] = step_sum(b, comm, g, b->step_dkv[g]);
+    /* the block gradients go once converted (the measured USP program,
+     * calibrate.py USP.attend_bwd: `del bq, bk, bv`; ring_flash_attn
+     * would hold its block buffers to its return, through the output
+     * conversions, which here follow in the Ulysses gather) */
+    for (uint32_t g = 0; g < b->n; g++) {
+      uint32_t k = b->step_all != NONE ? b->step_all : b->step_dkv[g];
+      if (k == NONE) continue;
+      if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
+      if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+      if (b->step_all != NONE) break;
+    }
+    fill(b->step_dkv, b->n, NONE);
+    b->step_all = NONE;
+    return;
+  }
+  if (!moves) return;
   if (!grads) {
     read_distinct(b, comm, b->kv, b->n);
     b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
@@ -226,7 +250,9 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     plan_buf_out(p, id, rows * op.head_dim * 4.0, "dq_accum (flash backward, float32)");
     plan_buf_writes(p, id, b->blk_dq);
     plan_buf_writes(p, id, b->blk_dkv);
-    plan_buf_writes(p, id, b->dq);
+    /* `dq = block_dq_buffer.to(float32)` after the first kernel, then
+     * `dq += block_dq_buffer` */
+    plan_buf_writes_late(p, id, b->dq);
   }
   /* this GPU (every GPU, lockstep) makes its dK/dV sum after this step */
   if (g == PLAN_ALL) b->step_all = id;
@@ -270,7 +296,7 @@ void rotate_buf_pass_end(rotate_buf *b) {
     b->io.end_task = t;
     for (int i = 0; i < 2; i++)
       if (acc[i] != NONE) plan_buf_reads_late(p, t, acc[i]);
-    plan_buf_reads_late(p, t, b->dkv[0]);
+    plan_buf_reads_late(p, t, b->dkv[0]); /* `next_dk.to(q.dtype)` */
     /* the block buffers are the function's locals, gone as it returns */
     if (b->blk_dq != NONE) plan_buf_reads_late(p, t, b->blk_dq);
     if (b->blk_dkv != NONE) plan_buf_reads_late(p, t, b->blk_dkv);
@@ -282,6 +308,9 @@ void rotate_buf_pass_end(rotate_buf *b) {
       done = t;
       for (int i = 0; i < 2; i++)
         if (acc[i] != NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
+      /* one ring rank: its own float32 dK/dV sum, converted */
+      uint32_t home = b->backward && b->last_group < 0 ? b->sum[g] : NONE;
+      if (home != NONE) touch(b, (uint32_t)t, (uint32_t)t, home, PLAN_BUF_DURING);
     }
   }
   /* ring_flash_attn converts after its loop, the step's tensors gone */

@@ -18,11 +18,32 @@ static uint32_t degree(const workload *w, const topology *t) {
   return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
 }
 
+/* yunchang's attention function saves its head-scattered Q, K, V (and
+ * the ring's output and log-sum-exp) for the backward, as DeepSpeed's
+ * does (ulysses.c): the forward keeps the scattered tensors; the backward
+ * holds them (a backward alone: as one input) until the ring's backward
+ * has returned, and frees them then (read by the gathers, which follow). */
 static int64_t prologue(const void *self, plan *p, bool backward, int64_t after,
                         const sched_io *io) {
   const ring_geom *g = self;
+  const workload *w = g->w;
   g->held->n = 0;
-  return ulysses_scatter_heads(p, g->w, g->u, backward, 0, after, io, g->held);
+  int64_t r = ulysses_scatter_heads(p, w, g->u, backward, 0, after, io, g->held);
+  if (g->u < 2) return r;
+  if (!backward) {
+    *g->saved = *g->held;
+    for (uint32_t i = 0; i < g->saved->n; i++) sched_io_save(p, w, g->saved->id[i]);
+    return r;
+  }
+  if (g->saved->n == 0) {
+    double rows = (double)w->batch * w->seq_len * w->heads / w->gpus;
+    double bytes = 2 * rows * w->head_dim * w->elem_bytes + rows * 4.0 + g->kv_bytes;
+    g->saved->id[g->saved->n++] =
+        plan_buf_saved_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/u heads");
+  }
+  for (uint32_t i = 0; i < g->saved->n && g->held->n < G_N_ELEMENTS(g->held->id); i++)
+    g->held->id[g->held->n++] = g->saved->id[i];
+  return r;
 }
 
 /* The gather sends the ring's result (rotate_buf's accumulators, converted
@@ -52,8 +73,9 @@ static bool check(const workload *w, const topology *t, bool zigzag, const char 
 static plan *build(const workload *w, const topology *t, bool record_segs, bool zigzag) {
   uint32_t u = degree(w, t);
   ring_geom g = ring_geom_make(w, u, zigzag);
-  ulysses_bufs held = {{0}, 0};
+  ulysses_bufs held = {{0}, 0}, saved = {{0}, 0};
   g.held = &held;
+  g.saved = &saved;
   rotate_ops ops = {.prologue = prologue, .epilogue = epilogue};
   plan *p = ring_geom_build(&g, ops, t, record_segs);
   g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",
