@@ -47,6 +47,7 @@ uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, 
   uint32_t id = plan_linear(c->p, r, step, &shape, kind, q, q ? 1 : 0, k, k ? 1 : 0);
   if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
   state_use(c, id, backward);
+  if (kind == OP_LIN_INTRA) sched_lin_intra_workspace(c->p, id);
   return id;
 }
 

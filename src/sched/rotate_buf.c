@@ -229,6 +229,7 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     if (b->backward) plan_buf_reads_late(p, id, kv);
     else plan_buf_reads(p, id, kv);
   }
+  if (op.kind == OP_LIN_INTRA) sched_lin_intra_workspace(p, id);
   if (op.kind == OP_LIN_STATE && !b->backward) {
     b->state = plan_buf_out(p, id, 4.0 * op.batch * op.heads * op.head_dim * op.head_dim,
                             "kv_state (float32)");

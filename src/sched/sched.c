@@ -109,6 +109,32 @@ void sched_io_save(plan *p, const workload *w, uint32_t buf) {
   if (w->pass == PASS_FWD) plan_buf_keep(p, buf);
 }
 
+/* The causal intra-chunk kernel whose times the linear tables hold is
+ * scripts/calibrate/calibrate.py's stand-in for lightning attention
+ * (lin_intra, lin_intra_bwd; calibration/h200x2-linear), so its memory is
+ * charged too, as that kernel's workspace: per token and head, with b the
+ * block length and D the head dim, the float32 states K_i^T V_i of every
+ * block (4 D^2 / b bytes) and their bf16 exclusive prefix (2 D^2 / b)
+ * beside the output, forward; backward, at its peak (the suffix sum), the
+ * block states and prefix, the float32 dP_i = Q_i^T dO_i and its suffix
+ * difference (4 + 4 D^2 / b) and that made bf16 (2 D^2 / b), and the
+ * masked scores and dS of the diagonal blocks (2 b each): 16 D^2 / b + 4 b
+ * (calibration/h200x2-mem: LASP causal at 64K tokens, D = 128, b = 64,
+ * peaks 5.0 / 13.0 GiB against 2.0 / 4.0 of the full mask).  Lightning
+ * attention's fused kernels keep these in on-chip memory: a model of them
+ * would declare none; the times priced here are the stand-in's, and so is
+ * the memory. */
+void sched_lin_intra_workspace(plan *p, uint32_t task) {
+  const plan_op *op = &plan_task_at(p, task)->op;
+  g_assert(op->kind == OP_LIN_INTRA);
+  if (!op->causal) return;
+  double b = op->block && op->block < op->sq ? op->block : op->sq;
+  double d2 = (double)op->head_dim * op->head_dim;
+  double per = op->backward ? 16 * d2 / b + 4 * b : 6 * d2 / b;
+  plan_buf_out(p, task, per * op->batch * op->heads * op->sq,
+               "intra-chunk workspace (block states, float32)");
+}
+
 double sched_rows_bytes(const workload *w, double heads) {
   return (double)w->batch * ((double)w->seq_len / w->gpus) * heads * w->head_dim * w->elem_bytes;
 }

@@ -94,6 +94,10 @@ void sched_io_end(plan *p, const sched_io *io, bool backward, bool late);
  * plan (the backward that frees it is not part of it), freed after its
  * last reader where the backward runs too. */
 void sched_io_save(plan *p, const workload *w, uint32_t buf);
+/* Declares the workspace of intra-chunk linear-attention task `task`
+ * (OP_LIN_INTRA; none for the full mask): that of the kernel the linear
+ * tables price, calibrate.py's lin_intra / lin_intra_bwd (sched.c). */
+void sched_lin_intra_workspace(plan *p, uint32_t task);
 /* Bytes per GPU of its S/N tokens of `heads` heads in the layer's dtype. */
 double sched_rows_bytes(const workload *w, double heads);
 

@@ -185,6 +185,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
                      ? plan_linear(p, g, 0, &shape, OP_LIN_INTRA, &all, 1, &all, 1)
                      : plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
     if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
+    if (w->attention == ATTN_LINEAR) sched_lin_intra_workspace(p, k);
     ks[g] = k;
   }
   ulysses_kernel_bufs(p, w, n, backward, ks, n, &res, &held);
