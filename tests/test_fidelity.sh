@@ -58,16 +58,30 @@ check_from_3k ulysses/allgather/tokenring topologies/h200x2-tool.json \
 # (docs/validation.md says what is left)
 check_from_3k linear topologies/h200x2-linear.json calibration/h200x2-linear/passes-n2.jsonl \
   3.2 38
-# Peak memory per GPU against torch.cuda.max_memory_allocated
-# (calibration/h200x2-mem: every method, pass and mask on 2 H200, and one
-# rank's program of 4 and 8): scripts/validate_memory.py from 4K tokens per
-# GPU.  Not yet issue 20's 5%: these bounds hold what the model gives today
-# (median 10.6%, max 69.4%: linear causal passes, whose measured programs
-# materialise masked scores the model does not declare; docs/validation.md)
+# Peak memory per GPU against torch.cuda.max_memory_allocated and
+# max_memory_reserved (calibration/h200x2-mem: every method, pass and mask
+# on 2 H200, and one rank's program of 4 and 8): scripts/validate_memory.py
+# from 4K tokens per GPU, each measured rank against its own GPU.  Issue
+# 20's targets are 5% (allocated) and 10% (reserved) for every method and
+# pass; these bounds hold what the model gives today (allocated median
+# 0.2%, max 42.1%, reserved median 3.6%, max 42.2%: linear Ring, whose
+# program preallocates two receive buffers and three float32 dK/dV
+# accumulators the model does not declare; without it, allocated max
+# 15.6% (LASP-2 causal at 4K), reserved 21.2% (TASP causal backward);
+# docs/validation.md says what is left)
 python3 scripts/validate_memory.py --sim "$B/tasp-sim" --summary > "${TMPDIR:-/tmp}/fidelity.$$"
-set -- $(sed -n 's/^| all | [0-9]* | \([0-9.]*\)% | \([0-9.]*\)% |$/\1 \2/p' "${TMPDIR:-/tmp}/fidelity.$$")
+set -- $(sed -n 's/^| all | [0-9]* | \([0-9.]*\)% | \([0-9.]*\)% | \([0-9.]*\)% | \([0-9.]*\)% |$/\1 \2 \3 \4/p' \
+  "${TMPDIR:-/tmp}/fidelity.$$")
+others=$(awk -F'|' '$2 !~ /all|ring \(linear\)|method|---/ {
+  for (i = 5; i <= 7; i += 2) { v = $i; gsub(/[ %]/, "", v); if (v + 0 > m[i]) m[i] = v + 0 } }
+  END { print m[5] + 0, m[7] + 0 }' "${TMPDIR:-/tmp}/fidelity.$$")
 rm -f "${TMPDIR:-/tmp}/fidelity.$$"
-check "memory peaks from 4K tokens per GPU, median" "$1" 11
-check "memory peaks from 4K tokens per GPU, max" "$2" 70
+check "memory peaks from 4K tokens per GPU, median" "$1" 0.5
+check "memory peaks from 4K tokens per GPU, max" "$2" 43
+check "memory peaks reserved from 4K tokens per GPU, median" "$3" 4
+check "memory peaks reserved from 4K tokens per GPU, max" "$4" 43
+set -- $others
+check "memory peaks of all but linear Ring, max" "$1" 16
+check "memory peaks reserved of all but linear Ring, max" "$2" 22
 echo "fidelity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
