@@ -425,6 +425,29 @@ static void t_lockstep_expand(void) {
   topo_free(t);
 }
 
+/* Ring on linear layers (calibrate.py LinRing), MHA, full mask, 2 GPUs:
+ * forward, q, k, v (3U), the pair of KV receive buffers made at the
+ * pass's start (4U) and the output (U): 8U, and the arrived chunk's
+ * state K^T V as it is applied; backward, q, k, v, out, dout
+ * (5U), the pair (4U), three float32 dK/dV accumulators (12U) and the
+ * last step's dq, dk, dv beside this step's (6U): 27U
+ * (calibration/h200x2-mem: 1.00 and 3.38 GiB at 16K tokens per GPU). */
+static void t_linear_ring_peak(void) {
+  topology *t = switch_topo(2, 100e9);
+  for (pass_kind ps = PASS_FWD; ps <= PASS_BWD; ps++) {
+    double u, lse;
+    workload w = mha(2, false, ps, &u, &lse);
+    w.attention = ATTN_LINEAR;
+    w.linear_block = 64;
+    exec_result *r = run_sched(&sched_ring, &w, t);
+    double state = 4.0 * 32 * 128 * 128; /* the arrived chunk's K^T V, float32 */
+    CU_ASSERT_CLOSE(r->peak_bytes, ps == PASS_FWD ? 8 * u + state : 27 * u, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "bufs: KV receive buffers (x2)", NULL), 4 * u, 0);
+    exec_result_free(r);
+  }
+  topo_free(t);
+}
+
 /* When in a task a use holds its reference (plan_buf_when), on one GPU:
  * copy A makes a 100-byte temporary and `held` (10) and, as it ends, its
  * 1000-byte result (late): never the temporary beside the result.  Copy B
@@ -606,7 +629,8 @@ int main(void) {
                                     TEST(t_ulysses_forward_keeps_saved),
                                     TEST(t_allgather_backward_peak), TEST(t_tokenring_backward_peak),
                                     TEST(t_usp_one_ring_rank_backward),
-                                    TEST(t_linear_intra_workspace), TEST(t_phases),
+                                    TEST(t_linear_intra_workspace), TEST(t_linear_ring_peak),
+                                    TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};

@@ -24,6 +24,12 @@ struct rotate_buf {
   uint32_t out, lse, dq, blk_dq, blk_dkv; /* pass-wide */
   uint32_t block_out, block_lse;          /* the last kernel's, for its merge */
   uint32_t state;     /* linear forward: the last state, for its apply */
+  /* linear layers (calibrate.py LinRing, the program the LASP papers'
+   * Ring comparison was measured with here): two KV receive buffers and,
+   * backward, three float32 dK/dV accumulators made at the pass's start;
+   * per GPU the step's dq, dk, dv (this step's, the last step's) */
+  uint32_t lin_bufs, lin_dacc;
+  uint32_t *lin_step, *lin_prev;
   uint32_t *seen;     /* scratch: distinct ids */
 };
 
@@ -49,12 +55,14 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->sum = g_new(uint32_t, b->n);
   b->step_dkv = g_new(uint32_t, b->n);
   b->seen = g_new(uint32_t, b->n);
+  b->lin_step = g_new(uint32_t, b->n);
+  b->lin_prev = g_new(uint32_t, b->n);
   return b;
 }
 
 void rotate_buf_free(rotate_buf *b) {
   if (!b) return;
-  g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->step_dkv); g_free(b->seen);
+  g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->lin_step); g_free(b->lin_prev); g_free(b->step_dkv); g_free(b->seen);
   g_free(b);
 }
 
@@ -73,6 +81,9 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
   b->last_group = -1;
   b->pending = b->step_all = b->state = NONE;
   b->out = b->lse = b->dq = b->blk_dq = b->blk_dkv = NONE;
+  b->lin_bufs = b->lin_dacc = NONE;
+  fill(b->lin_step, b->n, NONE);
+  fill(b->lin_prev, b->n, NONE);
   if (b->w->attention != ATTN_SOFTMAX) return;
   double f32 = 4.0 / b->w->elem_bytes; /* float32 bytes per element byte */
   if (!backward) {
@@ -149,6 +160,14 @@ static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
   return sum;
 }
 
+/* Linear layers' pair of KV receive buffers (`self.bufs`), made with the
+ * pass's first task that touches them. */
+static uint32_t lin_bufs(rotate_buf *b) {
+  if (b->lin_bufs == NONE)
+    b->lin_bufs = plan_buf_new(b->p, PLAN_ALL, 2 * b->kv_bytes, "bufs: KV receive buffers (x2)");
+  return b->lin_bufs;
+}
+
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   plan *p = b->p;
   bool moves = plan_xfer_count(p, plan_task_at(p, comm)) > 0; /* else one ring rank */
@@ -175,9 +194,24 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     return;
   }
   if (!moves) return;
+  bool linear = b->w->attention == ATTN_LINEAR;
+  if (!grads && linear) {
+    /* `recv = self.bufs[t % 2]`: the pair made at the pass's start */
+    read_distinct(b, comm, b->kv, b->n);
+    plan_buf_writes(p, comm, lin_bufs(b));
+    b->pending = b->lin_bufs;
+    return;
+  }
   if (!grads) {
     read_distinct(b, comm, b->kv, b->n);
     b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
+    return;
+  }
+  if (linear) { /* the accumulator held is sent from the three, into them */
+    if (b->lin_dacc != NONE) plan_buf_writes(p, comm, b->lin_dacc);
+    fill(b->step_dkv, b->n, NONE);
+    b->step_all = NONE;
+    b->last_group = comm;
     return;
   }
   g_autofree uint32_t *sent = g_new(uint32_t, b->n); /* what each GPU sends */
@@ -216,6 +250,29 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   b->last_group = comm;
 }
 
+/* Linear layers' backward task `id`: the float32 accumulators from the
+ * pass's start; a kernel's dq, dk, dv (`self.dq, dk, dv = ...`, `dq, dm
+ * = ...`, `dk, dv = ...`) into the step's buffer of its GPU, the last
+ * step's referenced until these names are rebound, through this step's
+ * kernels. */
+static void linear_backward(rotate_buf *b, uint32_t id) {
+  plan *p = b->p;
+  const plan_task *t = plan_task_at(p, id);
+  uint32_t g = t->gpu, i = g == PLAN_ALL ? 0 : g;
+  if (b->lin_dacc == NONE)
+    b->lin_dacc = plan_buf_new(p, PLAN_ALL, 3 * b->kv_bytes * b->grad_scale,
+                               "dacc: dK/dV accumulators (float32, x3)");
+  plan_buf_writes(p, id, b->lin_dacc);
+  if (t->op.kind == OP_COPY) return;
+  if (b->lin_step[i] == NONE) {
+    uint32_t step = plan_buf_new(p, g, b->q_bytes + b->kv_bytes, "dq, dk, dv of the step");
+    if (g == PLAN_ALL) fill(b->lin_step, b->n, step);
+    else b->lin_step[g] = step;
+  }
+  plan_buf_writes(p, id, b->lin_step[i]);
+  touch(b, id, id, b->lin_prev[i], PLAN_BUF_DURING);
+}
+
 void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   plan *p = b->p;
   const plan_task *t = plan_task_at(p, id);
@@ -230,6 +287,12 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     else plan_buf_reads(p, id, kv);
   }
   if (op.kind == OP_LIN_INTRA) sched_lin_intra_workspace(p, id);
+  /* forward: the own chunk's intra-chunk kernel makes the output, to
+   * which later steps add */
+  if (op.kind == OP_LIN_INTRA && !b->backward) plan_buf_writes(p, id, b->io.o);
+  /* made before the loop, whether or not anything arrives in them */
+  if (op.kind != OP_COPY && b->w->attention == ATTN_LINEAR) plan_buf_writes(p, id, lin_bufs(b));
+  if (b->backward && b->w->attention == ATTN_LINEAR) linear_backward(b, id);
   if (op.kind == OP_LIN_STATE && !b->backward) {
     b->state = plan_buf_out(p, id, 4.0 * op.batch * op.heads * op.head_dim * op.head_dim,
                             "kv_state (float32)");
@@ -281,6 +344,11 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
 void rotate_buf_step_end(rotate_buf *b) {
   if (b->pending != NONE) fill(b->kv, b->n, b->pending);
   b->pending = NONE;
+  for (uint32_t g = 0; g < b->n; g++)
+    if (b->lin_step[g] != NONE) {
+      b->lin_prev[g] = b->lin_step[g];
+      b->lin_step[g] = NONE;
+    }
 }
 
 void rotate_buf_pass_end(rotate_buf *b) {
@@ -297,7 +365,8 @@ void rotate_buf_pass_end(rotate_buf *b) {
     b->io.end_task = t;
     for (int i = 0; i < 2; i++)
       if (acc[i] != NONE) plan_buf_reads_late(p, t, acc[i]);
-    plan_buf_reads_late(p, t, b->dkv[0]); /* `next_dk.to(q.dtype)` */
+    if (b->dkv[0] != NONE) plan_buf_reads_late(p, t, b->dkv[0]); /* `next_dk.to(q.dtype)` */
+    if (b->lin_dacc != NONE) plan_buf_reads_late(p, t, b->lin_dacc);
     /* the block buffers are the function's locals, gone as it returns */
     if (b->blk_dq != NONE) plan_buf_reads_late(p, t, b->blk_dq);
     if (b->blk_dkv != NONE) plan_buf_reads_late(p, t, b->blk_dkv);
@@ -312,7 +381,19 @@ void rotate_buf_pass_end(rotate_buf *b) {
       /* one ring rank: its own float32 dK/dV sum, converted */
       uint32_t home = b->backward && b->last_group < 0 ? b->sum[g] : NONE;
       if (home != NONE) touch(b, (uint32_t)t, (uint32_t)t, home, PLAN_BUF_DURING);
+      if (b->lin_dacc != NONE) plan_buf_reads(p, (uint32_t)t, b->lin_dacc);
     }
+  }
+  /* linear: the receive buffers and the last step's gradients go as the
+   * pass returns */
+  int64_t done = -1;
+  for (uint32_t g = 0; g < b->n; g++) {
+    int64_t t = p->last_compute[g];
+    if (t < 0) continue;
+    if (t != done && b->lin_bufs != NONE) plan_buf_reads(p, (uint32_t)t, b->lin_bufs);
+    uint32_t prev = b->lin_step[g] != NONE ? b->lin_step[g] : b->lin_prev[g];
+    if (prev != NONE) touch(b, (uint32_t)t, (uint32_t)t, prev, PLAN_BUF_DURING);
+    done = t;
   }
   /* ring_flash_attn converts after its loop, the step's tensors gone */
   sched_io_end(p, &b->io, b->backward, true);
