@@ -425,6 +425,28 @@ static void t_lockstep_expand(void) {
   topo_free(t);
 }
 
+/* Where a flash kernel holds all SMs and the KV transfer only starts
+ * after it (kernel_blocks_comm, H200), the receive buffer is still made
+ * before the kernel is issued (`next_k, next_v = send_recv_kv(k, v)`):
+ * zigzag backward on 4 GPUs, GPU 3, at a first-half kernel: q, k, v, out,
+ * dout (5U), the held and the arriving KV (4U), the block buffers (3U),
+ * float32 dQ (2U), the two float32 dK/dV (8U) and the kernel's float32 dQ
+ * accumulator (2U): 24U (calibration/h200x2-mem emulated/e4: 3.13 GiB at
+ * 16K tokens per GPU, 25U). */
+static void t_receive_buffer_before_kernel(void) {
+  topology *t = switch_topo(4, 100e9);
+  t->kernel_blocks_comm = true;
+  double u, lse;
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  exec_result *r = run_sched(&sched_zigzag, &w, t);
+  uint32_t count;
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 24 * u + lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 3, "next_k, next_v", &count), 4 * u, 0);
+  CU_ASSERT_EQUAL(count, 2);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 /* Ring on linear layers (calibrate.py LinRing), MHA, full mask, 2 GPUs:
  * forward, q, k, v (3U), the pair of KV receive buffers made at the
  * pass's start (4U) and the output (U): 8U, and the arrived chunk's
@@ -630,7 +652,7 @@ int main(void) {
                                     TEST(t_allgather_backward_peak), TEST(t_tokenring_backward_peak),
                                     TEST(t_usp_one_ring_rank_backward),
                                     TEST(t_linear_intra_workspace), TEST(t_linear_ring_peak),
-                                    TEST(t_phases),
+                                    TEST(t_receive_buffer_before_kernel), TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};
