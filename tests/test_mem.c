@@ -447,6 +447,22 @@ static void t_receive_buffer_before_kernel(void) {
   topo_free(t);
 }
 
+/* TASP causal forward on 4 GPUs (two cycles, the ring both ways), GPU 3:
+ * every earlier sub-chunk's first piece (c/4 tokens each) comes from two
+ * cycles, so its kernel reads them from a torch.cat gather (c/2 tokens'
+ * K and V: U), live through the merge: ring's 16U + U
+ * (calibration/h200x2-mem emulated/e4: 2.13 GiB at 16K tokens per GPU). */
+static void t_tasp_gather(void) {
+  topology *t = switch_topo(4, 100e9);
+  double u, lse;
+  workload w = mha(4, true, PASS_FWD, &u, &lse);
+  exec_result *r = run_sched(&sched_tasp, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 17 * u + 2 * lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 3, "keys gathered (torch.cat)", NULL), u, 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 /* Ring on linear layers (calibrate.py LinRing), MHA, full mask, 2 GPUs:
  * forward, q, k, v (3U), the pair of KV receive buffers made at the
  * pass's start (4U) and the output (U): 8U, and the arrived chunk's
@@ -652,7 +668,8 @@ int main(void) {
                                     TEST(t_allgather_backward_peak), TEST(t_tokenring_backward_peak),
                                     TEST(t_usp_one_ring_rank_backward),
                                     TEST(t_linear_intra_workspace), TEST(t_linear_ring_peak),
-                                    TEST(t_receive_buffer_before_kernel), TEST(t_phases),
+                                    TEST(t_receive_buffer_before_kernel), TEST(t_tasp_gather),
+                                    TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};

@@ -60,6 +60,11 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
 void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
                          const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
+/* Memory: the last kernel's keys are a torch.cat gather of `tokens`
+ * tokens' K and V made for it (key ranges not contiguous in the buffer
+ * held), freed after it. */
+void rotate_kernel_gathers(rotate_emit *e, double tokens);
+
 /* Linear attention on the query heads [head_off, head_off + heads) with
  * the KV of k: own (k is the GPU's own chunk): one intra-chunk task under
  * the workload's mask; else the right product, a state K^T V of k and its
