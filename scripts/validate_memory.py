@@ -137,7 +137,12 @@ def predict(sim, r):
     topo = TOPOLOGY.get((att, n))
     if topo is None:
         return None
-    cmd = [sim, "--topology", topo, "--sched", r["sched"], "--seq", str(r["seq"]), "--sp", str(n),
+    sched = r["sched"]
+    if sched == "usp" and r["mask"] == "causal":
+        # the calibration tool's USP runs zigzag_ring_flash_attn under a
+        # causal mask (calibrate.py USP): tasp-sim's usp-zigzag
+        sched = "usp-zigzag"
+    cmd = [sim, "--topology", topo, "--sched", sched, "--seq", str(r["seq"]), "--sp", str(n),
            "--heads", str(r["H"]), "--kv-heads", str(r["H"]), "--head-dim", str(r["D"]),
            "--batch", str(r["B"]), "--mask", r["mask"], "--pass", r["pass"], "--csv", os.devnull,
            "--quiet", "--attention", att, "--memory", "-"]

@@ -32,6 +32,7 @@ struct rotate_buf {
   uint32_t *lin_step, *lin_prev;
   uint32_t *seen;     /* scratch: distinct ids */
   GArray *step_ids;   /* this step's kernels (uint32) */
+  uint32_t *last_kernel; /* per GPU: its last kernel of the pass, NONE */
 };
 
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
@@ -58,6 +59,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->seen = g_new(uint32_t, b->n);
   b->lin_step = g_new(uint32_t, b->n);
   b->step_ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  b->last_kernel = g_new(uint32_t, b->n);
   b->lin_prev = g_new(uint32_t, b->n);
   return b;
 }
@@ -65,7 +67,8 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
 void rotate_buf_free(rotate_buf *b) {
   if (!b) return;
   g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->lin_step); g_free(b->lin_prev);
-  g_array_free(b->step_ids, TRUE); g_free(b->step_dkv); g_free(b->seen);
+  g_array_free(b->step_ids, TRUE);
+  g_free(b->last_kernel); g_free(b->step_dkv); g_free(b->seen);
   g_free(b);
 }
 
@@ -85,6 +88,7 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
   b->pending = b->step_all = b->state = NONE;
   b->out = b->lse = b->dq = b->blk_dq = b->blk_dkv = NONE;
   b->lin_bufs = b->lin_dacc = NONE;
+  fill(b->last_kernel, b->n, NONE);
   fill(b->lin_step, b->n, NONE);
   fill(b->lin_prev, b->n, NONE);
   if (b->w->attention != ATTN_SOFTMAX) return;
@@ -288,7 +292,11 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   plan_op op = t->op;
   uint32_t g = t->gpu;
   double rows = (double)op.batch * op.sq * op.heads; /* query rows of this task */
-  if (op.kind != OP_COPY) g_array_append_val(b->step_ids, id);
+  if (op.kind != OP_COPY) {
+    g_array_append_val(b->step_ids, id);
+    if (g == PLAN_ALL) fill(b->last_kernel, b->n, id);
+    else b->last_kernel[g] = id;
+  }
   /* backward: the held KV is referenced past the kernel, to the add that
    * follows it (`k, v = next_k, next_v` ends the step) */
   if (op.kind != OP_COPY) {
@@ -321,6 +329,13 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   }
   if (!b->backward) return;
   if (op.kind == OP_ATTN) {
+    /* the dK/dV arriving from the last step's group was made when that
+     * group was issued (`next_dk, next_dv = d_kv_comm.send_recv_kv(...)`
+     * ends the last step), before this kernel, even where the group only
+     * starts later */
+    uint32_t arrived = g == PLAN_ALL ? b->dkv[0] : b->dkv[g];
+    if (arrived != NONE && (g != PLAN_ALL || plan_buf_at(p, arrived)->gpu == PLAN_ALL))
+      plan_buf_writes(p, id, arrived);
     plan_buf_out(p, id, rows * op.head_dim * 4.0, "dq_accum (flash backward, float32)");
     plan_buf_writes(p, id, b->blk_dq);
     plan_buf_writes(p, id, b->blk_dkv);
@@ -382,6 +397,14 @@ void rotate_buf_pass_end(rotate_buf *b) {
     if (b->blk_dq != NONE) plan_buf_reads_late(p, t, b->blk_dq);
     if (b->blk_dkv != NONE) plan_buf_reads_late(p, t, b->blk_dkv);
   } else {
+    /* tasks follow the ring (USP's gather): the block buffers go as the
+     * ring's function returns, after its last kernel's add */
+    for (uint32_t g = 0; g < b->n; g++) {
+      uint32_t k = b->last_kernel[g];
+      if (k == NONE || (g > 0 && k == b->last_kernel[g - 1])) continue;
+      if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
+      if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+    }
     int64_t done = -1;
     for (uint32_t g = 0; g < b->n; g++) {
       int64_t t = p->last_compute[g];
