@@ -463,6 +463,54 @@ static void t_tasp_gather(void) {
   topo_free(t);
 }
 
+/* USP with a ring of all GPUs (u = 1), full mask, 2 GPUs:
+ * ring_flash_attn's autograd function makes K and V contiguous (2U) and
+ * saves them: forward, ring's 14U + 2U; backward alone, ring's 24U + 2U,
+ * held to the ring's return, after its last add (calibration/h200x2-mem:
+ * 2.01 and 3.25 GiB at 16K tokens per GPU). */
+static void t_usp_contiguous_kv(void) {
+  topology *t = switch_topo(2, 100e9);
+  for (pass_kind ps = PASS_FWD; ps <= PASS_BWD; ps++) {
+    double u, lse;
+    workload w = mha(2, false, ps, &u, &lse);
+    w.ulysses = 1;
+    exec_result *r = run_sched(&sched_usp, &w, t);
+    CU_ASSERT_CLOSE(r->peak_bytes, ps == PASS_FWD ? 16 * u + 2 * lse : 26 * u + lse, 1e-12);
+    const char *name = ps == PASS_FWD ? "k, v made contiguous (ring_flash_attn)"
+                                      : "k, v made contiguous (saved by forward)";
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, r->peak_gpu, name, NULL), 2 * u, 0);
+    exec_result_free(r);
+  }
+  topo_free(t);
+}
+
+/* LASP causal: the intra-chunk kernel makes the output beside its
+ * workspace (forward, GPU 3 of 4: q, k, v 3U, the output U, the block
+ * states 4U and their bf16 prefix 2U: 10U, and the received state), and
+ * in backward the chunk's dq, dk, dv beside its workspace (GPU 1 of 2:
+ * q, k, v, out, dout 5U, dQ of the received state's product U, dq, dk, dv
+ * 3U and 17U of workspace: 26U, and the forward's state)
+ * (calibration/h200x2-mem: 1.25 and 3.25 GiB at 16K tokens per GPU). */
+static void t_lasp_intra_outputs(void) {
+  double u, lse, state = 4.0 * 32 * 128 * 128;
+  topology *t = switch_topo(4, 100e9);
+  workload w = mha(4, true, PASS_FWD, &u, &lse);
+  w.attention = ATTN_LINEAR;
+  w.linear_block = 64;
+  exec_result *r = run_sched(&sched_lasp, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 10 * u + state, 1e-12);
+  exec_result_free(r);
+  topo_free(t);
+  t = switch_topo(2, 100e9);
+  w = mha(2, true, PASS_BWD, &u, &lse);
+  w.attention = ATTN_LINEAR;
+  w.linear_block = 64;
+  r = run_sched(&sched_lasp, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[1], 26 * u + state, 1e-12);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 /* Ring on linear layers (calibrate.py LinRing), MHA, full mask, 2 GPUs:
  * forward, q, k, v (3U), the pair of KV receive buffers made at the
  * pass's start (4U) and the output (U): 8U, and the arrived chunk's
@@ -669,6 +717,7 @@ int main(void) {
                                     TEST(t_usp_one_ring_rank_backward),
                                     TEST(t_linear_intra_workspace), TEST(t_linear_ring_peak),
                                     TEST(t_receive_buffer_before_kernel), TEST(t_tasp_gather),
+                                    TEST(t_usp_contiguous_kv), TEST(t_lasp_intra_outputs),
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
