@@ -2,11 +2,17 @@
  *
  * Each buffer has a copy per GPU it lives on (one; every GPU for
  * PLAN_ALL), an instance here.  An instance's references are the uses of
- * tasks touching its GPU; it is allocated when the first of them starts
- * (inputs: at time 0) and freed when the last ends, as PyTorch's caching
- * allocator frees a tensor when its last reference is dropped (and as
- * torch.cuda.max_memory_allocated counts it: bytes of live tensors, not
- * the allocator's reserved segments).  Kept instances are never freed.
+ * tasks touching its GPU (a use naming one GPU touches that GPU's only);
+ * it is allocated when the first of them is taken (inputs: at time 0) and
+ * freed when the last is dropped, as PyTorch frees a tensor when its last
+ * reference goes (and as torch.cuda.max_memory_allocated counts it: bytes
+ * of live tensors).  A use holds its reference through its task, or only
+ * at its start (dropped once the start's allocations are made), or only
+ * at its end (taken after the task's other references are dropped):
+ * plan_buf_when.  Kept instances are never freed.  The same allocations
+ * and frees, in the same order, go through a model of the caching
+ * allocator per GPU (exec_alloc.h), whose segments give the reserved
+ * peak (torch.cuda.max_memory_reserved).
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"

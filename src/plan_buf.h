@@ -10,7 +10,10 @@
  * the first task touching it starts, and freed when the last one ends (a
  * tensor is freed when its last reference is dropped), unless it is kept:
  * handed on to the next pass or to the caller (forward's output and
- * log-sum-exp, backward's gradients, the layer's inputs).
+ * log-sum-exp, backward's gradients, the layer's inputs).  A use may hold
+ * its reference only at its task's start or only at its end
+ * (plan_buf_when: a name rebound by the task's first statement, a result
+ * made after its temporaries are gone), and may name one GPU's copy.
  *
  * A buffer of gpu PLAN_ALL is one buffer on every GPU (lockstep tasks and
  * pattern groups touch all of them at once); a task touches the copy of

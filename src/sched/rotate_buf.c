@@ -329,13 +329,6 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   }
   if (!b->backward) return;
   if (op.kind == OP_ATTN) {
-    /* the dK/dV arriving from the last step's group was made when that
-     * group was issued (`next_dk, next_dv = d_kv_comm.send_recv_kv(...)`
-     * ends the last step), before this kernel, even where the group only
-     * starts later */
-    uint32_t arrived = g == PLAN_ALL ? b->dkv[0] : b->dkv[g];
-    if (arrived != NONE && (g != PLAN_ALL || plan_buf_at(p, arrived)->gpu == PLAN_ALL))
-      plan_buf_writes(p, id, arrived);
     plan_buf_out(p, id, rows * op.head_dim * 4.0, "dq_accum (flash backward, float32)");
     plan_buf_writes(p, id, b->blk_dq);
     plan_buf_writes(p, id, b->blk_dkv);
