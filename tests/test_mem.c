@@ -484,6 +484,25 @@ static void t_usp_contiguous_kv(void) {
   topo_free(t);
 }
 
+/* USP of Ulysses degree 2 on 2 GPUs (a ring of one rank), forward then
+ * backward: the ring's bf16 output on H/u heads (U), saved by the
+ * forward, is held by the backward beside the scattered q, k, v (3U),
+ * dout scattered (U), the block gradients (3U) and ring_flash_attn's
+ * float32 dQ, dK, dV (6U), with q, k, v, out, dout (5U): 19U, as in a
+ * backward alone (calibration/h200x2-mem: 2.38 GiB at 16K tokens per
+ * GPU, both). */
+static void t_usp_saves_ring_output(void) {
+  topology *t = switch_topo(2, 100e9);
+  double u, lse;
+  workload w = mha(2, false, PASS_FWDBWD, &u, &lse);
+  w.ulysses = 2;
+  exec_result *r = run_sched(&sched_usp, &w, t);
+  CU_ASSERT_CLOSE(r->peak_bytes, 19 * u + 2 * lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "ring out, lse on H/u heads", NULL), u + lse, 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 /* LASP causal: the intra-chunk kernel makes the output beside its
  * workspace (forward, GPU 3 of 4: q, k, v 3U, the output U, the block
  * states 4U and their bf16 prefix 2U: 10U, and the received state), and
@@ -718,6 +737,7 @@ int main(void) {
                                     TEST(t_linear_intra_workspace), TEST(t_linear_ring_peak),
                                     TEST(t_receive_buffer_before_kernel), TEST(t_tasp_gather),
                                     TEST(t_usp_contiguous_kv), TEST(t_lasp_intra_outputs),
+                                    TEST(t_usp_saves_ring_output),
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),

@@ -397,6 +397,9 @@ void rotate_buf_pass_end(rotate_buf *b) {
       if (k == NONE || (g > 0 && k == b->last_kernel[g - 1])) continue;
       if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
       if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+      /* and its accumulators are converted then, into what follows */
+      for (int i = 0; i < 2; i++)
+        if (acc[i] != NONE) plan_buf_reads_late(p, k, acc[i]);
     }
     int64_t done = -1;
     for (uint32_t g = 0; g < b->n; g++) {
@@ -404,7 +407,7 @@ void rotate_buf_pass_end(rotate_buf *b) {
       if (t < 0 || t == done) continue;
       done = t;
       for (int i = 0; i < 2; i++)
-        if (acc[i] != NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
+        if (acc[i] != NONE && b->last_kernel[g] == NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
       /* one ring rank: its own float32 dK/dV sum, converted */
       uint32_t home = b->backward && b->last_group < 0 ? b->sum[g] : NONE;
       if (home != NONE) touch(b, (uint32_t)t, (uint32_t)t, home, PLAN_BUF_DURING);

@@ -66,8 +66,27 @@ static int64_t prologue(const void *self, plan *p, bool backward, int64_t after,
 static int64_t epilogue(const void *self, plan *p, bool backward, int64_t last) {
   const ring_geom *g = self;
   struct usp_mem *m = g->mem;
-  ulysses_bufs none = {{0}, 0};
-  int64_t out = ulysses_gather_heads(p, g->w, g->u, backward, g->ranks, &none, g->held);
+  const workload *w = g->w;
+  ulysses_bufs src = {{0}, 0};
+  if (!backward && g->u >= 2) {
+    /* the ring's bf16 output and log-sum-exp on H/u heads, made as its
+     * last kernel ends (`out.to(q.dtype)`), gathered back, and saved for
+     * the backward (calibrate.py USP.run: self.saved holds o, lse) */
+    double rows = (double)w->batch * w->seq_len * w->heads / w->gpus;
+    uint32_t ro = plan_buf_new(p, PLAN_ALL, rows * (w->head_dim * w->elem_bytes + 4.0),
+                               "ring out, lse on H/u heads");
+    int64_t done = -1;
+    for (uint32_t gpu = 0; gpu < p->n_gpus; gpu++) {
+      int64_t t = p->last_compute[gpu];
+      if (t < 0 || t == done) continue;
+      done = t;
+      plan_buf_writes_late(p, (uint32_t)t, ro);
+    }
+    sched_io_save(p, w, ro);
+    src.id[src.n++] = ro;
+    if (m->saved.n < G_N_ELEMENTS(m->saved.id)) m->saved.id[m->saved.n++] = ro;
+  }
+  int64_t out = ulysses_gather_heads(p, w, g->u, backward, g->ranks, &src, g->held);
   if (g->u >= 2) return out >= 0 ? out : last;
   int64_t done = -1;
   if (!backward) { /* u = 1: the contiguous K, V, made before the first kernel */
