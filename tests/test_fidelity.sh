@@ -65,7 +65,7 @@ check_from_3k linear topologies/h200x2-linear.json calibration/h200x2-linear/pas
 # 20's targets are 5% (allocated) and 10% (reserved) for every method and
 # pass; these bounds hold what the model gives today (allocated median
 # 0.1%, max 10.1%: LASP-2 full forward, 8 GPUs, 4K tokens per GPU;
-# reserved median 1.2%, max 18.7%: the ring family's backward;
+# reserved median 1.4%, max 18.7%: ring's and TASP's backward on 2 GPUs;
 # docs/validation.md says what is left)
 python3 scripts/validate_memory.py --sim "$B/tasp-sim" --summary > "${TMPDIR:-/tmp}/fidelity.$$"
 set -- $(sed -n 's/^| all | [0-9]* | \([0-9.]*\)% | \([0-9.]*\)% | \([0-9.]*\)% | \([0-9.]*\)% |$/\1 \2 \3 \4/p' \
