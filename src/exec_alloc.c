@@ -76,6 +76,7 @@ static uint32_t best_fit(exec_alloc *a, bool small, uint64_t size) {
 }
 
 uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
+  if (bytes == 0) return 0; /* an empty tensor has no storage (no block) */
   uint64_t size = exec_alloc_round(bytes);
   bool small = size <= ALLOC_SMALL_SIZE;
   uint32_t id = best_fit(a, small, size);
@@ -115,6 +116,7 @@ static void merge(exec_alloc *a, uint32_t into, uint32_t from) {
 }
 
 void exec_alloc_release(exec_alloc *a, uint32_t id) {
+  if (id == 0) return; /* an empty tensor's */
   block *b = blk(a, id);
   g_assert(id > 0 && id < a->blocks->len && b->live && !b->dead);
   b->live = false;

@@ -52,7 +52,7 @@ typedef struct exec_alloc exec_alloc;
 exec_alloc *exec_alloc_new(void);
 void exec_alloc_free(exec_alloc *a);
 /* A tensor of `bytes` is allocated; returns its block (a handle for
- * exec_alloc_release). */
+ * exec_alloc_release; 0 for an empty tensor, which takes none). */
 uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes);
 /* Block `block` is freed (cached). */
 void exec_alloc_release(exec_alloc *a, uint32_t block);

@@ -297,7 +297,8 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp); g_free(m->use_off); g_free(m->use_of);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->use_off); g_free(m->use_of);
   g_free(m);
 }
 
