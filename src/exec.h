@@ -111,6 +111,11 @@ typedef struct {
   double peak_bytes;
   uint32_t peak_gpu;
   double *gpu_peak_bytes;
+  /* Reserved memory (exec_alloc.h): the segments PyTorch's caching
+   * allocator would hold replaying the same allocations in the same
+   * order (torch.cuda.max_memory_reserved): per GPU, and the largest. */
+  double peak_reserved_bytes;
+  double *gpu_peak_reserved_bytes;
   GArray *peak_live;   /* exec_mem_live */
   uint64_t mem_errors;
   GArray *mem;         /* exec_mem_sample, with keep_trace */

@@ -2,16 +2,25 @@
  *
  * Each buffer has a copy per GPU it lives on (one; every GPU for
  * PLAN_ALL), an instance here.  An instance's references are the uses of
- * tasks touching its GPU; it is allocated when the first of them starts
- * (inputs: at time 0) and freed when the last ends, as PyTorch's caching
- * allocator frees a tensor when its last reference is dropped (and as
- * torch.cuda.max_memory_allocated counts it: bytes of live tensors, not
- * the allocator's reserved segments).  Kept instances are never freed.
+ * tasks touching its GPU (a use naming one GPU touches that GPU's only);
+ * it is allocated when the first of them is taken (inputs: at time 0) and
+ * freed when the last is dropped, as PyTorch frees a tensor when its last
+ * reference goes (and as torch.cuda.max_memory_allocated counts it: bytes
+ * of live tensors).  A use holds its reference through its task, or only
+ * at its start (dropped once the start's allocations are made), or only
+ * at its end (taken after the task's other references are dropped):
+ * plan_buf_when.  Kept instances are never freed.  The same allocations
+ * and frees, in the same order, go through a model of the caching
+ * allocator per GPU (exec_alloc.h), whose segments give the reserved
+ * peak (torch.cuda.max_memory_reserved).
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"
 
+#include "exec_alloc.h"
 #include "plan_buf.h"
+
+#include <math.h>
 
 #include <string.h>
 
@@ -29,6 +38,8 @@ struct exec_mem {
   uint32_t *writing;       /* per instance: 1 + a task that writes it, as it starts
                               (a task may read what it writes: an accumulator) */
   uint64_t *alloc_seq, *free_seq;
+  uint32_t *block;         /* per instance: its block in its GPU's allocator */
+  exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR), indices into plan's uses */
   double *live, *peak;     /* per GPU */
   uint64_t *peak_seq;      /* per GPU: the event at which its peak was reached */
@@ -79,7 +90,9 @@ static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn
     fn(m, b, u, m->inst_off[u->buf], b->gpu, now);
     return;
   }
-  for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
+  for (uint32_t i = 0; i < k; i++)
+    if (u->gpu == PLAN_ALL || u->gpu == m->gpus[i])
+      fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
 }
 
 static void sample(exec_mem *m, uint32_t g, double now) {
@@ -90,6 +103,7 @@ static void sample(exec_mem *m, uint32_t g, double now) {
 
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now) {
   m->state[inst] = INST_LIVE;
+  m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
   if (m->live[g] > m->peak[g]) {
@@ -114,6 +128,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->trace = trace;
   m->n = n;
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, n);
+  if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, n);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
   m->inst_off = g_new(uint32_t, nb + 1);
   uint32_t ni = 0;
@@ -128,6 +143,9 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->writing = g_new0(uint32_t, ni);
   m->alloc_seq = g_new0(uint64_t, ni);
   m->free_seq = g_new0(uint64_t, ni);
+  m->block = g_new0(uint32_t, ni);
+  m->alloc = g_new(exec_alloc *, n);
+  for (uint32_t g = 0; g < n; g++) m->alloc[g] = exec_alloc_new();
   m->live = g_new0(double, n);
   m->peak = g_new0(double, n);
   m->peak_seq = g_new0(uint64_t, n);
@@ -173,28 +191,41 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
+  exec_alloc_release(m->alloc[g], m->block[inst]);
   m->free_seq[inst] = ++m->seq;
   m->live[g] -= b->bytes;
   sample(m, g, now);
 }
 
-/* fn on every instance task uses, its writes first (start_inst: what a
- * task writes it may read) */
-static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn) {
+/* fn on every instance task uses in the phases of mask (bits:
+ * plan_buf_when), its writes first (start_inst: what a task writes it may
+ * read) */
+static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned mask) {
   if (m->use_off[task] == m->use_off[task + 1]) return;
   uint32_t k = task_gpus(m, plan_task_at(m->p, task));
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = m->use_off[task]; i < m->use_off[task + 1]; i++) {
       const plan_buf_use *u = plan_buf_use_at(m->p, m->use_of[i]);
-      if (u->write == (bool)writes) each_inst(m, u, k, fn, now);
+      if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
 }
 
+#define PHASE(w) (1u << (w))
+
+/* The task's references are taken (its writes allocated); those it
+ * holds only at its start are dropped. */
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
-  on_task(m, task, now_s, start_inst);
+  on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_DURING) | PHASE(PLAN_BUF_EARLY));
+  on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_EARLY));
 }
 
-void exec_mem_end(exec_mem *m, uint32_t task, double now_s) { on_task(m, task, now_s, end_inst); }
+/* The task's references drop, then its late uses happen (and, unless
+ * kept or used later, end at once). */
+void exec_mem_end(exec_mem *m, uint32_t task, double now_s) {
+  on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_DURING));
+  on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_LATE));
+  on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_LATE));
+}
 
 static gint by_gpu_bytes(gconstpointer a, gconstpointer b) {
   const exec_mem_live *x = a, *y = b;
@@ -250,8 +281,13 @@ void exec_mem_finish(exec_mem *m) {
   g_array_set_size(r->peak_live, 0);
   r->peak_bytes = 0;
   r->peak_gpu = 0;
+  r->peak_reserved_bytes = 0;
   for (uint32_t g = 0; g < m->n; g++) {
     r->gpu_peak_bytes[g] = m->peak[g];
+    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[g]);
+    if (r->gpu_peak_reserved_bytes[g] > r->peak_reserved_bytes)
+      r->peak_reserved_bytes = r->gpu_peak_reserved_bytes[g];
+    exec_alloc_free(m->alloc[g]);
     if (m->peak[g] > r->peak_bytes) {
       r->peak_bytes = m->peak[g];
       r->peak_gpu = g;
@@ -261,7 +297,8 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->stamp); g_free(m->use_off); g_free(m->use_of);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->use_off); g_free(m->use_of);
   g_free(m);
 }
 
@@ -269,6 +306,16 @@ void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s)
   if (!r->gpu_peak_bytes) return;
   uint32_t n = acc->n_gpus;
   if (!acc->gpu_peak_bytes) acc->gpu_peak_bytes = g_new0(double, n);
+  if (!acc->gpu_peak_reserved_bytes) acc->gpu_peak_reserved_bytes = g_new0(double, n);
+  /* layers run one after another, each replayed from an empty cache: the
+   * larger of their peaks reserved (a lower bound where a later layer's
+   * requests could not reuse what an earlier one left cached) */
+  for (uint32_t g = 0; g < n; g++) {
+    if (r->gpu_peak_reserved_bytes && r->gpu_peak_reserved_bytes[g] > acc->gpu_peak_reserved_bytes[g])
+      acc->gpu_peak_reserved_bytes[g] = r->gpu_peak_reserved_bytes[g];
+    if (acc->gpu_peak_reserved_bytes[g] > acc->peak_reserved_bytes)
+      acc->peak_reserved_bytes = acc->gpu_peak_reserved_bytes[g];
+  }
   if (!acc->peak_live) acc->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
   g_autofree bool *take = g_new0(bool, n);
   for (uint32_t g = 0; g < n; g++) take[g] = r->gpu_peak_bytes[g] > acc->gpu_peak_bytes[g];
@@ -303,6 +350,8 @@ void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s)
 
 void exec_mem_result_free(exec_result *r) {
   g_free(r->gpu_peak_bytes);
+  g_free(r->gpu_peak_reserved_bytes);
   if (r->peak_live) g_array_free(r->peak_live, TRUE);
   if (r->mem) g_array_free(r->mem, TRUE);
 }
+

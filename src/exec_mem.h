@@ -1,7 +1,9 @@
-/* exec_mem: live bytes per GPU through a replay (exec.h's memory fields).
- * exec calls exec_mem_start and exec_mem_end as tasks start and end; the
- * rules (allocated at the first use's start, freed at the last use's end
- * unless kept) are plan_buf.h's. */
+/* exec_mem: live bytes per GPU through a replay (exec.h's memory fields),
+ * and the caching allocator's reserved bytes for the same allocations
+ * (exec_alloc.h).  exec calls exec_mem_start and exec_mem_end as tasks
+ * start and end; the rules (allocated when the first reference is taken,
+ * freed when the last is dropped, unless kept; references taken at a
+ * task's start, through it, or at its end) are plan_buf.h's. */
 #ifndef TASP_EXEC_MEM_H
 #define TASP_EXEC_MEM_H
 

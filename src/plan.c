@@ -371,7 +371,7 @@ void plan_splice_range(plan_splice *s, plan *q, uint32_t lo, uint32_t hi, uint32
   bool in_step = plan_lockstep_after(q);
   for (uint32_t i = lo; i < hi; i++) {
     plan_task t = *plan_task_at(p, i);
-    t.dep_off = t.n_dep = t.n_held = 0;
+    t.dep_off = t.n_dep = 0;
     t.region = region;
     if (t.host_at != PLAN_IN_PLACE) t.host_at = s->map[t.host_at];
     if (t.kind == TASK_COMM) {
@@ -403,7 +403,7 @@ void plan_splice_range(plan_splice *s, plan *q, uint32_t lo, uint32_t hi, uint32
       uint32_t from = p->deps[o->dep_off + d];
       g_assert(s->map[from] != UINT32_MAX); /* ranges in order */
       inside |= from >= lo;
-      add_dep(q, s->map[from], id, d >= o->n_dep - o->n_held);
+      plan_dep(q, s->map[from], id);
     }
     if (t.kind == TASK_COMPUTE) {
       uint32_t g0 = t.gpu == PLAN_ALL ? 0 : t.gpu, g1 = t.gpu == PLAN_ALL ? n : t.gpu + 1;

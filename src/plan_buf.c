@@ -26,19 +26,45 @@ uint32_t plan_buf_input(plan *p, uint32_t gpu, double bytes, const char *name) {
   return id;
 }
 
-static void use(plan *p, uint32_t task, uint32_t buf, bool write) {
+uint32_t plan_buf_saved_input(plan *p, uint32_t gpu, double bytes, const char *name) {
+  uint32_t id = plan_buf_new(p, gpu, bytes, name);
+  g_array_index(p->bufs, plan_buf, id).input = true;
+  return id;
+}
+
+void plan_buf_use_on(plan *p, uint32_t task, uint32_t buf, uint32_t gpu, bool write,
+                     plan_buf_when when) {
   g_assert(buf < plan_buf_count(p) && task < p->tasks->len);
   const plan_buf *b = plan_buf_at(p, buf);
   const plan_task *t = plan_task_at(p, task);
   /* a compute task touches its own GPU's copy only */
   g_assert(t->kind != TASK_COMPUTE || b->gpu == PLAN_ALL || t->gpu == b->gpu);
   g_assert(t->kind != TASK_COMPUTE || t->gpu != PLAN_ALL || b->gpu == PLAN_ALL);
-  plan_buf_use u = {buf, task, write};
+  g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
+  g_assert(gpu == PLAN_ALL || b->gpu == PLAN_ALL || b->gpu == gpu);
+  plan_buf_use u = {buf, task, gpu, write, (uint8_t)when};
   g_array_append_val(uses(p), u);
 }
 
-void plan_buf_writes(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, true); }
-void plan_buf_reads(plan *p, uint32_t task, uint32_t buf) { use(p, task, buf, false); }
+static void use(plan *p, uint32_t task, uint32_t buf, bool write, plan_buf_when when) {
+  plan_buf_use_on(p, task, buf, PLAN_ALL, write, when);
+}
+
+void plan_buf_writes(plan *p, uint32_t task, uint32_t buf) {
+  use(p, task, buf, true, PLAN_BUF_DURING);
+}
+void plan_buf_reads(plan *p, uint32_t task, uint32_t buf) {
+  use(p, task, buf, false, PLAN_BUF_DURING);
+}
+void plan_buf_reads_early(plan *p, uint32_t task, uint32_t buf) {
+  use(p, task, buf, false, PLAN_BUF_EARLY);
+}
+void plan_buf_writes_late(plan *p, uint32_t task, uint32_t buf) {
+  use(p, task, buf, true, PLAN_BUF_LATE);
+}
+void plan_buf_reads_late(plan *p, uint32_t task, uint32_t buf) {
+  use(p, task, buf, false, PLAN_BUF_LATE);
+}
 
 void plan_buf_keep(plan *p, uint32_t buf) {
   g_assert(buf < plan_buf_count(p));
@@ -79,6 +105,7 @@ void plan_buf_expand(plan *q, const plan *p, const uint32_t *first) {
     uint32_t copies = t->kind == TASK_COMPUTE && t->gpu == PLAN_ALL ? p->n_gpus : 1;
     uint32_t at = first[u.task];
     for (uint32_t g = 0; g < copies; g++) {
+      if (copies > 1 && u.gpu != PLAN_ALL && u.gpu != g) continue; /* another GPU's copy */
       u.task = at + g;
       g_array_append_val(uses(q), u);
     }

@@ -10,7 +10,10 @@
  * the first task touching it starts, and freed when the last one ends (a
  * tensor is freed when its last reference is dropped), unless it is kept:
  * handed on to the next pass or to the caller (forward's output and
- * log-sum-exp, backward's gradients, the layer's inputs).
+ * log-sum-exp, backward's gradients, the layer's inputs).  A use may hold
+ * its reference only at its task's start or only at its end
+ * (plan_buf_when: a name rebound by the task's first statement, a result
+ * made after its temporaries are gone), and may name one GPU's copy.
  *
  * A buffer of gpu PLAN_ALL is one buffer on every GPU (lockstep tasks and
  * pattern groups touch all of them at once); a task touches the copy of
@@ -33,18 +36,49 @@ typedef struct {
   bool keep;        /* not freed: handed on to the next pass or the caller */
 } plan_buf;
 
+/* When in its task a use holds its reference. */
+typedef enum {
+  PLAN_BUF_DURING, /* from the task's start to its end */
+  PLAN_BUF_EARLY,  /* at its start only: dropped once the start's allocations are made */
+  PLAN_BUF_LATE,   /* at its end, after its other references are dropped */
+} plan_buf_when;
+
 typedef struct {
   uint32_t buf, task;
+  uint32_t gpu; /* the copy of that GPU only (PLAN_ALL: of each GPU the task runs on) */
   bool write;
+  uint8_t when; /* plan_buf_when */
 } plan_buf_use;
 
 /* A buffer of `bytes` on GPU gpu (PLAN_ALL: on each), named `name`. */
 uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name);
 /* An input of the pass: live from its start, kept (the caller holds it). */
 uint32_t plan_buf_input(plan *p, uint32_t gpu, double bytes, const char *name);
+/* A tensor the forward saved for the backward, given to a backward-only
+ * plan: live from its start, freed after its last reader (autograd frees
+ * a node's saved tensors once its backward has run). */
+uint32_t plan_buf_saved_input(plan *p, uint32_t gpu, double bytes, const char *name);
 /* Task `task` writes (allocates, fills) or reads buffer `buf`. */
 void plan_buf_writes(plan *p, uint32_t task, uint32_t buf);
 void plan_buf_reads(plan *p, uint32_t task, uint32_t buf);
+/* Task `task` writes buffer `buf` as it ends: the statement after the
+ * task's last kernel that makes the pass's result (ring_flash_attn's
+ * `out.to(q.dtype)` after its loop), once the task's temporaries and the
+ * references it held are gone; a buffer it last reads is freed first. */
+void plan_buf_writes_late(plan *p, uint32_t task, uint32_t buf);
+/* Task `task` reads `buf` as it starts and drops it once its own
+ * allocations are made (a Python name rebound by the task's first
+ * statement: ring_flash_attn's `next_dk` when send_recv_kv returns the
+ * next receive buffer). */
+void plan_buf_reads_early(plan *p, uint32_t task, uint32_t buf);
+/* ... and reads `buf` there too (what that statement copies from): the
+ * buffer outlives the task's other references. */
+void plan_buf_reads_late(plan *p, uint32_t task, uint32_t buf);
+/* The general form: task `task` reads or writes, at `when`, the copy of
+ * buffer `buf` on GPU `gpu` only (PLAN_ALL: each GPU the task runs on; a
+ * group that sends some GPUs' copies of a buffer and not others'). */
+void plan_buf_use_on(plan *p, uint32_t task, uint32_t buf, uint32_t gpu, bool write,
+                     plan_buf_when when);
 /* Buffer `buf` outlives the pass (an output handed on). */
 void plan_buf_keep(plan *p, uint32_t buf);
 /* A new buffer written by task `task`, on its GPU (a lockstep task or a

@@ -223,7 +223,9 @@ void report_memory(FILE *f, const report_ctx *c) {
     fputc('\n', f);
     const GArray *live = r->r->peak_live;
     for (uint32_t g = 0; g < r->r->n_gpus; g++) {
-      fprintf(f, "  GPU %u: %.2f GiB:", g, r->r->gpu_peak_bytes[g] / 1073741824.0);
+      fprintf(f, "  GPU %u: %.3f GiB (reserved %.3f GiB):", g,
+              r->r->gpu_peak_bytes[g] / 1073741824.0,
+              r->r->gpu_peak_reserved_bytes[g] / 1073741824.0);
       guint k = 0;
       for (guint j = 0; live && j < live->len; j++) {
         const exec_mem_live *l = &g_array_index(live, exec_mem_live, j);
@@ -310,7 +312,7 @@ void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
         "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,"
-        "peak_mem_gib,fits,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu\n", f);
+        "peak_mem_gib,fits,peak_reserved_gib,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -345,9 +347,10 @@ void report_csv(FILE *f, const report_ctx *c) {
     fputc(',', f);
     csv_str(f, r->topo->overrides ? r->topo->overrides : "");
     /* memory: empty for n/a; fits empty where the topology gives no capacity */
-    if (r->r) fprintf(f, ",%.4f,%s", sim_peak_gib(r),
-                      topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "");
-    else fputs(",,", f);
+    if (r->r) fprintf(f, ",%.4f,%s,%.4f", sim_peak_gib(r),
+                      topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "",
+                      sim_peak_reserved_gib(r));
+    else fputs(",,,", f);
     fprintf(f, ",%s,", r->pt.w.scope == SCOPE_LAYER ? "layer" : "attention");
     if (r->r) {
       fprintf(f, "%.6f,%u,", sim_attention_s(r) * 1e3, sim_job_gpus(r));

@@ -201,6 +201,10 @@ double sim_peak_gib(const sim_result *r) {
   return r->r ? r->r->peak_bytes / 1073741824.0 : NAN;
 }
 
+double sim_peak_reserved_gib(const sim_result *r) {
+  return r->r ? r->r->peak_reserved_bytes / 1073741824.0 : NAN;
+}
+
 uint32_t sim_job_gpus(const sim_result *r) { return r->pt.w.gpus; }
 
 double sim_attention_s(const sim_result *r) {

@@ -52,6 +52,9 @@ typedef struct {
  * group's baseline (the fastest that fits is; the fastest of all only
  * where none fits). */
 double sim_peak_gib(const sim_result *r);
+/* The same for reserved memory (exec_result.peak_reserved_bytes: the
+ * caching allocator's segments, torch.cuda.max_memory_reserved). */
+double sim_peak_reserved_gib(const sim_result *r);
 bool sim_fits(const sim_result *r);
 /* The point's figures per GPU of the job (job_gpus: TP x SP x DP; the SP
  * degree while the scopes have no TP or DP): the time of the scope's

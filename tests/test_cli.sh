@@ -16,7 +16,7 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits,peak_reserved_gib,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -871,20 +871,22 @@ expect_error "model in a scenario: neither a name nor an object" \
 # memory per GPU: peak_mem_gib and fits; a method that does not fit is
 # never the baseline, and the verdict says why
 "$sim" --topology h100x8 --sched ring,ulysses,allgather --seq 1M --sp 8 --pass fwdbwd \
-  --set gpu_memory_gib=16GiB --csv "$tmp/mem.csv" > "$tmp/mem.txt"
+  --set gpu_memory_gib=15GiB --csv "$tmp/mem.csv" > "$tmp/mem.txt"
 check "memory: fits is no where the peak exceeds capacity less headroom, yes where not" \
   "[ \"\$(field $tmp/mem.csv 1 fits),\$(field $tmp/mem.csv 2 fits),\$(field $tmp/mem.csv 3 fits)\" = no,yes,no ]"
 check "memory: the baseline is the fastest that fits, not the fastest" \
   "[ \"\$(field $tmp/mem.csv 1 baseline),\$(field $tmp/mem.csv 3 baseline)\" = ulysses,ulysses ] && awk -F, 'NR == 4 {exit !(\$20 < 1)}' $tmp/mem.csv"
 check "memory: the verdict ranks what fits and names what does not, with its peak and the usable memory" \
-  "grep -q '=> ulysses only (.*); ring (does not fit: 14.5 GiB > 12.9 GiB usable), allgather (does not fit: 17.0 GiB > 12.9 GiB usable)' $tmp/mem.txt"
+  "grep -q '=> ulysses only (.*); ring (does not fit: 12.5 GiB > 11.9 GiB usable), allgather (does not fit: 22.5 GiB > 11.9 GiB usable)' $tmp/mem.txt"
 check "memory: the table says memory counts the attention layer alone and what a GPU has" \
-  "grep -q '^memory: peak allocated per GPU of the attention layer alone.*usable 12.9 GiB of 16.0 GiB per GPU (headroom 3.14 GiB)' $tmp/mem.txt && grep -q ' 17.0G!\$' $tmp/mem.txt"
+  "grep -q '^memory: peak allocated per GPU of the attention layer alone.*usable 11.9 GiB of 15.0 GiB per GPU (headroom 3.14 GiB)' $tmp/mem.txt && grep -q ' 22.5G!\$' $tmp/mem.txt"
+check "memory: peak_reserved_gib, the caching allocator's segments, is at least peak_mem_gib and above it where blocks fragment (ring's backward)" \
+  "awk -F, 'NR > 1 && \$27 + 0 < \$25 - 1e-4 {bad = 1} NR == 2 && !(\$27 > \$25 + 0.01) {bad = 1} END {exit bad}' $tmp/mem.csv"
 "$sim" --topology h100x8 --sched ring --seq 1M --sp 8 --set gpu_memory_gib=80GB > "$tmp/mem80.txt"
 check "memory: \"80GB\" is decimal gigabytes, 74.5 GiB" "grep -q 'usable 71.4 GiB of 74.5 GiB' $tmp/mem80.txt"
 "$sim" --topology h100x8 --sched allgather --seq 1M --sp 8 --mask full --memory - --quiet > "$tmp/mem.list"
 check "--memory: per GPU the buffers live at the peak, largest first: allgather's gathered K, V of the whole sequence (2 x 1M x 8 x 128 x 2 B)" \
-  "grep -q '^allgather seq 1M sp 8 full fwd: peak .* GiB on GPU 0 (fits: 76.0 GiB usable)' $tmp/mem.list && [ \$(grep -c '^  GPU [0-7]: .*: gathered k, v 4.0 GiB, ' $tmp/mem.list) -eq 8 ]"
+  "grep -q '^allgather seq 1M sp 8 full fwd: peak .* GiB on GPU 0 (fits: 76.0 GiB usable)' $tmp/mem.list && [ \$(grep -c '^  GPU [0-7]: [0-9.]* GiB (reserved [0-9.]* GiB): .*gathered k, v 4.0 GiB, ' $tmp/mem.list) -eq 8 ]"
 "$sim" --topology h100x8 --sched ring,zigzag --seq 64K --sp 4,8 --memory "$tmp/m1" --jobs 1 --quiet
 "$sim" --topology h100x8 --sched ring,zigzag --seq 64K --sp 4,8 --memory "$tmp/m4" --jobs 4 --quiet
 check "--memory: byte-identical for any --jobs" "cmp -s $tmp/m1 $tmp/m4"

@@ -76,16 +76,22 @@ check_from_3k ulysses/allgather/tokenring topologies/h200x2-tool.json \
 # (docs/validation.md says what is left)
 check_from_3k linear topologies/h200x2-linear.json calibration/h200x2-linear/passes-n2.jsonl \
   3.2 38
-# Peak memory per GPU against torch.cuda.max_memory_allocated
-# (calibration/h200x2-mem: every method, pass and mask on 2 H200, and one
-# rank's program of 4 and 8): scripts/validate_memory.py from 4K tokens per
-# GPU.  Not yet issue 20's 5%: these bounds hold what the model gives today
-# (median 10.6%, max 69.4%: linear causal passes, whose measured programs
-# materialise masked scores the model does not declare; docs/validation.md)
+# Peak memory per GPU against torch.cuda.max_memory_allocated and
+# max_memory_reserved (calibration/h200x2-mem: every method, pass and mask
+# on 2 H200, and one rank's program of 4 and 8): scripts/validate_memory.py
+# from 4K tokens per GPU, each measured rank against its own GPU.  Issue
+# 20's targets are 5% (allocated) and 10% (reserved) for every method and
+# pass; these bounds hold what the model gives today (allocated median
+# 0.1%, max 10.1%: LASP-2 full forward, 8 GPUs, 4K tokens per GPU;
+# reserved median 1.4%, max 18.7%: ring's and TASP's backward on 2 GPUs;
+# docs/validation.md says what is left)
 python3 scripts/validate_memory.py --sim "$B/tasp-sim" --summary > "${TMPDIR:-/tmp}/fidelity.$$"
-set -- $(sed -n 's/^| all | [0-9]* | \([0-9.]*\)% | \([0-9.]*\)% |$/\1 \2/p' "${TMPDIR:-/tmp}/fidelity.$$")
+set -- $(sed -n 's/^| all | [0-9]* | \([0-9.]*\)% | \([0-9.]*\)% | \([0-9.]*\)% | \([0-9.]*\)% |$/\1 \2 \3 \4/p' \
+  "${TMPDIR:-/tmp}/fidelity.$$")
 rm -f "${TMPDIR:-/tmp}/fidelity.$$"
-check "memory peaks from 4K tokens per GPU, median" "$1" 11
-check "memory peaks from 4K tokens per GPU, max" "$2" 70
+check "memory peaks from 4K tokens per GPU, median" "$1" 0.5
+check "memory peaks from 4K tokens per GPU, max" "$2" 10.5
+check "memory peaks reserved from 4K tokens per GPU, median" "$3" 1.5
+check "memory peaks reserved from 4K tokens per GPU, max" "$4" 19
 echo "fidelity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

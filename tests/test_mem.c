@@ -3,6 +3,7 @@
  * what makes a plan's declarations wrong, a peak that moves when a
  * transfer is delayed, and closed-form peaks of schedulers. */
 #include "compute.h"
+#include "exec_alloc.h"
 #include "exec.h"
 #include "plan_buf.h"
 #include "sched/sched.h"
@@ -221,53 +222,188 @@ static void t_ulysses_peak(void) {
   topo_free(t);
 }
 
-/* Ring (ring_flash_attn), MHA: while step t's chunk is attended, step
- * t+1's arrives (double buffering); the peak is at a merge, where
- * update_out_and_lse holds the block's float32 copy and two float32
- * temporaries beside the float32 running output: with U one bf16 tensor
- * of the GPU's queries, q U + local k, v 2U + the arriving chunk 2U + the
- * running output 2U + the block output U + the temporaries 6U = 14U, and
- * the float32 log-sum-exps (running and block), as measured on H200
- * (calibration/h200x2-mem: "14U = 7.0 GiB" at 64K tokens per GPU).
- * Backward adds float32 dK/dV accumulators. */
-static void t_ring_peak(void) {
-  uint32_t n = 4;
-  topology *t = switch_topo(n, 100e9);
-  workload w = llama(n, 8192, false, PASS_FWD);
+/* MHA workload of n GPUs, 8K tokens, the float32 gradients of
+ * ring_flash_attn; U is one bf16 (B, c, H, D) tensor of a GPU's queries,
+ * lse its float32 log-sum-exp. */
+static workload mha(uint32_t n, bool causal, pass_kind pass, double *u, double *lse) {
+  workload w = llama(n, 8192, causal, pass);
   w.kv_heads = w.heads;
-  exec_result *r = run_sched(&sched_ring, &w, t);
-  double c = 8192.0 / n, u = c * 32 * 128 * 2, lse = 4.0 * c * 32;
-  uint32_t count;
-  for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(r->gpu_peak_bytes[g], 14 * u + 2 * lse, 1e-12);
-  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "next_k, next_v", &count), 2 * u, 0);
-  CU_ASSERT_EQUAL(count, 1);
-  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "update_out_and_lse temporaries (float32)", NULL),
-                         6 * u, 0);
-  double fwd = r->peak_bytes;
-  exec_result_free(r);
-  w.pass = PASS_BWD;
-  r = run_sched(&sched_ring, &w, t);
-  CU_ASSERT_TRUE(r->peak_bytes > fwd);
-  CU_ASSERT_TRUE(live_at_peak(r, 0, "dk, dv (float32)", NULL) >= 2 * 2 * u);
+  double c = 8192.0 / n;
+  *u = c * 32 * 128 * 2;
+  *lse = 4.0 * c * 32;
+  return w;
+}
+
+/* Ring (ring_flash_attn), MHA forward: the peak is at a merge, where
+ * update_out_and_lse holds the block's float32 copy and two float32
+ * temporaries beside the float32 running output, while the KV chunk held
+ * is still referenced (to its step's end) and, from n = 3, the next one
+ * arrives: q U + local k, v 2U + held 2U (+ arriving 2U) + the running
+ * output 2U + the block output U + the temporaries 6U = 14U at n = 2, 16U
+ * from n = 3, and the float32 log-sum-exps (running and block), as
+ * measured on H200 (calibration/h200x2-mem: 14U = 7.0 GiB at 64K tokens
+ * per GPU, 2 GPUs; 16U at 4 and 8).  The bf16 output is made after the
+ * loop, once the temporaries are gone (plan_buf_writes_late): not at the
+ * peak. */
+static void t_ring_peak(void) {
+  for (uint32_t n = 2; n <= 4; n += 2) {
+    topology *t = switch_topo(n, 100e9);
+    double u, lse;
+    workload w = mha(n, false, PASS_FWD, &u, &lse);
+    exec_result *r = run_sched(&sched_ring, &w, t);
+    for (uint32_t g = 0; g < n; g++)
+      CU_ASSERT_CLOSE(r->gpu_peak_bytes[g], (n == 2 ? 14 : 16) * u + 2 * lse, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "update_out_and_lse temporaries (float32)", NULL),
+                           6 * u, 0);
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "out", NULL), 0, 0);
+    exec_result_free(r);
+    topo_free(t);
+  }
+}
+
+/* Ring backward (ring_flash_attn_backward): at the add after a step's
+ * last kernel `dk = block_dk_buffer + next_dk` makes a new float32 dK/dV
+ * (2 x 2U) while the one sent last step and the one arrived are still
+ * referenced: three; the block buffers (3U) live to the pass's end; with
+ * q, k, v, out, dout (5U), the held KV (2U), the arriving one from n = 3
+ * (2U) and the float32 dQ (2U): 24U at n = 2, 26U at n = 4
+ * (calibration/h200x2-mem: 12.05 GiB at 64K, 2 GPUs; 3.25 GiB at 16K,
+ * rank 3 of 4). */
+static void t_ring_backward_peak(void) {
+  for (uint32_t n = 2; n <= 4; n += 2) {
+    topology *t = switch_topo(n, 100e9);
+    double u, lse;
+    workload w = mha(n, false, PASS_BWD, &u, &lse);
+    exec_result *r = run_sched(&sched_ring, &w, t);
+    uint32_t count;
+    CU_ASSERT_CLOSE(r->gpu_peak_bytes[0], (n == 2 ? 24 : 26) * u + lse, 1e-12);
+    double sums = live_at_peak(r, 0, "dk, dv (float32)", &count);
+    double arrived = live_at_peak(r, 0, "next_dk, next_dv", NULL);
+    CU_ASSERT_DOUBLE_EQUAL(sums + arrived, 12 * u, 0);
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "block_dk_buffer, block_dv_buffer", NULL), 2 * u, 0);
+    exec_result_free(r);
+    topo_free(t);
+  }
+}
+
+/* Zigzag backward adds into the float32 dK/dV that arrived and receives
+ * into the one it sent: two such buffers (2 x 4U) at any time, never the
+ * ring's three. */
+static void t_zigzag_backward_two_accumulators(void) {
+  topology *t = switch_topo(4, 100e9);
+  double u, lse;
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  exec_result *r = run_sched(&sched_zigzag, &w, t);
+  for (uint32_t g = 0; g < 4; g++) {
+    double acc = live_at_peak(r, g, "dk, dv (float32)", NULL) +
+                 live_at_peak(r, g, "dk_comm_buffer, dv_comm_buffer (float32)", NULL);
+    CU_ASSERT_DOUBLE_EQUAL(acc, 8 * u, 0);
+  }
   exec_result_free(r);
   topo_free(t);
 }
 
-/* The same ring on links 1000 times slower: the chunk a GPU sends on
- * stays live until its send is done, so while the next arrives both are
- * held at the merge's peak (one more chunk than on fast links). */
-static void t_ring_slow_link(void) {
-  uint32_t n = 4;
-  topology *t = switch_topo(n, 100e6);
-  workload w = llama(n, 8192, false, PASS_FWD);
-  w.kv_heads = w.heads;
-  exec_result *r = run_sched(&sched_ring, &w, t);
-  double c = 8192.0 / n, u = c * 32 * 128 * 2, lse = 4.0 * c * 32;
-  uint32_t count;
-  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "next_k, next_v", &count), 4 * u, 0);
-  CU_ASSERT_EQUAL(count, 2);
-  CU_ASSERT_CLOSE(r->peak_bytes, 16 * u + 2 * lse, 1e-12);
+/* Ulysses forward alone: what its attention function saves for the
+ * backward (the head-scattered q, k, v, output, log-sum-exp) is kept, so
+ * at the output's gather the GPU holds q, k, v (3U), the scattered q, k,
+ * v (3U), the kernel's output (U) and log-sum-exp, the all-to-all's
+ * output (U) and the pass's output it is copied into (U): 9U and two
+ * log-sum-exps
+ * (calibration/h200x2-mem: 1.13 GiB at 16K tokens per GPU). */
+static void t_ulysses_forward_keeps_saved(void) {
+  for (uint32_t n = 2; n <= 4; n += 2) {
+    topology *t = switch_topo(n, 100e9);
+    double u, lse;
+    workload w = mha(n, false, PASS_FWD, &u, &lse);
+    exec_result *r = run_sched(&sched_ulysses, &w, t);
+    CU_ASSERT_CLOSE(r->peak_bytes, 9 * u + 2 * lse, 1e-12);
+    exec_result_free(r);
+    topo_free(t);
+  }
+}
+
+/* All-gather backward, causal, GPU n-1 of 4: q, k, v, out, dout (5U) and
+ * the float32 dK/dV of the whole sequence (16U) beside its owner-order
+ * copy (index_select, 16U) and the joined dQ (U): 38U (calibration/
+ * h200x2-mem emulated/e4: 4.75 GiB at 16K tokens per GPU); the kernels'
+ * dK, dV are gone by then.  Full mask, 2 GPUs: at the kernel, 5U, the
+ * gathered KV kept from the forward (4U), the accumulator made before it
+ * (8U), the kernel's dK, dV (4U), dQ (U) and float32 dQ accumulator (2U):
+ * 24U, in a backward alone as after a forward (12.05 GiB at 64K). */
+static void t_allgather_backward_peak(void) {
+  double u, lse;
+  topology *t = switch_topo(4, 100e9);
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  exec_result *r = run_sched(&sched_allgather, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 38 * u + lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 3, "dk, dv in owner order (float32)", NULL), 16 * u, 0);
   exec_result_free(r);
+  topo_free(t);
+  t = switch_topo(2, 100e9);
+  for (pass_kind ps = PASS_BWD; ps <= PASS_FWDBWD; ps++) {
+    w = mha(2, false, ps, &u, &lse);
+    r = run_sched(&sched_allgather, &w, t);
+    CU_ASSERT_CLOSE(r->peak_bytes, 24 * u + lse, 1e-12);
+    exec_result_free(r);
+  }
+  topo_free(t);
+}
+
+/* TokenRing backward, 2 GPUs, full: the pass's receive buffers from its
+ * start (two sets of q, dout, out, lse: 6U + 2 lse; the float32 dQ block
+ * 2U), float32 dQ (2U) and dK/dV (4U), q, k, v, out, dout (5U + lse), and
+ * at the second step's kernel the first step's dq, dk, dv (3U, still
+ * referenced) beside the new ones (3U) and the float32 dQ accumulator
+ * (2U): 27U + 3 lse (calibration/h200x2-mem: 3.38 GiB at 16K). */
+static void t_tokenring_backward_peak(void) {
+  double u, lse;
+  topology *t = switch_topo(2, 100e9);
+  workload w = mha(2, false, PASS_BWD, &u, &lse);
+  exec_result *r = run_sched(&sched_tokenring, &w, t);
+  uint32_t count;
+  CU_ASSERT_CLOSE(r->peak_bytes, 27 * u + 3 * lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, r->peak_gpu, "dq, dk, dv of the block (flash backward)",
+                                      &count), 6 * u, 0);
+  CU_ASSERT_EQUAL(count, 2);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* USP of Ulysses degree n (one ring rank) backward: yunchang's saved
+ * tensors (scattered q, k, v, out: 4U, and lse), dout scattered (U), the
+ * kernel's block gradients (3U) and ring_flash_attn's float32 dQ, dK, dV
+ * of its one rank (6U) beside q, k, v, out, dout (5U): 19U
+ * (calibration/h200x2-mem: 2.38 GiB at 16K tokens per GPU). */
+static void t_usp_one_ring_rank_backward(void) {
+  double u, lse;
+  topology *t = switch_topo(2, 100e9);
+  workload w = mha(2, false, PASS_BWD, &u, &lse);
+  w.ulysses = 2;
+  exec_result *r = run_sched(&sched_usp, &w, t);
+  CU_ASSERT_CLOSE(r->peak_bytes, 19 * u + 2 * lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "dk, dv (float32)", NULL), 4 * u, 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* The causal intra-chunk kernel's workspace, that of the stand-in kernel
+ * the linear tables price (sched_lin_intra_workspace): per token and
+ * head, 6 D^2 / b bytes forward, 16 D^2 / b + 4 b backward; none for the
+ * full mask. */
+static void t_linear_intra_workspace(void) {
+  topology *t = switch_topo(2, 100e9);
+  for (int causal = 0; causal <= 1; causal++)
+    for (pass_kind ps = PASS_FWD; ps <= PASS_BWD; ps++) {
+      workload w = llama(2, 8192, causal, ps);
+      w.attention = ATTN_LINEAR;
+      w.linear_block = 64;
+      exec_result *r = run_sched(&sched_lasp, &w, t);
+      double d2 = 128.0 * 128, per = ps == PASS_BWD ? 16 * d2 / 64 + 4 * 64 : 6 * d2 / 64;
+      double want = causal ? per * 4096 * 32 : 0;
+      CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "intra-chunk workspace (block states, float32)",
+                                          NULL), want, 0);
+      exec_result_free(r);
+    }
   topo_free(t);
 }
 
@@ -289,10 +425,324 @@ static void t_lockstep_expand(void) {
   topo_free(t);
 }
 
+/* Where a flash kernel holds all SMs and the KV transfer only starts
+ * after it (kernel_blocks_comm, H200), the receive buffer is still made
+ * before the kernel is issued (`next_k, next_v = send_recv_kv(k, v)`):
+ * zigzag backward on 4 GPUs, GPU 3, at a first-half kernel: q, k, v, out,
+ * dout (5U), the held and the arriving KV (4U), the block buffers (3U),
+ * float32 dQ (2U), the two float32 dK/dV (8U) and the kernel's float32 dQ
+ * accumulator (2U): 24U (calibration/h200x2-mem emulated/e4: 3.13 GiB at
+ * 16K tokens per GPU, 25U). */
+static void t_receive_buffer_before_kernel(void) {
+  topology *t = switch_topo(4, 100e9);
+  t->kernel_blocks_comm = true;
+  double u, lse;
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  exec_result *r = run_sched(&sched_zigzag, &w, t);
+  uint32_t count;
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 24 * u + lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 3, "next_k, next_v", &count), 4 * u, 0);
+  CU_ASSERT_EQUAL(count, 2);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* TASP causal forward on 4 GPUs (two cycles, the ring both ways), GPU 3:
+ * every earlier sub-chunk's first piece (c/4 tokens each) comes from two
+ * cycles, so its kernel reads them from a torch.cat gather (c/2 tokens'
+ * K and V: U), live through the merge: ring's 16U + U
+ * (calibration/h200x2-mem emulated/e4: 2.13 GiB at 16K tokens per GPU). */
+static void t_tasp_gather(void) {
+  topology *t = switch_topo(4, 100e9);
+  double u, lse;
+  workload w = mha(4, true, PASS_FWD, &u, &lse);
+  exec_result *r = run_sched(&sched_tasp, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 17 * u + 2 * lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 3, "keys gathered (torch.cat)", NULL), u, 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* USP with a ring of all GPUs (u = 1), full mask, 2 GPUs:
+ * ring_flash_attn's autograd function makes K and V contiguous (2U) and
+ * saves them: forward, ring's 14U + 2U; backward alone, ring's 24U + 2U,
+ * held to the ring's return, after its last add (calibration/h200x2-mem:
+ * 2.01 and 3.25 GiB at 16K tokens per GPU). */
+static void t_usp_contiguous_kv(void) {
+  topology *t = switch_topo(2, 100e9);
+  for (pass_kind ps = PASS_FWD; ps <= PASS_BWD; ps++) {
+    double u, lse;
+    workload w = mha(2, false, ps, &u, &lse);
+    w.ulysses = 1;
+    exec_result *r = run_sched(&sched_usp, &w, t);
+    CU_ASSERT_CLOSE(r->peak_bytes, ps == PASS_FWD ? 16 * u + 2 * lse : 26 * u + lse, 1e-12);
+    const char *name = ps == PASS_FWD ? "k, v made contiguous (ring_flash_attn)"
+                                      : "k, v made contiguous (saved by forward)";
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, r->peak_gpu, name, NULL), 2 * u, 0);
+    exec_result_free(r);
+  }
+  topo_free(t);
+}
+
+/* USP of Ulysses degree 2 on 2 GPUs (a ring of one rank), forward then
+ * backward: the ring's bf16 output on H/u heads (U), saved by the
+ * forward, is held by the backward beside the scattered q, k, v (3U),
+ * dout scattered (U), the block gradients (3U) and ring_flash_attn's
+ * float32 dQ, dK, dV (6U), with q, k, v, out, dout (5U): 19U, as in a
+ * backward alone (calibration/h200x2-mem: 2.38 GiB at 16K tokens per
+ * GPU, both). */
+static void t_usp_saves_ring_output(void) {
+  topology *t = switch_topo(2, 100e9);
+  double u, lse;
+  workload w = mha(2, false, PASS_FWDBWD, &u, &lse);
+  w.ulysses = 2;
+  exec_result *r = run_sched(&sched_usp, &w, t);
+  CU_ASSERT_CLOSE(r->peak_bytes, 19 * u + 2 * lse, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "ring out, lse on H/u heads", NULL), u + lse, 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* LASP causal: the intra-chunk kernel makes the output beside its
+ * workspace (forward, GPU 3 of 4: q, k, v 3U, the output U, the block
+ * states 4U and their bf16 prefix 2U: 10U, and the received state), and
+ * in backward the chunk's dq, dk, dv beside its workspace (GPU 1 of 2:
+ * q, k, v, out, dout 5U, dQ of the received state's product U, dq, dk, dv
+ * 3U and 17U of workspace: 26U, and the forward's state)
+ * (calibration/h200x2-mem: 1.25 and 3.25 GiB at 16K tokens per GPU). */
+static void t_lasp_intra_outputs(void) {
+  double u, lse, state = 4.0 * 32 * 128 * 128;
+  topology *t = switch_topo(4, 100e9);
+  workload w = mha(4, true, PASS_FWD, &u, &lse);
+  w.attention = ATTN_LINEAR;
+  w.linear_block = 64;
+  exec_result *r = run_sched(&sched_lasp, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[3], 10 * u + state, 1e-12);
+  exec_result_free(r);
+  topo_free(t);
+  t = switch_topo(2, 100e9);
+  w = mha(2, true, PASS_BWD, &u, &lse);
+  w.attention = ATTN_LINEAR;
+  w.linear_block = 64;
+  r = run_sched(&sched_lasp, &w, t);
+  CU_ASSERT_CLOSE(r->gpu_peak_bytes[1], 26 * u + state, 1e-12);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* Ring on linear layers (calibrate.py LinRing), MHA, full mask, 2 GPUs:
+ * forward, q, k, v (3U), the pair of KV receive buffers made at the
+ * pass's start (4U) and the output (U): 8U, and the arrived chunk's
+ * state K^T V as it is applied; backward, q, k, v, out, dout
+ * (5U), the pair (4U), three float32 dK/dV accumulators (12U) and the
+ * last step's dq, dk, dv beside this step's (6U): 27U
+ * (calibration/h200x2-mem: 1.00 and 3.38 GiB at 16K tokens per GPU). */
+static void t_linear_ring_peak(void) {
+  topology *t = switch_topo(2, 100e9);
+  for (pass_kind ps = PASS_FWD; ps <= PASS_BWD; ps++) {
+    double u, lse;
+    workload w = mha(2, false, ps, &u, &lse);
+    w.attention = ATTN_LINEAR;
+    w.linear_block = 64;
+    exec_result *r = run_sched(&sched_ring, &w, t);
+    double state = 4.0 * 32 * 128 * 128; /* the arrived chunk's K^T V, float32 */
+    CU_ASSERT_CLOSE(r->peak_bytes, ps == PASS_FWD ? 8 * u + state : 27 * u, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "bufs: KV receive buffers (x2)", NULL), 4 * u, 0);
+    exec_result_free(r);
+  }
+  topo_free(t);
+}
+
+/* When in a task a use holds its reference (plan_buf_when), on one GPU:
+ * copy A makes a 100-byte temporary and `held` (10) and, as it ends, its
+ * 1000-byte result (late): never the temporary beside the result.  Copy B
+ * reads `held` and the result early and makes `new` (50): they go once
+ * new is allocated, so B then holds new alone.  Copy C writes an accumulator (7) and, late, reads it and makes
+ * `res` (3) from it: both live at C's end. */
+static void t_phases(void) {
+  topology *t = switch_topo(1, 1e9);
+  plan *p = plan_new(1, false);
+  uint32_t a = plan_copy(p, 0, 0, 1e6), b = plan_copy(p, 0, 0, 1e6), c = plan_copy(p, 0, 0, 1e6);
+  plan_buf_out(p, a, 100, "tmp");
+  uint32_t res = plan_buf_new(p, 0, 1000, "result");
+  plan_buf_writes_late(p, a, res);
+  uint32_t held = plan_buf_out(p, a, 10, "held");
+  plan_buf_reads_early(p, b, held);
+  plan_buf_reads_early(p, b, res);
+  plan_buf_out(p, b, 50, "new");
+  uint32_t acc = plan_buf_out(p, c, 7, "acc");
+  plan_buf_reads_late(p, c, acc);
+  uint32_t out = plan_buf_new(p, 0, 3, "res");
+  plan_buf_writes_late(p, c, out);
+  plan_buf_keep(p, out);
+  plan_finish(p);
+  exec_result *r = run(p, t, true);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  /* B's start: new 50 beside result 1000 and held 10, which go at once;
+   * never tmp beside result */
+  CU_ASSERT_DOUBLE_EQUAL(r->peak_bytes, 1060, 0);
+  CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "tmp", NULL), 0, 0);
+  bool acc_and_res = false, new_alone = false;
+  for (guint i = 0; i < r->mem->len; i++) {
+    const exec_mem_sample *x = &g_array_index(r->mem, exec_mem_sample, i);
+    if (x->bytes == 7 + 3) acc_and_res = true;
+    if (x->bytes == 50) new_alone = true;
+  }
+  CU_ASSERT_TRUE(acc_and_res);
+  CU_ASSERT_TRUE(new_alone);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* plan_buf_use_on: a group that reads GPU 0's copy of a buffer on every
+ * GPU, not GPU 1's: GPU 1's copy goes when its own copy task ends, before
+ * GPU 1 makes a larger buffer; read on both, it would be held to the
+ * group's end, and GPU 1's peak would hold both. */
+static double use_on_peak(bool one) {
+  topology *t = switch_topo(2, 1e9);
+  plan *p = plan_new(2, false);
+  uint32_t x = plan_buf_new(p, PLAN_ALL, 100, "x");
+  uint32_t c0 = plan_copy(p, 0, 0, 1e6), c1 = plan_copy(p, 1, 0, 1e6);
+  plan_buf_writes(p, c0, x);
+  plan_buf_writes(p, c1, x);
+  uint32_t c1b = plan_copy(p, 1, 0, 1e6);
+  plan_buf_out(p, c1b, 1000, "y");
+  uint32_t g = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, g, 0, 1, 1e6);
+  plan_dep(p, c1b, g);
+  plan_dep(p, c0, g);
+  plan_issue(p, g, NULL, -1, false);
+  if (one) plan_buf_use_on(p, g, x, 0, false, PLAN_BUF_DURING);
+  else plan_buf_reads(p, g, x);
+  plan_finish(p);
+  exec_result *r = run(p, t, false);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  double peak = r->gpu_peak_bytes[1];
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+  return peak;
+}
+
+static void t_use_on(void) {
+  CU_ASSERT_DOUBLE_EQUAL(use_on_peak(true), 1000, 0);
+  CU_ASSERT_DOUBLE_EQUAL(use_on_peak(false), 1100, 0);
+}
+
+#define MIB (1024.0 * 1024.0)
+
+/* The caching allocator's rounding and segment sizes
+ * (c10/cuda/CUDACachingAllocator.cpp round_size, get_allocation_size). */
+static void t_alloc_rounding(void) {
+  CU_ASSERT_EQUAL(exec_alloc_round(1), 512);
+  CU_ASSERT_EQUAL(exec_alloc_round(512), 512);
+  CU_ASSERT_EQUAL(exec_alloc_round(513), 1024);
+  CU_ASSERT_EQUAL(exec_alloc_segment_size(512), 2u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_segment_size(1u << 20), 2u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_segment_size((1u << 20) + 512), 20u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_segment_size((10u << 20) - 512), 20u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_segment_size(10u << 20), 10u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_segment_size((10u << 20) + 512), 12u << 20);
+  /* a small request takes a 2 MiB small-pool segment; a large one of
+   * 2 MiB does not share it */
+  exec_alloc *a = exec_alloc_new();
+  exec_alloc_release(a, exec_alloc_take(a, 0)); /* an empty tensor: no storage */
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 0);
+  exec_alloc_take(a, 1000);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 2u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_allocated(a), 1024);
+  exec_alloc_take(a, 1000);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 2u << 20); /* the split remainder */
+  exec_alloc_take(a, 2u << 20);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 22u << 20); /* 2 MiB < 10 MiB: a 20 MiB segment */
+  exec_alloc_free(a);
+}
+
+/* Freed blocks are cached and reused, split where more than 1 MiB would
+ * remain, best fit first, merged with free neighbours. */
+static void t_alloc_reuse(void) {
+  exec_alloc *a = exec_alloc_new();
+  uint32_t x = exec_alloc_take(a, 100 * MIB);
+  exec_alloc_release(a, x);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 100 * MIB); /* cached, not returned */
+  uint32_t y = exec_alloc_take(a, 60 * MIB), z = exec_alloc_take(a, 40 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 100 * MIB); /* both from the split block */
+  CU_ASSERT_EQUAL(exec_alloc_allocated(a), 100 * MIB);
+  exec_alloc_release(a, y);
+  exec_alloc_release(a, z); /* merged back into one 100 MiB block */
+  uint32_t w = exec_alloc_take(a, 100 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 100 * MIB);
+  exec_alloc_release(a, w);
+  /* no split for a remainder of 1 MiB or less: the whole block */
+  w = exec_alloc_take(a, 99.5 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_allocated(a), 100 * MIB);
+  exec_alloc_release(a, w);
+  /* best fit: of free blocks of 100 and 30 MiB, 25 MiB comes from the 30 */
+  uint32_t big = exec_alloc_take(a, 100 * MIB), small = exec_alloc_take(a, 30 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 130 * MIB);
+  exec_alloc_release(a, big);
+  exec_alloc_release(a, small);
+  exec_alloc_take(a, 25 * MIB);
+  exec_alloc_take(a, 100 * MIB); /* the 100 MiB block is still whole */
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 130 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_peak_reserved(a), 130 * MIB);
+  exec_alloc_free(a);
+}
+
+/* Fragmentation: two 40 MiB tensors in segments of their own; the first
+ * freed, a 60 MiB request cannot use its 40 MiB: a new segment, 140 MiB
+ * reserved for 100 MiB allocated. */
+static void t_alloc_fragmentation(void) {
+  exec_alloc *a = exec_alloc_new();
+  uint32_t x = exec_alloc_take(a, 40 * MIB);
+  exec_alloc_take(a, 40 * MIB);
+  exec_alloc_release(a, x);
+  exec_alloc_take(a, 60 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_allocated(a), 100 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 140 * MIB);
+  exec_alloc_free(a);
+}
+
+/* Through exec: a plan whose buffers fragment reports a peak reserved
+ * above its peak allocated, per GPU and overall; 4 U of ring backward's
+ * float32 dK/dV come and go beside larger and smaller ones. */
+static void t_reserved_in_results(void) {
+  topology *t = switch_topo(1, 1e9);
+  plan *p = plan_new(1, false);
+  uint32_t a = plan_copy(p, 0, 0, 1e6), b = plan_copy(p, 0, 0, 1e6), c = plan_copy(p, 0, 0, 1e6);
+  uint32_t x = plan_buf_out(p, a, 40 * MIB, "x");
+  uint32_t y = plan_buf_out(p, a, 40 * MIB, "y");
+  plan_buf_reads(p, b, y);
+  plan_buf_reads(p, c, y);
+  (void)x;
+  plan_buf_out(p, b, 60 * MIB, "z"); /* x is free by then: 40 MiB cached, unused */
+  plan_finish(p);
+  exec_result *r = run(p, t, false);
+  CU_ASSERT_DOUBLE_EQUAL(r->peak_bytes, 100 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(r->peak_reserved_bytes, 140 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(r->gpu_peak_reserved_bytes[0], 140 * MIB, 0);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_lifetimes),      TEST(t_errors),
                                     TEST(t_delayed_transfer), TEST(t_allgather_peak),
-                                    TEST(t_ulysses_peak),   TEST(t_ring_peak),       TEST(t_ring_slow_link),
-                                    TEST(t_lockstep_expand), {NULL, NULL}};
+                                    TEST(t_ulysses_peak),   TEST(t_ring_peak),
+                                    TEST(t_lockstep_expand), TEST(t_ring_backward_peak),
+                                    TEST(t_zigzag_backward_two_accumulators),
+                                    TEST(t_ulysses_forward_keeps_saved),
+                                    TEST(t_allgather_backward_peak), TEST(t_tokenring_backward_peak),
+                                    TEST(t_usp_one_ring_rank_backward),
+                                    TEST(t_linear_intra_workspace), TEST(t_linear_ring_peak),
+                                    TEST(t_receive_buffer_before_kernel), TEST(t_tasp_gather),
+                                    TEST(t_usp_contiguous_kv), TEST(t_lasp_intra_outputs),
+                                    TEST(t_usp_saves_ring_output),
+                                    TEST(t_phases),
+                                    TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
+                                    TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
+                                    {NULL, NULL}};
   return test_run("mem", cases);
 }

@@ -28,10 +28,11 @@
  * sequence until the reduce-scatter has sent it. */
 #include "sched.h"
 
-/* The kernels of GPU g, reading kv; their ids into ids and, backward, the
- * dK/dV buffer each writes into dkv (returns how many). */
+/* The kernels of GPU g, reading kv (and saved: the forward's outputs
+ * they need, UINT32_MAX none); their ids into ids; backward, each writes
+ * its dK and dV into dkv (returns how many). */
 static uint32_t kernels(plan *p, const workload *w, uint32_t g, bool backward, int64_t ready,
-                        uint32_t kv, uint32_t ids[2], uint32_t dkv[2]) {
+                        uint32_t kv, uint32_t saved, uint32_t ids[2], uint32_t dkv) {
   plan_seg q[2];
   uint32_t nq = sched_layout(w->seq_len, g, w->gpus, w->causal, q);
   plan_op shape = sched_shape(w, w->causal, backward);
@@ -40,10 +41,11 @@ static uint32_t kernels(plan *p, const workload *w, uint32_t g, bool backward, i
     uint32_t id = plan_attn(p, g, 0, &shape, &q[i], 1, &k, 1);
     if (ready >= 0) plan_dep(p, (uint32_t)ready, id);
     plan_buf_reads(p, id, kv);
+    if (saved != UINT32_MAX) plan_buf_reads(p, id, saved);
     double rows = (double)w->batch * q[i].len * w->heads;
     if (backward) {
       plan_buf_out(p, id, rows * w->head_dim * 4.0, "dq_accum (flash backward, float32)");
-      dkv[i] = plan_buf_out(p, id, workload_kv_bytes(w, (double)k.len), "dk, dv of the gathered keys");
+      plan_buf_writes(p, id, dkv);
     }
     ids[i] = id;
   }
@@ -65,7 +67,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   double whole = workload_kv_bytes(w, (double)w->seq_len);
   /* a GPU's query rows of output (or dQ) */
   double out = (double)w->batch * w->seq_len / n * w->heads * w->head_dim * w->elem_bytes;
-  uint32_t ids[2], dkv[2];
+  uint32_t ids[2];
   if (!backward) {
     uint32_t ag = plan_comm(p, 0, COMM_ALL_GATHER);
     plan_coll_ring(p, ag, gpus, n, shard, t->gpus_per_node);
@@ -76,6 +78,18 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
     uint32_t ordered = w->causal ? plan_buf_new(p, PLAN_ALL, whole, "gathered k, v in sequence order")
                                  : kv;
     c->io->saved = ordered; /* backward attends it again */
+    sched_io_save(p, w, ordered);
+    /* causal: each kernel's output and log-sum-exp, saved for the
+     * backward kernel of the same queries (the joined output is the
+     * pass's out; the program's `outs`) */
+    c->io->n_keep = 0;
+    uint32_t chunks = UINT32_MAX;
+    if (w->causal) {
+      double rows = out / w->elem_bytes / w->head_dim; /* the GPU's query rows x heads */
+      chunks = plan_buf_new(p, PLAN_ALL, out + rows * 4.0, "out, softmax_lse of each chunk");
+      sched_io_save(p, w, chunks);
+      c->io->keep[c->io->n_keep++] = chunks;
+    }
     for (uint32_t g = 0; g < n; g++) {
       int64_t ready = ag;
       if (w->causal) {
@@ -84,43 +98,69 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
         plan_buf_reads(p, (uint32_t)ready, kv);
         plan_buf_writes(p, (uint32_t)ready, ordered);
       }
-      uint32_t nk = kernels(p, w, g, false, ready, ordered, ids, dkv);
+      uint32_t nk = kernels(p, w, g, false, ready, ordered, UINT32_MAX, ids, UINT32_MAX);
       if (w->causal) {
         uint32_t cat = plan_copy(p, g, 0, out);
-        for (uint32_t i = 0; i < nk; i++) {
-          double rows = out / w->elem_bytes / w->head_dim / nk;
-          plan_buf_reads(p, cat, plan_buf_out(p, ids[i], out / nk, "out (one chunk)"));
-          plan_buf_reads(p, cat, plan_buf_out(p, ids[i], rows * 4.0, "softmax_lse (one chunk)"));
-        }
+        for (uint32_t i = 0; i < nk; i++) plan_buf_writes(p, ids[i], chunks);
+        plan_buf_reads(p, cat, chunks);
       }
     }
     return ag;
   }
   double grad = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0;
-  if (c->io->saved == UINT32_MAX) /* backward alone: forward kept it */
-    c->io->saved = plan_buf_input(p, PLAN_ALL, whole, "gathered k, v (from forward)");
+  if (c->io->saved == UINT32_MAX) { /* backward alone: forward kept them */
+    c->io->saved = plan_buf_saved_input(p, PLAN_ALL, whole, "gathered k, v (from forward)");
+    if (w->causal) {
+      double rows = out / w->elem_bytes / w->head_dim;
+      c->io->keep[c->io->n_keep++] =
+          plan_buf_saved_input(p, PLAN_ALL, out + rows * 4.0, "out, softmax_lse of each chunk");
+    }
+  }
   uint32_t acc = plan_buf_new(p, PLAN_ALL, whole * grad, "dk, dv of the sequence (float32)");
+  uint32_t sent = acc;
+  if (w->causal) sent = plan_buf_new(p, PLAN_ALL, whole * grad, "dk, dv in owner order (float32)");
   for (uint32_t g = 0; g < n; g++) {
-    uint32_t nk = kernels(p, w, g, true, after, c->io->saved, ids, dkv);
+    /* the kernels run one after the other, each one's dK, dV added into
+     * the accumulator and freed before the next (the larger key range
+     * first): one buffer of the larger size stands for them */
+    plan_seg q[2];
+    uint32_t nq = sched_layout(w->seq_len, g, n, w->causal, q);
+    double keys = w->causal ? q[nq - 1].start + q[nq - 1].len : w->seq_len;
+    uint32_t dkv = plan_buf_new(p, g, workload_kv_bytes(w, keys), "dk, dv of the gathered keys");
+    uint32_t nk = kernels(p, w, g, true, after, c->io->saved,
+                          w->causal ? c->io->keep[0] : UINT32_MAX, ids, dkv);
+    /* the accumulator is made before the kernels run (torch.empty), and
+     * the full mask's one kernel returns the pass's dQ itself */
+    plan_buf_writes(p, ids[0], acc);
+    if (nk == 1) plan_buf_writes(p, ids[0], c->io->dq);
     /* the first kernel's part into the accumulator; causal: the queries'
-     * two dQ halves joined, then the second kernel's part added */
+     * two dQ halves joined (torch.cat: the pass's dQ), then the second
+     * kernel's part added and the whole put in owner order (index_select:
+     * a new float32 buffer beside the accumulator) */
     uint32_t first = plan_copy(p, g, 0, whole * grad);
     plan_buf_writes(p, first, acc);
-    plan_buf_reads(p, first, dkv[0]);
+    plan_buf_reads(p, first, dkv);
     if (w->causal) {
       uint32_t cat = plan_copy(p, g, 0, out);
-      for (uint32_t i = 0; i < nk; i++)
-        plan_buf_reads(p, cat, plan_buf_out(p, ids[i], out / nk, "dq (one chunk)"));
+      uint32_t dq = plan_buf_new(p, g, out, "dq (one chunk each)");
+      for (uint32_t i = 0; i < nk; i++) plan_buf_writes(p, ids[i], dq);
+      plan_buf_reads(p, cat, dq);
+      plan_buf_writes(p, cat, c->io->dq);
       uint32_t second = plan_copy(p, g, 0, whole * grad);
       plan_buf_writes(p, second, acc);
-      plan_buf_reads(p, second, dkv[nk - 1]);
+      plan_buf_reads(p, second, dkv);
+      /* the kernel's dK, dV are gone (added right after it) before
+       * index_select makes the owner-order copy */
+      plan_buf_reads_late(p, second, acc);
+      plan_buf_writes_late(p, second, sent);
     }
   }
   uint32_t rs = plan_comm(p, 1, COMM_REDUCE_SCATTER);
+  c->io->end_task = rs; /* dK, dV: the shard converted after the reduce-scatter */
   plan_task_at(p, rs)->grads = true;
   plan_coll_ring(p, rs, gpus, n, shard * grad, t->gpus_per_node);
   plan_issue(p, rs, NULL, -1, true);
-  plan_buf_reads(p, rs, acc);
+  plan_buf_reads(p, rs, sent);
   plan_buf_out(p, rs, shard * grad, "dk, dv shard (float32)");
   return rs;
 }

@@ -62,9 +62,19 @@ static int64_t causal_bwd(const sched_ctx *c, int64_t after) {
   uint32_t n = w->gpus;
   for (uint32_t r = 0; r < n; r++) {
     plan_seg own = lasp_chunk(w, r), before = lasp_before(w, r);
-    if (r > 0) lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &before, after);
-    lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
-    if (r > 0) lasp_grad_add(c, r, 0, 1, -1); /* dQ += the prefix's dQ */
+    uint32_t dqa = UINT32_MAX;
+    if (r > 0) {
+      /* `dqa, dm = lin_apply_bwd(...)`: the prefix's dQ, held through the
+       * intra-chunk kernel until it is added (calibrate.py Lasp) */
+      uint32_t a = lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &before, after);
+      dqa = plan_buf_out(c->p, a, (double)w->batch * own.len * w->heads * w->head_dim *
+                                      w->elem_bytes, "dq of the prefix state's product");
+    }
+    uint32_t intra = lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
+    if (r > 0) {
+      plan_buf_reads(c->p, intra, dqa);
+      plan_buf_reads(c->p, lasp_grad_add(c, r, 0, 1, -1), dqa); /* dQ += the prefix's dQ */
+    }
   }
   int64_t arrived = -1;
   for (uint32_t i = 0; i < n; i++) {

@@ -47,6 +47,15 @@ uint32_t lasp_task(const sched_ctx *c, uint32_t r, uint32_t step, op_kind kind, 
   uint32_t id = plan_linear(c->p, r, step, &shape, kind, q, q ? 1 : 0, k, k ? 1 : 0);
   if (after >= 0) plan_dep(c->p, (uint32_t)after, id);
   state_use(c, id, backward);
+  if (kind == OP_LIN_INTRA) sched_lin_intra_workspace(c->p, id);
+  /* the chunk's own gradients are born in its intra-chunk kernel (`dq,
+   * dk, dv = lin_intra_bwd(...)`), live beside its workspace; the
+   * states' parts are added into them */
+  if (kind == OP_LIN_INTRA && !backward) plan_buf_writes(c->p, id, c->io->o); /* `self.acc = ...` */
+  if (kind == OP_LIN_INTRA && backward && c->io->dq != UINT32_MAX) {
+    plan_buf_writes(c->p, id, c->io->dq);
+    plan_buf_writes(c->p, id, c->io->dkv);
+  }
   return id;
 }
 

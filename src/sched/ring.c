@@ -27,7 +27,7 @@
 
 ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag) {
   uint32_t r = w->gpus / u;
-  ring_geom g = {w, r, u, w->seq_len / r, zigzag, 0, NULL};
+  ring_geom g = {w, r, u, w->seq_len / r, zigzag, 0, NULL, NULL};
   g.kv_bytes = 2.0 * w->batch * (double)g.chunk * ulysses_kv_heads(w, u) / u * w->head_dim *
                w->elem_bytes;
   return g;
@@ -77,6 +77,7 @@ plan *ring_geom_build(const ring_geom *g, rotate_ops ops, const topology *t, boo
   ops.pairs = pairs;
   ops.n_pairs = g->ranks < 2 ? 0 : n;
   ops.kv_bytes = g->kv_bytes;
+  ops.grads_in_place = g->zigzag;
   return rotate_build(&ops, g, g->w, t, record_segs);
 }
 

@@ -11,6 +11,8 @@
 #include "rotate.h"
 #include "ulysses.h"
 
+struct usp_mem;
+
 typedef struct {
   const workload *w;
   uint32_t ranks, u;  /* ring degree r, GPUs per ring rank (Ulysses degree) */
@@ -18,6 +20,7 @@ typedef struct {
   bool zigzag;
   double kv_bytes;    /* bytes of the KV a GPU holds and passes on */
   ulysses_bufs *held; /* usp: what the Ulysses scatter received, for the gather */
+  struct usp_mem *mem; /* usp: what the forward saves for the backward (usp.c) */
 } ring_geom;
 
 /* r = n / u ring ranks over the sequence; KV heads per GPU: kv_heads / u,

@@ -58,6 +58,15 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
     rotate_buf_merge(e->buf, plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq));
 }
 
+void rotate_kernel_gathers(rotate_emit *e, double tokens) {
+  g_assert(e->step_kernels->len > 0);
+  uint32_t id = g_array_index(e->step_kernels, uint32_t, e->step_kernels->len - 1);
+  uint32_t buf = plan_buf_out(e->p, id, workload_kv_bytes(e->w, tokens), "keys gathered (torch.cat)");
+  /* referenced through the kernel's merge (`del o, blse, kv` after it) */
+  uint32_t last = e->p->tasks->len - 1;
+  if (last != id && plan_task_at(e->p, last)->op.kind == OP_MERGE) plan_buf_reads(e->p, last, buf);
+}
+
 static void step_task(rotate_emit *e, uint32_t id) {
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   g_array_append_val(e->step_kernels, id);
@@ -218,7 +227,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   if (ops->n_pairs) e.pattern = plan_pattern(p, ops->pairs, ops->n_pairs);
   e.buf = rotate_buf_new(p, w, ops->kv_bytes ? ops->kv_bytes : workload_kv_bytes(w, (double)w->seq_len / w->gpus),
-                         e.grad_scale, ops->kv_name);
+                         e.grad_scale, ops->kv_name, ops->grads_in_place);
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {

@@ -43,6 +43,9 @@ typedef struct {
    * tokens' K and V) and the name of a received one (NULL: ring_flash_attn's). */
   double kv_bytes;
   const char *kv_name;
+  /* Backward adds into the dK/dV that arrived and receives into the one
+   * it sent (zigzag_ring_flash_attn), not a new sum each step (ring). */
+  bool grads_in_place;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,
@@ -56,6 +59,11 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
 /* The same on the query heads [head_off, head_off + heads) only. */
 void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
                          const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
+
+/* Memory: the last kernel's keys are a torch.cat gather of `tokens`
+ * tokens' K and V made for it (key ranges not contiguous in the buffer
+ * held), freed after it. */
+void rotate_kernel_gathers(rotate_emit *e, double tokens);
 
 /* Linear attention on the query heads [head_off, head_off + heads) with
  * the KV of k: own (k is the GPU's own chunk): one intra-chunk task under

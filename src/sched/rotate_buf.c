@@ -15,17 +15,28 @@ struct rotate_buf {
   sched_io io;
   uint32_t *kv;       /* per GPU: the KV chunk it holds */
   uint32_t pending;   /* this step's received chunk, NONE before the group */
-  uint32_t *dkv;      /* per GPU: the dK/dV accumulator it holds (received), NONE */
-  uint32_t *step_dkv; /* per GPU: 1 where it ran kernels this step, else NONE */
-  uint32_t step_all;  /* 1 where lockstep kernels ran this step, else NONE */
+  bool in_place;      /* backward adds into the received dK/dV (zigzag) */
+  uint32_t *dkv;      /* per GPU: the dK/dV accumulator that arrived, NONE */
+  uint32_t *sum;      /* per GPU: the one it sent last (`dk`, `dv`), NONE */
+  uint32_t *step_dkv; /* per GPU: its last kernel of this step, else NONE */
+  uint32_t step_all;  /* the last lockstep kernel of this step, else NONE */
+  int64_t last_group; /* backward: the last dK/dV group, -1 none */
   uint32_t out, lse, dq, blk_dq, blk_dkv; /* pass-wide */
   uint32_t block_out, block_lse;          /* the last kernel's, for its merge */
   uint32_t state;     /* linear forward: the last state, for its apply */
+  /* linear layers (calibrate.py LinRing, the program the LASP papers'
+   * Ring comparison was measured with here): two KV receive buffers and,
+   * backward, three float32 dK/dV accumulators made at the pass's start;
+   * per GPU the step's dq, dk, dv (this step's, the last step's) */
+  uint32_t lin_bufs, lin_dacc;
+  uint32_t *lin_step, *lin_prev;
   uint32_t *seen;     /* scratch: distinct ids */
+  GArray *step_ids;   /* this step's kernels (uint32) */
+  uint32_t *last_kernel; /* per GPU: its last kernel of the pass, NONE */
 };
 
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
-                           const char *kv_name) {
+                           const char *kv_name, bool in_place) {
   rotate_buf *b = g_new0(rotate_buf, 1);
   b->p = p;
   b->w = w;
@@ -35,19 +46,29 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->q_bytes = sched_rows_bytes(w, w->heads);
   b->lse_bytes = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
+  b->in_place = in_place;
   memset(&b->io, 0xff, sizeof b->io);
+  b->io.late = false;
+  b->io.end_task = -1;
   b->io.aux = NULL;
   b->io.n_keep = 0;
   b->kv = g_new(uint32_t, b->n);
   b->dkv = g_new(uint32_t, b->n);
+  b->sum = g_new(uint32_t, b->n);
   b->step_dkv = g_new(uint32_t, b->n);
   b->seen = g_new(uint32_t, b->n);
+  b->lin_step = g_new(uint32_t, b->n);
+  b->step_ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  b->last_kernel = g_new(uint32_t, b->n);
+  b->lin_prev = g_new(uint32_t, b->n);
   return b;
 }
 
 void rotate_buf_free(rotate_buf *b) {
   if (!b) return;
-  g_free(b->kv); g_free(b->dkv); g_free(b->step_dkv); g_free(b->seen);
+  g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->lin_step); g_free(b->lin_prev);
+  g_array_free(b->step_ids, TRUE);
+  g_free(b->last_kernel); g_free(b->step_dkv); g_free(b->seen);
   g_free(b);
 }
 
@@ -61,9 +82,15 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
   sched_io_pass(p, b->w, &b->io, backward);
   fill(b->kv, b->n, b->io.kv);
   fill(b->dkv, b->n, NONE);
+  fill(b->sum, b->n, NONE);
   fill(b->step_dkv, b->n, NONE);
+  b->last_group = -1;
   b->pending = b->step_all = b->state = NONE;
   b->out = b->lse = b->dq = b->blk_dq = b->blk_dkv = NONE;
+  b->lin_bufs = b->lin_dacc = NONE;
+  fill(b->last_kernel, b->n, NONE);
+  fill(b->lin_step, b->n, NONE);
+  fill(b->lin_prev, b->n, NONE);
   if (b->w->attention != ATTN_SOFTMAX) return;
   double f32 = 4.0 / b->w->elem_bytes; /* float32 bytes per element byte */
   if (!backward) {
@@ -93,36 +120,170 @@ static void read_distinct(rotate_buf *b, uint32_t t, const uint32_t *ids, uint32
       plan_buf_reads(b->p, t, b->seen[i]);
 }
 
+/* Buffer `buf` is read by task t at `when`, or, where t is a lockstep
+ * kernel and buf one GPU's (steps that were not alike before), early by
+ * the group `comm` instead. */
+static void touch(rotate_buf *b, uint32_t t, uint32_t comm, uint32_t buf, plan_buf_when when) {
+  if (buf == NONE) return;
+  const plan_task *k = plan_task_at(b->p, t);
+  if (k->kind == TASK_COMPUTE && k->gpu == PLAN_ALL && plan_buf_at(b->p, buf)->gpu != PLAN_ALL)
+    plan_buf_reads_early(b->p, comm, buf);
+  else if (when == PLAN_BUF_LATE)
+    plan_buf_reads_late(b->p, t, buf);
+  else
+    plan_buf_reads(b->p, t, buf);
+}
+
+/* The dK/dV sum GPU g (PLAN_ALL: every GPU, lockstep) sends from this
+ * step, whose last kernel is k (NONE: it ran none).
+ * Ring (ring_flash_attn_backward): `dk = block_dk_buffer + next_dk`, a new
+ * float32 tensor made right after the kernel, while the one it sent last
+ * step (`dk`) and the arrived one (`next_dk`) are still referenced: three
+ * live at the add; the old `dk` goes with the assignment.  The first step
+ * makes it from the block (`block_dk_buffer.to(float32)`).  A GPU the
+ * mask skips sends the arrived one on (`dk, dv = next_dk, next_dv`).
+ * Zigzag (zigzag_ring_flash_attn_backward): adds into the arrived one
+ * (`dk = next_dk; dk[...] += block_dk_buffer`), no new tensor past the
+ * first step. */
+static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
+  uint32_t i = g == PLAN_ALL ? 0 : g, arrived = b->dkv[i], old = b->sum[i];
+  double acc = b->kv_bytes * b->grad_scale;
+  if (k == NONE) {
+    if (!b->in_place && old != NONE && old != arrived)
+      plan_buf_use_on(b->p, comm, old, g, false, PLAN_BUF_EARLY);
+    return arrived;
+  }
+  if (b->in_place && arrived != NONE) {
+    plan_buf_writes(b->p, k, arrived);
+    return arrived;
+  }
+  uint32_t sum = plan_buf_new(b->p, g, acc, "dk, dv (float32)");
+  plan_buf_writes_late(b->p, k, sum);
+  /* the old sum is held to the add; the arrived one, whose group may not
+   * be done when the kernel is (the program waits for it: the add is
+   * where the model's timing and the program's part), is held by this
+   * step's group until it starts */
+  if (!b->in_place) touch(b, k, comm, old, PLAN_BUF_LATE);
+  return sum;
+}
+
+/* Linear layers' pair of KV receive buffers (`self.bufs`), made with the
+ * pass's first task that touches them. */
+static uint32_t lin_bufs(rotate_buf *b) {
+  if (b->lin_bufs == NONE)
+    b->lin_bufs = plan_buf_new(b->p, PLAN_ALL, 2 * b->kv_bytes, "bufs: KV receive buffers (x2)");
+  return b->lin_bufs;
+}
+
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   plan *p = b->p;
-  if (plan_xfer_count(p, plan_task_at(p, comm)) == 0) return; /* one ring rank: nothing moves */
+  bool moves = plan_xfer_count(p, plan_task_at(p, comm)) > 0; /* else one ring rank */
+  if (!moves && grads) {
+    /* ring_flash_attn on one rank still makes its float32 sums
+     * (`block_dk_buffer.to(float32)`), converted at the end */
+    if (b->step_all != NONE) fill(b->sum, b->n, step_sum(b, comm, PLAN_ALL, b->step_all));
+    else
+      for (uint32_t g = 0; g < b->n; g++)
+        if (b->step_dkv[g] != NONE) b->sum[g] = step_sum(b, comm, g, b->step_dkv[g]);
+    /* the block gradients go once converted (the measured USP program,
+     * calibrate.py USP.attend_bwd: `del bq, bk, bv`; ring_flash_attn
+     * would hold its block buffers to its return, through the output
+     * conversions, which here follow in the Ulysses gather) */
+    for (uint32_t g = 0; g < b->n; g++) {
+      uint32_t k = b->step_all != NONE ? b->step_all : b->step_dkv[g];
+      if (k == NONE) continue;
+      if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
+      if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+      if (b->step_all != NONE) break;
+    }
+    fill(b->step_dkv, b->n, NONE);
+    b->step_all = NONE;
+    return;
+  }
+  if (!moves) return;
+  bool linear = b->w->attention == ATTN_LINEAR;
+  if (!grads && linear) {
+    /* `recv = self.bufs[t % 2]`: the pair made at the pass's start */
+    read_distinct(b, comm, b->kv, b->n);
+    plan_buf_writes(p, comm, lin_bufs(b));
+    b->pending = b->lin_bufs;
+    return;
+  }
   if (!grads) {
     read_distinct(b, comm, b->kv, b->n);
     b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
+    /* `next_k, next_v = send_recv_kv(k, v)` makes the receive buffer
+     * before the step's kernels are issued, even where the transfer
+     * itself only starts after them (kernel_blocks_comm): it is live
+     * through them */
+    for (guint i = 0; i < b->step_ids->len; i++)
+      plan_buf_writes(p, g_array_index(b->step_ids, uint32_t, i), b->pending);
     return;
   }
-  /* what each GPU sends: `dk = block_dk_buffer + next_dk`, a new float32
-   * sum made once its kernels are done and the last accumulator has
-   * arrived (d_kv_comm.wait()), as this group starts; or, where the mask
-   * skipped the step, the arrived accumulator itself */
-  read_distinct(b, comm, b->dkv, b->n);
-  double acc = b->kv_bytes * b->grad_scale;
-  if (b->step_all != NONE) {
-    uint32_t sum = plan_buf_new(p, PLAN_ALL, acc, "dk, dv (float32)");
-    plan_buf_writes(p, comm, sum);
-    plan_buf_reads(p, comm, sum);
-  } else {
-    for (uint32_t g = 0; g < b->n; g++) {
-      if (b->step_dkv[g] == NONE) continue;
-      uint32_t sum = plan_buf_new(p, g, acc, "dk, dv (float32)");
-      plan_buf_writes(p, comm, sum);
-      plan_buf_reads(p, comm, sum);
-    }
+  if (linear) { /* the accumulator held is sent from the three, into them */
+    if (b->lin_dacc != NONE) plan_buf_writes(p, comm, b->lin_dacc);
+    fill(b->step_dkv, b->n, NONE);
+    b->step_all = NONE;
+    b->last_group = comm;
+    return;
   }
-  uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale, "next_dk, next_dv");
-  fill(b->dkv, b->n, next);
+  g_autofree uint32_t *sent = g_new(uint32_t, b->n); /* what each GPU sends */
+  bool all = b->step_all != NONE;
+  if (all) fill(sent, b->n, step_sum(b, comm, PLAN_ALL, b->step_all));
+  else
+    for (uint32_t g = 0; g < b->n; g++) sent[g] = step_sum(b, comm, g, b->step_dkv[g]);
+  /* each GPU's copy: the sum it sends, read while it is sent; what
+   * arrived, referenced until send_recv_kv returns the next receive
+   * buffer (`next_dk, next_dv = ...`), unless it is what is sent */
+  for (uint32_t g = 0; g < b->n; g++) {
+    uint32_t on = all ? PLAN_ALL : g;
+    if (sent[g] != NONE) plan_buf_use_on(p, comm, sent[g], on, false, PLAN_BUF_DURING);
+    if (b->dkv[g] != NONE && b->dkv[g] != sent[g] && !b->in_place)
+      plan_buf_use_on(p, comm, b->dkv[g], on, false, PLAN_BUF_EARLY);
+    if (all) break;
+  }
+  if (b->in_place && b->sum[0] != NONE) {
+    /* zigzag receives into the buffer it sent last step (its
+     * dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
+    for (uint32_t g = 0; g < b->n; g++) {
+      if (b->sum[g] != NONE) plan_buf_use_on(p, comm, b->sum[g], all ? PLAN_ALL : g, true,
+                                             PLAN_BUF_DURING);
+      if (all) break;
+    }
+    memcpy(b->dkv, b->sum, b->n * sizeof(uint32_t));
+  } else {
+    uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale,
+                                 b->in_place ? "dk_comm_buffer, dv_comm_buffer (float32)"
+                                             : "next_dk, next_dv");
+    fill(b->dkv, b->n, next);
+  }
+  memcpy(b->sum, sent, b->n * sizeof(uint32_t));
   fill(b->step_dkv, b->n, NONE);
   b->step_all = NONE;
+  b->last_group = comm;
+}
+
+/* Linear layers' backward task `id`: the float32 accumulators from the
+ * pass's start; a kernel's dq, dk, dv (`self.dq, dk, dv = ...`, `dq, dm
+ * = ...`, `dk, dv = ...`) into the step's buffer of its GPU, the last
+ * step's referenced until these names are rebound, through this step's
+ * kernels. */
+static void linear_backward(rotate_buf *b, uint32_t id) {
+  plan *p = b->p;
+  const plan_task *t = plan_task_at(p, id);
+  uint32_t g = t->gpu, i = g == PLAN_ALL ? 0 : g;
+  if (b->lin_dacc == NONE)
+    b->lin_dacc = plan_buf_new(p, PLAN_ALL, 3 * b->kv_bytes * b->grad_scale,
+                               "dacc: dK/dV accumulators (float32, x3)");
+  plan_buf_writes(p, id, b->lin_dacc);
+  if (t->op.kind == OP_COPY) return;
+  if (b->lin_step[i] == NONE) {
+    uint32_t step = plan_buf_new(p, g, b->q_bytes + b->kv_bytes, "dq, dk, dv of the step");
+    if (g == PLAN_ALL) fill(b->lin_step, b->n, step);
+    else b->lin_step[g] = step;
+  }
+  plan_buf_writes(p, id, b->lin_step[i]);
+  touch(b, id, id, b->lin_prev[i], PLAN_BUF_DURING);
 }
 
 void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
@@ -131,7 +292,25 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   plan_op op = t->op;
   uint32_t g = t->gpu;
   double rows = (double)op.batch * op.sq * op.heads; /* query rows of this task */
-  if (op.kind != OP_COPY) plan_buf_reads(p, id, g == PLAN_ALL ? b->kv[0] : b->kv[g]);
+  if (op.kind != OP_COPY) {
+    g_array_append_val(b->step_ids, id);
+    if (g == PLAN_ALL) fill(b->last_kernel, b->n, id);
+    else b->last_kernel[g] = id;
+  }
+  /* backward: the held KV is referenced past the kernel, to the add that
+   * follows it (`k, v = next_k, next_v` ends the step) */
+  if (op.kind != OP_COPY) {
+    uint32_t kv = g == PLAN_ALL ? b->kv[0] : b->kv[g];
+    if (b->backward) plan_buf_reads_late(p, id, kv);
+    else plan_buf_reads(p, id, kv);
+  }
+  if (op.kind == OP_LIN_INTRA) sched_lin_intra_workspace(p, id);
+  /* forward: the own chunk's intra-chunk kernel makes the output, to
+   * which later steps add */
+  if (op.kind == OP_LIN_INTRA && !b->backward) plan_buf_writes(p, id, b->io.o);
+  /* made before the loop, whether or not anything arrives in them */
+  if (op.kind != OP_COPY && b->w->attention == ATTN_LINEAR) plan_buf_writes(p, id, lin_bufs(b));
+  if (b->backward && b->w->attention == ATTN_LINEAR) linear_backward(b, id);
   if (op.kind == OP_LIN_STATE && !b->backward) {
     b->state = plan_buf_out(p, id, 4.0 * op.batch * op.heads * op.head_dim * op.head_dim,
                             "kv_state (float32)");
@@ -153,11 +332,13 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     plan_buf_out(p, id, rows * op.head_dim * 4.0, "dq_accum (flash backward, float32)");
     plan_buf_writes(p, id, b->blk_dq);
     plan_buf_writes(p, id, b->blk_dkv);
-    plan_buf_writes(p, id, b->dq);
+    /* `dq = block_dq_buffer.to(float32)` after the first kernel, then
+     * `dq += block_dq_buffer` */
+    plan_buf_writes_late(p, id, b->dq);
   }
-  /* this GPU (every GPU, lockstep) makes a new dK/dV sum this step */
-  if (g == PLAN_ALL) b->step_all = 1;
-  else b->step_dkv[g] = 1;
+  /* this GPU (every GPU, lockstep) makes its dK/dV sum after this step */
+  if (g == PLAN_ALL) b->step_all = id;
+  else b->step_dkv[g] = id;
 }
 
 void rotate_buf_merge(rotate_buf *b, uint32_t id) {
@@ -170,6 +351,10 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
                "update_out_and_lse temporaries (float32)");
   plan_buf_reads(p, id, b->block_out);
   plan_buf_reads(p, id, b->block_lse);
+  /* the KV chunk held (`k`, `v`) is referenced until the step's loop
+   * body ends, after the merge (`k, v = next_k, next_v`) */
+  uint32_t g = plan_task_at(p, id)->gpu;
+  plan_buf_reads(p, id, g == PLAN_ALL ? b->kv[0] : b->kv[g]);
   plan_buf_writes(p, id, b->out);
   plan_buf_writes(p, id, b->lse);
 }
@@ -177,19 +362,69 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
 void rotate_buf_step_end(rotate_buf *b) {
   if (b->pending != NONE) fill(b->kv, b->n, b->pending);
   b->pending = NONE;
+  g_array_set_size(b->step_ids, 0);
+  for (uint32_t g = 0; g < b->n; g++)
+    if (b->lin_step[g] != NONE) {
+      b->lin_prev[g] = b->lin_step[g];
+      b->lin_step[g] = NONE;
+    }
 }
 
 void rotate_buf_pass_end(rotate_buf *b) {
   plan *p = b->p;
   /* the final conversions read the accumulators (out.to(q.dtype), dq.to) */
   uint32_t acc[2] = {b->backward ? b->dq : b->out, b->backward ? NONE : b->lse};
+  /* backward converts once the last dK/dV hop is home (`d_kv_comm.wait()`
+   * before `next_dk.to(q.dtype)`), unless tasks follow it (USP's gather) */
+  bool after_group = b->backward && b->last_group >= 0;
+  for (uint32_t g = 0; after_group && g < b->n; g++)
+    if (p->last_compute[g] > b->last_group) after_group = false;
+  if (after_group) {
+    uint32_t t = (uint32_t)b->last_group;
+    b->io.end_task = t;
+    for (int i = 0; i < 2; i++)
+      if (acc[i] != NONE) plan_buf_reads_late(p, t, acc[i]);
+    if (b->dkv[0] != NONE) plan_buf_reads_late(p, t, b->dkv[0]); /* `next_dk.to(q.dtype)` */
+    if (b->lin_dacc != NONE) plan_buf_reads_late(p, t, b->lin_dacc);
+    /* the block buffers are the function's locals, gone as it returns */
+    if (b->blk_dq != NONE) plan_buf_reads_late(p, t, b->blk_dq);
+    if (b->blk_dkv != NONE) plan_buf_reads_late(p, t, b->blk_dkv);
+  } else {
+    /* tasks follow the ring (USP's gather): the block buffers go as the
+     * ring's function returns, after its last kernel's add */
+    for (uint32_t g = 0; g < b->n; g++) {
+      uint32_t k = b->last_kernel[g];
+      if (k == NONE || (g > 0 && k == b->last_kernel[g - 1])) continue;
+      if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
+      if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+      /* and its accumulators are converted then, into what follows */
+      for (int i = 0; i < 2; i++)
+        if (acc[i] != NONE) plan_buf_reads_late(p, k, acc[i]);
+    }
+    int64_t done = -1;
+    for (uint32_t g = 0; g < b->n; g++) {
+      int64_t t = p->last_compute[g];
+      if (t < 0 || t == done) continue;
+      done = t;
+      for (int i = 0; i < 2; i++)
+        if (acc[i] != NONE && b->last_kernel[g] == NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
+      /* one ring rank: its own float32 dK/dV sum, converted */
+      uint32_t home = b->backward && b->last_group < 0 ? b->sum[g] : NONE;
+      if (home != NONE) touch(b, (uint32_t)t, (uint32_t)t, home, PLAN_BUF_DURING);
+      if (b->lin_dacc != NONE) plan_buf_reads(p, (uint32_t)t, b->lin_dacc);
+    }
+  }
+  /* linear: the receive buffers and the last step's gradients go as the
+   * pass returns */
   int64_t done = -1;
   for (uint32_t g = 0; g < b->n; g++) {
     int64_t t = p->last_compute[g];
-    if (t < 0 || t == done) continue;
+    if (t < 0) continue;
+    if (t != done && b->lin_bufs != NONE) plan_buf_reads(p, (uint32_t)t, b->lin_bufs);
+    uint32_t prev = b->lin_step[g] != NONE ? b->lin_step[g] : b->lin_prev[g];
+    if (prev != NONE) touch(b, (uint32_t)t, (uint32_t)t, prev, PLAN_BUF_DURING);
     done = t;
-    for (int i = 0; i < 2; i++)
-      if (acc[i] != NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
   }
-  sched_io_end(p, &b->io, b->backward);
+  /* ring_flash_attn converts after its loop, the step's tensors gone */
+  sched_io_end(p, &b->io, b->backward, true);
 }

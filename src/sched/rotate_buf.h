@@ -1,23 +1,32 @@
 /* rotate_buf: the buffers of a rotate plan (rotate.h), as ring_flash_attn
- * allocates them (zhuzilin/ring-flash-attention, ring_flash_attn.py):
+ * allocates them (zhuzilin/ring-flash-attention, ring_flash_attn.py,
+ * zigzag_ring_flash_attn.py), and as calibrate.py's programs do where no
+ * public code exists (TASP, Ring on linear layers):
  *
  * forward: each step's send_recv allocates the next KV chunk (`next_k`,
- * `next_v`) while the held one is attended and sent on (double
- * buffering: two chunks in flight besides the local K and V, which the
- * caller holds); each flash kernel returns `block_out` (the inputs' dtype)
- * and `block_lse` (float32), which update_out_and_lse folds into the
- * float32 accumulators `out` and `lse`; the pass ends converting `out` to
- * the inputs' dtype (the output, sched_io).
+ * `next_v`) when it is issued, before the step's kernels (even where the
+ * transfer waits for them), while the held one is attended and sent on;
+ * the held one is referenced to the step's end (`k, v = next_k,
+ * next_v`); each flash kernel returns `block_out` (the inputs' dtype) and
+ * `block_lse` (float32), which update_out_and_lse folds into the float32
+ * accumulators `out` and `lse` (the block's float32 copy and two float32
+ * temporaries beside them); the pass's output is made after the loop,
+ * the temporaries gone (plan_buf_writes_late).
  * backward: `block_dq_buffer`, `block_dk_buffer`, `block_dv_buffer` (the
- * inputs' dtype) live through the pass; float32 accumulators `dq`, and per
- * step `dk`, `dv` (the step's gradient plus the arrived `next_dk`,
- * `next_dv`), which d_kv_comm sends on while the next arrives; flash
- * backward keeps a float32 dQ accumulator of its queries (`dq_accum`,
- * kernel workspace: flash-attention's mha_bwd allocates it for every call).
- * A GPU the causal mask skips at a step passes the arrived `next_dk` on
- * as its `dk` (no new tensor).  Linear layers: the forward state
+ * inputs' dtype) live to the function's return; float32 `dq` from the
+ * first block; after a step's last kernel a new float32 `dk, dv`
+ * (`block_dk_buffer + next_dk`) beside the one sent last step and the
+ * arriving `next_dk, next_dv`, which is dropped when the next send_recv
+ * returns; a GPU the causal mask skips
+ * sends the arrived one on.  Zigzag (in_place) adds into the arrived one
+ * and receives into the one it sent.  Flash backward keeps a float32 dQ
+ * accumulator of its queries (`dq_accum`, kernel workspace).  On one ring
+ * rank the float32 sums are still made.  Linear layers: the forward state
  * K^T V of a step (`kv_state`, float32) lives until the product that
- * applies it. */
+ * applies it; calibrate.py LinRing's pair of receive buffers and three
+ * float32 dK/dV accumulators live through the pass, a step's dq, dk, dv
+ * through the next step's kernels; the causal intra-chunk kernel's
+ * workspace is sched_lin_intra_workspace's. */
 #ifndef TASP_ROTATE_BUF_H
 #define TASP_ROTATE_BUF_H
 
@@ -27,9 +36,11 @@ typedef struct rotate_buf rotate_buf;
 
 /* kv_bytes: the KV chunk a GPU holds and passes on; grad_scale: bytes of
  * the dK/dV accumulators per KV byte; kv_name: what the received chunk is
- * called in the cited code (NULL: "next_k, next_v"). */
+ * called in the cited code (NULL: "next_k, next_v"); in_place: backward
+ * adds into the received dK/dV and receives into the one it sent
+ * (zigzag_ring_flash_attn), else makes a new sum each step (ring). */
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
-                           const char *kv_name);
+                           const char *kv_name, bool in_place);
 void rotate_buf_free(rotate_buf *b);
 /* A pass begins: its tensors (sched_io) are declared. */
 void rotate_buf_pass(rotate_buf *b, bool backward);

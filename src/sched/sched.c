@@ -83,6 +83,8 @@ bool sched_check_tasks(double tasks, const char *who, GError **err) {
 plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched_pass_fn pass) {
   sched_io io;
   memset(&io, 0xff, sizeof io);
+  io.late = false;
+  io.end_task = -1;
   io.aux = NULL;
   io.n_keep = 0;
   sched_ctx c = {plan_new(w->gpus, record_segs), w, t, &io};
@@ -90,17 +92,47 @@ plan *sched_passes(const workload *w, const topology *t, bool record_segs, sched
   if (w->pass != PASS_BWD) {
     sched_io_pass(c.p, w, &io, false);
     last = pass(&c, false, -1);
-    sched_io_end(c.p, &io, false);
+    sched_io_end(c.p, &io, false, io.late);
   }
   /* the backward pass starts once every GPU's forward is done */
   if (w->pass == PASS_FWDBWD) last = plan_barrier(c.p, w->gpus, last);
   if (w->pass != PASS_FWD) {
     sched_io_pass(c.p, w, &io, true);
     pass(&c, true, last);
-    sched_io_end(c.p, &io, true);
+    sched_io_end(c.p, &io, true, io.late);
   }
   plan_finish(c.p);
   return c.p;
+}
+
+void sched_io_save(plan *p, const workload *w, uint32_t buf) {
+  if (w->pass == PASS_FWD) plan_buf_keep(p, buf);
+}
+
+/* The causal intra-chunk kernel whose times the linear tables hold is
+ * scripts/calibrate/calibrate.py's stand-in for lightning attention
+ * (lin_intra, lin_intra_bwd; calibration/h200x2-linear), so its memory is
+ * charged too, as that kernel's workspace: per token and head, with b the
+ * block length and D the head dim, the float32 states K_i^T V_i of every
+ * block (4 D^2 / b bytes) and their bf16 exclusive prefix (2 D^2 / b)
+ * beside the output, forward; backward, at its peak (the suffix sum), the
+ * block states and prefix, the float32 dP_i = Q_i^T dO_i and its suffix
+ * difference (4 + 4 D^2 / b) and that made bf16 (2 D^2 / b), and the
+ * masked scores and dS of the diagonal blocks (2 b each): 16 D^2 / b + 4 b
+ * (calibration/h200x2-mem: LASP causal at 64K tokens, D = 128, b = 64,
+ * peaks 5.0 / 13.0 GiB against 2.0 / 4.0 of the full mask).  Lightning
+ * attention's fused kernels keep these in on-chip memory: a model of them
+ * would declare none; the times priced here are the stand-in's, and so is
+ * the memory. */
+void sched_lin_intra_workspace(plan *p, uint32_t task) {
+  const plan_op *op = &plan_task_at(p, task)->op;
+  g_assert(op->kind == OP_LIN_INTRA);
+  if (!op->causal) return;
+  double b = op->block && op->block < op->sq ? op->block : op->sq;
+  double d2 = (double)op->head_dim * op->head_dim;
+  double per = op->backward ? 16 * d2 / b + 4 * b : 6 * d2 / b;
+  plan_buf_out(p, task, per * op->batch * op->heads * op->sq,
+               "intra-chunk workspace (block states, float32)");
 }
 
 double sched_rows_bytes(const workload *w, double heads) {
@@ -112,6 +144,8 @@ void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward) {
   /* flash attention's softmax_lse: float32, one per query row and head */
   double lse = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   bool softmax = w->attention == ATTN_SOFTMAX;
+  io->late = false;
+  io->end_task = -1;
   if (io->q == UINT32_MAX) io->q = plan_buf_input(p, PLAN_ALL, q, "q");
   if (io->kv == UINT32_MAX) io->kv = plan_buf_input(p, PLAN_ALL, kv, "k, v");
   if (!backward) {
@@ -130,15 +164,23 @@ void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward) {
   plan_buf_keep(p, io->dkv);
 }
 
-void sched_io_end(plan *p, const sched_io *io, bool backward) {
+void sched_io_end(plan *p, const sched_io *io, bool backward, bool late) {
   uint32_t outs[2] = {backward ? io->dq : io->o, backward ? io->dkv : io->lse};
+  if (io->end_task >= 0) {
+    for (int i = 0; i < 2; i++)
+      if (outs[i] != UINT32_MAX) plan_buf_writes_late(p, (uint32_t)io->end_task, outs[i]);
+    return;
+  }
   int64_t done = -1;
   for (uint32_t g = 0; g < p->n_gpus; g++) {
     int64_t t = p->last_compute[g];
     if (t < 0 || t == done) continue;
     done = t; /* a lockstep task writes every GPU's at once */
-    for (int i = 0; i < 2; i++)
-      if (outs[i] != UINT32_MAX) plan_buf_writes(p, (uint32_t)t, outs[i]);
+    for (int i = 0; i < 2; i++) {
+      if (outs[i] == UINT32_MAX) continue;
+      if (late) plan_buf_writes_late(p, (uint32_t)t, outs[i]);
+      else plan_buf_writes(p, (uint32_t)t, outs[i]);
+    }
   }
 }
 

@@ -74,6 +74,10 @@ typedef struct {
   uint32_t q, kv, o, lse, dout, dq, dkv;
   uint32_t saved; /* a scheduler's own tensor forward hands to backward */
   uint32_t keep[8], n_keep; /* more of them (n_keep 0: none; set by forward) */
+  bool late;      /* the pass's outputs are made as its last task ends
+                     (sched_io_end's late; set by the pass, reset by sched_io_pass) */
+  int64_t end_task; /* that task where it is not each GPU's last compute (a
+                       collective the conversion follows), else -1 */
   void *aux;      /* a scheduler's own state while it builds a pass */
 } sched_io;
 
@@ -81,8 +85,19 @@ typedef struct {
  * pass; the forward's are kept for backward). */
 void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward);
 /* The outputs of the pass io was last declared for are written by each
- * GPU's last compute task so far (the pass's final conversion or copy). */
-void sched_io_end(plan *p, const sched_io *io, bool backward);
+ * GPU's last compute task so far (the pass's final conversion or copy);
+ * late: as it ends (plan_buf_writes_late: a conversion after the task's
+ * temporaries are gone), else while it runs (the task is that copy). */
+void sched_io_end(plan *p, const sched_io *io, bool backward, bool late);
+/* Buffer `buf`, made by the forward, is saved for the backward (as an
+ * autograd function's saved tensors): kept to the end of a forward-only
+ * plan (the backward that frees it is not part of it), freed after its
+ * last reader where the backward runs too. */
+void sched_io_save(plan *p, const workload *w, uint32_t buf);
+/* Declares the workspace of intra-chunk linear-attention task `task`
+ * (OP_LIN_INTRA; none for the full mask): that of the kernel the linear
+ * tables price, calibrate.py's lin_intra / lin_intra_bwd (sched.c). */
+void sched_lin_intra_workspace(plan *p, uint32_t task);
 /* Bytes per GPU of its S/N tokens of `heads` heads in the layer's dtype. */
 double sched_rows_bytes(const workload *w, double heads);
 

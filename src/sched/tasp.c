@@ -109,6 +109,12 @@ static bool tasp_alike(const void *self, uint32_t step) {
   return !s->w->causal;
 }
 
+static double seg_len(const plan_seg *s, uint32_t n) {
+  double t = 0;
+  for (uint32_t i = 0; i < n; i++) t += s[i].len;
+  return t;
+}
+
 static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
   const tasp_self *s = self;
   uint32_t n = s->w->gpus, k = s->d.n_cycles;
@@ -141,8 +147,24 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
       else { high[nhigh++] = seg[0]; high[nhigh++] = seg[1]; }
     }
   }
-  if (nlow) rotate_kernel(e, false, local, nl, low, nlow);
-  if (nhigh) rotate_kernel(e, false, &local[1], 1, high, nhigh);
+  /* Memory (calibrate.py Pass.keys, the program TASP's timings were
+   * measured with; no public TASP code): a causal kernel whose keys are
+   * several pieces reads them from a torch.cat gather: the second half's
+   * always (both pieces of each later sub-chunk), the first half's where
+   * more than one cycle brings an earlier sub-chunk. */
+  uint32_t low_pieces = nlow;
+  if (s->w->causal && !rotate_records_segs(e)) {
+    low_pieces = 0;
+    for (uint32_t m = 0; m < k; m++) low_pieces += origin(s, m, gpu, step) < gpu;
+  }
+  if (nlow) {
+    rotate_kernel(e, false, local, nl, low, nlow);
+    if (s->w->causal && low_pieces > 1) rotate_kernel_gathers(e, seg_len(low, nlow));
+  }
+  if (nhigh) {
+    rotate_kernel(e, false, &local[1], 1, high, nhigh);
+    rotate_kernel_gathers(e, seg_len(high, nhigh));
+  }
 }
 
 /* Decompositions depend only on (kind, n, GPUs per node, adjacency), the

@@ -41,6 +41,7 @@ typedef struct {
   uint32_t *blk;
   uint32_t acc[2]; /* forward: out, lse (float32); backward: dq, dk+dv (float32) */
   uint32_t qbufs, home;
+  uint32_t *grads; /* backward, per GPU: its last kernel's dq, dk, dv, NONE */
 } tr_bufs;
 
 static tr_bufs *bufs_of(const sched_ctx *s) { return (tr_bufs *)s->io->aux; }
@@ -65,13 +66,30 @@ static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, b
   for (uint32_t i = 0; i < b->n_held; i++) plan_buf_reads(s->p, id, b->held[i]);
   plan_buf_reads(s->p, id, s->io->kv);
   for (int i = 0; i < 2; i++) plan_buf_writes(s->p, id, b->acc[i]);
+  /* the receive buffers are made at the pass's start (buffers()) */
+  if (step == 0 && b->qbufs != NONE) {
+    plan_buf_writes(s->p, id, b->qbufs);
+    plan_buf_writes(s->p, id, b->home);
+  }
   if (backward) {
     plan_buf_out(s->p, id, hr * w->head_dim * 4.0, "dq_accum (flash backward, float32)");
     double keys = plan_task_at(s->p, id)->op.sk;
-    plan_buf_out(s->p, id, hr * w->head_dim * w->elem_bytes + workload_kv_bytes(w, keys),
-                 "dq, dk, dv of the block (flash backward)");
-    b->blk[r] = plan_buf_out(s->p, id, hr * w->head_dim * (w->grad_bytes ? w->grad_bytes : w->elem_bytes),
-                             "block dq");
+    /* `dq, dk, dv = flash_bwd(...)`: the last step's are referenced until
+     * this call returns and the names are rebound (held through this
+     * kernel), the last step's until the pass returns */
+    if (b->grads[r] != NONE) plan_buf_reads(s->p, id, b->grads[r]);
+    b->grads[r] = plan_buf_out(s->p, id, hr * w->head_dim * w->elem_bytes + workload_kv_bytes(w, keys),
+                               "dq, dk, dv of the block (flash backward)");
+    /* the last step's block dQ is being sent home through this kernel
+     * (`sending`, dropped after the step's wait); this one's is made
+     * after the kernel (`dq.float()`), unless the queries are r's own */
+    if (b->blk[r] != NONE) plan_buf_reads(s->p, id, b->blk[r]);
+    b->blk[r] = NONE;
+    if (j != r) {
+      b->blk[r] = plan_buf_new(s->p, r, hr * w->head_dim * (w->grad_bytes ? w->grad_bytes : w->elem_bytes),
+                               "block dq");
+      plan_buf_writes_late(s->p, id, b->blk[r]);
+    }
   } else {
     b->blk[r] = plan_buf_out(s->p, id, hr * (w->head_dim * w->elem_bytes + 4.0),
                              "block_out, block_lse");
@@ -128,8 +146,11 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   handback pending = {-1, pending_rows};
   int64_t arrived = after, q_prev = after, last = after;
   g_autofree uint32_t *blk = g_new(uint32_t, n);
+  for (uint32_t g = 0; g < n; g++) blk[g] = NONE;
+  g_autofree uint32_t *grads = g_new(uint32_t, n);
+  for (uint32_t g = 0; g < n; g++) grads[g] = NONE;
   tr_bufs b = {{s->io->q, s->io->dout, s->io->o, s->io->lse}, backward ? 4 : 1, blk, {0, 0},
-               UINT32_MAX, UINT32_MAX};
+               UINT32_MAX, UINT32_MAX, grads};
   if (n > 1) {
     double sizes = w->causal ? 1.5 * c : c; /* block rows: c, and c/2 causal */
     b.qbufs = plan_buf_new(p, PLAN_ALL, 2 * travel,
@@ -184,7 +205,7 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
       }
       plan_issue(p, og, NULL, -1, false);
       for (uint32_t r = 0; r < n; r++)
-        if (rows[r] > 0) plan_buf_reads(p, og, blk[r]);
+        if (rows[r] > 0 && blk[r] != NONE) plan_buf_reads(p, og, blk[r]);
       plan_buf_writes(p, og, b.home);
       pending.group = og;
       last = og;
@@ -195,10 +216,12 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   settle(s, &pending, n, backward);
   /* the receive buffers are dropped at the pass's end */
   int64_t done = -1;
-  for (uint32_t g = 0; g < n && b.qbufs != UINT32_MAX; g++) {
+  for (uint32_t g = 0; g < n; g++) {
     int64_t at = p->last_compute[g];
     if (at < 0 || at == done) continue;
     done = at;
+    if (grads[g] != NONE) plan_buf_reads(p, (uint32_t)at, grads[g]);
+    if (b.qbufs == UINT32_MAX) continue;
     plan_buf_reads(p, (uint32_t)at, b.qbufs);
     plan_buf_reads(p, (uint32_t)at, b.home);
   }

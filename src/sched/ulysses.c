@@ -185,6 +185,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
                      ? plan_linear(p, g, 0, &shape, OP_LIN_INTRA, &all, 1, &all, 1)
                      : plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
     if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
+    if (w->attention == ATTN_LINEAR) sched_lin_intra_workspace(p, k);
     ks[g] = k;
   }
   ulysses_kernel_bufs(p, w, n, backward, ks, n, &res, &held);
@@ -196,6 +197,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
     c->io->n_keep = 0;
     for (uint32_t i = 0; i < held.n; i++) c->io->keep[c->io->n_keep++] = held.id[i];
     for (uint32_t i = 0; i < res.n; i++) c->io->keep[c->io->n_keep++] = res.id[i];
+    for (uint32_t i = 0; i < c->io->n_keep; i++) sched_io_save(p, w, c->io->keep[i]);
   } else if (n > 1) {
     if (c->io->n_keep == 0) {
       double rows = (double)w->batch * w->seq_len * w->heads / n;
@@ -203,7 +205,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
       double bytes = 2 * rows * w->head_dim * w->elem_bytes + kv +
                      (w->attention == ATTN_SOFTMAX ? rows * 4.0 : 0);
       c->io->keep[c->io->n_keep++] =
-          plan_buf_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
+          plan_buf_saved_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
     }
     for (uint32_t i = 0; i < c->io->n_keep; i++)
       for (uint32_t g = 0; g < n; g++) plan_buf_reads(p, ks[g], c->io->keep[i]);

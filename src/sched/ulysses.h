@@ -31,7 +31,7 @@ uint32_t ulysses_default_degree(const workload *w, const topology *t);
  * them until it returns).  `held` lists them; `src` the tensors the
  * gather sends (the attention kernels' results). */
 typedef struct {
-  uint32_t id[4], n;
+  uint32_t id[8], n;
 } ulysses_bufs;
 
 /* Before attention: forward Q, K, V (three calls, or one fused call),

@@ -1,0 +1,140 @@
+/* exec_alloc: the caching allocator's segments and blocks (exec_alloc.h).
+ *
+ * Blocks are records in one array (index 0 is the search key of lookups);
+ * a segment's blocks are a doubly linked list in address order; each
+ * pool's free blocks are a GTree ordered by (size, address), as the
+ * allocator's BlockPool set is, so a best fit is one lower-bound lookup.
+ * Segments get increasing addresses in the order they are made. */
+#include "exec_alloc.h"
+
+#include <glib.h>
+
+#define NONE UINT32_MAX
+
+typedef struct {
+  uint64_t addr, size;
+  uint32_t prev, next; /* neighbours in the segment, NONE at its ends */
+  bool small, live, dead;
+} block;
+
+struct exec_alloc {
+  GArray *blocks;      /* block; [0] is the lookup key */
+  GTree *free[2];      /* per pool (0 large, 1 small): free block ids */
+  uint64_t next_addr, reserved, peak, allocated;
+};
+
+static block *blk(const exec_alloc *a, uint32_t id) {
+  return &g_array_index(a->blocks, block, id);
+}
+
+static gint by_size_addr(gconstpointer x, gconstpointer y, gpointer data) {
+  const exec_alloc *a = data;
+  const block *p = blk(a, GPOINTER_TO_UINT(x) - 1), *q = blk(a, GPOINTER_TO_UINT(y) - 1);
+  if (p->size != q->size) return p->size < q->size ? -1 : 1;
+  return p->addr < q->addr ? -1 : p->addr > q->addr;
+}
+
+static gpointer key(uint32_t id) { return GUINT_TO_POINTER(id + 1); }
+
+exec_alloc *exec_alloc_new(void) {
+  exec_alloc *a = g_new0(exec_alloc, 1);
+  a->blocks = g_array_new(FALSE, TRUE, sizeof(block));
+  g_array_set_size(a->blocks, 1);
+  for (int i = 0; i < 2; i++) a->free[i] = g_tree_new_with_data(by_size_addr, a);
+  return a;
+}
+
+void exec_alloc_free(exec_alloc *a) {
+  if (!a) return;
+  for (int i = 0; i < 2; i++) g_tree_destroy(a->free[i]);
+  g_array_free(a->blocks, TRUE);
+  g_free(a);
+}
+
+uint64_t exec_alloc_round(uint64_t bytes) {
+  if (bytes < ALLOC_MIN_BLOCK) return ALLOC_MIN_BLOCK;
+  return (bytes + ALLOC_MIN_BLOCK - 1) / ALLOC_MIN_BLOCK * ALLOC_MIN_BLOCK;
+}
+
+uint64_t exec_alloc_segment_size(uint64_t rounded) {
+  if (rounded <= ALLOC_SMALL_SIZE) return ALLOC_SMALL_BUFFER;
+  if (rounded < ALLOC_MIN_LARGE_ALLOC) return ALLOC_LARGE_BUFFER;
+  return (rounded + ALLOC_ROUND_LARGE - 1) / ALLOC_ROUND_LARGE * ALLOC_ROUND_LARGE;
+}
+
+static uint32_t add_block(exec_alloc *a, block b) {
+  g_array_append_val(a->blocks, b);
+  return a->blocks->len - 1;
+}
+
+/* The smallest free block of the pool holding `size`, lowest address
+ * among equals; NONE if none. */
+static uint32_t best_fit(exec_alloc *a, bool small, uint64_t size) {
+  *blk(a, 0) = (block){.addr = 0, .size = size};
+  GTreeNode *n = g_tree_lower_bound(a->free[small], key(0));
+  return n ? GPOINTER_TO_UINT(g_tree_node_key(n)) - 1 : NONE;
+}
+
+uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
+  if (bytes == 0) return 0; /* an empty tensor has no storage (no block) */
+  uint64_t size = exec_alloc_round(bytes);
+  bool small = size <= ALLOC_SMALL_SIZE;
+  uint32_t id = best_fit(a, small, size);
+  if (id == NONE) { /* a new segment */
+    uint64_t seg = exec_alloc_segment_size(size);
+    id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false});
+    a->next_addr += seg;
+    a->reserved += seg;
+    if (a->reserved > a->peak) a->peak = a->reserved;
+  } else {
+    g_tree_remove(a->free[small], key(id));
+  }
+  block *b = blk(a, id);
+  uint64_t rest = b->size - size;
+  if (small ? rest >= ALLOC_MIN_BLOCK : rest > ALLOC_SMALL_SIZE) {
+    block r = {b->addr + size, rest, id, b->next, small, false, false};
+    uint32_t rid = add_block(a, r);
+    b = blk(a, id); /* the array may have moved */
+    if (r.next != NONE) blk(a, r.next)->prev = rid;
+    b->next = rid;
+    b->size = size;
+    g_tree_insert(a->free[small], key(rid), key(rid));
+  }
+  b->live = true;
+  a->allocated += b->size;
+  return id;
+}
+
+/* Block `from` (free, not in the tree) is absorbed into its free
+ * neighbour `into`, which precedes it. */
+static void merge(exec_alloc *a, uint32_t into, uint32_t from) {
+  block *p = blk(a, into), *q = blk(a, from);
+  p->size += q->size;
+  p->next = q->next;
+  if (q->next != NONE) blk(a, q->next)->prev = into;
+  q->dead = true;
+}
+
+void exec_alloc_release(exec_alloc *a, uint32_t id) {
+  if (id == 0) return; /* an empty tensor's */
+  block *b = blk(a, id);
+  g_assert(id > 0 && id < a->blocks->len && b->live && !b->dead);
+  b->live = false;
+  a->allocated -= b->size;
+  bool small = b->small;
+  uint32_t next = b->next, prev = b->prev;
+  if (next != NONE && !blk(a, next)->live) {
+    g_tree_remove(a->free[small], key(next));
+    merge(a, id, next);
+  }
+  if (prev != NONE && !blk(a, prev)->live) {
+    g_tree_remove(a->free[small], key(prev));
+    merge(a, prev, id);
+    id = prev;
+  }
+  g_tree_insert(a->free[small], key(id), key(id));
+}
+
+uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }
+uint64_t exec_alloc_peak_reserved(const exec_alloc *a) { return a->peak; }
+uint64_t exec_alloc_allocated(const exec_alloc *a) { return a->allocated; }
