@@ -2808,7 +2808,7 @@ def main():
             import layer
             layer.measure_layer(out, n, rank, a.layer_models.split(","),
                                 [gemm_shapes.tokens(v) for v in a.layer_tokens.split(",")],
-                                a.iters, a.layer_sp)
+                                a.iters, a.layer_sp, lambda fn, iters: timed(fn, iters, 2))
         elif part == "gemm":
             measure_gemm(out, n, a.gemm_models.split(","), ints(a.gemm_tp),
                          a.gemm_tokens.split(","), a.iters)

@@ -32,7 +32,6 @@ Records (`layer-nN.jsonl`):
     fwd or fwdbwd (its forward then autograd's backward through it alone).
 """
 import gc
-import statistics
 
 import torch
 import torch.distributed as dist
@@ -43,28 +42,6 @@ DEV = "cuda"
 
 def bf16(*shape, grad=False):
     return torch.randn(*shape, dtype=torch.bfloat16, device=DEV, requires_grad=grad)
-
-
-def gpu_timed(fn, iters, warmup=2):
-    """Median/min/max over iterations of the slowest rank's time of fn(), ms."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        if dist.is_initialized():
-            dist.barrier()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        t = torch.tensor([a.elapsed_time(b)], device=DEV)
-        if dist.is_initialized():
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        times.append(t.item())
-    return statistics.median(times), min(times), max(times)
 
 
 # ---- communication with its autograd (Megatron's mappings) ----
@@ -294,10 +271,12 @@ def op_cases(L):
     ]
 
 
-def measure_layer(out, n, rank, models, tokens, iters, sp_kind):
+def measure_layer(out, n, rank, models, tokens, iters, sp_kind, gpu_timed):
     """Every model at every tokens-per-GPU count: the layer (fwd, fwdbwd:
     time and memory) and each op alone.  n GPUs are the TP group
-    (sp_kind "tp", Megatron TP + SP) or the Ulysses group ("ulysses")."""
+    (sp_kind "tp", Megatron TP + SP) or the Ulysses group ("ulysses").
+    gpu_timed(fn, iters): the calibration tool's timer (median, min, max
+    ms of the slowest rank)."""
     import gemm_shapes
     name = f"layer-n{n}.jsonl"
     tp, sp = (n, 1) if sp_kind == "tp" else (1, n)
