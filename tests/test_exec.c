@@ -11,19 +11,7 @@
 /* An NVSwitch-like topology: per GPU an egress and an ingress channel of
  * bw bytes/s, each with half the route latency. */
 static topology *switch_topo(uint32_t n, double bw, double lat, double launch) {
-  topology *t = topo_new("ideal", n);
-  for (uint32_t g = 0; g < n; g++) {
-    topo_add_channel(t, "tx", "port", bw, lat / 2);
-    topo_add_channel(t, "rx", "port", bw, lat / 2);
-  }
-  topo_routes_begin(t);
-  for (uint32_t s = 0; s < n; s++)
-    for (uint32_t d = 0; d < n; d++) {
-      uint32_t r[2] = {2 * s, 2 * d + 1};
-      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
-      t->direct[s * n + d] = s != d;
-    }
-  topo_routes_done(t);
+  topology *t = test_switch(n, bw, lat / 2);
   t->launch_s = t->p2p_launch_s = launch;
   t->compute.peak_flops = 100e12;
   t->compute.efficiency = 0.5;

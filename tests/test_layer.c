@@ -8,19 +8,7 @@
 #include "testutil.h"
 
 static topology *switch_topo(uint32_t n) {
-  topology *t = topo_new("switch", n);
-  for (uint32_t g = 0; g < n; g++) {
-    topo_add_channel(t, "tx", "port", 100e9, 1e-6);
-    topo_add_channel(t, "rx", "port", 100e9, 1e-6);
-  }
-  topo_routes_begin(t);
-  for (uint32_t s = 0; s < n; s++)
-    for (uint32_t d = 0; d < n; d++) {
-      uint32_t r[2] = {2 * s, 2 * d + 1};
-      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
-      t->direct[s * n + d] = s != d;
-    }
-  topo_routes_done(t);
+  topology *t = test_switch(n, 100e9, 1e-6);
   t->compute.peak_flops = 100e12;
   return t;
 }

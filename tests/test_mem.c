@@ -15,19 +15,7 @@
 /* Per GPU an egress and an ingress channel of bw bytes/s; copies at
  * 1e12 bytes/s. */
 static topology *switch_topo(uint32_t n, double bw) {
-  topology *t = topo_new("ideal", n);
-  for (uint32_t g = 0; g < n; g++) {
-    topo_add_channel(t, "tx", "port", bw, 1e-6);
-    topo_add_channel(t, "rx", "port", bw, 1e-6);
-  }
-  topo_routes_begin(t);
-  for (uint32_t s = 0; s < n; s++)
-    for (uint32_t d = 0; d < n; d++) {
-      uint32_t r[2] = {2 * s, 2 * d + 1};
-      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
-      t->direct[s * n + d] = s != d;
-    }
-  topo_routes_done(t);
+  topology *t = test_switch(n, bw, 1e-6);
   t->compute.peak_flops = 100e12;
   t->compute.efficiency = 0.5;
   t->compute.copy_Bps = 1e12;

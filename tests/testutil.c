@@ -12,3 +12,20 @@ int test_run(const char *suite, const test_case *cases) {
   CU_cleanup_registry();
   return failed ? 1 : 0;
 }
+
+topology *test_switch(uint32_t n, double bw_Bps, double chan_lat_s) {
+  topology *t = topo_new("switch", n);
+  for (uint32_t g = 0; g < n; g++) {
+    topo_add_channel(t, "tx", "port", bw_Bps, chan_lat_s);
+    topo_add_channel(t, "rx", "port", bw_Bps, chan_lat_s);
+  }
+  topo_routes_begin(t);
+  for (uint32_t s = 0; s < n; s++)
+    for (uint32_t d = 0; d < n; d++) {
+      uint32_t r[2] = {2 * s, 2 * d + 1};
+      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
+      t->direct[s * n + d] = s != d;
+    }
+  topo_routes_done(t);
+  return t;
+}

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "topology.h"
+
 typedef struct {
   const char *name;
   void (*fn)(void);
@@ -15,6 +17,10 @@ typedef struct {
 
 /* Runs the cases as one suite; returns the process exit status. */
 int test_run(const char *suite, const test_case *cases);
+
+/* n GPUs on one switch (NVSwitch-like): each GPU a send and a receive
+ * port of bw_Bps with chan_lat_s each, a route src tx -> dst rx. */
+topology *test_switch(uint32_t n, double bw_Bps, double chan_lat_s);
 
 #define TEST(fn) {#fn, fn}
 #define CU_ASSERT_CLOSE(a, b, rel) \
