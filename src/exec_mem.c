@@ -46,6 +46,15 @@ struct exec_mem {
   uint64_t seq;
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
   uint32_t stamp_now;
+  /* Tasks started at the instant being replayed, not applied yet: at one
+   * simulated instant every end of a task started earlier is applied
+   * before the starts, and the starts in plan order, so the peak does not
+   * hang on the order in which simultaneous events happen to be replayed
+   * (a lockstep plan and its expansion; test_mem t_lockstep_expand).  A
+   * task that ends at the instant it started has its start applied first. */
+  GArray *starts;          /* uint32 task ids */
+  uint8_t *held;           /* per task: its start is in starts */
+  double starts_at;
 };
 
 /* The GPUs task t touches, into m->gpus; returns how many. */
@@ -127,6 +136,8 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->r = r;
   m->trace = trace;
   m->n = n;
+  m->starts = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  m->held = g_new0(uint8_t, p->tasks->len);
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, n);
   if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, n);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
@@ -214,14 +225,38 @@ static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned
 
 /* The task's references are taken (its writes allocated); those it
  * holds only at its start are dropped. */
-void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
+static void apply_start(exec_mem *m, uint32_t task, double now_s) {
   on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_DURING) | PHASE(PLAN_BUF_EARLY));
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_EARLY));
+}
+
+static gint by_id(gconstpointer a, gconstpointer b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The starts held for the instant starts_at, in plan order. */
+static void flush_starts(exec_mem *m) {
+  g_array_sort(m->starts, by_id);
+  for (guint i = 0; i < m->starts->len; i++) {
+    uint32_t task = g_array_index(m->starts, uint32_t, i);
+    m->held[task] = 0;
+    apply_start(m, task, m->starts_at);
+  }
+  g_array_set_size(m->starts, 0);
+}
+
+void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
+  if (m->starts->len && now_s != m->starts_at) flush_starts(m);
+  m->starts_at = now_s;
+  m->held[task] = 1;
+  g_array_append_val(m->starts, task);
 }
 
 /* The task's references drop, then its late uses happen (and, unless
  * kept or used later, end at once). */
 void exec_mem_end(exec_mem *m, uint32_t task, double now_s) {
+  if (m->starts->len && (now_s != m->starts_at || m->held[task])) flush_starts(m);
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_DURING));
   on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_LATE));
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_LATE));
@@ -272,6 +307,7 @@ static void peak_live(exec_mem *m) {
 }
 
 void exec_mem_finish(exec_mem *m) {
+  flush_starts(m);
   exec_result *r = m->r;
   const plan *p = m->p;
   for (uint32_t b = 0; b < plan_buf_count(p); b++)
@@ -299,6 +335,8 @@ void exec_mem_finish(exec_mem *m) {
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
   g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
+  g_array_free(m->starts, TRUE);
+  g_free(m->held);
   g_free(m);
 }
 
