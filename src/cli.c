@@ -47,6 +47,15 @@ static GOptionEntry *option_table(cli_opts *o) {
        "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
        "softmax or linear: the attention of every layer of the model", "KIND"},
+      {"scope", 0, 0, G_OPTION_ARG_STRING, &o->scope,
+       "What step_ms covers: attention (default: the attention of the model's layers) or "
+       "layer (one decoder layer around it; needs the model's hidden and FFN sizes)", "SCOPE"},
+      {"tp", 0, 0, G_OPTION_ARG_STRING, &o->tp,
+       "Tensor-parallel degree around SP (Megatron with sequence parallelism; layer scope; "
+       "TP x SP GPUs, TP innermost; default 1)", "N"},
+      {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
+       "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
+       "unfused (as plain PyTorch)", "MODE"},
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
        "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
       {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
@@ -194,7 +203,7 @@ void cli_opts_clear(cli_opts *o) {
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
                    &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
-                   &o->scenario};
+                   &o->scenario, &o->scope, &o->tp, &o->elementwise};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
@@ -207,7 +216,8 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .head_dim = o->head_dim, .batch = o->batch, .model = o->model,
                               .tasp_cycles = o->tasp_cycles, .usp_ulysses = o->usp_ulysses,
                               .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
-                              .set = o->set, .attention = o->attention, .strict = o->strict};
+                              .set = o->set, .attention = o->attention, .strict = o->strict,
+                              .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise};
 }
 
 char *cli_help(void) {

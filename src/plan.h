@@ -263,6 +263,25 @@ void plan_finish(plan *p);
  * segments copied to each copy). */
 plan *plan_expand(const plan *p);
 
+/* ---- one plan inside another (plan_append.c) ---- */
+
+/* Appends finished plan src (no lockstep task or pattern: plan_expand it
+ * first) into dst, src GPU g becoming dst GPU gpus[g], in ranges of its
+ * tasks (a scheduler's forward then, later, its backward, with the host
+ * plan's own tasks between).  Dependencies, transfers, segments (where
+ * both record them), host issue places and buffers (one per GPU where src
+ * has one on every GPU) are copied remapped; a range's first compute task
+ * of each GPU follows that GPU's compute in dst, and its groups with no
+ * predecessor in the range wait for the compute their GPUs had issued. */
+typedef struct plan_append plan_append;
+plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus);
+/* Tasks [from, to) of src, after every earlier range. */
+void plan_append_range(plan_append *a, uint32_t from, uint32_t to);
+/* dst's compute task `task` waits for the last range's tasks that have no
+ * successor in it and touch its GPU (its outputs, however they arrive). */
+void plan_append_after(plan_append *a, uint32_t task);
+void plan_append_free(plan_append *a);
+
 static inline plan_task *plan_task_at(const plan *p, uint32_t id) {
   return &g_array_index(p->tasks, plan_task, id);
 }

@@ -303,7 +303,7 @@ void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
         "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,"
-        "peak_mem_gib,fits\n", f);
+        "peak_mem_gib,fits,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -341,6 +341,13 @@ void report_csv(FILE *f, const report_ctx *c) {
     if (r->r) fprintf(f, ",%.4f,%s", sim_peak_gib(r),
                       topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "");
     else fputs(",,", f);
+    /* the scope's figures (sim.h), empty for n/a but the scope and GPUs */
+    fprintf(f, ",%s,", scope_name(w->scope));
+    if (r->r) fprintf(f, "%.6f", r->attention_s * 1e3);
+    fprintf(f, ",%u,", r->job_gpus ? r->job_gpus : w->gpus * (w->tp ? w->tp : 1));
+    if (r->r) csv_num(f, "%.1f", sim_tokens_per_s_per_gpu(r));
+    fputc(',', f);
+    if (r->r) csv_num(f, "%.4f", sim_mfu(r));
     fputc('\n', f);
   }
 }

@@ -1,15 +1,21 @@
 /* scenario: scenario files, overrides, checks and sweep expansion. */
 #include "scenario.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "names.h"
+#include "layer.h"
 #include "layers.h"
 #include "model.h"
 #include "sizes.h"
 
 const char *pass_name(pass_kind p) {
   return p == PASS_FWD ? "fwd" : p == PASS_BWD ? "bwd" : "fwdbwd";
+}
+
+const char *scope_name(scope_kind k) {
+  return k == SCOPE_LAYER ? "layer" : k == SCOPE_MODEL ? "model" : "attention";
 }
 
 char *scenario_find_topology(const char *name) {
@@ -381,6 +387,38 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   return true;
 }
 
+/* --scope, --tp and --elementwise (layer.h): the layer needs the model's
+ * hidden and FFN sizes, and TP must divide its heads, KV heads and FFN. */
+static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
+  workload *m = &s->model;
+  origin os = {"command line", "--scope"}, ot = {"command line", "--tp"};
+  if (!ov->scope || !strcmp(ov->scope, "attention")) m->scope = SCOPE_ATTENTION;
+  else if (!strcmp(ov->scope, "layer")) m->scope = SCOPE_LAYER;
+  else if (!strcmp(ov->scope, "model"))
+    return bad(err, os, "scope model (the whole step) is not simulated yet: expected attention "
+               "or layer");
+  else return bad(err, os, "expected attention or layer, got \"%s\"", ov->scope);
+  m->tp = 1;
+  if (ov->tp && !parse_u32(ov->tp, ot, 1, SCENARIO_MAX_SP, &m->tp, err)) return false;
+  if (ov->elementwise && strcmp(ov->elementwise, "fused") && strcmp(ov->elementwise, "unfused"))
+    return bad(err, (origin){"command line", "--elementwise"},
+               "expected fused or unfused, got \"%s\"", ov->elementwise);
+  m->unfused = ov->elementwise && !strcmp(ov->elementwise, "unfused");
+  if (m->scope == SCOPE_ATTENTION) {
+    if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
+                              "scope has no projections to split)");
+    return true;
+  }
+  if (!m->hidden || !m->ffn)
+    return bad(err, os, "scope layer needs the model's hidden and FFN sizes: give --model (a "
+               "preset such as llama3-8b, or a file) or model.hidden and model.ffn");
+  layer_dims d = {.tokens = m->tp, .hidden = m->hidden, .ffn = m->ffn, .heads = m->heads,
+                  .kv_heads = m->kv_heads, .head_dim = m->head_dim, .tp = m->tp};
+  g_autoptr(GError) e = NULL;
+  if (!compute_layer_check(&d, &e)) return bad(err, ot, "%s", e->message);
+  return true;
+}
+
 static bool load_topology(scenario *s, json_object *root, const scenario_overrides *ov,
                           GError **err) {
   g_autofree char *path = NULL;
@@ -575,7 +613,12 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GHashTable) seen = seen_new();
-  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
+  uint32_t tp = s->model.tp ? s->model.tp : 1;
+  if (tp > s->topo->n_gpus)
+    return bad(err, (origin){"command line", "--tp"}, "TP %u exceeds the %u GPUs of topology "
+               "%s (%s)", tp, s->topo->n_gpus, s->topo->name, s->topo->file);
+  /* by default SP takes every GPU TP leaves */
+  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus / tp);
   if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
   for (guint i = 0; i < items->len; i++) {
     uint32_t v;
@@ -583,6 +626,10 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
     if (v > s->topo->n_gpus)
       return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
                  s->topo->n_gpus, s->topo->name, s->topo->file);
+    if ((uint64_t)v * tp > s->topo->n_gpus)
+      return bad(err, (origin){"command line", "--tp"}, "TP %u x SP %u is %llu GPUs, beyond the "
+                 "%u of topology %s (%s)", tp, v, (unsigned long long)v * tp, s->topo->n_gpus,
+                 s->topo->name, s->topo->file);
     if (!once(seen, g_strdup_printf("%u", v), items->pdata[i], o, err)) return false;
     g_array_append_val(s->sps, v);
   }
@@ -658,7 +705,16 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
               p.sched = s->scheds->pdata[k];
             }
             g_autoptr(GError) e = NULL;
-            if (!sched_check(p.sched, &p.w, s->topo, &e)) {
+            /* at layer scope the scheduler plans one TP rank's heads */
+            workload chk = w.scope == SCOPE_LAYER ? layer_attention_workload(&w) : w;
+            if (w.scope == SCOPE_LAYER && fmod(layer_dims_of(&w).tokens, layer_tp(&w))) {
+              g_autofree char *seq = size_format(w.seq_len);
+              return bad(err, (origin){"command line", "--tp"}, "TP %u does not divide the "
+                         "%.0f tokens of an SP rank at seq_len %s, SP %u (sequence parallelism "
+                         "shards them among the TP ranks)", layer_tp(&w),
+                         layer_dims_of(&w).tokens, seq, w.gpus);
+            }
+            if (!sched_check(p.sched, &chk, s->topo, &e)) {
               origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;
@@ -719,7 +775,8 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     g_free(s->tasp_cycles);
     s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
-  ok = ok && load_model(s, root, ov, err) && load_sweep(s, root, ov, err) &&
+  ok = ok && load_model(s, root, ov, err) && load_job(s, ov, err) &&
+       load_sweep(s, root, ov, err) &&
        load_topology(s, root, ov, err) && load_sp(s, root, ov, err) && expand(s, ov, err);
   if (!ok) {
     scenario_free(s);

@@ -63,6 +63,9 @@ typedef struct {
   const char *attention;     /* softmax or linear: every layer's attention */
   bool strict;               /* a point some scheduler cannot run is an error, not an n/a row */
   uint64_t topo_max_bytes;   /* the most the topology may take; 0: TOPO_MAX_BYTES */
+  const char *scope;         /* --scope: attention or layer */
+  const char *tp;            /* --tp: tensor-parallel degree */
+  const char *elementwise;   /* --elementwise: fused or unfused */
 } scenario_overrides;
 
 typedef struct {
@@ -103,6 +106,8 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
 void scenario_free(scenario *s);
 
 const char *pass_name(pass_kind p);
+/* "attention", "layer", "model" */
+const char *scope_name(scope_kind k);
 
 /* Point groups (one seq x SP x mask x pass each: what --shard deals). */
 guint scenario_groups(const scenario *s);

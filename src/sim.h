@@ -27,6 +27,13 @@ typedef struct {
    * rows of the links report), idle ones included. */
   double max_util, mean_util;
   double wall_s;          /* host time to build and replay this point */
+  /* The scope's figures (layer.h): GPUs of the job (TP x SP), the time of
+   * its attention part (at scope attention the step; at scope layer the
+   * layer's step less the same layer's without attention), its model
+   * FLOPs (layer_model_flops, over every GPU and layer). */
+  uint32_t job_gpus;
+  double attention_s;
+  double model_flops;
 } sim_result;
 
 typedef struct {
@@ -53,6 +60,12 @@ typedef struct {
  * where none fits). */
 double sim_peak_gib(const sim_result *r);
 bool sim_fits(const sim_result *r);
+
+/* Tokens per second per GPU of the job (batch x seq / (step x job GPUs)),
+ * and model FLOPs utilisation: model FLOPs / (peak FLOP/s x step x job
+ * GPUs); NAN for an n/a point (mfu: or where the topology gives no peak). */
+double sim_tokens_per_s_per_gpu(const sim_result *r);
+double sim_mfu(const sim_result *r);
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o);
 void sim_result_free(sim_result *r);

@@ -14,6 +14,11 @@ typedef enum { PASS_FWD, PASS_BWD, PASS_FWDBWD } pass_kind;
  * D x D states K^T V per head. */
 typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_KINDS } attn_kind;
 
+/* What a point's time covers (--scope): the attention of the model's
+ * layers (today's figures), one decoder layer around it (layer.h), or the
+ * whole step (not yet simulated: refused). */
+typedef enum { SCOPE_ATTENTION, SCOPE_LAYER, SCOPE_MODEL, SCOPE_KINDS } scope_kind;
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -42,6 +47,12 @@ typedef struct {
   /* The rest of the model (model.h), for the layer and model scopes; 0
    * where no model gives them (attention alone needs none). */
   uint32_t hidden, ffn, vocab;
+  /* The scope (SCOPE_ATTENTION: 0, the attention alone), the
+   * tensor-parallel degree around SP (0 or 1: none; layer.h) and
+   * whether element-wise ops run unfused (compute.h). */
+  scope_kind scope;
+  uint32_t tp;
+  bool unfused;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */
