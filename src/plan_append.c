@@ -101,7 +101,10 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
   g_autofree uint8_t *mark = g_new0(uint8_t, n);
   g_autofree uint32_t *touch = g_new(uint32_t, n);
   g_autofree uint8_t *started = g_new0(uint8_t, n);  /* GPU's compute seen in this range */
-  g_autofree uint8_t *has_succ = g_new0(uint8_t, to - from + 1);
+  /* (task - from) x n + GPU: the task has a successor in the range that
+   * touches that GPU too */
+  g_autoptr(GHashTable) succ = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  g_autofree uint32_t *touch2 = g_new(uint32_t, n);
   /* the host plan's compute each GPU had issued when the range begins */
   g_autofree int64_t *issued = g_new(int64_t, dst->n_gpus);
   plan_issued(dst, issued);
@@ -137,17 +140,23 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     }
     g_array_append_val(dst->tasks, c);
     bool inner = false;
+    uint32_t k = task_gpus(src, st, mark, touch);
     for (uint32_t d = 0; d < st->n_dep; d++) {
       uint32_t from_id = src->deps[st->dep_off + d];
       g_assert(a->id[from_id] != UINT32_MAX);
       plan_dep(dst, a->id[from_id], id);
-      if (from_id >= from) {
-        inner = true;
-        has_succ[from_id - from] = 1;
-      }
+      if (from_id < from) continue;
+      inner = true;
+      uint32_t k2 = task_gpus(src, plan_task_at(src, from_id), mark, touch2);
+      for (uint32_t j = 0; j < k; j++)
+        for (uint32_t j2 = 0; j2 < k2; j2++)
+          if (touch[j] == touch2[j2]) {
+            gint64 *key = g_new(gint64, 1);
+            *key = (gint64)(from_id - from) * n + touch[j];
+            g_hash_table_add(succ, key);
+          }
     }
     /* the seams: the host plan's streams before the range */
-    uint32_t k = task_gpus(src, st, mark, touch);
     if (t.kind == TASK_COMPUTE) {
       if (!started[t.gpu]) {
         started[t.gpu] = 1;
@@ -179,12 +188,13 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
       else plan_buf_reads(dst, a->id[use->task], b);
     }
   }
-  /* the range's sinks, per dst GPU they touch */
+  /* the range's last tasks on each GPU they touch */
   for (uint32_t i = from; i < to; i++) {
-    if (has_succ[i - from]) continue;
     const plan_task *st = plan_task_at(src, i);
     uint32_t k = task_gpus(src, st, mark, touch);
     for (uint32_t j = 0; j < k; j++) {
+      gint64 key = (gint64)(i - from) * n + touch[j];
+      if (g_hash_table_contains(succ, &key)) continue;
       uint32_t g = a->gpus[touch[j]];
       if (!a->pending[g]) a->pending[g] = g_array_new(FALSE, FALSE, sizeof(uint32_t));
       g_array_append_val(a->pending[g], a->id[i]);

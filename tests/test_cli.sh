@@ -16,7 +16,7 @@ check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -899,6 +899,56 @@ expect_error "gpu_memory_headroom_gib must leave memory" \
   --topology h100x8 --set gpu_memory_headroom_gib=100
 expect_error "--memory and --csv on stdout at once are refused" "--memory" \
   --topology h100x8 --memory - --links -
+
+# Scope and tensor parallelism (layer.h): at scope attention the new
+# columns say so (attention_ms is the step, the job is the SP GPUs); at
+# scope layer the step is one decoder layer on TP x SP GPUs, its attention
+# part inside it; unfused element-wise ops cost more; SP takes the GPUs TP
+# leaves; bad options exit 2 naming the option.
+"$sim" --topology h100x8 --sched ring,ulysses --sp 4 --seq 32K --pass fwdbwd --csv "$tmp/sa.csv" --quiet
+check "--scope attention: scope attention, attention_ms = step_ms, job_gpus = gpus" \
+  "[ \"\$(field $tmp/sa.csv 2 scope)\" = attention ] && [ \"\$(field $tmp/sa.csv 2 attention_ms)\" = \"\$(field $tmp/sa.csv 2 step_ms)\" ] && [ \"\$(field $tmp/sa.csv 2 job_gpus)\" = 4 ]"
+check "--scope attention: tokens/s per GPU is batch x seq / (step x GPUs)" \
+  "awk -v t=\$(field $tmp/sa.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/sa.csv 1 step_ms) 'BEGIN {w = 32768 / (s * 1e-3 * 4); exit !(t > w - 0.1 && t < w + 0.1)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sched ring,ulysses --seq 32K --pass fwdbwd --csv "$tmp/sl.csv" --quiet --jobs 1
+check "--scope layer --tp 2: SP defaults to the 4 GPUs TP leaves, 8 job GPUs" \
+  "[ \"\$(field $tmp/sl.csv 1 gpus)\" = 4 ] && [ \"\$(field $tmp/sl.csv 1 job_gpus)\" = 8 ] && [ \"\$(field $tmp/sl.csv 1 scope)\" = layer ]"
+check "--scope layer: the attention part is inside the layer's step" \
+  "awk -v a=\$(field $tmp/sl.csv 2 attention_ms) -v s=\$(field $tmp/sl.csv 2 step_ms) 'BEGIN {exit !(a > 0 && a < s)}'"
+check "--scope layer: MFU between 0 and 1" \
+  "awk -v m=\$(field $tmp/sl.csv 1 mfu) 'BEGIN {exit !(m > 0.05 && m < 1)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sched ring,ulysses --seq 32K --pass fwdbwd --csv "$tmp/sl2.csv" --quiet --jobs 2
+check "--scope layer --tp: the same bytes for any --jobs" "cmp -s $tmp/sl.csv $tmp/sl2.csv"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --csv "$tmp/fu.csv" --quiet
+"$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --elementwise unfused --csv "$tmp/un.csv" --quiet
+check "--elementwise unfused: a slower layer, the same attention" \
+  "awk -v a=\$(field $tmp/un.csv 1 step_ms) -v b=\$(field $tmp/fu.csv 1 step_ms) 'BEGIN {exit !(a > 1.05 * b)}' && [ \"\$(field $tmp/un.csv 1 attention_ms)\" = \"\$(field $tmp/fu.csv 1 attention_ms)\" ]"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --tp 2 --csv "$tmp/t2.csv" --quiet
+check "--tp 2 on one SP rank: a faster layer than TP 1" \
+  "awk -v a=\$(field $tmp/t2.csv 1 step_ms) -v b=\$(field $tmp/fu.csv 1 step_ms) 'BEGIN {exit !(a > 0 && a < 0.75 * b)}'"
+sed 's/"ffn": 14336/"ffn": 14335/' models/llama3-8b.json > "$tmp/ffn.json"
+expect_error "--tp not dividing the FFN size" "option '--tp': TP 2 does not divide the model's 14335 FFN size" \
+  --topology h100x8 --model "$tmp/ffn.json" --scope layer --tp 2
+expect_error "--tp not dividing the query heads" "option '--tp': TP 3 does not divide the model's 32 query heads" \
+  --topology h100x8 --model llama3-8b --scope layer --tp 3 --sp 1
+expect_error "--tp not dividing the KV heads" "option '--tp': TP 16 does not divide the model's 8 KV heads" \
+  --topology h100x8x4 --model llama3-70b --scope layer --tp 16 --sp 1
+expect_error "TP x SP beyond the topology" "option '--tp': TP 4 x SP 4 is 16 GPUs, beyond the 8" \
+  --topology h100x8 --model llama3-8b --scope layer --tp 4 --sp 4
+expect_error "TP beyond the topology" "option '--tp': TP 16 exceeds the 8 GPUs" \
+  --topology h100x8 --model llama3-70b --kv-heads 16 --scope layer --tp 16
+expect_error "--scope layer without a model" "option '--scope': scope layer needs the model's hidden and FFN sizes" \
+  --topology h100x8 --scope layer
+expect_error "--scope model is refused until it is simulated" "option '--scope': scope model (the whole step) is not simulated yet" \
+  --topology h100x8 --model llama3-8b --scope model
+expect_error "an unknown scope" "option '--scope': expected attention or layer, got \"steps\"" \
+  --topology h100x8 --model llama3-8b --scope steps
+expect_error "--tp at scope attention" "option '--tp': tensor parallelism needs --scope layer" \
+  --topology h100x8 --model llama3-8b --tp 2
+expect_error "--elementwise neither fused nor unfused" "option '--elementwise': expected fused or unfused" \
+  --topology h100x8 --model llama3-8b --scope layer --elementwise fast
+expect_error "--tp not dividing an SP rank's tokens" "option '--tp': TP 8 does not divide the 4097 tokens" \
+  --topology h100x8 --model llama3-8b --scope layer --tp 8 --sp 1 --seq 4097
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,415 @@
+/* layer and plan_append: a decoder layer around a scheduler's attention.
+ * FLOPs of every op against closed forms, the layer's time as the sum of
+ * its parts where nothing overlaps, the attention part the scheduler's own
+ * plan (every TP rank's copy, on its GPUs), TP collectives' bytes against
+ * closed forms, model FLOPs independent of how the job is split, and
+ * memory declarations that balance for every scheduler and pass. */
+#include "compute.h"
+#include "exec.h"
+#include "layer.h"
+#include "plan_buf.h"
+#include "scenario.h"
+#include "sim.h"
+#include "testutil.h"
+
+/* Llama-3-8B's layer (models/llama3-8b.json) */
+static workload llama8b(uint32_t sp, uint32_t tp, uint64_t seq, pass_kind pass) {
+  return (workload){.gpus = sp, .seq_len = seq, .batch = 1, .heads = 32, .kv_heads = 8,
+                    .head_dim = 128, .elem_bytes = 2, .grad_bytes = 4, .dtype = "bf16",
+                    .causal = true, .pass = pass, .attention = ATTN_SOFTMAX, .hidden = 4096,
+                    .ffn = 14336, .vocab = 128256, .scope = SCOPE_LAYER, .tp = tp,
+                    .linear_block = 64};
+}
+
+/* n GPUs on one switch, a roofline compute model and no host costs: a
+ * GPU's time is the sum of its kernels where it never waits. */
+static topology *ideal(uint32_t n) {
+  topology *t = topo_new("ideal", n);
+  for (uint32_t g = 0; g < n; g++) {
+    topo_add_channel(t, "tx", "port", 400e9, 1e-6);
+    topo_add_channel(t, "rx", "port", 400e9, 1e-6);
+  }
+  topo_routes_begin(t);
+  for (uint32_t s = 0; s < n; s++)
+    for (uint32_t d = 0; d < n; d++) {
+      uint32_t r[2] = {2 * s, 2 * d + 1};
+      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
+      t->direct[s * n + d] = s != d;
+    }
+  topo_routes_done(t);
+  compute_model *m = &t->compute;
+  m->peak_flops = 989e12;
+  m->efficiency = 0.5;
+  m->launch_s = 0;
+  m->host_s = m->bwd_host_s = m->merge_host_s = m->copy_host_s = 0;
+  for (int k = 0; k < 4; k++) m->lin_host_s[k][0] = m->lin_host_s[k][1] = 0;
+  return t;
+}
+
+static void test_op_flops(void) {
+  /* T tokens of a TP group, TP 4: each GEMM's forward 2·T·N·K with the
+   * split dimension / TP, backward (dgrad + wgrad) twice that */
+  layer_dims d = {.tokens = 16384, .hidden = 4096, .ffn = 14336, .heads = 32, .kv_heads = 8,
+                  .head_dim = 128, .tp = 4, .elem_bytes = 2};
+  double T = d.tokens, h = 4096, D = 128, tp = 4;
+  struct { layer_op op; double fwd; } want[] = {
+      {LAYER_QKV, 2 * T * h * (32 + 2 * 8) * D / tp},
+      {LAYER_OUT_PROJ, 2 * T * 32 * D * h / tp},
+      {LAYER_FC1, 2 * T * h * 2 * 14336 / tp},
+      {LAYER_FC2, 2 * T * 14336 * h / tp},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+    plan_op f = compute_layer_op(&d, want[i].op, false), b = compute_layer_op(&d, want[i].op, true);
+    CU_ASSERT_CLOSE(compute_op_flops(&f), want[i].fwd, 1e-12);
+    CU_ASSERT_CLOSE(compute_op_flops(&b), 2 * want[i].fwd, 1e-12);
+  }
+  /* element-wise ops count no FLOPs, and run on the GPU's T / tp tokens
+   * (norms, residuals) or the gathered T (RoPE, SwiGLU after the GEMMs) */
+  plan_op n = compute_layer_op(&d, LAYER_NORM_ATTN, false);
+  CU_ASSERT_EQUAL(compute_op_flops(&n), 0);
+  CU_ASSERT_EQUAL(n.sq, T / tp);
+  CU_ASSERT_EQUAL(compute_layer_op(&d, LAYER_ROPE, false).sq, T);
+  CU_ASSERT_EQUAL(compute_layer_op(&d, LAYER_SWIGLU, false).width, 14336 / tp);
+}
+
+/* Model FLOPs of the layer plan against the closed form: GEMMs as above
+ * over the job's tokens, causal attention 4·B·H·D·S²/2, backward twice
+ * forward; the same however the job is split (TP x SP). */
+static void test_model_flops(void) {
+  topology *t = ideal(8);
+  double S = 32768, h = 4096, D = 128, F = 14336;
+  double gemm = 2 * S * h * (32 + 16) * D + 2 * S * 32 * D * h + 2 * S * h * 2 * F + 2 * S * F * h;
+  double attn = 4.0 * 32 * D * S * S / 2;
+  const sched_ops *scheds[] = {&sched_ring, &sched_zigzag, &sched_ulysses};
+  uint32_t splits[][2] = {{1, 1}, {2, 1}, {1, 4}, {2, 4}};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+    for (size_t i = 0; i < G_N_ELEMENTS(splits); i++)
+      for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+        workload w = llama8b(splits[i][1], splits[i][0], (uint64_t)S, (pass_kind)pass);
+        plan *p = layer_build(scheds[k], &w, t, true, false);
+        double times = pass == PASS_FWD ? 1 : pass == PASS_BWD ? 2 : 3;
+        CU_ASSERT_CLOSE(layer_model_flops(p), times * (gemm + attn), 1e-9);
+        plan_free(p);
+      }
+  topo_free(t);
+}
+
+/* Sum of compute_op_s over the compute tasks of GPU g (all of them: -1). */
+static double sum_parts(const plan *p, const topology *t, int64_t g, bool attention_only) {
+  double s = 0;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *k = plan_task_at(p, i);
+    if (k->kind != TASK_COMPUTE || (g >= 0 && k->gpu != (uint32_t)g)) continue;
+    bool attn = k->op.kind != OP_GEMM && k->op.kind != OP_ELEMWISE;
+    if (attention_only && !attn) continue;
+    s += compute_op_s(&t->compute, &k->op);
+  }
+  return s;
+}
+
+/* On one GPU (nothing to wait for) the layer's time is the sum of its
+ * kernels, and its attention part (the layer less the layer without
+ * attention) is the scheduler's plan's own time. */
+static void test_sum_of_parts(void) {
+  topology *t = ideal(1);
+  const sched_ops *scheds[] = {&sched_ring, &sched_ulysses, &sched_allgather};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+    for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+      workload w = llama8b(1, 1, 16384, (pass_kind)pass);
+      plan *p = layer_build(scheds[k], &w, t, true, false);
+      exec_opts o = {0};
+      exec_result *r = exec_run(p, t, &o);
+      CU_ASSERT_CLOSE(r->step_s, sum_parts(p, t, 0, false), 1e-9);
+      plan *rest = layer_build(scheds[k], &w, t, false, false);
+      exec_result *r0 = exec_run(rest, t, &o);
+      workload a = layer_attention_workload(&w);
+      plan *alone = scheds[k]->build(&a, t, false);
+      exec_result *ra = exec_run(alone, t, &o);
+      CU_ASSERT(ra->step_s > 0);
+      CU_ASSERT_CLOSE(r->step_s - r0->step_s, ra->step_s, 1e-9);
+      exec_result_free(r);
+      exec_result_free(r0);
+      exec_result_free(ra);
+      plan_free(p);
+      plan_free(rest);
+      plan_free(alone);
+    }
+  topo_free(t);
+}
+
+/* TP 2 with no communication: both ranks run alike kernels, and the step
+ * is one GPU's sum (the TP collectives take no time and hold nothing). */
+static void test_sum_of_parts_tp(void) {
+  topology *t = ideal(2);
+  workload w = llama8b(1, 2, 16384, PASS_FWDBWD);
+  plan *p = layer_build(&sched_ring, &w, t, true, false);
+  exec_opts o = {.no_comm = true};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(sum_parts(p, t, 0, false), sum_parts(p, t, 1, false), 1e-12);
+  CU_ASSERT_CLOSE(r->step_s, sum_parts(p, t, 0, false), 1e-9);
+  /* and half the TP 1 layer's GEMM time, roofline (every GEMM split) */
+  workload w1 = llama8b(1, 1, 16384, PASS_FWDBWD);
+  plan *p1 = layer_build(&sched_ring, &w1, t, true, false);
+  CU_ASSERT(sum_parts(p, t, 0, false) < 0.6 * sum_parts(p1, t, 0, false));
+  exec_result_free(r);
+  plan_free(p);
+  plan_free(p1);
+  topo_free(t);
+}
+
+/* Every TP rank runs the scheduler's plan of its heads (H / TP) on its
+ * own GPUs (r, tp + r, ...): the same attention tasks, rank by rank, and
+ * SP transfers only within a rank's GPUs. */
+static void test_tp_ranks_exact(void) {
+  topology *t = ideal(8);
+  const sched_ops *scheds[] = {&sched_ring, &sched_ulysses, &sched_tasp};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++) {
+    workload w = llama8b(4, 2, 32768, PASS_FWDBWD);
+    plan *p = layer_build(scheds[k], &w, t, true, false);
+    workload a = layer_attention_workload(&w);
+    CU_ASSERT_EQUAL(a.heads, 16);
+    CU_ASSERT_EQUAL(a.kv_heads, 4);
+    plan *built = scheds[k]->build(&a, t, false);
+    plan *s = built->has_lockstep ? plan_expand(built) : built;
+    /* per SP GPU of the scheduler's plan, its attention tasks' heads and
+     * FLOPs; every TP rank's copy has the same on its GPU */
+    for (uint32_t sr = 0; sr < 4; sr++) {
+      double want = 0, want_n = 0;
+      for (guint i = 0; i < s->tasks->len; i++) {
+        const plan_task *x = plan_task_at(s, i);
+        if (x->kind == TASK_COMPUTE && x->gpu == sr && x->op.kind == OP_ATTN) {
+          want += compute_op_flops(&x->op);
+          want_n++;
+          CU_ASSERT(x->op.heads <= 16 && x->op.heads > 0);
+        }
+      }
+      CU_ASSERT(want_n > 0);
+      for (uint32_t r = 0; r < 2; r++) {
+        double got = 0, got_n = 0;
+        for (guint i = 0; i < p->tasks->len; i++) {
+          const plan_task *x = plan_task_at(p, i);
+          if (x->kind == TASK_COMPUTE && x->gpu == sr * 2 + r && x->op.kind == OP_ATTN) {
+            got += compute_op_flops(&x->op);
+            got_n++;
+          }
+        }
+        CU_ASSERT_EQUAL(got_n, want_n);
+        CU_ASSERT_CLOSE(got, want, 1e-12);
+      }
+    }
+    /* a group moves data within one TP group (a TP collective: ring
+     * all-gather or reduce-scatter, six per SP rank in forward then
+     * backward) or within one TP rank's GPUs (the scheduler's), never
+     * across both */
+    unsigned tp_colls = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || !x->n_xfer) continue;
+      plan_xfer e0 = g_array_index(p->xfers, plan_xfer, x->xfer_off);
+      bool tp_coll = e0.src / 2 == e0.dst / 2;
+      if (tp_coll) {
+        tp_colls++;
+        CU_ASSERT(x->api == COMM_ALL_GATHER || x->api == COMM_REDUCE_SCATTER);
+      }
+      for (uint32_t j = 0; j < x->n_xfer; j++) {
+        plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+        if (tp_coll) {
+          CU_ASSERT_EQUAL(e.src / 2, e.dst / 2);
+        } else {
+          CU_ASSERT_EQUAL(e.src % 2, e.dst % 2);
+        }
+      }
+    }
+    CU_ASSERT_EQUAL(tp_colls, 10 * 4);
+    if (s != built) plan_free(s);
+    plan_free(built);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* Whether task `from` is an ancestor of task `to` (through deps). */
+static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
+  memset(seen, 0, p->tasks->len);
+  GArray *stack = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_array_append_val(stack, to);
+  bool found = false;
+  while (stack->len && !found) {
+    uint32_t x = g_array_index(stack, uint32_t, stack->len - 1);
+    g_array_set_size(stack, stack->len - 1);
+    const plan_task *t = plan_task_at(p, x);
+    for (uint32_t d = 0; d < t->n_dep; d++) {
+      uint32_t y = p->deps[t->dep_off + d];
+      if (y == from) found = true;
+      if (!seen[y]) {
+        seen[y] = 1;
+        g_array_append_val(stack, y);
+      }
+    }
+  }
+  g_array_free(stack, TRUE);
+  return found;
+}
+
+/* The seams: on each GPU every task of the attention part that touches it
+ * (its kernels, the groups it sends or receives in: Ulysses' output comes
+ * home by an all-to-all) comes after that GPU's RoPE and before its output
+ * projection. */
+static void test_seams(void) {
+  topology *t = ideal(4);
+  const sched_ops *scheds[] = {&sched_ring, &sched_ulysses, &sched_allgather, &sched_tasp};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++) {
+    workload w = llama8b(4, 1, 16384, PASS_FWD);
+    plan *p = layer_build(scheds[k], &w, t, true, false);
+    g_autofree uint8_t *seen = g_new(uint8_t, p->tasks->len);
+    for (uint32_t g = 0; g < 4; g++) {
+      int64_t rope = -1, proj = -1;
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *x = plan_task_at(p, i);
+        if (x->kind != TASK_COMPUTE || x->gpu != g) continue;
+        if (x->op.kind == OP_ELEMWISE && x->op.elemwise == EW_ROPE) rope = i;
+        if (x->op.kind == OP_GEMM && x->op.gemm_n == 4096 && x->op.gemm_k == 4096 && proj < 0)
+          proj = i;
+      }
+      CU_ASSERT_FATAL(rope >= 0 && proj > rope);
+      unsigned n = 0;
+      for (guint i = (guint)rope + 1; i < (guint)proj; i++) {
+        const plan_task *x = plan_task_at(p, i);
+        bool mine = x->kind == TASK_COMPUTE ? x->gpu == g : false;
+        for (uint32_t j = 0; x->kind == TASK_COMM && j < x->n_xfer; j++) {
+          plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+          mine |= e.src == g || e.dst == g;
+        }
+        if (!mine) continue;
+        n++;
+        CU_ASSERT(reaches(p, (uint32_t)rope, i, seen));
+        CU_ASSERT(reaches(p, i, (uint32_t)proj, seen));
+      }
+      CU_ASSERT(n > 0);
+    }
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* TP collectives per SP rank per layer: forward all-gathers before QKV and
+ * fc1 and reduce-scatters after the output projection and fc2, each of
+ * a shard of T/tp tokens x hidden x 2 bytes per rank, a ring moving
+ * tp (tp - 1) shards in all; backward two reduce-scatters and four
+ * all-gathers (the two outputs' gradients, the two inputs again). */
+static void test_tp_collective_bytes(void) {
+  topology *t = ideal(8);
+  uint32_t tp = 4, sp = 2;
+  for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+    workload w = llama8b(sp, tp, 65536, (pass_kind)pass);
+    w.causal = false;
+    plan *p = layer_build(&sched_ring, &w, t, false, false);
+    double T = 65536.0 / sp, shard = T / tp * 4096 * 2;
+    unsigned ag = 0, rs = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || x->api == COMM_BARRIER) continue;
+      CU_ASSERT(x->api == COMM_ALL_GATHER || x->api == COMM_REDUCE_SCATTER);
+      ag += x->api == COMM_ALL_GATHER;
+      rs += x->api == COMM_REDUCE_SCATTER;
+      double bytes = 0;
+      for (uint32_t j = 0; j < x->n_xfer; j++)
+        bytes += g_array_index(p->xfers, plan_xfer, x->xfer_off + j).bytes;
+      CU_ASSERT_CLOSE(bytes, tp * (tp - 1) * shard, 1e-12);
+    }
+    unsigned want_ag = (pass != PASS_BWD) * 2 + (pass != PASS_FWD) * 4;
+    unsigned want_rs = (pass != PASS_BWD) * 2 + (pass != PASS_FWD) * 2;
+    CU_ASSERT_EQUAL(ag, want_ag * sp);
+    CU_ASSERT_EQUAL(rs, want_rs * sp);
+    plan_free(p);
+  }
+  /* TP 1: no collective at all */
+  workload w = llama8b(2, 1, 65536, PASS_FWDBWD);
+  plan *p = layer_build(&sched_ring, &w, t, false, false);
+  for (guint i = 0; i < p->tasks->len; i++) CU_ASSERT_EQUAL(plan_task_at(p, i)->kind, TASK_COMPUTE);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* Every scheduler's layer plan declares balanced buffers (exec_mem finds
+ * no error), for every pass, at TP 1 and 2; the layer holds more than its
+ * attention alone; a forward keeps what backward reads. */
+static void test_memory(void) {
+  topology *t = ideal(8);
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!((*s)->attention & SCHED_RUNS(ATTN_SOFTMAX)) && (*s)->attention) continue;
+    for (uint32_t tp = 1; tp <= 2; tp++)
+      for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+        workload w = llama8b(4, tp, 32768, (pass_kind)pass);
+        workload a = layer_attention_workload(&w);
+        g_autoptr(GError) e = NULL;
+        if (!sched_check(*s, &a, t, &e)) continue;
+        plan *p = layer_build(*s, &w, t, true, false);
+        exec_opts o = {0};
+        exec_result *r = exec_run(p, t, &o);
+        if (r->mem_errors) fprintf(stderr, "%s tp %u pass %d: %llu\n", (*s)->name, tp, pass,
+                                   (unsigned long long)r->mem_errors);
+        CU_ASSERT_EQUAL(r->mem_errors, 0);
+        plan *alone = (*s)->build(&a, t, false);
+        exec_result *ra = exec_run(alone, t, &o);
+        CU_ASSERT(r->peak_bytes > ra->peak_bytes);
+        exec_result_free(r);
+        exec_result_free(ra);
+        plan_free(alone);
+        plan_free(p);
+      }
+  }
+  /* forward only at TP 1: what it saves is x, two norm outputs, the
+   * residual (4 x T x h), fc1's 2F and SwiGLU's F per token, and the
+   * layer output, all kept: at least that at the end */
+  workload w = llama8b(1, 1, 8192, PASS_FWD);
+  plan *p = layer_build(&sched_ring, &w, t, false, false);
+  double kept = 0;
+  for (uint32_t i = 0; i < plan_buf_count(p); i++)
+    if (plan_buf_at(p, i)->keep) kept += plan_buf_at(p, i)->bytes;
+  CU_ASSERT_CLOSE(kept, 8192.0 * 2 * (5 * 4096 + 3 * 14336), 1e-12);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* sim at scope layer: the columns' figures; at scope attention today's. */
+static void test_sim_columns(void) {
+  scenario_overrides ov = {.topology = "h100x8", .model = "llama3-8b", .sched = "ring",
+                           .seq = "32K", .sp = "2", .pass = "fwdbwd", .scope = "layer",
+                           .tp = "2"};
+  g_autoptr(GError) e = NULL;
+  scenario *s = scenario_load(NULL, &ov, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  exec_opts o = {0};
+  sim_result *r = sim_run_point(s->topo, pt, &o);
+  CU_ASSERT_EQUAL(r->job_gpus, 4);
+  CU_ASSERT_EQUAL(r->r->n_gpus, 4);
+  CU_ASSERT(r->attention_s > 0 && r->attention_s < r->r->step_s);
+  CU_ASSERT_CLOSE(sim_tokens_per_s_per_gpu(r), 32768.0 / (r->r->step_s * 4), 1e-12);
+  CU_ASSERT_CLOSE(sim_mfu(r), r->model_flops / (s->topo->compute.peak_flops * r->r->step_s * 4),
+                  1e-12);
+  CU_ASSERT(sim_mfu(r) > 0.05 && sim_mfu(r) < 1);
+  sim_result_free(r);
+  scenario_free(s);
+  /* scope attention: attention_ms is the step, the job is the SP GPUs */
+  ov.scope = NULL;
+  ov.tp = NULL;
+  s = scenario_load(NULL, &ov, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  r = sim_run_point(s->topo, &g_array_index(s->points, scenario_point, 0), &o);
+  CU_ASSERT_EQUAL(r->job_gpus, 2);
+  CU_ASSERT_EQUAL(r->attention_s, r->r->step_s);
+  sim_result_free(r);
+  scenario_free(s);
+}
+
+int main(void) {
+  const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
+                             TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
+                             TEST(test_tp_ranks_exact),  TEST(test_tp_collective_bytes),
+                             TEST(test_memory),          TEST(test_sim_columns),
+                             TEST(test_seams),
+                             {NULL, NULL}};
+  return test_run("layer", cases);
+}
