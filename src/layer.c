@@ -37,6 +37,7 @@ typedef struct {
   plan_append **ranks;     /* tp of them */
   uint32_t *saved;         /* n x SV_COUNT buffers */
   uint32_t *cur;           /* per GPU: the tensor the next op reads (UINT32_MAX: none) */
+  uint32_t *weights;       /* per GPU: the layer's weights (an input: held by the caller) */
   uint32_t *group;         /* scratch: one TP group's GPUs */
   uint32_t step;
 } lb;
@@ -54,6 +55,7 @@ static uint32_t op(lb *b, uint32_t g, layer_op which, bool backward, uint32_t ex
   uint32_t id = plan_compute(b->p, g, b->step, &o);
   if (b->ranks) plan_append_after(b->ranks[g % b->tp], id);
   if (b->cur[g] != UINT32_MAX) plan_buf_reads(b->p, id, b->cur[g]);
+  if (o.kind == OP_GEMM) plan_buf_reads(b->p, id, b->weights[g]);
   if (extra != UINT32_MAX) plan_buf_reads(b->p, id, extra);
   b->cur[g] = UINT32_MAX;
   if (out_bytes > 0) b->cur[g] = plan_buf_out(b->p, id, out_bytes, name);
@@ -304,7 +306,14 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   b.saved = g_new(uint32_t, (size_t)b.n * SV_COUNT);
   b.cur = g_new(uint32_t, b.n);
   b.group = g_new(uint32_t, b.tp);
-  for (uint32_t g = 0; g < b.n; g++) b.cur[g] = UINT32_MAX;
+  b.weights = g_new(uint32_t, b.n);
+  for (uint32_t g = 0; g < b.n; g++) {
+    b.cur[g] = UINT32_MAX;
+    /* the layer's parameters on this GPU in the layer's dtype (Megatron's
+     * bf16 weights; the optimizer's float32 copies belong to the model
+     * scope) */
+    b.weights[g] = plan_buf_input(b.p, g, compute_layer_params(&b.d) * w->elem_bytes, "weights");
+  }
   plan *attn = NULL;
   if (with_attention) {
     workload a = layer_attention_workload(w);
@@ -328,6 +337,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   plan_free(attn);
   g_free(b.saved);
   g_free(b.cur);
+  g_free(b.weights);
   g_free(b.group);
   return b.p;
 }

@@ -31,7 +31,8 @@
  * first sp GPUs, while its transfers run on the routes between the GPUs
  * they are placed on.  Exact at TP 1 (the same GPUs).
  *
- * Memory: the layer's activations are plan buffers (plan_buf.h): what
+ * Memory: the layer's weights (its parameters on the GPU, in the layer's
+ * dtype) are an input; its activations are plan buffers (plan_buf.h): what
  * Megatron saves for backward (the layer input, each norm's output shard,
  * fc1's output, SwiGLU's output, the attention block's output) is kept in
  * a forward pass and read by the backward; gathered inputs and
