@@ -50,8 +50,11 @@
 
 /* The layer_dims of a point: its TP group's tokens (batch x seq / sp). */
 layer_dims layer_dims_of(const workload *w);
-/* The TP degree (w->tp, 1 where 0). */
+/* The TP degree (w->tp, 1 where 0); the DP degree (scope model's w->dp,
+ * else 1); the job's GPUs (TP x SP x DP; the SP GPUs at scope attention). */
 uint32_t layer_tp(const workload *w);
+uint32_t layer_dp(const workload *w);
+uint32_t layer_job_gpus(const workload *w);
 /* The workload the scheduler plans: one TP rank's heads over the SP GPUs. */
 workload layer_attention_workload(const workload *w);
 

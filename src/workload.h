@@ -15,9 +15,12 @@ typedef enum { PASS_FWD, PASS_BWD, PASS_FWDBWD } pass_kind;
 typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_KINDS } attn_kind;
 
 /* What a point's time covers (--scope): the attention of the model's
- * layers (today's figures), one decoder layer around it (layer.h), or the
- * whole step (not yet simulated: refused). */
+ * layers (today's figures), one decoder layer around it, or the whole
+ * training step (layer.h). */
 typedef enum { SCOPE_ATTENTION, SCOPE_LAYER, SCOPE_MODEL, SCOPE_KINDS } scope_kind;
+
+/* Activation recomputation (--recompute, layer.h). */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 
 typedef struct {
   uint32_t gpus;       /* SP degree N */
@@ -53,6 +56,10 @@ typedef struct {
   scope_kind scope;
   uint32_t tp;
   bool unfused;
+  /* Scope model: data-parallel replicas (0 or 1: one), the ZeRO stage
+   * (0-3) and activation recomputation. */
+  uint32_t dp, zero;
+  recompute_kind recompute;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */
