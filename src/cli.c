@@ -48,11 +48,18 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
        "softmax or linear: the attention of every layer of the model", "KIND"},
       {"scope", 0, 0, G_OPTION_ARG_STRING, &o->scope,
-       "What step_ms covers: attention (default: the attention of the model's layers) or "
-       "layer (one decoder layer around it; needs the model's hidden and FFN sizes)", "SCOPE"},
+       "What step_ms covers: attention (default: the attention of the model's layers), "
+       "layer (one decoder layer around it) or model (the training step); layer and model "
+       "need a --model", "SCOPE"},
       {"tp", 0, 0, G_OPTION_ARG_STRING, &o->tp,
        "Tensor-parallel degree around SP (Megatron with sequence parallelism; layer scope; "
        "TP x SP GPUs, TP innermost; default 1)", "N"},
+      {"dp", 0, 0, G_OPTION_ARG_STRING, &o->dp,
+       "Data-parallel replicas (scope model; TP x SP x DP GPUs, DP outermost; default 1)", "N"},
+      {"zero", 0, 0, G_OPTION_ARG_STRING, &o->zero,
+       "ZeRO stage 0-3 over the SP x DP ranks (scope model; default 0)", "N"},
+      {"recompute", 0, 0, G_OPTION_ARG_STRING, &o->recompute,
+       "Activation recomputation: none (default), selective or full (scope model)", "MODE"},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},
@@ -203,7 +210,8 @@ void cli_opts_clear(cli_opts *o) {
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
                    &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
-                   &o->scenario, &o->scope, &o->tp, &o->elementwise};
+                   &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
+                   &o->recompute};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
@@ -217,7 +225,8 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .tasp_cycles = o->tasp_cycles, .usp_ulysses = o->usp_ulysses,
                               .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
                               .set = o->set, .attention = o->attention, .strict = o->strict,
-                              .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise};
+                              .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
+                              .dp = o->dp, .zero = o->zero, .recompute = o->recompute};
 }
 
 char *cli_help(void) {

@@ -120,8 +120,16 @@ static uint32_t save(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double
  * ZeRO 2-3 reduce-scatters it into a shard and frees it. */
 static uint32_t wgrad(lb *b, uint32_t task, layer_op which) {
   plan_op o = compute_layer_op(&b->d, which, false);
-  uint32_t id = plan_buf_out(b->p, task, 4.0 * o.gemm_n * o.gemm_k, "main_grad");
-  if (!b->model || b->zero < 2 || b->grad_group < 2) plan_buf_keep(b->p, id);
+  double bytes = 4.0 * o.gemm_n * o.gemm_k;
+  if (b->model && (b->zero < 2 || b->grad_group < 2)) {
+    /* Megatron allocates every parameter's main_grad before the step
+     * (its DDP grad buffer): live from the start */
+    uint32_t id = plan_buf_input(b->p, plan_task_at(b->p, task)->gpu, bytes, "main_grad");
+    plan_buf_writes(b->p, task, id);
+    return id;
+  }
+  uint32_t id = plan_buf_out(b->p, task, bytes, "main_grad");
+  if (!b->model) plan_buf_keep(b->p, id);
   return id;
 }
 
@@ -539,8 +547,8 @@ static void head_backward(lb *b, ends *e) {
     b->wcur[g] = e->head[g];
     uint32_t t = after(b, emit(b, g, &o, b->tp > 1 ? gath[g] : e->norm_out[g],
                                act_bytes(b, T, h), "dnorm"), cm, g);
-    uint32_t gr = plan_buf_out(b->p, t, 4.0 * V * h, "main_grad");
-    plan_buf_keep(b->p, gr);
+    uint32_t gr = plan_buf_input(b->p, g, 4.0 * V * h, "main_grad");
+    plan_buf_writes(b->p, t, gr);
   }
   none_of(b, cm);
   if (b->tp > 1) coll(b, COMM_REDUCE_SCATTER, act_bytes(b, local, h), NULL,
@@ -560,7 +568,7 @@ static void embed_backward(lb *b, ends *e) {
   ALL_GPUS(g) {
     plan_op o = copy_op(act_bytes(b, local, h) + 4.0 * local * h);
     uint32_t t = emit(b, g, &o, e->emb[g], 0, NULL);
-    plan_buf_keep(b->p, plan_buf_out(b->p, t, 4.0 * b->w->vocab / b->tp * h, "main_grad"));
+    plan_buf_writes(b->p, t, plan_buf_input(b->p, g, 4.0 * b->w->vocab / b->tp * h, "main_grad"));
     for (int i = 0; i < 4; i++) b->grads[g * 4 + i] = NONE;
   }
   reduce_grads(b, outer_params(b));
@@ -712,6 +720,14 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   g_free(b.cur);
   g_free(b.group);
   return b.p;
+}
+
+double layer_tasks_estimate(const workload *w) {
+  double sp = w->gpus, layers = w->scope == SCOPE_MODEL ? layers_total(w) : 1;
+  /* per layer, TP rank and replica: a ring-like attention plan (a kernel,
+   * a merge and a group per GPU and step, both passes) and the layer's
+   * ops and collectives on each SP GPU */
+  return layers * layer_tp(w) * layer_dp(w) * (6 * sp * sp + 64 * sp) + 16;
 }
 
 double layer_model_flops(const plan *p) {

@@ -64,6 +64,10 @@ workload layer_attention_workload(const workload *w);
 plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool with_attention,
                   bool record_segs);
 
+/* About how many tasks layer_build's plan has (for the plan budget,
+ * sched_check_tasks): an overestimate for every scheduler. */
+double layer_tasks_estimate(const workload *w);
+
 /* Model FLOPs of a plan (Megatron's convention, as its training log
  * reports them): each GEMM's forward 2MNK and each attention kernel's
  * nominal forward FLOPs, backward twice the forward; element-wise ops,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "layer.h"
 #include "layers.h"
 #include "sizes.h"
 #include "verdict.h"
@@ -344,7 +345,7 @@ void report_csv(FILE *f, const report_ctx *c) {
     /* the scope's figures (sim.h), empty for n/a but the scope and GPUs */
     fprintf(f, ",%s,", scope_name(w->scope));
     if (r->r) fprintf(f, "%.6f", r->attention_s * 1e3);
-    fprintf(f, ",%u,", r->job_gpus ? r->job_gpus : w->gpus * (w->tp ? w->tp : 1));
+    fprintf(f, ",%u,", r->job_gpus ? r->job_gpus : layer_job_gpus(w));
     if (r->r) csv_num(f, "%.1f", sim_tokens_per_s_per_gpu(r));
     fputc(',', f);
     if (r->r) csv_num(f, "%.4f", sim_mfu(r));

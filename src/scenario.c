@@ -394,24 +394,47 @@ static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
   origin os = {"command line", "--scope"}, ot = {"command line", "--tp"};
   if (!ov->scope || !strcmp(ov->scope, "attention")) m->scope = SCOPE_ATTENTION;
   else if (!strcmp(ov->scope, "layer")) m->scope = SCOPE_LAYER;
-  else if (!strcmp(ov->scope, "model"))
-    return bad(err, os, "scope model (the whole step) is not simulated yet: expected attention "
-               "or layer");
-  else return bad(err, os, "expected attention or layer, got \"%s\"", ov->scope);
-  m->tp = 1;
+  else if (!strcmp(ov->scope, "model")) m->scope = SCOPE_MODEL;
+  else return bad(err, os, "expected attention, layer or model, got \"%s\"", ov->scope);
+  m->tp = m->dp = 1;
   if (ov->tp && !parse_u32(ov->tp, ot, 1, SCENARIO_MAX_SP, &m->tp, err)) return false;
   if (ov->elementwise && strcmp(ov->elementwise, "fused") && strcmp(ov->elementwise, "unfused"))
     return bad(err, (origin){"command line", "--elementwise"},
                "expected fused or unfused, got \"%s\"", ov->elementwise);
   m->unfused = ov->elementwise && !strcmp(ov->elementwise, "unfused");
+  /* the whole step's options, refused at the other scopes (they would be
+   * silently ignored) */
+  const char *model_only[] = {ov->dp, ov->zero, ov->recompute};
+  const char *model_opt[] = {"--dp", "--zero", "--recompute"};
+  for (int i = 0; i < 3; i++)
+    if (model_only[i] && m->scope != SCOPE_MODEL)
+      return bad(err, (origin){"command line", model_opt[i]}, "needs --scope model (the whole "
+                 "training step)");
+  if (ov->dp && !parse_u32(ov->dp, (origin){"command line", "--dp"}, 1, SCENARIO_MAX_SP, &m->dp,
+                           err))
+    return false;
+  if (ov->zero) {
+    if (strlen(ov->zero) != 1 || ov->zero[0] < '0' || ov->zero[0] > '3')
+      return bad(err, (origin){"command line", "--zero"}, "expected a ZeRO stage 0, 1, 2 or 3, "
+                 "got \"%s\"", ov->zero);
+    m->zero = (uint32_t)(ov->zero[0] - '0');
+  }
+  if (!ov->recompute || !strcmp(ov->recompute, "none")) m->recompute = RECOMPUTE_NONE;
+  else if (!strcmp(ov->recompute, "selective")) m->recompute = RECOMPUTE_SELECTIVE;
+  else if (!strcmp(ov->recompute, "full")) m->recompute = RECOMPUTE_FULL;
+  else return bad(err, (origin){"command line", "--recompute"},
+                  "expected none, selective or full, got \"%s\"", ov->recompute);
   if (m->scope == SCOPE_ATTENTION) {
     if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
                               "scope has no projections to split)");
     return true;
   }
-  if (!m->hidden || !m->ffn)
-    return bad(err, os, "scope layer needs the model's hidden and FFN sizes: give --model (a "
-               "preset such as llama3-8b, or a file) or model.hidden and model.ffn");
+  if (!m->hidden || !m->ffn || (m->scope == SCOPE_MODEL && !m->vocab))
+    return bad(err, os, "scope %s needs the model's %s sizes: give --model (a preset such as "
+               "llama3-8b, or a file) or %s", scope_name(m->scope),
+               m->scope == SCOPE_MODEL ? "hidden, FFN and vocabulary" : "hidden and FFN",
+               m->scope == SCOPE_MODEL ? "model.hidden, model.ffn and model.vocab"
+                                       : "model.hidden and model.ffn");
   layer_dims d = {.tokens = m->tp, .hidden = m->hidden, .ffn = m->ffn, .heads = m->heads,
                   .kv_heads = m->kv_heads, .head_dim = m->head_dim, .tp = m->tp};
   g_autoptr(GError) e = NULL;
@@ -613,11 +636,14 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GHashTable) seen = seen_new();
-  uint32_t tp = s->model.tp ? s->model.tp : 1;
-  if (tp > s->topo->n_gpus)
-    return bad(err, (origin){"command line", "--tp"}, "TP %u exceeds the %u GPUs of topology "
-               "%s (%s)", tp, s->topo->n_gpus, s->topo->name, s->topo->file);
-  /* by default SP takes every GPU TP leaves */
+  uint32_t tp = s->model.tp ? s->model.tp : 1, dp = s->model.dp ? s->model.dp : 1;
+  g_autofree char *x_dp = dp > 1 ? g_strdup_printf(" x DP %u", dp) : g_strdup("");
+  if ((uint64_t)tp * dp > s->topo->n_gpus)
+    return bad(err, (origin){"command line", dp > 1 ? "--dp" : "--tp"}, "TP %u%s exceeds the %u "
+               "GPUs of topology %s (%s)", tp, x_dp, s->topo->n_gpus, s->topo->name,
+               s->topo->file);
+  /* by default SP takes every GPU TP and DP leave */
+  tp *= dp;
   g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus / tp);
   if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
   for (guint i = 0; i < items->len; i++) {
@@ -627,9 +653,9 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
       return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
                  s->topo->n_gpus, s->topo->name, s->topo->file);
     if ((uint64_t)v * tp > s->topo->n_gpus)
-      return bad(err, (origin){"command line", "--tp"}, "TP %u x SP %u is %llu GPUs, beyond the "
-                 "%u of topology %s (%s)", tp, v, (unsigned long long)v * tp, s->topo->n_gpus,
-                 s->topo->name, s->topo->file);
+      return bad(err, (origin){"command line", dp > 1 ? "--dp" : "--tp"}, "TP %u x SP %u%s is "
+                 "%llu GPUs, beyond the %u of topology %s (%s)", tp / dp, v, x_dp,
+                 (unsigned long long)v * tp, s->topo->n_gpus, s->topo->name, s->topo->file);
     if (!once(seen, g_strdup_printf("%u", v), items->pdata[i], o, err)) return false;
     g_array_append_val(s->sps, v);
   }
@@ -706,15 +732,17 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             }
             g_autoptr(GError) e = NULL;
             /* at layer scope the scheduler plans one TP rank's heads */
-            workload chk = w.scope == SCOPE_LAYER ? layer_attention_workload(&w) : w;
-            if (w.scope == SCOPE_LAYER && fmod(layer_dims_of(&w).tokens, layer_tp(&w))) {
+            workload chk = w.scope != SCOPE_ATTENTION ? layer_attention_workload(&w) : w;
+            if (w.scope != SCOPE_ATTENTION && fmod(layer_dims_of(&w).tokens, layer_tp(&w))) {
               g_autofree char *seq = size_format(w.seq_len);
               return bad(err, (origin){"command line", "--tp"}, "TP %u does not divide the "
                          "%.0f tokens of an SP rank at seq_len %s, SP %u (sequence parallelism "
                          "shards them among the TP ranks)", layer_tp(&w),
                          layer_dims_of(&w).tokens, seq, w.gpus);
             }
-            if (!sched_check(p.sched, &chk, s->topo, &e)) {
+            if (!sched_check(p.sched, &chk, s->topo, &e) ||
+                (w.scope != SCOPE_ATTENTION &&
+                 !sched_check_tasks(layer_tasks_estimate(&w), p.sched->name, &e))) {
               origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;

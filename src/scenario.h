@@ -66,6 +66,7 @@ typedef struct {
   const char *scope;         /* --scope: attention or layer */
   const char *tp;            /* --tp: tensor-parallel degree */
   const char *elementwise;   /* --elementwise: fused or unfused */
+  const char *dp, *zero, *recompute; /* --dp, --zero, --recompute (scope model) */
 } scenario_overrides;
 
 typedef struct {

@@ -37,15 +37,26 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
 }
 
 /* --scope layer: one decoder layer (layer.h) of the model's softmax kind
- * (a linear-only model: linear), and its attention part's time: the
- * layer's less the same layer's without attention. */
+ * (a linear-only model: linear); --scope model: the training step.  The
+ * attention part's time: the scope's less the same scope's without
+ * attention.  Model FLOPs leave recomputation out (the plan without it). */
 static exec_result *run_layer(const topology *t, const scenario_point *pt, const exec_opts *o,
                               GString *notes, sim_result *res) {
-  workload one = layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
-                                                                         : ATTN_LINEAR);
+  workload one = pt->w.scope == SCOPE_MODEL
+                     ? pt->w
+                     : layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
+                                                                              : ATTN_LINEAR);
   plan *p = layer_build(pt->sched, &one, t, true, false);
   if (p->note->len) g_string_append(notes, p->note->str);
-  res->model_flops = layer_model_flops(p);
+  if (one.recompute == RECOMPUTE_FULL) {
+    workload plain = one;
+    plain.recompute = RECOMPUTE_NONE;
+    plan *q = layer_build(pt->sched, &plain, t, true, false);
+    res->model_flops = layer_model_flops(q);
+    plan_free(q);
+  } else {
+    res->model_flops = layer_model_flops(p);
+  }
   exec_result *r = exec_run(p, t, o);
   plan_free(p);
   exec_opts quiet = *o;
@@ -94,7 +105,7 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
     res->r = run_layers(t, pt, o, notes, &res->model_flops);
     res->attention_s = res->r->step_s;
   } else {
-    res->job_gpus *= layer_tp(&pt->w);
+    res->job_gpus = layer_job_gpus(&pt->w);
     res->r = run_layer(t, pt, o, notes, res);
   }
   res->note = notes->len ? g_string_free(notes, FALSE) : (g_string_free(notes, TRUE), NULL);
@@ -240,8 +251,8 @@ double sim_tokens_per_s_per_gpu(const sim_result *r) {
   if (!r->r || r->r->step_s <= 0) return NAN;
   const workload *w = &r->pt.w;
   /* a TP group shares its tokens: the job's tokens are batch x seq per
-   * replica, over TP x SP GPUs */
-  return (double)w->batch * (double)w->seq_len / (r->r->step_s * r->job_gpus);
+   * DP replica, over TP x SP x DP GPUs */
+  return (double)w->batch * (double)w->seq_len * layer_dp(w) / (r->r->step_s * r->job_gpus);
 }
 
 double sim_mfu(const sim_result *r) {

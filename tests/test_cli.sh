@@ -939,9 +939,9 @@ expect_error "TP beyond the topology" "option '--tp': TP 16 exceeds the 8 GPUs" 
   --topology h100x8 --model llama3-70b --kv-heads 16 --scope layer --tp 16
 expect_error "--scope layer without a model" "option '--scope': scope layer needs the model's hidden and FFN sizes" \
   --topology h100x8 --scope layer
-expect_error "--scope model is refused until it is simulated" "option '--scope': scope model (the whole step) is not simulated yet" \
-  --topology h100x8 --model llama3-8b --scope model
-expect_error "an unknown scope" "option '--scope': expected attention or layer, got \"steps\"" \
+expect_error "--scope model without a vocabulary" "option '--scope': scope model needs the model's hidden, FFN and vocabulary sizes" \
+  --topology h100x8 --scope model
+expect_error "an unknown scope" "option '--scope': expected attention, layer or model, got \"steps\"" \
   --topology h100x8 --model llama3-8b --scope steps
 expect_error "--tp at scope attention" "option '--tp': tensor parallelism needs --scope layer" \
   --topology h100x8 --model llama3-8b --tp 2

@@ -12,6 +12,8 @@
 #include "sim.h"
 #include "testutil.h"
 
+#include <string.h>
+
 /* Llama-3-8B's layer (models/llama3-8b.json) */
 static workload llama8b(uint32_t sp, uint32_t tp, uint64_t seq, pass_kind pass) {
   return (workload){.gpus = sp, .seq_len = seq, .batch = 1, .heads = 32, .kv_heads = 8,
@@ -405,12 +407,168 @@ static void test_sim_columns(void) {
   scenario_free(s);
 }
 
+/* ---- scope model ---- */
+
+static workload model8b(uint32_t sp, uint32_t tp, uint32_t dp, uint32_t layers, uint64_t seq) {
+  workload w = llama8b(sp, tp, seq, PASS_FWDBWD);
+  w.scope = SCOPE_MODEL;
+  w.dp = dp;
+  w.layers[ATTN_SOFTMAX] = layers;
+  return w;
+}
+
+static double buf_bytes(const plan *p, const char *name, uint32_t gpu) {
+  double s = 0;
+  for (uint32_t i = 0; i < plan_buf_count(p); i++) {
+    const plan_buf *b = plan_buf_at(p, i);
+    if (!strcmp(b->name, name) && b->gpu == gpu) s += b->bytes;
+  }
+  return s;
+}
+
+/* Model FLOPs of the step: every layer's (as above) and the LM head's
+ * 2·T·hidden·vocab, three times forward; DP replicas each add theirs,
+ * TP and SP splits none. */
+static void test_model_step_flops(void) {
+  topology *t = ideal(8);
+  double S = 16384, h = 4096, D = 128, F = 14336, V = 128256;
+  double gemm = 2 * S * h * (32 + 16) * D + 2 * S * 32 * D * h + 2 * S * h * 2 * F + 2 * S * F * h;
+  double attn = 4.0 * 32 * D * S * S / 2, head = 2 * S * h * V;
+  uint32_t splits[][3] = {{1, 1, 1}, {2, 2, 1}, {1, 2, 2}, {2, 2, 2}};
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    workload w = model8b(splits[i][1], splits[i][0], splits[i][2], 3, (uint64_t)S);
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    CU_ASSERT_CLOSE(layer_model_flops(p), splits[i][2] * 3 * (3 * (gemm + attn) + head), 1e-9);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* On one GPU (no gradient group, nothing to wait for) the step is the
+ * sum of its kernels: every layer, the ends and the optimizer. */
+static void test_model_sum_of_parts(void) {
+  topology *t = ideal(1);
+  for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2) {
+    workload w = model8b(1, 1, 1, 3, 8192);
+    w.recompute = (recompute_kind)rc;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, sum_parts(p, t, 0, false), 1e-9);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* The gradient reduction: one bucket per layer and one for the ends, per
+ * TP rank, over the SP x DP GPUs holding its weights; ZeRO 0 all-reduces
+ * (a ring moves 2(n-1)/n of the bytes per rank), ZeRO 1-2 reduce-scatter
+ * and all-gather the bf16 weights after the optimizer; ZeRO 3 gathers
+ * each layer's weights before its forward and its backward. */
+static void test_grad_reduction(void) {
+  topology *t = ideal(8);
+  uint32_t tp = 2, sp = 2, dp = 2, L = 3, n = sp * dp;
+  layer_dims d = layer_dims_of(&(workload){.gpus = sp, .seq_len = 16384, .batch = 1,
+                                           .heads = 32, .kv_heads = 8, .head_dim = 128,
+                                           .hidden = 4096, .ffn = 14336, .tp = tp,
+                                           .elem_bytes = 2});
+  double lp = compute_layer_params(&d), op = 2.0 * 128256 / tp * 4096 + 4096;
+  for (uint32_t zero = 0; zero <= 3; zero++) {
+    workload w = model8b(sp, tp, dp, L, 16384);
+    w.zero = zero;
+    plan *p = layer_build(&sched_ring, &w, t, false, false);
+    unsigned ar = 0, rs = 0, ag = 0;
+    double ar_b = 0, rs_b = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || !x->n_xfer) continue;
+      plan_xfer e0 = g_array_index(p->xfers, plan_xfer, x->xfer_off);
+      if (e0.src / tp == e0.dst / tp) continue; /* a TP collective */
+      double bytes = 0;
+      for (uint32_t j = 0; j < x->n_xfer; j++) {
+        plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+        CU_ASSERT_EQUAL(e.src % tp, e0.src % tp); /* one TP rank's group */
+        bytes += e.bytes;
+      }
+      if (x->api == COMM_ALL_REDUCE) ar++, ar_b += bytes;
+      if (x->api == COMM_REDUCE_SCATTER) rs++, rs_b += bytes;
+      if (x->api == COMM_ALL_GATHER) ag++;
+    }
+    double grads = 4.0 * (L * lp + op) * tp; /* every TP rank's bucket */
+    if (zero == 0) {
+      CU_ASSERT_EQUAL(ar, (L + 1) * tp);
+      CU_ASSERT_CLOSE(ar_b, 2.0 * (n - 1) * grads, 1e-9);
+      CU_ASSERT_EQUAL(rs + ag, 0);
+    } else {
+      CU_ASSERT_EQUAL(ar, 0);
+      CU_ASSERT_EQUAL(rs, (L + 1) * tp);
+      CU_ASSERT_CLOSE(rs_b, 1.0 * (n - 1) * grads, 1e-9);
+      CU_ASSERT_EQUAL(ag, zero == 3 ? 2 * L * tp : tp);
+    }
+    /* the optimizer states of a GPU: 12 bytes a parameter it owns */
+    CU_ASSERT_CLOSE(buf_bytes(p, "optimizer_states", 0), 12.0 * (L * lp + op) / (zero ? n : 1),
+                    1e-12);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* Memory falls with each ZeRO stage and with full recomputation, whose
+ * step is longer; every plan's buffers balance; the gradient reduction
+ * overlaps the backward (the first bucket's all-reduce starts before the
+ * last backward GEMM ends). */
+static void test_model_memory_overlap(void) {
+  topology *t = ideal(8);
+  double last = INFINITY;
+  for (uint32_t zero = 0; zero <= 3; zero++) {
+    workload w = model8b(2, 2, 2, 3, 16384);
+    w.zero = zero;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    exec_opts o = {.keep_trace = zero == 0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    CU_ASSERT(r->peak_bytes < last);
+    last = r->peak_bytes;
+    if (zero == 0) {
+      double first_ar = INFINITY, last_gemm_end = 0;
+      for (guint i = 0; i < r->spans->len; i++) {
+        const exec_span *sp = &g_array_index(r->spans, exec_span, i);
+        if (sp->comm && sp->kind == COMM_ALL_REDUCE && sp->t0_s < first_ar) first_ar = sp->t0_s;
+        if (!sp->comm && sp->kind == OP_GEMM && sp->backward && sp->t1_s > last_gemm_end)
+          last_gemm_end = sp->t1_s;
+      }
+      CU_ASSERT(first_ar < last_gemm_end);
+    }
+    exec_result_free(r);
+    plan_free(p);
+  }
+  workload w = model8b(2, 2, 1, 3, 16384);
+  exec_opts o = {0};
+  plan *p0 = layer_build(&sched_ulysses, &w, t, true, false);
+  w.recompute = RECOMPUTE_FULL;
+  plan *p1 = layer_build(&sched_ulysses, &w, t, true, false);
+  exec_result *r0 = exec_run(p0, t, &o), *r1 = exec_run(p1, t, &o);
+  CU_ASSERT_EQUAL(r1->mem_errors, 0);
+  CU_ASSERT(r1->peak_bytes < r0->peak_bytes);
+  CU_ASSERT(r1->step_s > r0->step_s);
+  CU_ASSERT(layer_model_flops(p1) > layer_model_flops(p0));
+  exec_result_free(r0);
+  exec_result_free(r1);
+  plan_free(p0);
+  plan_free(p1);
+  topo_free(t);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
                              TEST(test_tp_ranks_exact),  TEST(test_tp_collective_bytes),
                              TEST(test_memory),          TEST(test_sim_columns),
-                             TEST(test_seams),
+                             TEST(test_seams),           TEST(test_model_step_flops),
+                             TEST(test_model_sum_of_parts), TEST(test_grad_reduction),
+                             TEST(test_model_memory_overlap),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
