@@ -205,10 +205,16 @@ static void open_ranks(lb *b, uint32_t l) {
   if (!b->attn) return;
   b->ranks = g_new(plan_append *, b->tp * b->dp);
   g_autofree uint32_t *gpus = g_new(uint32_t, b->sp);
+  /* Q, K and V come from the layer's RoPE (in a forward), the output and
+   * the gradients go to its output projection and RoPE (where a backward
+   * follows the forward, or is all there is): what forward alone keeps is
+   * saved for a backward not simulated */
+  unsigned own = (b->pass != PASS_BWD ? PLAN_APPEND_OWN_INPUTS : 0) |
+                 (b->pass != PASS_FWD ? PLAN_APPEND_OWN_OUTPUTS : 0);
   for (uint32_t d = 0; d < b->dp; d++)
     for (uint32_t r = 0; r < b->tp; r++) {
       for (uint32_t s = 0; s < b->sp; s++) gpus[s] = (d * b->sp + s) * b->tp + r;
-      b->ranks[d * b->tp + r] = plan_append_new(b->p, b->attn, gpus);
+      b->ranks[d * b->tp + r] = plan_append_new(b->p, b->attn, gpus, own);
     }
 }
 

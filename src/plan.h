@@ -274,7 +274,14 @@ plan *plan_expand(const plan *p);
  * of each GPU follows that GPU's compute in dst, and its groups with no
  * predecessor in the range wait for the compute their GPUs had issued. */
 typedef struct plan_append plan_append;
-plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus);
+/* `own`: what of src's caller's the host plan takes over: its inputs
+ * (PLAN_APPEND_OWN_INPUTS: the host's tasks make them, so they come into
+ * being in the range that first touches them, not at the start) and what
+ * it keeps (PLAN_APPEND_OWN_OUTPUTS: the host's tasks consume its inputs
+ * and outputs, so they are freed after their last use instead of kept);
+ * 0: as src declares. */
+enum { PLAN_APPEND_OWN_INPUTS = 1, PLAN_APPEND_OWN_OUTPUTS = 2 };
+plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus, unsigned own);
 /* Tasks [from, to) of src, after every earlier range. */
 void plan_append_range(plan_append *a, uint32_t from, uint32_t to);
 /* dst's compute task `task` waits for the last range's tasks that have no

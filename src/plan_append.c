@@ -17,6 +17,7 @@
 #include "plan_buf.h"
 
 struct plan_append {
+  unsigned own;        /* PLAN_APPEND_* */
   plan *dst;
   const plan *src;
   uint32_t *gpus;      /* src GPU -> dst GPU */
@@ -25,9 +26,10 @@ struct plan_append {
   GArray **pending;    /* per dst GPU: sinks of the last range touching it */
 };
 
-plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus) {
+plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus, unsigned own) {
   g_assert(!src->has_lockstep && src->deps);
   plan_append *a = g_new0(plan_append, 1);
+  a->own = own;
   a->dst = dst;
   a->src = src;
   a->gpus = g_memdup2(gpus, src->n_gpus * sizeof *gpus);
@@ -57,16 +59,21 @@ void plan_append_free(plan_append *a) {
 /* The dst buffer standing for src buffer b's copy on src GPU g (a
  * buffer of every GPU becomes one per GPU: the dst plan has GPUs the
  * src plan does not). */
-static uint32_t buf_of(plan_append *a, uint32_t b, uint32_t g) {
+static uint32_t buf_of(plan_append *a, uint32_t b, uint32_t g, bool *fresh) {
   const plan_buf *sb = plan_buf_at(a->src, b);
   if (sb->gpu != PLAN_ALL) g = sb->gpu;
   gint64 key = (gint64)b * a->src->n_gpus + g;
   gpointer v = g_hash_table_lookup(a->bufs, &key);
+  *fresh = !v;
   if (v) return GPOINTER_TO_UINT(v) - 1;
   uint32_t id = plan_buf_new(a->dst, a->gpus[g], sb->bytes, sb->name);
   plan_buf *db = (plan_buf *)plan_buf_at(a->dst, id);
-  db->input = sb->input;
-  db->keep = sb->keep;
+  /* the host plan may own what src's caller would: its inputs made by the
+   * host's own tasks (allocated where first used here), what it hands on
+   * consumed by them (inputs and outputs alike freed after their last use
+   * here, not kept) */
+  db->input = sb->input && !(a->own & PLAN_APPEND_OWN_INPUTS);
+  db->keep = sb->keep && !(a->own & PLAN_APPEND_OWN_OUTPUTS);
   gint64 *k = g_new(gint64, 1);
   *k = key;
   g_hash_table_insert(a->bufs, k, GUINT_TO_POINTER(id + 1));
@@ -175,7 +182,11 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
       }
     }
   }
-  /* buffers: each use of a task of the range, on the copies it touches */
+  /* buffers: each use of a task of the range, on the copies it touches;
+   * an input the host makes comes into being in the range that first
+   * touches it (the host's op that makes it ran just before): every use
+   * of that range writes it, whichever runs first */
+  g_autoptr(GHashTable) born = g_hash_table_new(NULL, NULL);
   for (uint32_t u = 0; u < plan_buf_use_count(src); u++) {
     const plan_buf_use *use = plan_buf_use_at(src, u);
     if (use->task < from || use->task >= to) continue;
@@ -183,8 +194,12 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     const plan_buf *sb = plan_buf_at(src, use->buf);
     uint32_t k = sb->gpu != PLAN_ALL ? (touch[0] = sb->gpu, 1) : task_gpus(src, st, mark, touch);
     for (uint32_t j = 0; j < k; j++) {
-      uint32_t b = buf_of(a, use->buf, touch[j]);
-      if (use->write) plan_buf_writes(dst, a->id[use->task], b);
+      bool fresh;
+      uint32_t b = buf_of(a, use->buf, touch[j], &fresh);
+      if (fresh && sb->input && (a->own & PLAN_APPEND_OWN_INPUTS))
+        g_hash_table_add(born, GUINT_TO_POINTER(b + 1));
+      bool made = g_hash_table_contains(born, GUINT_TO_POINTER(b + 1));
+      if (use->write || made) plan_buf_writes(dst, a->id[use->task], b);
       else plan_buf_reads(dst, a->id[use->task], b);
     }
   }

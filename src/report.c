@@ -191,9 +191,15 @@ static const char *mem_text(char buf[24], const sim_result *r) {
 }
 
 /* What the memory figures count, and what a GPU of t has for them. */
-static void memory_scope(FILE *f, const topology *t) {
-  fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
-        "method allocates, as torch.cuda.max_memory_allocated counts)", f);
+static void memory_scope(FILE *f, const topology *t, scope_kind scope) {
+  if (scope == SCOPE_ATTENTION)
+    fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
+          "method allocates, as torch.cuda.max_memory_allocated counts)", f);
+  else
+    fprintf(f, "memory: peak allocated per GPU of the %s (as torch.cuda.max_memory_allocated "
+            "counts)", scope == SCOPE_LAYER ? "decoder layer: its weights, activations, weight "
+            "gradients and the method's buffers" : "training step: weights, gradients, optimizer "
+            "states, every layer's saved activations, the logits and the method's buffers");
   if (topo_usable_gib(t) > 0)
     fprintf(f, "; usable %.1f GiB of %.1f GiB per GPU (headroom %.2f GiB); a mem marked ! "
             "does not fit", topo_usable_gib(t), t->memory_gib, t->memory_headroom_gib);
@@ -203,7 +209,7 @@ static void memory_scope(FILE *f, const topology *t) {
 }
 
 void report_memory(FILE *f, const report_ctx *c) {
-  memory_scope(f, c->s->topo);
+  memory_scope(f, c->s->topo, c->s->model.scope);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     g_autofree char *seq = size_format(r->pt.w.seq_len);
@@ -250,8 +256,15 @@ void report_table(FILE *f, const report_ctx *c) {
           m->heads, m->kv_heads, m->head_dim, m->dtype);
   g_autofree char *dflt = topo_defaults_note(t);
   if (dflt) fprintf(f, "note: %s\n", dflt);
-  memory_scope(f, t);
-  if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
+  memory_scope(f, t, m->scope);
+  if (m->scope != SCOPE_ATTENTION) {
+    fprintf(f, "scope: %s, TP %u", scope_name(m->scope), layer_tp(m));
+    if (m->scope == SCOPE_MODEL)
+      fprintf(f, ", DP %u, ZeRO %u, recompute %s", layer_dp(m), m->zero,
+              m->recompute == RECOMPUTE_FULL ? "full"
+              : m->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none");
+    fputs("; step_ms is the scope's, mem its peak per GPU\n", f);
+  } else if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
     g_autofree char *mix = layers_text(m);
     fprintf(f, "layers: %s%s%s\n", mix, m->decay ? " (linear with decay)" : "",
             layers_total(m) > 1 ? "; times are the sum over the layers, each kind simulated once"

@@ -950,5 +950,32 @@ expect_error "--elementwise neither fused nor unfused" "option '--elementwise': 
 expect_error "--tp not dividing an SP rank's tokens" "option '--tp': TP 8 does not divide the 4097 tokens" \
   --topology h100x8 --model llama3-8b --scope layer --tp 8 --sp 1 --seq 4097
 
+# Scope model: the training step on TP x SP x DP GPUs; ZeRO and full
+# recomputation trade memory, recomputation time; the step's options are
+# refused at other scopes.
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --csv "$tmp/m0.csv" --quiet --jobs 1
+check "--scope model --dp 2: 8 job GPUs, tokens/s per GPU over the replicas' tokens" \
+  "[ \"\$(field $tmp/m0.csv 1 job_gpus)\" = 8 ] && [ \"\$(field $tmp/m0.csv 1 scope)\" = model ] && awk -v t=\$(field $tmp/m0.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/m0.csv 1 step_ms) 'BEGIN {w = 2 * 16384 / (s * 1e-3 * 8); exit !(t > w - 0.1 && t < w + 0.1)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --csv "$tmp/m0b.csv" --quiet --jobs 2
+check "--scope model: the same bytes for any --jobs" "cmp -s $tmp/m0.csv $tmp/m0b.csv"
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --zero 1 --csv "$tmp/m1.csv" --quiet
+check "--zero 1: the optimizer states sharded over SP x DP, a smaller peak" \
+  "awk -v a=\$(field $tmp/m1.csv 1 peak_mem_gib) -v b=\$(field $tmp/m0.csv 1 peak_mem_gib) 'BEGIN {exit !(a > 0 && a < b - 20)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --zero 1 --recompute full --csv "$tmp/mf.csv" --quiet
+check "--recompute full: a smaller peak, a longer step, the same MFU's model FLOPs" \
+  "awk -v a=\$(field $tmp/mf.csv 1 peak_mem_gib) -v b=\$(field $tmp/m1.csv 1 peak_mem_gib) -v s=\$(field $tmp/mf.csv 1 step_ms) -v t=\$(field $tmp/m1.csv 1 step_ms) -v m=\$(field $tmp/mf.csv 1 mfu) -v n=\$(field $tmp/m1.csv 1 mfu) 'BEGIN {exit !(a > 0 && a < b && s > t && m < n)}'"
+expect_error "--dp outside scope model" "option '--dp': needs --scope model" \
+  --topology h100x8 --model llama3-8b --scope layer --dp 2
+expect_error "--zero outside scope model" "option '--zero': needs --scope model" \
+  --topology h100x8 --model llama3-8b --zero 1
+expect_error "--recompute outside scope model" "option '--recompute': needs --scope model" \
+  --topology h100x8 --model llama3-8b --recompute full
+expect_error "a ZeRO stage beyond 3" "option '--zero': expected a ZeRO stage 0, 1, 2 or 3, got \"4\"" \
+  --topology h100x8 --model llama3-8b --scope model --zero 4
+expect_error "an unknown recomputation" "option '--recompute': expected none, selective or full" \
+  --topology h100x8 --model llama3-8b --scope model --recompute some
+expect_error "TP x SP x DP beyond the topology" "option '--dp': TP 1 x SP 4 x DP 3 is 12 GPUs, beyond the 8" \
+  --topology h100x8 --model llama3-8b --scope model --dp 3 --sp 4
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -561,6 +561,34 @@ static void test_model_memory_overlap(void) {
   topo_free(t);
 }
 
+/* The scheduler's tensors belong to the layer in a chain: with full
+ * recomputation no layer's attention output or gradients outlive its
+ * layer (at the peak at most one layer's are live), without it each
+ * layer's output is saved once. */
+static void test_model_owns_attention_buffers(void) {
+  topology *t = ideal(2);
+  for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2) {
+    workload w = model8b(2, 1, 1, 4, 16384);
+    w.recompute = (recompute_kind)rc;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    uint32_t outs = 0, grads = 0;
+    for (guint i = 0; i < r->peak_live->len; i++) {
+      const exec_mem_live *x = &g_array_index(r->peak_live, exec_mem_live, i);
+      if (x->gpu != r->peak_gpu) continue;
+      if (!strcmp(x->name, "out")) outs += x->count;
+      if (!strcmp(x->name, "dq")) grads += x->count;
+    }
+    CU_ASSERT(outs <= (rc == RECOMPUTE_FULL ? 1u : 4u));
+    CU_ASSERT(grads <= 1);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -569,6 +597,7 @@ int main(void) {
                              TEST(test_seams),           TEST(test_model_step_flops),
                              TEST(test_model_sum_of_parts), TEST(test_grad_reduction),
                              TEST(test_model_memory_overlap),
+                             TEST(test_model_owns_attention_buffers),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
