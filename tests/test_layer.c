@@ -4,6 +4,7 @@
  * plan (every TP rank's copy, on its GPUs), TP collectives' bytes against
  * closed forms, model FLOPs independent of how the job is split, and
  * memory declarations that balance for every scheduler and pass. */
+#include "budget.h"
 #include "compute.h"
 #include "exec.h"
 #include "layer.h"
@@ -589,6 +590,28 @@ static void test_model_owns_attention_buffers(void) {
   topo_free(t);
 }
 
+/* The memory budget's counts (budget.c) cover the layer and model
+ * scopes' plans: never fewer tasks or transfers than they have. */
+static void test_budget_covers(void) {
+  topology *t = ideal(8);
+  const sched_ops *scheds[] = {&sched_ring, &sched_tasp, &sched_ulysses, &sched_tokenring};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+    for (int scope = SCOPE_LAYER; scope <= SCOPE_MODEL; scope++) {
+      workload w = model8b(4, 2, 1, 3, 32768);
+      w.scope = (scope_kind)scope;
+      w.recompute = scope == SCOPE_MODEL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+      scenario_point pt = {w, scheds[k], false, NULL};
+      budget_counts c;
+      CU_ASSERT_FATAL(budget_counts_of(&pt, &c));
+      plan *p = layer_build(scheds[k], &w, t, true, false);
+      CU_ASSERT(c.tasks >= p->tasks->len);
+      CU_ASSERT(c.xfers >= p->xfers->len);
+      CU_ASSERT(layer_tasks_estimate(&w) >= p->tasks->len);
+      plan_free(p);
+    }
+  topo_free(t);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -598,6 +621,7 @@ int main(void) {
                              TEST(test_model_sum_of_parts), TEST(test_grad_reduction),
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),
+                             TEST(test_budget_covers),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
