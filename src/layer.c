@@ -337,6 +337,9 @@ static void backward_layer(lb *b, uint32_t l) {
   g_autofree uint32_t *regather = g_new(uint32_t, b->n);
   g_autofree uint32_t *dres = g_new(uint32_t, b->n);
   none_of(b, cm);
+  /* this layer's kind's plan (its appenders, if open, were made for it) */
+  b->attn = b->attns[b->kind[l]];
+  b->split = b->splits[b->kind[l]];
   if (b->pass == PASS_BWD) {
     /* what a forward would have saved: inputs of the pass */
     double bytes[SV_COUNT] = {act_bytes(b, local, h), act_bytes(b, local, h),
@@ -572,6 +575,9 @@ static void embed_backward(lb *b, ends *e) {
   double local = b->d.tokens / b->tp, h = b->d.hidden;
   b->step++;
   ALL_GPUS(g) {
+    if (b->pass == PASS_BWD)
+      e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * b->d.elem_bytes,
+                                 "embedding");
     plan_op o = copy_op(act_bytes(b, local, h) + 4.0 * local * h);
     uint32_t t = emit(b, g, &o, e->emb[g], 0, NULL);
     plan_buf_writes(b->p, t, plan_buf_input(b->p, g, 4.0 * b->w->vocab / b->tp * h, "main_grad"));

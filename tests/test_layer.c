@@ -612,6 +612,55 @@ static void test_budget_covers(void) {
   topo_free(t);
 }
 
+/* Every scheduler's step, every pass, ZeRO stage and recomputation (a
+ * hybrid model for the linear ones): balanced buffers, model FLOPs that
+ * do not depend on the ZeRO stage or recomputation. */
+static void test_model_every_scheduler(void) {
+  topology *t = ideal(8);
+  unsigned ran = 0;
+  for (const sched_ops *const *s = sched_all(); *s; s++)
+    for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+      double flops = -1;
+      for (uint32_t zero = 0; zero <= 3; zero += 3)
+        for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2) {
+          workload w = model8b(2, 2, 2, 2, 16384);
+          w.pass = (pass_kind)pass;
+          w.zero = zero;
+          w.recompute = (recompute_kind)rc;
+          if ((*s)->attention & SCHED_RUNS(ATTN_LINEAR)) {
+            /* hybrid where it runs both kinds, else all linear */
+            w.layers[ATTN_SOFTMAX] = (*s)->attention & SCHED_RUNS(ATTN_SOFTMAX) ? 1 : 0;
+            w.layers[ATTN_LINEAR] = 3;
+            w.attention = ATTN_LINEAR;
+            w.heads = w.kv_heads = 16;
+          }
+          g_autoptr(GError) e = NULL;
+          workload a = layer_attention_workload(&w);
+          if (!sched_check(*s, &a, t, &e)) continue;
+          ran++;
+          plan *p = layer_build(*s, &w, t, true, false);
+          exec_opts o = {0};
+          exec_result *r = exec_run(p, t, &o);
+          if (r->mem_errors)
+            fprintf(stderr, "%s pass %d zero %u rc %d: %llu\n", (*s)->name, pass, zero, rc,
+                    (unsigned long long)r->mem_errors);
+          CU_ASSERT_EQUAL(r->mem_errors, 0);
+          CU_ASSERT(r->step_s > 0);
+          if (rc == RECOMPUTE_NONE) {
+            if (flops < 0) flops = layer_model_flops(p);
+            CU_ASSERT_CLOSE(layer_model_flops(p), flops, 1e-12);
+          }
+          exec_result_free(r);
+          plan_free(p);
+        }
+    }
+  /* every scheduler ran (a linear one on the hybrid model) */
+  unsigned n = 0;
+  for (const sched_ops *const *s = sched_all(); *s; s++) n++;
+  CU_ASSERT_EQUAL(ran, n * 3 * 4);
+  topo_free(t);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -621,7 +670,7 @@ int main(void) {
                              TEST(test_model_sum_of_parts), TEST(test_grad_reduction),
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),
-                             TEST(test_budget_covers),
+                             TEST(test_budget_covers),   TEST(test_model_every_scheduler),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
