@@ -32,6 +32,29 @@ workload layer_attention_workload(const workload *w) {
   return a;
 }
 
+void layer_view_init(layer_view *v, const workload *w, const topology *t) {
+  uint32_t tp = layer_tp(w);
+  v->t = *t;
+  v->owned = false;
+  if (tp == 1 || w->scope == SCOPE_ATTENTION) return;
+  uint32_t N = t->n_gpus, n = N / tp, per = t->gpus_per_node ? t->gpus_per_node : N;
+  v->t.n_gpus = n;
+  /* TP rank 0's GPUs per node: a node of m GPUs holds m / tp of them
+   * where TP divides it; TP groups spanning nodes leave one a node */
+  v->t.gpus_per_node = per % tp == 0 ? per / tp : 1;
+  if (v->t.gpus_per_node > n) v->t.gpus_per_node = n;
+  v->t.direct = g_new(uint8_t, (size_t)n * n);
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t j = 0; j < n; j++)
+      v->t.direct[(size_t)i * n + j] = t->direct[(size_t)i * tp * N + (size_t)j * tp];
+  v->owned = true;
+}
+
+void layer_view_clear(layer_view *v) {
+  if (v->owned) g_free(v->t.direct);
+  v->owned = false;
+}
+
 /* What forward saves for backward, per GPU and layer (Megatron, no
  * recomputation): the layer input, the two norms' outputs (the GPU's
  * shard), the attention block's residual, fc1's and SwiGLU's outputs. */
@@ -664,13 +687,15 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
                : (uint64_t)(l + 1) * soft / b.layers > (uint64_t)l * soft / b.layers
                    ? ATTN_SOFTMAX : ATTN_LINEAR;
   b.kind = kinds;
+  layer_view view;
+  layer_view_init(&view, w, t);
   for (int k = 0; k < ATTN_KINDS && with_attention; k++) {
     bool used = false;
     for (uint32_t l = 0; l < b.layers; l++) used |= kinds[l] == (attn_kind)k;
     if (!used) continue;
     workload a = layers_one(w, (attn_kind)k);
     a = layer_attention_workload(&a);
-    plan *built = s->build(&a, t, record_segs);
+    plan *built = s->build(&a, &view.t, record_segs);
     b.attns[k] = built->has_lockstep ? plan_expand(built) : built;
     if (b.attns[k] != built) plan_free(built);
     b.splits[k] = backward_start(b.attns[k], w->pass);
@@ -678,6 +703,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
       g_string_append_printf(b.p->note, "%s%s", b.p->note->len ? "; " : "",
                              b.attns[k]->note->str);
   }
+  layer_view_clear(&view);
   g_autofree plan_append **open = g_new0(plan_append *, (size_t)b.layers * b.tp * b.dp);
   uint32_t *e_arr = g_new(uint32_t, (size_t)5 * b.n);
   ends e = {e_arr, e_arr + b.n, e_arr + 2 * b.n, e_arr + 3 * b.n, e_arr + 4 * b.n};

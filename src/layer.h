@@ -26,10 +26,14 @@
  * g / tp.  Every GPU of the job is simulated (no rank stands for
  * another): the scheduler's plan over SP ranks 0..sp-1 is appended for TP
  * rank r onto GPUs r, tp + r, 2 tp + r, ...  The scheduler builds its plan
- * for the topology's GPUs 0..sp-1: its topology-aware choices (TASP's
- * cycles, Ulysses' node size, rings' node crossings) are those of the
- * first sp GPUs, while its transfers run on the routes between the GPUs
- * they are placed on.  Exact at TP 1 (the same GPUs).
+ * for a view of the topology (layer_view) that holds TP rank 0's GPUs
+ * only (GPU i of the view is GPU i x tp): their node blocks and direct
+ * links, so its topology-aware choices (TASP's cycles, Ulysses' node size,
+ * rings' node crossings) are those of the GPUs it runs on, while its
+ * transfers run on the real routes between them.  Exact where every TP
+ * rank's SP GPUs are alike (TP dividing the node size, or TP groups of
+ * whole nodes, on a homogeneous topology); at TP 1 the view is the
+ * topology itself.
  *
  * Memory: the layer's weights (its parameters on the GPU, in the layer's
  * dtype) are an input; its activations are plan buffers (plan_buf.h): what
@@ -47,6 +51,18 @@
 #include "sched/sched.h"
 #include "topology.h"
 #include "workload.h"
+
+/* The topology a scheduler plans one TP rank's SP group on: t itself at
+ * TP 1 (or scope attention); else TP rank 0's GPUs (n_gpus / tp of them,
+ * GPU i being t's i x tp), their direct links and their count per node
+ * (gpus_per_node / tp where TP divides it, else 1).  The rest is t's
+ * (schedulers read only these, and kernel_blocks_comm). */
+typedef struct {
+  topology t;
+  bool owned;   /* t.direct is the view's own */
+} layer_view;
+void layer_view_init(layer_view *v, const workload *w, const topology *t);
+void layer_view_clear(layer_view *v);
 
 /* The layer_dims of a point: its TP group's tokens (batch x seq / sp). */
 layer_dims layer_dims_of(const workload *w);

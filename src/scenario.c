@@ -740,7 +740,11 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
                          "shards them among the TP ranks)", layer_tp(&w),
                          layer_dims_of(&w).tokens, seq, w.gpus);
             }
-            if (!sched_check(p.sched, &chk, s->topo, &e) ||
+            layer_view view;
+            layer_view_init(&view, &w, s->topo);
+            bool can = sched_check(p.sched, &chk, &view.t, &e);
+            layer_view_clear(&view);
+            if (!can ||
                 (w.scope != SCOPE_ATTENTION &&
                  !sched_check_tasks(layer_tasks_estimate(&w), p.sched->name, &e))) {
               origin o = blame(s, ov, e->code);

@@ -661,6 +661,43 @@ static void test_model_every_scheduler(void) {
   topo_free(t);
 }
 
+/* The scheduler's view of the topology: TP rank 0's GPUs, their node
+ * blocks and direct links; the topology itself at TP 1. */
+static void test_view(void) {
+  scenario_overrides ov = {.topology = "h100x8x4", .model = "llama3-70b", .sched = "usp",
+                           .seq = "256K", .sp = "4", .pass = "fwd", .scope = "layer",
+                           .tp = "8"};
+  g_autoptr(GError) e = NULL;
+  scenario *s = scenario_load(NULL, &ov, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const topology *t = s->topo;
+  for (uint32_t tp = 1; tp <= 8; tp *= 2) {
+    workload w = g_array_index(s->points, scenario_point, 0).w;
+    w.tp = tp;
+    layer_view v;
+    layer_view_init(&v, &w, t);
+    if (tp == 1) {
+      CU_ASSERT_PTR_EQUAL(v.t.direct, t->direct);
+      CU_ASSERT_EQUAL(v.t.gpus_per_node, 8);
+    } else {
+      CU_ASSERT_EQUAL(v.t.n_gpus, 32 / tp);
+      CU_ASSERT_EQUAL(v.t.gpus_per_node, 8 / tp);
+      for (uint32_t i = 0; i < v.t.n_gpus; i++)
+        for (uint32_t j = 0; j < v.t.n_gpus; j++)
+          CU_ASSERT_EQUAL(v.t.direct[i * v.t.n_gpus + j], t->direct[i * tp * 32 + j * tp]);
+    }
+    layer_view_clear(&v);
+  }
+  /* USP at TP 8 x SP 4: one SP rank a node, so no Ulysses inside one */
+  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  exec_opts o = {0};
+  sim_result *r = sim_run_point(t, pt, &o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->note);
+  CU_ASSERT(strstr(r->note, "Ulysses degree 1 x ring degree 4") != NULL);
+  sim_result_free(r);
+  scenario_free(s);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -671,6 +708,7 @@ int main(void) {
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
+                             TEST(test_view),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
