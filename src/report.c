@@ -40,7 +40,7 @@ typedef struct {
 
 static GArray *kind_stats(const topology *t, const sim_result *r) {
   GArray *ks = g_array_new(FALSE, TRUE, sizeof(kind_stat));
-  g_autofree uint8_t *avail = sim_channels_available(t, r->pt.w.gpus);
+  g_autofree uint8_t *avail = sim_channels_available(t, layer_job_gpus(&r->pt.w));
   for (uint32_t c = 0; c < t->channels->len; c++) {
     if (!avail[c]) continue;
     const topo_channel *ch = topo_chan(t, c);
@@ -373,7 +373,7 @@ void report_links(FILE *f, const report_ctx *c) {
     const sim_result *r = c->results->pdata[i];
     const topology *t = r->topo;
     if (!r->r) continue; /* n/a: nothing ran */
-    g_autofree uint8_t *avail = sim_channels_available(t, r->pt.w.gpus);
+    g_autofree uint8_t *avail = sim_channels_available(t, layer_job_gpus(&r->pt.w));
     for (uint32_t ch = 0; ch < t->channels->len; ch++) {
       if (!avail[ch]) continue;
       const topo_channel *tc = topo_chan(t, ch);

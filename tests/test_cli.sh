@@ -926,6 +926,9 @@ check "--elementwise unfused: a slower layer, the same attention" \
 "$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --tp 2 --csv "$tmp/t2.csv" --quiet
 check "--tp 2 on one SP rank: a faster layer than TP 1" \
   "awk -v a=\$(field $tmp/t2.csv 1 step_ms) -v b=\$(field $tmp/fu.csv 1 step_ms) 'BEGIN {exit !(a > 0 && a < 0.75 * b)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sp 2 --sched ring --seq 16K --links "$tmp/ll.csv" --trace "$tmp/lt.json" --quiet 2>/dev/null
+check "--scope layer: --links and --trace cover every GPU of the job (TP x SP)" \
+  "[ \$(grep -c '^ring,' $tmp/ll.csv) -eq 8 ] && grep -q '\"GPU 3 compute\"' $tmp/lt.json"
 sed 's/"ffn": 14336/"ffn": 14335/' models/llama3-8b.json > "$tmp/ffn.json"
 expect_error "--tp not dividing the FFN size" "option '--tp': TP 2 does not divide the model's 14335 FFN size" \
   --topology h100x8 --model "$tmp/ffn.json" --scope layer --tp 2
