@@ -60,6 +60,9 @@ static GOptionEntry *option_table(cli_opts *o) {
        "ZeRO stage 0-3 over the SP x DP ranks (scope model; default 0)", "N"},
       {"recompute", 0, 0, G_OPTION_ARG_STRING, &o->recompute,
        "Activation recomputation: none (default), selective or full (scope model)", "MODE"},
+      {"micro-batches", 0, 0, G_OPTION_ARG_STRING, &o->micro_batches,
+       "Micro-batches per step (scope model): gradients accumulated, reduced after the last; "
+       "default 1", "N"},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},
@@ -211,7 +214,7 @@ void cli_opts_clear(cli_opts *o) {
                    &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
-                   &o->recompute};
+                   &o->recompute, &o->micro_batches};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
@@ -226,7 +229,8 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
                               .set = o->set, .attention = o->attention, .strict = o->strict,
                               .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
-                              .dp = o->dp, .zero = o->zero, .recompute = o->recompute};
+                              .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
+                              .micro_batches = o->micro_batches};
 }
 
 char *cli_help(void) {

@@ -86,6 +86,10 @@ typedef struct {
   uint32_t *group;         /* scratch: one group's GPUs */
   uint32_t step;
   bool transient;          /* a forward whose activations are not saved (full recompute) */
+  uint32_t mbs;            /* micro-batches (gradient accumulation) */
+  bool last_mb;            /* the step's last micro-batch: its gradients are reduced */
+  uint32_t layer;          /* the layer whose backward is being built (layers: the ends) */
+  uint32_t *main_grad;     /* (layers + 1) x n x 4: each GEMM's float32 main grad, NONE: none yet */
 } lb;
 
 #define NONE UINT32_MAX
@@ -141,16 +145,27 @@ static uint32_t save(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double
 /* A weight gradient (float32 main grad, Megatron's main_grad) of op
  * `which`, written by its backward task: kept for the optimizer, unless
  * ZeRO 2-3 reduce-scatters it into a shard and frees it. */
+static uint32_t wgrad_bytes(lb *b, uint32_t task, double bytes, uint32_t slot) {
+  if (b->model && (b->zero < 2 || b->grad_group < 2 || b->mbs > 1)) {
+    /* Megatron allocates every parameter's main_grad before the step
+     * (its DDP grad buffer): live from the start, accumulated into by
+     * every micro-batch */
+    uint32_t g = plan_task_at(b->p, task)->gpu;
+    uint32_t *id = &b->main_grad[((size_t)b->layer * b->n + g) * 4 + slot];
+    if (*id == NONE) *id = plan_buf_input(b->p, g, bytes, "main_grad");
+    plan_buf_writes(b->p, task, *id);
+    return *id;
+  }
+  uint32_t id = plan_buf_out(b->p, task, bytes, "main_grad");
+  if (!b->model) plan_buf_keep(b->p, id);
+  return id;
+}
+
 static uint32_t wgrad(lb *b, uint32_t task, layer_op which) {
   plan_op o = compute_layer_op(&b->d, which, false);
   double bytes = 4.0 * o.gemm_n * o.gemm_k;
-  if (b->model && (b->zero < 2 || b->grad_group < 2)) {
-    /* Megatron allocates every parameter's main_grad before the step
-     * (its DDP grad buffer): live from the start */
-    uint32_t id = plan_buf_input(b->p, plan_task_at(b->p, task)->gpu, bytes, "main_grad");
-    plan_buf_writes(b->p, task, id);
-    return id;
-  }
+  uint32_t slot = which == LAYER_QKV ? 0 : which == LAYER_OUT_PROJ ? 1 : which == LAYER_FC1 ? 2 : 3;
+  if (b->model) return wgrad_bytes(b, task, bytes, slot);
   uint32_t id = plan_buf_out(b->p, task, bytes, "main_grad");
   if (!b->model) plan_buf_keep(b->p, id);
   return id;
@@ -333,7 +348,9 @@ static void forward_layer(lb *b, uint32_t l) {
  * on its own NCCL stream while earlier layers' backward goes on: ZeRO 0
  * all-reduces, 1-3 reduce-scatter (ZeRO 2-3 keep only the shard). */
 static void reduce_grads(lb *b, double params) {
-  if (!b->model || b->grad_group < 2 || b->pass == PASS_FWD) return;
+  /* accumulated over micro-batches, reduced after the last (Megatron's
+   * no_sync for the others) */
+  if (!b->model || b->grad_group < 2 || b->pass == PASS_FWD || !b->last_mb) return;
   uint32_t k = b->grad_group;
   double bytes = 4.0 * params;
   g_autofree uint32_t *shard = g_new(uint32_t, b->n);
@@ -360,6 +377,7 @@ static void backward_layer(lb *b, uint32_t l) {
   g_autofree uint32_t *regather = g_new(uint32_t, b->n);
   g_autofree uint32_t *dres = g_new(uint32_t, b->n);
   none_of(b, cm);
+  b->layer = l;
   /* this layer's kind's plan (its appenders, if open, were made for it) */
   b->attn = b->attns[b->kind[l]];
   b->split = b->splits[b->kind[l]];
@@ -503,8 +521,9 @@ static void embed(lb *b, ends *e) {
   double local = b->d.tokens / b->tp, h = b->d.hidden;
   b->step++;
   ALL_GPUS(g) {
-    e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * b->d.elem_bytes,
-                               "embedding");
+    if (e->emb[g] == NONE)
+      e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * b->d.elem_bytes,
+                                 "embedding");
     plan_op o = copy_op(act_bytes(b, local, h));
     b->cur[g] = NONE;
     emit(b, g, &o, e->emb[g], act_bytes(b, local, h), "embedded");
@@ -533,7 +552,7 @@ static void head_forward(lb *b, ends *e) {
                       "gathered", cm);
   b->step++;
   ALL_GPUS(g) {
-    e->head[g] = plan_buf_input(b->p, g, V * h * b->d.elem_bytes, "lm_head");
+    if (e->head[g] == NONE) e->head[g] = plan_buf_input(b->p, g, V * h * b->d.elem_bytes, "lm_head");
     plan_op o = gemm_op(b, V, h, false);
     b->wcur[g] = e->head[g];
     after(b, emit(b, g, &o, NONE, act_bytes(b, T, V), "logits"), cm, g);
@@ -555,7 +574,8 @@ static void head_backward(lb *b, ends *e) {
       e->norm_in[g] = plan_buf_input(b->p, g, act_bytes(b, local, h), "x");
       e->norm_out[g] = plan_buf_input(b->p, g, act_bytes(b, local, h), "norm_out");
       e->probs[g] = plan_buf_input(b->p, g, T * V * 4, "softmax");
-      e->head[g] = plan_buf_input(b->p, g, V * h * b->d.elem_bytes, "lm_head");
+      if (e->head[g] == NONE)
+        e->head[g] = plan_buf_input(b->p, g, V * h * b->d.elem_bytes, "lm_head");
     }
   b->step++;
   /* the loss's gradient: softmax less the one-hot target, in the logits' dtype */
@@ -579,8 +599,8 @@ static void head_backward(lb *b, ends *e) {
     b->wcur[g] = e->head[g];
     uint32_t t = after(b, emit(b, g, &o, b->tp > 1 ? gath[g] : e->norm_out[g],
                                act_bytes(b, T, h), "dnorm"), cm, g);
-    uint32_t gr = plan_buf_input(b->p, g, 4.0 * V * h, "main_grad");
-    plan_buf_writes(b->p, t, gr);
+    b->layer = b->layers;
+    wgrad_bytes(b, t, 4.0 * V * h, 0);
   }
   none_of(b, cm);
   if (b->tp > 1) coll(b, COMM_REDUCE_SCATTER, act_bytes(b, local, h), NULL,
@@ -598,12 +618,13 @@ static void embed_backward(lb *b, ends *e) {
   double local = b->d.tokens / b->tp, h = b->d.hidden;
   b->step++;
   ALL_GPUS(g) {
-    if (b->pass == PASS_BWD)
+    if (e->emb[g] == NONE)
       e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * b->d.elem_bytes,
                                  "embedding");
     plan_op o = copy_op(act_bytes(b, local, h) + 4.0 * local * h);
     uint32_t t = emit(b, g, &o, e->emb[g], 0, NULL);
-    plan_buf_writes(b->p, t, plan_buf_input(b->p, g, 4.0 * b->w->vocab / b->tp * h, "main_grad"));
+    b->layer = b->layers;
+    wgrad_bytes(b, t, 4.0 * b->w->vocab / b->tp * h, 1);
     for (int i = 0; i < 4; i++) b->grads[g * 4 + i] = NONE;
   }
   reduce_grads(b, outer_params(b));
@@ -707,47 +728,58 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   g_autofree plan_append **open = g_new0(plan_append *, (size_t)b.layers * b.tp * b.dp);
   uint32_t *e_arr = g_new(uint32_t, (size_t)5 * b.n);
   ends e = {e_arr, e_arr + b.n, e_arr + 2 * b.n, e_arr + 3 * b.n, e_arr + 4 * b.n};
-  b.transient = b.recompute == RECOMPUTE_FULL && w->pass == PASS_FWDBWD;
-  if (w->pass != PASS_BWD) {
-    if (b.model) embed(&b, &e);
-    for (uint32_t l = 0; l < b.layers; l++) {
-      open_ranks(&b, l);
-      forward_layer(&b, l);
-      /* each layer's appenders wait for its backward (none with full
-       * recomputation, which appends the forward again) */
-      if (b.ranks) {
-        if (b.transient || w->pass == PASS_FWD) close_ranks(&b);
-        else {
-          memcpy(open + (size_t)l * b.tp * b.dp, b.ranks, b.tp * b.dp * sizeof *b.ranks);
-          g_clear_pointer(&b.ranks, g_free);
+  for (uint32_t i = 0; i < 5 * b.n; i++) e_arr[i] = NONE;
+  b.mbs = b.model && w->micro_batches > 1 ? w->micro_batches : 1;
+  b.main_grad = g_new(uint32_t, ((size_t)b.layers + 1) * b.n * 4);
+  for (size_t i = 0; i < ((size_t)b.layers + 1) * b.n * 4; i++) b.main_grad[i] = NONE;
+  /* micro-batches one after the other, each forward then backward, the
+   * gradients accumulated and reduced after the last, one optimizer step */
+  for (uint32_t mb = 0; mb < b.mbs; mb++) {
+    b.last_mb = mb + 1 == b.mbs;
+    for (uint32_t g = 0; g < b.n; g++) b.cur[g] = NONE;
+    b.transient = b.recompute == RECOMPUTE_FULL && w->pass == PASS_FWDBWD;
+    if (w->pass != PASS_BWD) {
+      if (b.model) embed(&b, &e);
+      for (uint32_t l = 0; l < b.layers; l++) {
+        open_ranks(&b, l);
+        forward_layer(&b, l);
+        /* each layer's appenders wait for its backward (none with full
+         * recomputation, which appends the forward again) */
+        if (b.ranks) {
+          if (b.transient || w->pass == PASS_FWD) close_ranks(&b);
+          else {
+            memcpy(open + (size_t)l * b.tp * b.dp, b.ranks, b.tp * b.dp * sizeof *b.ranks);
+            g_clear_pointer(&b.ranks, g_free);
+          }
         }
       }
+      if (b.model) head_forward(&b, &e);
+      else
+        for (uint32_t g = 0; g < b.n; g++) plan_buf_keep(b.p, b.cur[g]); /* the layer's output */
     }
-    if (b.model) head_forward(&b, &e);
-    else
-      for (uint32_t g = 0; g < b.n; g++) plan_buf_keep(b.p, b.cur[g]); /* the layer's output */
-  }
-  b.transient = false;
-  if (w->pass != PASS_FWD) {
-    if (b.model) head_backward(&b, &e);
-    else
-      for (uint32_t g = 0; g < b.n; g++) b.cur[g] = NONE;
-    for (uint32_t l = b.layers; l-- > 0;) {
-      if (open[(size_t)l * b.tp * b.dp]) {
-        b.ranks = g_new(plan_append *, b.tp * b.dp);
-        memcpy(b.ranks, open + (size_t)l * b.tp * b.dp, b.tp * b.dp * sizeof *b.ranks);
+    b.transient = false;
+    if (w->pass != PASS_FWD) {
+      if (b.model) head_backward(&b, &e);
+      else
+        for (uint32_t g = 0; g < b.n; g++) b.cur[g] = NONE;
+      for (uint32_t l = b.layers; l-- > 0;) {
+        size_t at = (size_t)l * b.tp * b.dp;
+        if (open[at]) {
+          b.ranks = g_new(plan_append *, b.tp * b.dp);
+          memcpy(b.ranks, open + at, b.tp * b.dp * sizeof *b.ranks);
+          memset(open + at, 0, b.tp * b.dp * sizeof *b.ranks);
+        }
+        backward_layer(&b, l);
       }
-      backward_layer(&b, l);
-    }
-    if (b.model) {
-      embed_backward(&b, &e);
-      optimizer(&b);
-    } else {
-      for (uint32_t g = 0; g < b.n; g++) plan_buf_keep(b.p, b.cur[g]); /* dx */
+      if (b.model) embed_backward(&b, &e);
+      else
+        for (uint32_t g = 0; g < b.n; g++) plan_buf_keep(b.p, b.cur[g]); /* dx */
     }
   }
+  if (b.model && w->pass != PASS_FWD) optimizer(&b);
   plan_finish(b.p);
   g_free(e_arr);
+  g_free(b.main_grad);
   for (int k = 0; k < ATTN_KINDS; k++) plan_free((plan *)b.attns[k]);
   g_free(kinds);
   g_free(b.grad_last);
@@ -765,7 +797,8 @@ double layer_tasks_estimate(const workload *w) {
   /* per layer, TP rank and replica: a ring-like attention plan (a kernel,
    * a merge and a group per GPU and step, both passes) and the layer's
    * ops and collectives on each SP GPU */
-  return layers * layer_tp(w) * layer_dp(w) * (6 * sp * sp + 64 * sp) + 16;
+  double mbs = w->scope == SCOPE_MODEL && w->micro_batches > 1 ? w->micro_batches : 1;
+  return mbs * layers * layer_tp(w) * layer_dp(w) * (6 * sp * sp + 64 * sp) + 16;
 }
 
 double layer_model_flops(const plan *p) {

@@ -404,14 +404,20 @@ static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
   m->unfused = ov->elementwise && !strcmp(ov->elementwise, "unfused");
   /* the whole step's options, refused at the other scopes (they would be
    * silently ignored) */
-  const char *model_only[] = {ov->dp, ov->zero, ov->recompute};
-  const char *model_opt[] = {"--dp", "--zero", "--recompute"};
-  for (int i = 0; i < 3; i++)
+  const char *model_only[] = {ov->dp, ov->zero, ov->recompute, ov->micro_batches};
+  const char *model_opt[] = {"--dp", "--zero", "--recompute", "--micro-batches"};
+  for (int i = 0; i < 4; i++)
     if (model_only[i] && m->scope != SCOPE_MODEL)
       return bad(err, (origin){"command line", model_opt[i]}, "needs --scope model (the whole "
                  "training step)");
   if (ov->dp && !parse_u32(ov->dp, (origin){"command line", "--dp"}, 1, SCENARIO_MAX_SP, &m->dp,
                            err))
+    return false;
+  /* micro-batches: bounded as a batch is (each one is a batch's worth) */
+  m->micro_batches = 1;
+  if (ov->micro_batches &&
+      !parse_u32(ov->micro_batches, (origin){"command line", "--micro-batches"}, 1,
+                 SCENARIO_MAX_BATCH, &m->micro_batches, err))
     return false;
   if (ov->zero) {
     if (strlen(ov->zero) != 1 || ov->zero[0] < '0' || ov->zero[0] > '3')

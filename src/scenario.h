@@ -67,6 +67,7 @@ typedef struct {
   const char *tp;            /* --tp: tensor-parallel degree */
   const char *elementwise;   /* --elementwise: fused or unfused */
   const char *dp, *zero, *recompute; /* --dp, --zero, --recompute (scope model) */
+  const char *micro_batches; /* --micro-batches (scope model) */
 } scenario_overrides;
 
 typedef struct {

@@ -60,6 +60,7 @@ typedef struct {
    * (0-3) and activation recomputation. */
   uint32_t dp, zero;
   recompute_kind recompute;
+  uint32_t micro_batches;   /* scope model: gradient accumulation (0 or 1: one) */
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -977,6 +977,11 @@ expect_error "a ZeRO stage beyond 3" "option '--zero': expected a ZeRO stage 0, 
   --topology h100x8 --model llama3-8b --scope model --zero 4
 expect_error "an unknown recomputation" "option '--recompute': expected none, selective or full" \
   --topology h100x8 --model llama3-8b --scope model --recompute some
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring --seq 16K --pass fwdbwd --zero 1 --micro-batches 4 --csv "$tmp/mb.csv" --quiet
+check "--micro-batches 4: tokens/s per GPU over every micro-batch's tokens, more of them than one" \
+  "awk -v t=\$(field $tmp/mb.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/mb.csv 1 step_ms) -v u=\$(field $tmp/m1.csv 1 tokens_per_s_per_gpu) 'BEGIN {w = 4 * 2 * 16384 / (s * 1e-3 * 8); exit !(t > w - 0.1 && t < w + 0.1 && t > u)}'"
+expect_error "--micro-batches outside scope model" "option '--micro-batches': needs --scope model" \
+  --topology h100x8 --model llama3-8b --scope layer --micro-batches 2
 expect_error "TP x SP x DP beyond the topology" "option '--dp': TP 1 x SP 4 x DP 3 is 12 GPUs, beyond the 8" \
   --topology h100x8 --model llama3-8b --scope model --dp 3 --sp 4
 

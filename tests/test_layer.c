@@ -698,6 +698,48 @@ static void test_view(void) {
   scenario_free(s);
 }
 
+/* Gradient accumulation: M micro-batches are M times the model FLOPs,
+ * one gradient reduction and one optimizer step, and the peak of one. */
+static void test_micro_batches(void) {
+  topology *t = ideal(8);
+  double flops1 = 0, peak1 = 0;
+  unsigned colls1 = 0;
+  for (uint32_t m = 1; m <= 3; m += 2) {
+    workload w = model8b(2, 2, 2, 2, 16384);
+    w.zero = 1;
+    w.micro_batches = m;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    unsigned colls = 0, opt = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind == TASK_COMM && x->n_xfer) {
+        plan_xfer e0 = g_array_index(p->xfers, plan_xfer, x->xfer_off);
+        /* the gradient reduce-scatters (a TP group is GPUs 2k, 2k + 1) */
+        colls += x->api == COMM_REDUCE_SCATTER && e0.src / 2 != e0.dst / 2;
+      }
+      opt += x->kind == TASK_COMPUTE && x->op.kind == OP_ELEMWISE &&
+             x->op.elemwise == EW_OPTIMIZER;
+    }
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    CU_ASSERT_EQUAL(opt, 8); /* one per GPU */
+    if (m == 1) {
+      flops1 = layer_model_flops(p);
+      peak1 = r->peak_bytes;
+      colls1 = colls;
+      CU_ASSERT(colls > 0);
+    } else {
+      CU_ASSERT_CLOSE(layer_model_flops(p), m * flops1, 1e-12);
+      CU_ASSERT_EQUAL(colls, colls1);
+      CU_ASSERT_CLOSE(r->peak_bytes, peak1, 1e-9);
+    }
+    exec_result_free(r);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -708,7 +750,7 @@ int main(void) {
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
-                             TEST(test_view),
+                             TEST(test_view),            TEST(test_micro_batches),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
