@@ -1,6 +1,9 @@
 /* budget: per-scheduler size of a plan, and the memory budget. */
 #include "budget.h"
 
+#include "layer.h"
+#include "layers.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +58,20 @@ bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
                  SLACK;
     out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
     out->spans = passes * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
+    if (pt->w.scope != SCOPE_ATTENTION) {
+      /* the layer and model scopes (layer.h): the scheduler's plan
+       * expanded (a lockstep task one per GPU: as many as its spans),
+       * appended per layer (twice with full recomputation), TP rank and
+       * replica, and the layer's own ops and collectives on every GPU */
+      double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
+                      (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
+                      (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
+                      (pt->w.scope == SCOPE_MODEL && pt->w.micro_batches > 1
+                           ? pt->w.micro_batches : 1);
+      out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
+      out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
+      out->spans = out->tasks;
+    }
     /* a transfer starts and ends its flow on the two ports it crosses
      * (measured: at most 4 rate changes per transfer) */
     out->rates = 4 * out->xfers;

@@ -48,11 +48,24 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
        "softmax or linear: the attention of every layer of the model", "KIND"},
       {"scope", 0, 0, G_OPTION_ARG_STRING, &o->scope,
-       "What the figures cover: attention (the attention layer alone, default) or layer (the "
-       "whole decoder layer around it; needs --model)", "SCOPE"},
+       "What step_ms covers: attention (default: the attention of the model's layers), "
+       "layer (one decoder layer around it) or model (the training step); layer and model "
+       "need a --model", "SCOPE"},
+      {"tp", 0, 0, G_OPTION_ARG_STRING, &o->tp,
+       "Tensor-parallel degree around SP (Megatron with sequence parallelism; layer scope; "
+       "TP x SP GPUs, TP innermost; default 1)", "N"},
+      {"dp", 0, 0, G_OPTION_ARG_STRING, &o->dp,
+       "Data-parallel replicas (scope model; TP x SP x DP GPUs, DP outermost; default 1)", "N"},
+      {"zero", 0, 0, G_OPTION_ARG_STRING, &o->zero,
+       "ZeRO stage 0-3 over the SP x DP ranks (scope model; default 0)", "N"},
+      {"recompute", 0, 0, G_OPTION_ARG_STRING, &o->recompute,
+       "Activation recomputation: none (default), selective or full (scope model)", "MODE"},
+      {"micro-batches", 0, 0, G_OPTION_ARG_STRING, &o->micro_batches,
+       "Micro-batches per step (scope model): gradients accumulated, reduced after the last; "
+       "default 1", "N"},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
-       "The layer's element-wise ops: fused (one kernel each, as Megatron and "
-       "TransformerEngine run them; default) or unfused (as plain PyTorch runs them)", "HOW"},
+       "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
+       "unfused (as plain PyTorch)", "MODE"},
       {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
        "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
       {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
@@ -66,7 +79,7 @@ static GOptionEntry *option_table(cli_opts *o) {
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
       {"memory", 0, 0, G_OPTION_ARG_FILENAME, &o->memory,
        "Write per point and GPU the peak memory and the buffers live at it, largest first "
-       "(- for stdout); memory counts the attention layer alone", "FILE"},
+       "(- for stdout); memory counts the scope (--scope: the attention layer alone by default)", "FILE"},
       {"links-summary", 0, 0, G_OPTION_ARG_NONE, &o->links_summary,
        "Table: a links line for every scheduler of every group", NULL},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,
@@ -198,10 +211,10 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
 void cli_opts_clear(cli_opts *o) {
   char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
                    &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
-                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->scope, &o->elementwise,
-                   &o->model, &o->csv, &o->trace,
+                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
-                   &o->scenario};
+                   &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
+                   &o->recompute, &o->micro_batches};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
@@ -214,8 +227,10 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .head_dim = o->head_dim, .batch = o->batch, .model = o->model,
                               .tasp_cycles = o->tasp_cycles, .usp_ulysses = o->usp_ulysses,
                               .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
-                              .set = o->set, .attention = o->attention, .scope = o->scope,
-                              .elementwise = o->elementwise, .strict = o->strict};
+                              .set = o->set, .attention = o->attention, .strict = o->strict,
+                              .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
+                              .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
+                              .micro_batches = o->micro_batches};
 }
 
 char *cli_help(void) {

@@ -16,11 +16,11 @@
 typedef struct {
   /* strings as given, owned; NULL where not given */
   char *topology, *sched, *seq, *sp, *heads, *kv_heads, *head_dim, *batch, *dtype, *mask,
-      *pass, *tasp_cycles, *grad_dtype, *usp_ulysses, *attention, *model,
-      *scope, *elementwise;
+      *pass, *tasp_cycles, *grad_dtype, *usp_ulysses, *attention, *model;
   char *csv, *trace, *links, *memory, *shard, *baseline;
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
+  char *scope, *tp, *elementwise, *dp, *zero, *recompute, *micro_batches; /* the scopes' */
   gboolean ulysses_fused;
   gboolean strict;      /* a point a scheduler cannot run is an error (exit 2), not an n/a row */
   gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, alone, links_summary,

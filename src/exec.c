@@ -9,8 +9,6 @@
  * totals and the idle split (exec_idle.c). */
 #include "exec_internal.h"
 
-#include <math.h>
-
 #include "compute.h"
 
 static void start_task(exec_state *s, uint32_t id);
@@ -18,8 +16,7 @@ static void start_task(exec_state *s, uint32_t id);
 void exec_span_add(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0) {
   if (!s->opts.keep_trace) return;
   exec_span sp = {gpu, comm, comm ? (uint8_t)t->api : (uint8_t)t->op.kind,
-                  comm ? t->grads : t->op.backward, (uint8_t)t->region, t->step, t0,
-                  engine_now(s->eng)};
+                  comm ? t->grads : t->op.backward, t->step, t0, engine_now(s->eng)};
   g_array_append_val(s->r->spans, sp);
 }
 
@@ -37,14 +34,13 @@ static void publish(exec_state *s) {
  * taken when it starts, released when their last reader ends) adds one
  * call to each, and its state beside exec_graph in exec_state. */
 static void task_began(exec_state *s, uint32_t id, const plan_task *t) {
+  (void)t;
   s->g.start_s[id] = engine_now(s->eng);
-  if (s->g.start_s[id] < s->region_t0[t->region]) s->region_t0[t->region] = s->g.start_s[id];
   exec_mem_start(s->mem, id, s->g.start_s[id]);
 }
 
 static void task_ended(exec_state *s, uint32_t id, const plan_task *t) {
   double now = engine_now(s->eng);
-  if (now > s->region_t1[t->region]) s->region_t1[t->region] = now;
   exec_mem_end(s->mem, id, now);
   if (t->kind == TASK_COMM) {
     exec_comm_end(s, t);
@@ -165,7 +161,6 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   for (uint32_t c = 0; c < nc; c++) caps[c] = topo_chan(t, c)->cap_Bps;
 
   exec_state s = {.p = p, .t = t, .opts = *opts, .r = r};
-  for (int k = 0; k < 4; k++) s.region_t0[k] = INFINITY;
   s.eng = engine_new();
   s.net = net_new(s.eng, nc, caps);
   s.host.issue_s = issue;
@@ -193,8 +188,6 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
     if (r->gpu_comm_s[g] > r->comm_s) r->comm_s = r->gpu_comm_s[g];
     if (r->gpu_finish_s[g] > r->gpu_finish_s[r->last_gpu]) r->last_gpu = g;
   }
-  for (int k = 1; k < 4; k++)
-    if (s.region_t1[k] >= s.region_t0[k]) r->region_s += s.region_t1[k] - s.region_t0[k];
   exec_mem_finish(s.mem);
   exec_split_idle(&s);
   for (uint32_t c = 0; c < nc; c++) {

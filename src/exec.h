@@ -46,7 +46,6 @@ typedef struct {
   uint8_t comm;     /* 0 compute track, 1 communication track */
   uint8_t kind;     /* op_kind (compute track) or comm_api (communication track) */
   uint8_t backward; /* compute: a backward kernel; communication: moves gradients */
-  uint8_t region;   /* its task's plan_task.region (a layer's attention: 1, 2) */
   uint32_t step;
   double t0_s, t1_s;
 } exec_span;
@@ -91,11 +90,6 @@ typedef struct {
   double *gpu_compute_s, *gpu_comm_s, *gpu_finish_s, *gpu_imbalance_s;
   double *chan_bytes, *chan_busy_s;
   double flops;        /* nominal FLOPs of all kernels (compute_op_flops) */
-  /* The parts of a scope spliced in (plan_task.region 1-3, plan_splice):
-   * each part's span, from its first task's start to its last task's end
-   * on any GPU, summed over the parts (a layer's attention: its forward
-   * and its backward pass); 0 where the plan has none. */
-  double region_s;
   compute_lookup conf; /* how far the kernels' prices are from measured data: the worst */
   uint64_t events, flows, bundles, solves, tasks;
   GArray *spans;       /* exec_span, with keep_trace */

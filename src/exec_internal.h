@@ -82,7 +82,6 @@ struct exec_state {
   exec_comm comm;
   exec_slow slow;
   exec_mem *mem;            /* live bytes per GPU (exec_mem.c) */
-  double region_t0[4], region_t1[4]; /* per plan_task.region: first start, last end */
 };
 
 /* ---- exec.c ---- */

@@ -45,7 +45,6 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
   acc->exposed_host_s += k * r->exposed_host_s;
   acc->last_gpu = r->last_gpu;
   acc->flops += k * r->flops;
-  acc->region_s += k * r->region_s;
   compute_lookup_merge(&acc->conf, &r->conf);
   acc->events += r->events;
   acc->flows += r->flows;

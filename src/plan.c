@@ -64,11 +64,6 @@ bool plan_lockstep(const plan *p) {
   return true;
 }
 
-bool plan_lockstep_after(const plan *p) {
-  return plan_lockstep(p) &&
-         (p->last_compute[0] < 0 || plan_task_at(p, (uint32_t)p->last_compute[0])->gpu == PLAN_ALL);
-}
-
 /* Compute tasks of one GPU run in order on its compute stream; a lockstep
  * task is on every stream. */
 uint32_t plan_compute(plan *p, uint32_t gpu, uint32_t step, const plan_op *op) {
@@ -326,6 +321,8 @@ void plan_dep_all(plan *p, const GArray *ids, uint32_t after) {
   for (guint i = 0; i < ids->len; i++) plan_dep(p, g_array_index(ids, uint32_t, i), after);
 }
 
+void plan_dep_overlap(plan *p, uint32_t kernel, uint32_t comm) { add_dep(p, kernel, comm, true); }
+
 void plan_overlap(plan *p, const GArray *ids, uint32_t comm) {
   g_assert(plan_task_at(p, comm)->kind == TASK_COMM);
   uint32_t first = comm;
@@ -335,104 +332,6 @@ void plan_overlap(plan *p, const GArray *ids, uint32_t comm) {
     if (id < first) first = id;
   }
   if (first < comm) plan_issue_at(p, comm, first);
-}
-
-void plan_splice_begin(plan_splice *s, plan *q, const plan *src) {
-  g_assert(src->deps && q->n_gpus == src->n_gpus);
-  s->src = src;
-  s->map = g_new(uint32_t, src->tasks->len);
-  memset(s->map, 0xff, src->tasks->len * sizeof(uint32_t));
-  s->buf_base = plan_buf_copy_all(q, src);
-  s->pattern_base = q->patterns->len;
-  for (guint i = 0; i < src->patterns->len; i++) {
-    plan_pattern_info pi = g_array_index(src->patterns, plan_pattern_info, i);
-    pi.pair_off += q->pairs->len;
-    pi.gpu_off += q->pattern_gpus->len;
-    pi.degree_off += q->pattern_degree->len;
-    g_array_append_val(q->patterns, pi);
-  }
-  g_array_append_vals(q->pairs, src->pairs->data, src->pairs->len);
-  g_array_append_vals(q->pattern_gpus, src->pattern_gpus->data, src->pattern_gpus->len);
-  g_array_append_vals(q->pattern_degree, src->pattern_degree->data, src->pattern_degree->len);
-  q->has_lockstep |= src->has_lockstep;
-  if (src->note->len)
-    g_string_append_printf(q->note, "%s%s", q->note->len ? "; " : "", src->note->str);
-}
-
-/* Task `id` of q waits for each of last[gpus[0..k)] once. */
-static void after_streams(plan *q, const int64_t *last, const uint32_t *gpus, uint32_t k,
-                          uint32_t id) {
-  for (uint32_t i = 0; i < k; i++) q->coll_buf[i] = last[gpus[i]];
-  dep_each_once(q, q->coll_buf, k, -1, id);
-}
-
-void plan_splice_range(plan_splice *s, plan *q, uint32_t lo, uint32_t hi, uint32_t region) {
-  const plan *p = s->src;
-  g_assert(lo <= hi && hi <= p->tasks->len);
-  uint32_t n = q->n_gpus;
-  /* the caller's streams as they stand before the range */
-  g_autofree int64_t *last = g_memdup2(q->last_compute, n * sizeof(int64_t));
-  g_autofree uint8_t *seen = g_new0(uint8_t, n);
-  g_autofree uint32_t *all = g_new(uint32_t, n);
-  for (uint32_t g = 0; g < n; g++) all[g] = g;
-  bool in_step = plan_lockstep_after(q);
-  for (uint32_t i = lo; i < hi; i++) {
-    plan_task t = *plan_task_at(p, i);
-    t.dep_off = t.n_dep = t.n_held = 0;
-    t.region = region;
-    if (t.host_at != PLAN_IN_PLACE) t.host_at = s->map[t.host_at];
-    if (t.kind == TASK_COMM) {
-      uint32_t off = q->xfers->len;
-      for (uint32_t x = 0; x < t.n_xfer; x++) {
-        plan_xfer e = g_array_index(p->xfers, plan_xfer, t.xfer_off + x);
-        if (e.src == PLAN_ALL) e.dst += s->pattern_base;
-        g_array_append_val(q->xfers, e);
-      }
-      t.xfer_off = off;
-    } else if (t.n_qseg + t.n_kseg > 0) {
-      uint32_t off = q->segs->len;
-      g_array_append_vals(q->segs, &g_array_index(p->segs, plan_seg, t.seg_off), t.n_qseg + t.n_kseg);
-      t.seg_off = off;
-    }
-    /* a lockstep task waits on lockstep tasks and groups only (plan_dep):
-     * behind streams out of step, a join first (a lockstep task is the
-     * range's first compute on every GPU, as it was in src) */
-    if (t.kind == TASK_COMPUTE && t.gpu == PLAN_ALL && !seen[0] && !in_step) {
-      uint32_t j = plan_comm(q, t.step, COMM_BARRIER);
-      after_streams(q, last, all, n, j);
-      for (uint32_t g = 0; g < n; g++) last[g] = j;
-    }
-    uint32_t id = add_task(q, &t);
-    s->map[i] = id;
-    const plan_task *o = plan_task_at(p, i);
-    bool inside = false;
-    for (uint32_t d = 0; d < o->n_dep; d++) {
-      uint32_t from = p->deps[o->dep_off + d];
-      g_assert(s->map[from] != UINT32_MAX); /* ranges in order */
-      inside |= from >= lo;
-      add_dep(q, s->map[from], id, d >= o->n_dep - o->n_held);
-    }
-    if (t.kind == TASK_COMPUTE) {
-      uint32_t g0 = t.gpu == PLAN_ALL ? 0 : t.gpu, g1 = t.gpu == PLAN_ALL ? n : t.gpu + 1;
-      if (!seen[g0]) after_streams(q, last, all + g0, g1 - g0, id);
-      for (uint32_t g = g0; g < g1; g++) {
-        seen[g] = 1;
-        q->last_compute[g] = id;
-      }
-    } else if (!inside) {
-      uint32_t k = t.n_xfer ? plan_comm_gpus(q, id, q->gpu_buf) : n;
-      after_streams(q, last, t.n_xfer ? q->gpu_buf : all, k, id);
-    }
-  }
-  for (uint32_t g = 0; g < n; g++)
-    if (p->last_coll[g] >= (int64_t)lo && p->last_coll[g] < (int64_t)hi)
-      q->last_coll[g] = s->map[p->last_coll[g]];
-  plan_buf_copy_uses(q, p, lo, hi, s->map, s->buf_base);
-}
-
-void plan_splice_end(plan_splice *s) {
-  g_free(s->map);
-  s->map = NULL;
 }
 
 void plan_finish(plan *p) {

@@ -129,10 +129,7 @@ typedef struct {
   bool on_arrival : 1;            /* compute: adds in what a transfer brought;
                                      a run without communication has nothing
                                      to add and skips it (exec no_comm) */
-  uint32_t region : 2;            /* which part of a layer a spliced task
-                                     belongs to (plan_splice_range): 0 its
-                                     own, else the caller's mark */
-  uint32_t n_held : 28;           /* comm: the last n_held of its n_dep
+  uint32_t n_held : 30;           /* comm: the last n_held of its n_dep
                                      predecessors are kernels it overlaps
                                      (plan_overlap): exec keeps those edges
                                      only where the hardware says so */
@@ -195,10 +192,6 @@ uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes);
 /* Whether every GPU's compute stream ends in the same task (or none): a
  * lockstep task (gpu PLAN_ALL) may be added only then. */
 bool plan_lockstep(const plan *p);
-/* Whether a lockstep task may follow now and wait on the streams' ends:
- * every stream ends in the same lockstep task, or none has a task (one
- * GPU's stream may end in a task of that GPU, which plan_lockstep allows). */
-bool plan_lockstep_after(const plan *p);
 
 /* ---- communication ---- */
 
@@ -274,30 +267,41 @@ void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
  * hold every SM where the topology's kernel_blocks_comm says a transfer
  * gets none beside them (exec_dep_kept, compute_op_holds_sms). */
 void plan_overlap(plan *p, const GArray *ids, uint32_t comm);
-/* Copying a finished plan into one under construction, a range of its
- * tasks at a time, so that the caller's own tasks can go before, between
- * and after them (a decoder layer's ops around the attention a scheduler
- * planned, between its forward and backward passes).  Every task keeps its
- * dependencies within the plan; in each range, the first compute task of
- * each GPU also waits for the caller's last compute task on that GPU
- * (stream order), and a group none of whose predecessors is in the range
- * waits for the caller's last compute on its GPUs (all GPUs: a barrier),
- * as the data it moves was made by those.  Transfers, segments, patterns,
- * buffers and the note come along; spliced tasks carry `region`. */
-typedef struct {
-  const plan *src;
-  uint32_t *map;      /* src task -> its copy, UINT32_MAX not yet copied */
-  uint32_t buf_base, pattern_base;
-} plan_splice;
-void plan_splice_begin(plan_splice *s, plan *q, const plan *src);
-void plan_splice_range(plan_splice *s, plan *q, uint32_t lo, uint32_t hi, uint32_t region);
-void plan_splice_end(plan_splice *s);
+/* One such overlap edge, from compute task `kernel` to group `comm` (for
+ * code that copies a plan: plan_append). */
+void plan_dep_overlap(plan *p, uint32_t kernel, uint32_t comm);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
 /* The finished plan p stands for, with every lockstep task one task per
  * GPU and every pattern transfer one transfer per pair (record_segs as p,
  * segments copied to each copy). */
 plan *plan_expand(const plan *p);
+
+/* ---- one plan inside another (plan_append.c) ---- */
+
+/* Appends finished plan src (no lockstep task or pattern: plan_expand it
+ * first) into dst, src GPU g becoming dst GPU gpus[g], in ranges of its
+ * tasks (a scheduler's forward then, later, its backward, with the host
+ * plan's own tasks between).  Dependencies, transfers, segments (where
+ * both record them), host issue places and buffers (one per GPU where src
+ * has one on every GPU) are copied remapped; a range's first compute task
+ * of each GPU follows that GPU's compute in dst, and its groups with no
+ * predecessor in the range wait for the compute their GPUs had issued. */
+typedef struct plan_append plan_append;
+/* `own`: what of src's caller's the host plan takes over: its inputs
+ * (PLAN_APPEND_OWN_INPUTS: the host's tasks make them, so they come into
+ * being in the range that first touches them, not at the start) and what
+ * it keeps (PLAN_APPEND_OWN_OUTPUTS: the host's tasks consume its inputs
+ * and outputs, so they are freed after their last use instead of kept);
+ * 0: as src declares. */
+enum { PLAN_APPEND_OWN_INPUTS = 1, PLAN_APPEND_OWN_OUTPUTS = 2 };
+plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus, unsigned own);
+/* Tasks [from, to) of src, after every earlier range. */
+void plan_append_range(plan_append *a, uint32_t from, uint32_t to);
+/* dst's compute task `task` waits for the last range's tasks that have no
+ * successor in it and touch its GPU (its outputs, however they arrive). */
+void plan_append_after(plan_append *a, uint32_t task);
+void plan_append_free(plan_append *a);
 
 static inline plan_task *plan_task_at(const plan *p, uint32_t id) {
   return &g_array_index(p->tasks, plan_task, id);

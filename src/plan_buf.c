@@ -111,20 +111,3 @@ void plan_buf_expand(plan *q, const plan *p, const uint32_t *first) {
     }
   }
 }
-
-uint32_t plan_buf_copy_all(plan *q, const plan *p) {
-  uint32_t base = plan_buf_count(q);
-  for (uint32_t i = 0; i < plan_buf_count(p); i++) g_array_append_val(bufs(q), *plan_buf_at(p, i));
-  return base;
-}
-
-void plan_buf_copy_uses(plan *q, const plan *p, uint32_t lo, uint32_t hi, const uint32_t *map,
-                        uint32_t buf_base) {
-  for (uint32_t i = 0; i < plan_buf_use_count(p); i++) {
-    plan_buf_use u = *plan_buf_use_at(p, i);
-    if (u.task < lo || u.task >= hi) continue;
-    u.task = map[u.task];
-    u.buf += buf_base;
-    g_array_append_val(uses(q), u);
-  }
-}

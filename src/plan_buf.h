@@ -95,12 +95,6 @@ const plan_buf_use *plan_buf_use_at(const plan *p, uint32_t i);
  * p, where task i of p became first[i] (a lockstep task: first[i] + g on
  * GPU g). */
 void plan_buf_free_all(plan *p);
-/* For plan_splice (plan.h): copy p's buffers into q (returns the first
- * one's id there), then the uses of p's tasks [lo, hi), task i of p being
- * map[i] in q. */
-uint32_t plan_buf_copy_all(plan *q, const plan *p);
-void plan_buf_copy_uses(plan *q, const plan *p, uint32_t lo, uint32_t hi, const uint32_t *map,
-                        uint32_t buf_base);
 void plan_buf_expand(plan *q, const plan *p, const uint32_t *first);
 
 #endif

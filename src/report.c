@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "layer.h"
 #include "layers.h"
 #include "sizes.h"
 #include "verdict.h"
@@ -39,7 +40,7 @@ typedef struct {
 
 static GArray *kind_stats(const topology *t, const sim_result *r) {
   GArray *ks = g_array_new(FALSE, TRUE, sizeof(kind_stat));
-  g_autofree uint8_t *avail = sim_channels_available(t, r->pt.w.gpus);
+  g_autofree uint8_t *avail = sim_channels_available(t, layer_job_gpus(&r->pt.w));
   for (uint32_t c = 0; c < t->channels->len; c++) {
     if (!avail[c]) continue;
     const topo_channel *ch = topo_chan(t, c);
@@ -191,11 +192,14 @@ static const char *mem_text(char buf[24], const sim_result *r) {
 
 /* What the memory figures count, and what a GPU of t has for them. */
 static void memory_scope(FILE *f, const topology *t, scope_kind scope) {
-  fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
-        "method allocates, as torch.cuda.max_memory_allocated counts)", f);
-  if (scope == SCOPE_LAYER)
-    fputs(", not yet the rest of the layer (its weights and activations): a lower bound at "
-          "--scope layer", f);
+  if (scope == SCOPE_ATTENTION)
+    fputs("memory: peak allocated per GPU of the attention layer alone (its inputs and what the "
+          "method allocates, as torch.cuda.max_memory_allocated counts)", f);
+  else
+    fprintf(f, "memory: peak allocated per GPU of the %s (as torch.cuda.max_memory_allocated "
+            "counts)", scope == SCOPE_LAYER ? "decoder layer: its weights, activations, weight "
+            "gradients and the method's buffers" : "training step: weights, gradients, optimizer "
+            "states, every layer's saved activations, the logits and the method's buffers");
   if (topo_usable_gib(t) > 0)
     fprintf(f, "; usable %.1f GiB of %.1f GiB per GPU (headroom %.2f GiB); a mem marked ! "
             "does not fit", topo_usable_gib(t), t->memory_gib, t->memory_headroom_gib);
@@ -255,11 +259,15 @@ void report_table(FILE *f, const report_ctx *c) {
   g_autofree char *dflt = topo_defaults_note(t);
   if (dflt) fprintf(f, "note: %s\n", dflt);
   memory_scope(f, t, m->scope);
-  if (m->scope == SCOPE_LAYER)
-    fprintf(f, "scope: one decoder layer (hidden %u, FFN %u; %s element-wise ops) around the "
-            "attention; step_ms is the layer, attention_ms its attention\n", m->hidden, m->ffn,
-            m->unfused ? "unfused" : "fused");
-  if (m->scope != SCOPE_LAYER && (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR))) {
+  if (m->scope != SCOPE_ATTENTION) {
+    fprintf(f, "scope: %s, TP %u", scope_name(m->scope), layer_tp(m));
+    if (m->scope == SCOPE_MODEL)
+      fprintf(f, ", DP %u, ZeRO %u, recompute %s, %u micro-batch%s", layer_dp(m), m->zero,
+              m->recompute == RECOMPUTE_FULL ? "full"
+              : m->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none",
+              m->micro_batches > 1 ? m->micro_batches : 1, m->micro_batches > 1 ? "es" : "");
+    fputs("; step_ms is the scope's, mem its peak per GPU\n", f);
+  } else if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
     g_autofree char *mix = layers_text(m);
     fprintf(f, "layers: %s%s%s\n", mix, m->decay ? " (linear with decay)" : "",
             layers_total(m) > 1 ? "; times are the sum over the layers, each kind simulated once"
@@ -351,14 +359,13 @@ void report_csv(FILE *f, const report_ctx *c) {
                       topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "",
                       sim_peak_reserved_gib(r));
     else fputs(",,,", f);
-    fprintf(f, ",%s,", r->pt.w.scope == SCOPE_LAYER ? "layer" : "attention");
-    if (r->r) {
-      fprintf(f, "%.6f,%u,", sim_attention_s(r) * 1e3, sim_job_gpus(r));
-      csv_num(f, "%.1f", sim_tokens_per_s_per_gpu(r));
-      fprintf(f, ",%.4f", sim_mfu(r));
-    } else {
-      fprintf(f, ",%u,,", sim_job_gpus(r));
-    }
+    /* the scope's figures (sim.h), empty for n/a but the scope and GPUs */
+    fprintf(f, ",%s,", scope_name(w->scope));
+    if (r->r) fprintf(f, "%.6f", r->attention_s * 1e3);
+    fprintf(f, ",%u,", r->job_gpus ? r->job_gpus : layer_job_gpus(w));
+    if (r->r) csv_num(f, "%.1f", sim_tokens_per_s_per_gpu(r));
+    fputc(',', f);
+    if (r->r) csv_num(f, "%.4f", sim_mfu(r));
     fputc('\n', f);
   }
 }
@@ -370,7 +377,7 @@ void report_links(FILE *f, const report_ctx *c) {
     const sim_result *r = c->results->pdata[i];
     const topology *t = r->topo;
     if (!r->r) continue; /* n/a: nothing ran */
-    g_autofree uint8_t *avail = sim_channels_available(t, r->pt.w.gpus);
+    g_autofree uint8_t *avail = sim_channels_available(t, layer_job_gpus(&r->pt.w));
     for (uint32_t ch = 0; ch < t->channels->len; ch++) {
       if (!avail[ch]) continue;
       const topo_channel *tc = topo_chan(t, ch);

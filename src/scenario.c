@@ -1,15 +1,21 @@
 /* scenario: scenario files, overrides, checks and sweep expansion. */
 #include "scenario.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "names.h"
+#include "layer.h"
 #include "layers.h"
 #include "model.h"
 #include "sizes.h"
 
 const char *pass_name(pass_kind p) {
   return p == PASS_FWD ? "fwd" : p == PASS_BWD ? "bwd" : "fwdbwd";
+}
+
+const char *scope_name(scope_kind k) {
+  return k == SCOPE_LAYER ? "layer" : k == SCOPE_MODEL ? "model" : "attention";
 }
 
 char *scenario_find_topology(const char *name) {
@@ -125,31 +131,6 @@ static bool model_string(json_object *model, const char *file, const char *key,
     if (!json_object_is_type(v, json_type_string)) return bad(err, *o, "expected a string");
     *out = json_object_get_string(v);
   }
-  return true;
-}
-
-/* model.scope / --scope and model.elementwise / --elementwise.  The layer
- * scope needs the rest of the layer's shape: the model's hidden and FFN
- * sizes (a preset or model fields). */
-static bool load_scope(json_object *model, const char *file, const scenario_overrides *ov,
-                       workload *m, GError **err) {
-  const char *scope, *ew;
-  origin os, oe;
-  if (!model_string(model, file, "scope", "model.scope", ov->scope, "--scope", "attention",
-                    &scope, &os, err) ||
-      !model_string(model, file, "elementwise", "model.elementwise", ov->elementwise,
-                    "--elementwise", "fused", &ew, &oe, err))
-    return false;
-  if (!strcmp(scope, "attention")) m->scope = SCOPE_ATTENTION;
-  else if (!strcmp(scope, "layer")) m->scope = SCOPE_LAYER;
-  else return bad(err, os, "expected attention or layer, got \"%s\"", scope);
-  if (!strcmp(ew, "fused")) m->unfused = false;
-  else if (!strcmp(ew, "unfused")) m->unfused = true;
-  else return bad(err, oe, "expected fused or unfused, got \"%s\"", ew);
-  if (m->scope == SCOPE_LAYER && (!m->hidden || !m->ffn))
-    return bad(err, os,
-               "the layer scope needs the model's hidden and FFN sizes: give a model "
-               "(--model NAME|FILE, e.g. llama3-8b, or model.hidden and model.ffn)");
   return true;
 }
 
@@ -295,7 +276,7 @@ static bool model_source(scenario *s, json_object *root, const scenario_override
                                        "grad_dtype", "name", "usp_ulysses",
                                        "ulysses_fused", "attention", "layers", "decay",
                                        "linear_block", "preset", "hidden", "ffn", "vocab",
-                                       "scope", "elementwise", NULL};
+                                       NULL};
     json_where mw = {file, "model", NULL};
     if (!json_check_keys(*model, mw, keys, err) ||
         !json_get_string(*model, mw, "preset", false, NULL, &name, err))
@@ -383,7 +364,6 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   else return bad(err, og, "expected fp32, bf16 or fp16, got \"%s\"", grad);
   m->tasp_cycles = s->tasp_cycles;
   if (!load_layers(model, arch, file, ov, has_preset ? &preset : NULL, m, err)) return false;
-  if (!load_scope(model, file, ov, m, err)) return false;
   bool heads_given = ov->heads || (arch && json_object_object_get_ex(arch, "heads", NULL));
   if (has_preset && !kv_given && heads_given &&
       (m->kv_heads > m->heads || m->heads % m->kv_heads != 0)) {
@@ -404,6 +384,67 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
                "a linear layer's state, batch %u x %u heads x head dim %u^2 x 4 bytes, is "
                "%.4g TiB; expected at most %llu TiB", m->batch, m->heads, m->head_dim,
                workload_state_bytes(m) / (double)(1ull << 40), SCENARIO_MAX_TENSOR_BYTES >> 40);
+  return true;
+}
+
+/* --scope, --tp and --elementwise (layer.h): the layer needs the model's
+ * hidden and FFN sizes, and TP must divide its heads, KV heads and FFN. */
+static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
+  workload *m = &s->model;
+  origin os = {"command line", "--scope"}, ot = {"command line", "--tp"};
+  if (!ov->scope || !strcmp(ov->scope, "attention")) m->scope = SCOPE_ATTENTION;
+  else if (!strcmp(ov->scope, "layer")) m->scope = SCOPE_LAYER;
+  else if (!strcmp(ov->scope, "model")) m->scope = SCOPE_MODEL;
+  else return bad(err, os, "expected attention, layer or model, got \"%s\"", ov->scope);
+  m->tp = m->dp = 1;
+  if (ov->tp && !parse_u32(ov->tp, ot, 1, SCENARIO_MAX_SP, &m->tp, err)) return false;
+  if (ov->elementwise && strcmp(ov->elementwise, "fused") && strcmp(ov->elementwise, "unfused"))
+    return bad(err, (origin){"command line", "--elementwise"},
+               "expected fused or unfused, got \"%s\"", ov->elementwise);
+  m->unfused = ov->elementwise && !strcmp(ov->elementwise, "unfused");
+  /* the whole step's options, refused at the other scopes (they would be
+   * silently ignored) */
+  const char *model_only[] = {ov->dp, ov->zero, ov->recompute, ov->micro_batches};
+  const char *model_opt[] = {"--dp", "--zero", "--recompute", "--micro-batches"};
+  for (int i = 0; i < 4; i++)
+    if (model_only[i] && m->scope != SCOPE_MODEL)
+      return bad(err, (origin){"command line", model_opt[i]}, "needs --scope model (the whole "
+                 "training step)");
+  if (ov->dp && !parse_u32(ov->dp, (origin){"command line", "--dp"}, 1, SCENARIO_MAX_SP, &m->dp,
+                           err))
+    return false;
+  /* micro-batches: bounded as a batch is (each one is a batch's worth) */
+  m->micro_batches = 1;
+  if (ov->micro_batches &&
+      !parse_u32(ov->micro_batches, (origin){"command line", "--micro-batches"}, 1,
+                 SCENARIO_MAX_BATCH, &m->micro_batches, err))
+    return false;
+  if (ov->zero) {
+    if (strlen(ov->zero) != 1 || ov->zero[0] < '0' || ov->zero[0] > '3')
+      return bad(err, (origin){"command line", "--zero"}, "expected a ZeRO stage 0, 1, 2 or 3, "
+                 "got \"%s\"", ov->zero);
+    m->zero = (uint32_t)(ov->zero[0] - '0');
+  }
+  if (!ov->recompute || !strcmp(ov->recompute, "none")) m->recompute = RECOMPUTE_NONE;
+  else if (!strcmp(ov->recompute, "selective")) m->recompute = RECOMPUTE_SELECTIVE;
+  else if (!strcmp(ov->recompute, "full")) m->recompute = RECOMPUTE_FULL;
+  else return bad(err, (origin){"command line", "--recompute"},
+                  "expected none, selective or full, got \"%s\"", ov->recompute);
+  if (m->scope == SCOPE_ATTENTION) {
+    if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
+                              "scope has no projections to split)");
+    return true;
+  }
+  if (!m->hidden || !m->ffn || (m->scope == SCOPE_MODEL && !m->vocab))
+    return bad(err, os, "scope %s needs the model's %s sizes: give --model (a preset such as "
+               "llama3-8b, or a file) or %s", scope_name(m->scope),
+               m->scope == SCOPE_MODEL ? "hidden, FFN and vocabulary" : "hidden and FFN",
+               m->scope == SCOPE_MODEL ? "model.hidden, model.ffn and model.vocab"
+                                       : "model.hidden and model.ffn");
+  layer_dims d = {.tokens = m->tp, .hidden = m->hidden, .ffn = m->ffn, .heads = m->heads,
+                  .kv_heads = m->kv_heads, .head_dim = m->head_dim, .tp = m->tp};
+  g_autoptr(GError) e = NULL;
+  if (!compute_layer_check(&d, &e)) return bad(err, ot, "%s", e->message);
   return true;
 }
 
@@ -601,7 +642,15 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GHashTable) seen = seen_new();
-  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus);
+  uint32_t tp = s->model.tp ? s->model.tp : 1, dp = s->model.dp ? s->model.dp : 1;
+  g_autofree char *x_dp = dp > 1 ? g_strdup_printf(" x DP %u", dp) : g_strdup("");
+  if ((uint64_t)tp * dp > s->topo->n_gpus)
+    return bad(err, (origin){"command line", dp > 1 ? "--dp" : "--tp"}, "TP %u%s exceeds the %u "
+               "GPUs of topology %s (%s)", tp, x_dp, s->topo->n_gpus, s->topo->name,
+               s->topo->file);
+  /* by default SP takes every GPU TP and DP leave */
+  tp *= dp;
+  g_autofree char *all_gpus = g_strdup_printf("%u", s->topo->n_gpus / tp);
   if (!get_list(root, s->file, "sp", ov->sp, "--sp", all_gpus, items, &o, err)) return false;
   for (guint i = 0; i < items->len; i++) {
     uint32_t v;
@@ -609,6 +658,10 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
     if (v > s->topo->n_gpus)
       return bad(err, o, "SP degree %u exceeds the %u GPUs of topology %s (%s)", v,
                  s->topo->n_gpus, s->topo->name, s->topo->file);
+    if ((uint64_t)v * tp > s->topo->n_gpus)
+      return bad(err, (origin){"command line", dp > 1 ? "--dp" : "--tp"}, "TP %u x SP %u%s is "
+                 "%llu GPUs, beyond the %u of topology %s (%s)", tp / dp, v, x_dp,
+                 (unsigned long long)v * tp, s->topo->n_gpus, s->topo->name, s->topo->file);
     if (!once(seen, g_strdup_printf("%u", v), items->pdata[i], o, err)) return false;
     g_array_append_val(s->sps, v);
   }
@@ -684,7 +737,22 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
               p.sched = s->scheds->pdata[k];
             }
             g_autoptr(GError) e = NULL;
-            if (!sched_check(p.sched, &p.w, s->topo, &e)) {
+            /* at layer scope the scheduler plans one TP rank's heads */
+            workload chk = w.scope != SCOPE_ATTENTION ? layer_attention_workload(&w) : w;
+            if (w.scope != SCOPE_ATTENTION && fmod(layer_dims_of(&w).tokens, layer_tp(&w))) {
+              g_autofree char *seq = size_format(w.seq_len);
+              return bad(err, (origin){"command line", "--tp"}, "TP %u does not divide the "
+                         "%.0f tokens of an SP rank at seq_len %s, SP %u (sequence parallelism "
+                         "shards them among the TP ranks)", layer_tp(&w),
+                         layer_dims_of(&w).tokens, seq, w.gpus);
+            }
+            layer_view view;
+            layer_view_init(&view, &w, s->topo);
+            bool can = sched_check(p.sched, &chk, &view.t, &e);
+            layer_view_clear(&view);
+            if (!can ||
+                (w.scope != SCOPE_ATTENTION &&
+                 !sched_check_tasks(layer_tasks_estimate(&w), p.sched->name, &e))) {
               origin o = blame(s, ov, e->code);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;
@@ -745,7 +813,8 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     g_free(s->tasp_cycles);
     s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
-  ok = ok && load_model(s, root, ov, err) && load_sweep(s, root, ov, err) &&
+  ok = ok && load_model(s, root, ov, err) && load_job(s, ov, err) &&
+       load_sweep(s, root, ov, err) &&
        load_topology(s, root, ov, err) && load_sp(s, root, ov, err) && expand(s, ov, err);
   if (!ok) {
     scenario_free(s);

@@ -61,10 +61,13 @@ typedef struct {
   const char *baseline;      /* best (NULL), ring or zigzag */
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
   const char *attention;     /* softmax or linear: every layer's attention */
-  const char *scope;         /* attention or layer */
-  const char *elementwise;   /* fused or unfused */
   bool strict;               /* a point some scheduler cannot run is an error, not an n/a row */
   uint64_t topo_max_bytes;   /* the most the topology may take; 0: TOPO_MAX_BYTES */
+  const char *scope;         /* --scope: attention or layer */
+  const char *tp;            /* --tp: tensor-parallel degree */
+  const char *elementwise;   /* --elementwise: fused or unfused */
+  const char *dp, *zero, *recompute; /* --dp, --zero, --recompute (scope model) */
+  const char *micro_batches; /* --micro-batches (scope model) */
 } scenario_overrides;
 
 typedef struct {
@@ -105,6 +108,8 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
 void scenario_free(scenario *s);
 
 const char *pass_name(pass_kind p);
+/* "attention", "layer", "model" */
+const char *scope_name(scope_kind k);
 
 /* Point groups (one seq x SP x mask x pass each: what --shard deals). */
 guint scenario_groups(const scenario *s);

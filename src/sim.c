@@ -24,15 +24,49 @@ double sim_util(const topology *t, const exec_result *r, uint32_t c) {
 }
 
 /* One layer of kind k of the point's model, replayed; its scheduler's
- * note appended to `notes`. */
+ * note appended to `notes`, its model FLOPs (layer.h) added to *flops. */
 static exec_result *run_kind(const topology *t, const scenario_point *pt, const exec_opts *o,
-                             attn_kind k, GString *notes) {
+                             attn_kind k, GString *notes, double *flops) {
   workload one = layers_one(&pt->w, k);
-  plan *p = one.scope == SCOPE_LAYER ? layer_build(pt->sched, &one, t, false)
-                                     : pt->sched->build(&one, t, false);
+  plan *p = pt->sched->build(&one, t, false);
   if (p->note->len) g_string_append_printf(notes, "%s%s", notes->len ? "; " : "", p->note->str);
+  *flops += layer_model_flops(p);
   exec_result *r = exec_run(p, t, o);
   plan_free(p);
+  return r;
+}
+
+/* --scope layer: one decoder layer (layer.h) of the model's softmax kind
+ * (a linear-only model: linear); --scope model: the training step.  The
+ * attention part's time: the scope's less the same scope's without
+ * attention.  Model FLOPs leave recomputation out (the plan without it). */
+static exec_result *run_layer(const topology *t, const scenario_point *pt, const exec_opts *o,
+                              GString *notes, sim_result *res) {
+  workload one = pt->w.scope == SCOPE_MODEL
+                     ? pt->w
+                     : layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
+                                                                              : ATTN_LINEAR);
+  plan *p = layer_build(pt->sched, &one, t, true, false);
+  if (p->note->len) g_string_append(notes, p->note->str);
+  if (one.recompute == RECOMPUTE_FULL) {
+    workload plain = one;
+    plain.recompute = RECOMPUTE_NONE;
+    plan *q = layer_build(pt->sched, &plain, t, true, false);
+    res->model_flops = layer_model_flops(q);
+    plan_free(q);
+  } else {
+    res->model_flops = layer_model_flops(p);
+  }
+  exec_result *r = exec_run(p, t, o);
+  plan_free(p);
+  exec_opts quiet = *o;
+  quiet.progress = NULL;
+  quiet.keep_trace = false;
+  plan *rest = layer_build(pt->sched, &one, t, false, false);
+  exec_result *r0 = exec_run(rest, t, &quiet);
+  res->attention_s = r->step_s - r0->step_s;
+  exec_result_free(r0);
+  plan_free(rest);
   return r;
 }
 
@@ -41,18 +75,18 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
  * chained replay would add is a layer's host issue hiding behind the
  * previous layer's kernels). */
 static exec_result *run_layers(const topology *t, const scenario_point *pt, const exec_opts *o,
-                               GString *notes) {
-  /* the layer scope is one decoder layer, of the model's attention kind */
-  if (pt->w.scope == SCOPE_LAYER) return run_kind(t, pt, o, pt->w.attention, notes);
+                               GString *notes, double *flops) {
   if (layers_total(&pt->w) == 1)
     return run_kind(t, pt, o, layers_count(&pt->w, ATTN_LINEAR) ? ATTN_LINEAR : ATTN_SOFTMAX,
-                    notes);
+                    notes, flops);
   exec_result *acc = exec_result_new(pt->w.gpus, t->channels->len, o->keep_trace);
   double shown = 0;
   for (int k = 0; k < ATTN_KINDS; k++) {
     uint32_t count = layers_count(&pt->w, (attn_kind)k);
     if (!count) continue;
-    exec_result *r = run_kind(t, pt, o, (attn_kind)k, notes);
+    double f = 0;
+    exec_result *r = run_kind(t, pt, o, (attn_kind)k, notes, &f);
+    *flops += f * count;
     exec_result_add_layers(acc, r, count, shown);
     shown += r->step_s;
     exec_result_free(r);
@@ -66,11 +100,18 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
   res->pt = *pt;
   res->topo = t;
   GString *notes = g_string_new(NULL);
-  res->r = run_layers(t, pt, o, notes);
+  res->job_gpus = pt->w.gpus;
+  if (pt->w.scope == SCOPE_ATTENTION) {
+    res->r = run_layers(t, pt, o, notes, &res->model_flops);
+    res->attention_s = res->r->step_s;
+  } else {
+    res->job_gpus = layer_job_gpus(&pt->w);
+    res->r = run_layer(t, pt, o, notes, res);
+  }
   res->note = notes->len ? g_string_free(notes, FALSE) : (g_string_free(notes, TRUE), NULL);
   double sum = 0;
   unsigned avail_n = 0;
-  g_autofree uint8_t *avail = sim_channels_available(t, pt->w.gpus);
+  g_autofree uint8_t *avail = sim_channels_available(t, res->job_gpus);
   for (uint32_t c = 0; c < res->r->n_chan; c++) {
     if (!avail[c]) continue;
     double u = sim_util(t, res->r, c);
@@ -205,25 +246,24 @@ double sim_peak_reserved_gib(const sim_result *r) {
   return r->r ? r->r->peak_reserved_bytes / 1073741824.0 : NAN;
 }
 
-uint32_t sim_job_gpus(const sim_result *r) { return r->pt.w.gpus; }
-
-double sim_attention_s(const sim_result *r) {
-  return r->pt.w.scope == SCOPE_ATTENTION ? r->r->step_s : r->r->region_s;
-}
-
-double sim_tokens_per_s_per_gpu(const sim_result *r) {
-  double tokens = (double)r->pt.w.batch * r->pt.w.seq_len;
-  return r->r->step_s > 0 ? tokens / r->r->step_s / sim_job_gpus(r) : INFINITY;
-}
-
-double sim_mfu(const sim_result *r) {
-  double peak = r->topo->compute.peak_flops * r->r->step_s * sim_job_gpus(r);
-  return peak > 0 ? r->r->flops / peak : 0;
-}
-
 bool sim_fits(const sim_result *r) {
   double usable = topo_usable_gib(r->topo);
   return !r->r || usable <= 0 || sim_peak_gib(r) <= usable;
+}
+
+double sim_tokens_per_s_per_gpu(const sim_result *r) {
+  if (!r->r || r->r->step_s <= 0) return NAN;
+  const workload *w = &r->pt.w;
+  /* a TP group shares its tokens: the job's tokens are batch x seq per
+   * DP replica, over TP x SP x DP GPUs */
+  double mbs = w->scope == SCOPE_MODEL && w->micro_batches > 1 ? w->micro_batches : 1;
+  return (double)w->batch * (double)w->seq_len * layer_dp(w) * mbs / (r->r->step_s * r->job_gpus);
+}
+
+double sim_mfu(const sim_result *r) {
+  double peak = r->topo->compute.peak_flops;
+  if (!r->r || r->r->step_s <= 0 || peak <= 0) return NAN;
+  return r->model_flops / (peak * r->r->step_s * r->job_gpus);
 }
 
 double sim_speedup(double base_s, double step_s) {

@@ -27,6 +27,13 @@ typedef struct {
    * rows of the links report), idle ones included. */
   double max_util, mean_util;
   double wall_s;          /* host time to build and replay this point */
+  /* The scope's figures (layer.h): GPUs of the job (TP x SP), the time of
+   * its attention part (at scope attention the step; at scope layer the
+   * layer's step less the same layer's without attention), its model
+   * FLOPs (layer_model_flops, over every GPU and layer). */
+  uint32_t job_gpus;
+  double attention_s;
+  double model_flops;
 } sim_result;
 
 typedef struct {
@@ -56,15 +63,9 @@ double sim_peak_gib(const sim_result *r);
  * caching allocator's segments, torch.cuda.max_memory_reserved). */
 double sim_peak_reserved_gib(const sim_result *r);
 bool sim_fits(const sim_result *r);
-/* The point's figures per GPU of the job (job_gpus: TP x SP x DP; the SP
- * degree while the scopes have no TP or DP): the time of the scope's
- * attention part (the scope's step at --scope attention); tokens a second
- * per GPU (batch x sequence / step / job GPUs); MFU: the FLOPs of the
- * GEMMs and attention kernels simulated (compute_op_flops: a causal
- * kernel counts its unmasked pairs, nothing recomputed) over the GPU's
- * dense peak (compute.peak_flops) x step x job GPUs. */
-uint32_t sim_job_gpus(const sim_result *r);
-double sim_attention_s(const sim_result *r);
+/* Tokens per second per GPU of the job (batch x seq / (step x job GPUs)),
+ * and model FLOPs utilisation: model FLOPs / (peak FLOP/s x step x job
+ * GPUs); NAN for an n/a point (mfu: or where the topology gives no peak). */
 double sim_tokens_per_s_per_gpu(const sim_result *r);
 double sim_mfu(const sim_result *r);
 

@@ -8,6 +8,7 @@
 
 #include "trace.h"
 
+#include "layer.h"
 #include "plan.h"
 #include "report.h"
 #include "sizes.h"
@@ -71,7 +72,7 @@ void trace_writer_point(sim_result *r, void *writer) {
   fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", p);
   json_str(f, pname);
   fputs("}}", f);
-  for (uint32_t g = 0; g < r->pt.w.gpus; g++) {
+  for (uint32_t g = 0; g < layer_job_gpus(&r->pt.w); g++) { /* every GPU of the job */
     for (int k = 0; k < 2; k++) {
       SEP();
       fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"

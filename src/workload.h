@@ -14,9 +14,13 @@ typedef enum { PASS_FWD, PASS_BWD, PASS_FWDBWD } pass_kind;
  * D x D states K^T V per head. */
 typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_KINDS } attn_kind;
 
-/* What a point's figures cover: the attention layer alone, or the whole
- * decoder layer around it (layer.h). */
-typedef enum { SCOPE_ATTENTION, SCOPE_LAYER } scope_kind;
+/* What a point's time covers (--scope): the attention of the model's
+ * layers (today's figures), one decoder layer around it, or the whole
+ * training step (layer.h). */
+typedef enum { SCOPE_ATTENTION, SCOPE_LAYER, SCOPE_MODEL, SCOPE_KINDS } scope_kind;
+
+/* Activation recomputation (--recompute, layer.h). */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 
 typedef struct {
   uint32_t gpus;       /* SP degree N */
@@ -46,8 +50,17 @@ typedef struct {
   /* The rest of the model (model.h), for the layer and model scopes; 0
    * where no model gives them (attention alone needs none). */
   uint32_t hidden, ffn, vocab;
+  /* The scope (SCOPE_ATTENTION: 0, the attention alone), the
+   * tensor-parallel degree around SP (0 or 1: none; layer.h) and
+   * whether element-wise ops run unfused (compute.h). */
   scope_kind scope;
-  bool unfused;        /* element-wise ops as plain PyTorch runs them (compute.h) */
+  uint32_t tp;
+  bool unfused;
+  /* Scope model: data-parallel replicas (0 or 1: one), the ZeRO stage
+   * (0-3) and activation recomputation. */
+  uint32_t dp, zero;
+  recompute_kind recompute;
+  uint32_t micro_batches;   /* scope model: gradient accumulation (0 or 1: one) */
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

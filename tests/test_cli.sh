@@ -902,35 +902,90 @@ expect_error "gpu_memory_headroom_gib must leave memory" \
 expect_error "--memory and --csv on stdout at once are refused" "--memory" \
   --topology h100x8 --memory - --links -
 
-# --scope layer: one decoder layer around the scheduler's attention
-"$sim" --model llama3-8b --topology h100x8 --sched ring,ulysses --seq 128K --sp 8 --mask causal \
-  --pass fwdbwd --scope layer --csv "$tmp/layer.csv" --quiet
-"$sim" --model llama3-8b --topology h100x8 --sched ring,ulysses --seq 128K --sp 8 --mask causal \
-  --pass fwdbwd --csv "$tmp/attn.csv" --quiet
-"$sim" --heads 32 --kv-heads 8 --topology h100x8 --sched ring --seq 128K --sp 8 --mask causal \
-  --pass fwdbwd --csv "$tmp/one.csv" --quiet
-check "--scope: attention by default, attention_ms the step, job_gpus the SP degree" \
-  "[ \"\$(field $tmp/attn.csv 1 scope),\$(field $tmp/attn.csv 1 job_gpus)\" = attention,8 ] && [ \"\$(field $tmp/attn.csv 1 attention_ms)\" = \"\$(field $tmp/attn.csv 1 step_ms)\" ]"
-check "--scope layer: one layer (not the model's 32), longer than its attention, which is near the attention scope's one layer" \
-  "[ \"\$(field $tmp/layer.csv 1 scope)\" = layer ] && awk -v s=\$(field $tmp/layer.csv 1 step_ms) -v a=\$(field $tmp/layer.csv 1 attention_ms) -v o=\$(field $tmp/one.csv 1 step_ms) 'BEGIN {exit !(a < s && s < 2 * o && a > 0.9 * o && a < 1.1 * o)}'"
-check "tokens_per_s_per_gpu is batch x sequence / step / job GPUs" \
-  "awk -v s=\$(field $tmp/layer.csv 2 step_ms) -v t=\$(field $tmp/layer.csv 2 tokens_per_s_per_gpu) 'BEGIN {exit !(t > 0 && (131072 / (s / 1e3) / 8 - t) ^ 2 < 0.01)}'"
-check "mfu: in (0, 1), lower for causal ring (imbalanced) than Ulysses in the same layer" \
-  "awk -v r=\$(field $tmp/layer.csv 1 mfu) -v u=\$(field $tmp/layer.csv 2 mfu) 'BEGIN {exit !(r > 0 && u < 1 && r < u)}'"
-"$sim" --model llama3-8b --topology h100x8 --sched ring --seq 8K --sp 1 --scope layer --csv - \
-  --quiet > "$tmp/fused.csv"
-"$sim" --model llama3-8b --topology h100x8 --sched ring --seq 8K --sp 1 --scope layer \
-  --elementwise unfused --csv - --quiet > "$tmp/unfused.csv"
-check "--elementwise unfused: the layer takes longer, its attention the same" \
-  "awk -v f=\$(field $tmp/fused.csv 1 step_ms) -v u=\$(field $tmp/unfused.csv 1 step_ms) 'BEGIN {exit !(u > 1.1 * f)}' && [ \"\$(field $tmp/fused.csv 1 attention_ms)\" = \"\$(field $tmp/unfused.csv 1 attention_ms)\" ]"
-expect_error "--scope layer needs a model's hidden and FFN sizes" \
-  "option '--scope': the layer scope needs the model's hidden and FFN sizes" \
+# Scope and tensor parallelism (layer.h): at scope attention the new
+# columns say so (attention_ms is the step, the job is the SP GPUs); at
+# scope layer the step is one decoder layer on TP x SP GPUs, its attention
+# part inside it; unfused element-wise ops cost more; SP takes the GPUs TP
+# leaves; bad options exit 2 naming the option.
+"$sim" --topology h100x8 --sched ring,ulysses --sp 4 --seq 32K --pass fwdbwd --csv "$tmp/sa.csv" --quiet
+check "--scope attention: scope attention, attention_ms = step_ms, job_gpus = gpus" \
+  "[ \"\$(field $tmp/sa.csv 2 scope)\" = attention ] && [ \"\$(field $tmp/sa.csv 2 attention_ms)\" = \"\$(field $tmp/sa.csv 2 step_ms)\" ] && [ \"\$(field $tmp/sa.csv 2 job_gpus)\" = 4 ]"
+check "--scope attention: tokens/s per GPU is batch x seq / (step x GPUs)" \
+  "awk -v t=\$(field $tmp/sa.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/sa.csv 1 step_ms) 'BEGIN {w = 32768 / (s * 1e-3 * 4); exit !(t > w - 0.1 && t < w + 0.1)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sched ring,ulysses --seq 32K --pass fwdbwd --csv "$tmp/sl.csv" --quiet --jobs 1
+check "--scope layer --tp 2: SP defaults to the 4 GPUs TP leaves, 8 job GPUs" \
+  "[ \"\$(field $tmp/sl.csv 1 gpus)\" = 4 ] && [ \"\$(field $tmp/sl.csv 1 job_gpus)\" = 8 ] && [ \"\$(field $tmp/sl.csv 1 scope)\" = layer ]"
+check "--scope layer: the attention part is inside the layer's step" \
+  "awk -v a=\$(field $tmp/sl.csv 2 attention_ms) -v s=\$(field $tmp/sl.csv 2 step_ms) 'BEGIN {exit !(a > 0 && a < s)}'"
+check "--scope layer: MFU between 0 and 1" \
+  "awk -v m=\$(field $tmp/sl.csv 1 mfu) 'BEGIN {exit !(m > 0.05 && m < 1)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sched ring,ulysses --seq 32K --pass fwdbwd --csv "$tmp/sl2.csv" --quiet --jobs 2
+check "--scope layer --tp: the same bytes for any --jobs" "cmp -s $tmp/sl.csv $tmp/sl2.csv"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --csv "$tmp/fu.csv" --quiet
+"$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --elementwise unfused --csv "$tmp/un.csv" --quiet
+check "--elementwise unfused: a slower layer, the same attention" \
+  "awk -v a=\$(field $tmp/un.csv 1 step_ms) -v b=\$(field $tmp/fu.csv 1 step_ms) 'BEGIN {exit !(a > 1.05 * b)}' && [ \"\$(field $tmp/un.csv 1 attention_ms)\" = \"\$(field $tmp/fu.csv 1 attention_ms)\" ]"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --tp 2 --csv "$tmp/t2.csv" --quiet
+check "--tp 2 on one SP rank: a faster layer than TP 1" \
+  "awk -v a=\$(field $tmp/t2.csv 1 step_ms) -v b=\$(field $tmp/fu.csv 1 step_ms) 'BEGIN {exit !(a > 0 && a < 0.75 * b)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sp 2 --sched ring --seq 16K --links "$tmp/ll.csv" --trace "$tmp/lt.json" --quiet 2>/dev/null
+check "--scope layer: --links and --trace cover every GPU of the job (TP x SP)" \
+  "[ \$(grep -c '^ring,' $tmp/ll.csv) -eq 8 ] && grep -q '\"GPU 3 compute\"' $tmp/lt.json"
+sed 's/"ffn": 14336/"ffn": 14335/' models/llama3-8b.json > "$tmp/ffn.json"
+expect_error "--tp not dividing the FFN size" "option '--tp': TP 2 does not divide the model's 14335 FFN size" \
+  --topology h100x8 --model "$tmp/ffn.json" --scope layer --tp 2
+expect_error "--tp not dividing the query heads" "option '--tp': TP 3 does not divide the model's 32 query heads" \
+  --topology h100x8 --model llama3-8b --scope layer --tp 3 --sp 1
+expect_error "--tp not dividing the KV heads" "option '--tp': TP 16 does not divide the model's 8 KV heads" \
+  --topology h100x8x4 --model llama3-70b --scope layer --tp 16 --sp 1
+expect_error "TP x SP beyond the topology" "option '--tp': TP 4 x SP 4 is 16 GPUs, beyond the 8" \
+  --topology h100x8 --model llama3-8b --scope layer --tp 4 --sp 4
+expect_error "TP beyond the topology" "option '--tp': TP 16 exceeds the 8 GPUs" \
+  --topology h100x8 --model llama3-70b --kv-heads 16 --scope layer --tp 16
+expect_error "--scope layer without a model" "option '--scope': scope layer needs the model's hidden and FFN sizes" \
   --topology h100x8 --scope layer
-expect_error "--scope takes attention or layer" "option '--scope': expected attention or layer" \
-  --model llama3-8b --topology h100x8 --scope model
-expect_error "--elementwise takes fused or unfused" \
-  "option '--elementwise': expected fused or unfused" --model llama3-8b --topology h100x8 \
-  --scope layer --elementwise some
+expect_error "--scope model without a vocabulary" "option '--scope': scope model needs the model's hidden, FFN and vocabulary sizes" \
+  --topology h100x8 --scope model
+expect_error "an unknown scope" "option '--scope': expected attention, layer or model, got \"steps\"" \
+  --topology h100x8 --model llama3-8b --scope steps
+expect_error "--tp at scope attention" "option '--tp': tensor parallelism needs --scope layer" \
+  --topology h100x8 --model llama3-8b --tp 2
+expect_error "--elementwise neither fused nor unfused" "option '--elementwise': expected fused or unfused" \
+  --topology h100x8 --model llama3-8b --scope layer --elementwise fast
+expect_error "--tp not dividing an SP rank's tokens" "option '--tp': TP 8 does not divide the 4097 tokens" \
+  --topology h100x8 --model llama3-8b --scope layer --tp 8 --sp 1 --seq 4097
+
+# Scope model: the training step on TP x SP x DP GPUs; ZeRO and full
+# recomputation trade memory, recomputation time; the step's options are
+# refused at other scopes.
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --csv "$tmp/m0.csv" --quiet --jobs 1
+check "--scope model --dp 2: 8 job GPUs, tokens/s per GPU over the replicas' tokens" \
+  "[ \"\$(field $tmp/m0.csv 1 job_gpus)\" = 8 ] && [ \"\$(field $tmp/m0.csv 1 scope)\" = model ] && awk -v t=\$(field $tmp/m0.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/m0.csv 1 step_ms) 'BEGIN {w = 2 * 16384 / (s * 1e-3 * 8); exit !(t > w - 0.1 && t < w + 0.1)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --csv "$tmp/m0b.csv" --quiet --jobs 2
+check "--scope model: the same bytes for any --jobs" "cmp -s $tmp/m0.csv $tmp/m0b.csv"
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --zero 1 --csv "$tmp/m1.csv" --quiet
+check "--zero 1: the optimizer states sharded over SP x DP, a smaller peak" \
+  "awk -v a=\$(field $tmp/m1.csv 1 peak_mem_gib) -v b=\$(field $tmp/m0.csv 1 peak_mem_gib) 'BEGIN {exit !(a > 0 && a < b - 20)}'"
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --zero 1 --recompute full --csv "$tmp/mf.csv" --quiet
+check "--recompute full: a smaller peak, a longer step, the same MFU's model FLOPs" \
+  "awk -v a=\$(field $tmp/mf.csv 1 peak_mem_gib) -v b=\$(field $tmp/m1.csv 1 peak_mem_gib) -v s=\$(field $tmp/mf.csv 1 step_ms) -v t=\$(field $tmp/m1.csv 1 step_ms) -v m=\$(field $tmp/mf.csv 1 mfu) -v n=\$(field $tmp/m1.csv 1 mfu) 'BEGIN {exit !(a > 0 && a < b && s > t && m < n)}'"
+expect_error "--dp outside scope model" "option '--dp': needs --scope model" \
+  --topology h100x8 --model llama3-8b --scope layer --dp 2
+expect_error "--zero outside scope model" "option '--zero': needs --scope model" \
+  --topology h100x8 --model llama3-8b --zero 1
+expect_error "--recompute outside scope model" "option '--recompute': needs --scope model" \
+  --topology h100x8 --model llama3-8b --recompute full
+expect_error "a ZeRO stage beyond 3" "option '--zero': expected a ZeRO stage 0, 1, 2 or 3, got \"4\"" \
+  --topology h100x8 --model llama3-8b --scope model --zero 4
+expect_error "an unknown recomputation" "option '--recompute': expected none, selective or full" \
+  --topology h100x8 --model llama3-8b --scope model --recompute some
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring --seq 16K --pass fwdbwd --zero 1 --micro-batches 4 --csv "$tmp/mb.csv" --quiet
+check "--micro-batches 4: tokens/s per GPU over every micro-batch's tokens, more of them than one" \
+  "awk -v t=\$(field $tmp/mb.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/mb.csv 1 step_ms) -v u=\$(field $tmp/m1.csv 1 tokens_per_s_per_gpu) 'BEGIN {w = 4 * 2 * 16384 / (s * 1e-3 * 8); exit !(t > w - 0.1 && t < w + 0.1 && t > u)}'"
+expect_error "--micro-batches outside scope model" "option '--micro-batches': needs --scope model" \
+  --topology h100x8 --model llama3-8b --scope layer --micro-batches 2
+expect_error "TP x SP x DP beyond the topology" "option '--dp': TP 1 x SP 4 x DP 3 is 12 GPUs, beyond the 8" \
+  --topology h100x8 --model llama3-8b --scope model --dp 3 --sp 4
 
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

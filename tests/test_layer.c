@@ -1,166 +1,756 @@
-/* Tests of the layer scope (layer.h) and of splicing a plan (plan.h
- * plan_splice): the layer is the scheduler's own plan with the layer's ops
- * around it, in the right order on every GPU; its FLOPs are the closed
- * forms; on one GPU its time is the sum of its parts. */
+/* layer and plan_append: a decoder layer around a scheduler's attention.
+ * FLOPs of every op against closed forms, the layer's time as the sum of
+ * its parts where nothing overlaps, the attention part the scheduler's own
+ * plan (every TP rank's copy, on its GPUs), TP collectives' bytes against
+ * closed forms, model FLOPs independent of how the job is split, and
+ * memory declarations that balance for every scheduler and pass. */
+#include "budget.h"
+#include "compute.h"
 #include "exec.h"
 #include "layer.h"
 #include "plan_buf.h"
+#include "scenario.h"
+#include "sim.h"
 #include "testutil.h"
 
-static topology *switch_topo(uint32_t n) {
-  topology *t = test_switch(n, 100e9, 1e-6);
-  t->compute.peak_flops = 100e12;
+#include <string.h>
+
+/* Llama-3-8B's layer (models/llama3-8b.json) */
+static workload llama8b(uint32_t sp, uint32_t tp, uint64_t seq, pass_kind pass) {
+  return (workload){.gpus = sp, .seq_len = seq, .batch = 1, .heads = 32, .kv_heads = 8,
+                    .head_dim = 128, .elem_bytes = 2, .grad_bytes = 4, .dtype = "bf16",
+                    .causal = true, .pass = pass, .attention = ATTN_SOFTMAX, .hidden = 4096,
+                    .ffn = 14336, .vocab = 128256, .scope = SCOPE_LAYER, .tp = tp,
+                    .linear_block = 64};
+}
+
+/* n GPUs on one switch, a roofline compute model and no host costs: a
+ * GPU's time is the sum of its kernels where it never waits. */
+static topology *ideal(uint32_t n) {
+  topology *t = topo_new("ideal", n);
+  for (uint32_t g = 0; g < n; g++) {
+    topo_add_channel(t, "tx", "port", 400e9, 1e-6);
+    topo_add_channel(t, "rx", "port", 400e9, 1e-6);
+  }
+  topo_routes_begin(t);
+  for (uint32_t s = 0; s < n; s++)
+    for (uint32_t d = 0; d < n; d++) {
+      uint32_t r[2] = {2 * s, 2 * d + 1};
+      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
+      t->direct[s * n + d] = s != d;
+    }
+  topo_routes_done(t);
+  compute_model *m = &t->compute;
+  m->peak_flops = 989e12;
+  m->efficiency = 0.5;
+  m->launch_s = 0;
+  m->host_s = m->bwd_host_s = m->merge_host_s = m->copy_host_s = 0;
+  for (int k = 0; k < 4; k++) m->lin_host_s[k][0] = m->lin_host_s[k][1] = 0;
   return t;
 }
 
-/* A small Llama-like layer: 8 heads, 2 KV heads, head dim 16, hidden 128,
- * FFN 352. */
-static workload small(uint32_t n, uint64_t seq, bool causal, pass_kind pass) {
-  workload w = {.gpus = n, .seq_len = seq, .batch = 1, .heads = 8, .kv_heads = 2,
-                .head_dim = 16, .elem_bytes = 2, .grad_bytes = 4, .dtype = "bf16",
-                .causal = causal, .pass = pass, .linear_block = 4, .hidden = 128,
-                .ffn = 352, .scope = SCOPE_LAYER};
+static void test_op_flops(void) {
+  /* T tokens of a TP group, TP 4: each GEMM's forward 2·T·N·K with the
+   * split dimension / TP, backward (dgrad + wgrad) twice that */
+  layer_dims d = {.tokens = 16384, .hidden = 4096, .ffn = 14336, .heads = 32, .kv_heads = 8,
+                  .head_dim = 128, .tp = 4, .elem_bytes = 2};
+  double T = d.tokens, h = 4096, D = 128, tp = 4;
+  struct { layer_op op; double fwd; } want[] = {
+      {LAYER_QKV, 2 * T * h * (32 + 2 * 8) * D / tp},
+      {LAYER_OUT_PROJ, 2 * T * 32 * D * h / tp},
+      {LAYER_FC1, 2 * T * h * 2 * 14336 / tp},
+      {LAYER_FC2, 2 * T * 14336 * h / tp},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(want); i++) {
+    plan_op f = compute_layer_op(&d, want[i].op, false), b = compute_layer_op(&d, want[i].op, true);
+    CU_ASSERT_CLOSE(compute_op_flops(&f), want[i].fwd, 1e-12);
+    CU_ASSERT_CLOSE(compute_op_flops(&b), 2 * want[i].fwd, 1e-12);
+  }
+  /* element-wise ops count no FLOPs, and run on the GPU's T / tp tokens
+   * (norms, residuals) or the gathered T (RoPE, SwiGLU after the GEMMs) */
+  plan_op n = compute_layer_op(&d, LAYER_NORM_ATTN, false);
+  CU_ASSERT_EQUAL(compute_op_flops(&n), 0);
+  CU_ASSERT_EQUAL(n.sq, T / tp);
+  CU_ASSERT_EQUAL(compute_layer_op(&d, LAYER_ROPE, false).sq, T);
+  CU_ASSERT_EQUAL(compute_layer_op(&d, LAYER_SWIGLU, false).width, 14336 / tp);
+}
+
+/* Model FLOPs of the layer plan against the closed form: GEMMs as above
+ * over the job's tokens, causal attention 4·B·H·D·S²/2, backward twice
+ * forward; the same however the job is split (TP x SP). */
+static void test_model_flops(void) {
+  topology *t = ideal(8);
+  double S = 32768, h = 4096, D = 128, F = 14336;
+  double gemm = 2 * S * h * (32 + 16) * D + 2 * S * 32 * D * h + 2 * S * h * 2 * F + 2 * S * F * h;
+  double attn = 4.0 * 32 * D * S * S / 2;
+  const sched_ops *scheds[] = {&sched_ring, &sched_zigzag, &sched_ulysses};
+  uint32_t splits[][2] = {{1, 1}, {2, 1}, {1, 4}, {2, 4}};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+    for (size_t i = 0; i < G_N_ELEMENTS(splits); i++)
+      for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+        workload w = llama8b(splits[i][1], splits[i][0], (uint64_t)S, (pass_kind)pass);
+        plan *p = layer_build(scheds[k], &w, t, true, false);
+        double times = pass == PASS_FWD ? 1 : pass == PASS_BWD ? 2 : 3;
+        CU_ASSERT_CLOSE(layer_model_flops(p), times * (gemm + attn), 1e-9);
+        plan_free(p);
+      }
+  topo_free(t);
+}
+
+/* Sum of compute_op_s over the compute tasks of GPU g (all of them: -1). */
+static double sum_parts(const plan *p, const topology *t, int64_t g, bool attention_only) {
+  double s = 0;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *k = plan_task_at(p, i);
+    if (k->kind != TASK_COMPUTE || (g >= 0 && k->gpu != (uint32_t)g)) continue;
+    bool attn = k->op.kind != OP_GEMM && k->op.kind != OP_ELEMWISE;
+    if (attention_only && !attn) continue;
+    s += compute_op_s(&t->compute, &k->op);
+  }
+  return s;
+}
+
+/* On one GPU (nothing to wait for) the layer's time is the sum of its
+ * kernels, and its attention part (the layer less the layer without
+ * attention) is the scheduler's plan's own time. */
+static void test_sum_of_parts(void) {
+  topology *t = ideal(1);
+  const sched_ops *scheds[] = {&sched_ring, &sched_ulysses, &sched_allgather};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+    for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+      workload w = llama8b(1, 1, 16384, (pass_kind)pass);
+      plan *p = layer_build(scheds[k], &w, t, true, false);
+      exec_opts o = {0};
+      exec_result *r = exec_run(p, t, &o);
+      CU_ASSERT_CLOSE(r->step_s, sum_parts(p, t, 0, false), 1e-9);
+      plan *rest = layer_build(scheds[k], &w, t, false, false);
+      exec_result *r0 = exec_run(rest, t, &o);
+      workload a = layer_attention_workload(&w);
+      plan *alone = scheds[k]->build(&a, t, false);
+      exec_result *ra = exec_run(alone, t, &o);
+      CU_ASSERT(ra->step_s > 0);
+      CU_ASSERT_CLOSE(r->step_s - r0->step_s, ra->step_s, 1e-9);
+      exec_result_free(r);
+      exec_result_free(r0);
+      exec_result_free(ra);
+      plan_free(p);
+      plan_free(rest);
+      plan_free(alone);
+    }
+  topo_free(t);
+}
+
+/* TP 2 with no communication: both ranks run alike kernels, and the step
+ * is one GPU's sum (the TP collectives take no time and hold nothing). */
+static void test_sum_of_parts_tp(void) {
+  topology *t = ideal(2);
+  workload w = llama8b(1, 2, 16384, PASS_FWDBWD);
+  plan *p = layer_build(&sched_ring, &w, t, true, false);
+  exec_opts o = {.no_comm = true};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(sum_parts(p, t, 0, false), sum_parts(p, t, 1, false), 1e-12);
+  CU_ASSERT_CLOSE(r->step_s, sum_parts(p, t, 0, false), 1e-9);
+  /* and half the TP 1 layer's GEMM time, roofline (every GEMM split) */
+  workload w1 = llama8b(1, 1, 16384, PASS_FWDBWD);
+  plan *p1 = layer_build(&sched_ring, &w1, t, true, false);
+  CU_ASSERT(sum_parts(p, t, 0, false) < 0.6 * sum_parts(p1, t, 0, false));
+  exec_result_free(r);
+  plan_free(p);
+  plan_free(p1);
+  topo_free(t);
+}
+
+/* Every TP rank runs the scheduler's plan of its heads (H / TP) on its
+ * own GPUs (r, tp + r, ...): the same attention tasks, rank by rank, and
+ * SP transfers only within a rank's GPUs. */
+static void test_tp_ranks_exact(void) {
+  topology *t = ideal(8);
+  const sched_ops *scheds[] = {&sched_ring, &sched_ulysses, &sched_tasp};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++) {
+    workload w = llama8b(4, 2, 32768, PASS_FWDBWD);
+    plan *p = layer_build(scheds[k], &w, t, true, false);
+    workload a = layer_attention_workload(&w);
+    CU_ASSERT_EQUAL(a.heads, 16);
+    CU_ASSERT_EQUAL(a.kv_heads, 4);
+    plan *built = scheds[k]->build(&a, t, false);
+    plan *s = built->has_lockstep ? plan_expand(built) : built;
+    /* per SP GPU of the scheduler's plan, its attention tasks' heads and
+     * FLOPs; every TP rank's copy has the same on its GPU */
+    for (uint32_t sr = 0; sr < 4; sr++) {
+      double want = 0, want_n = 0;
+      for (guint i = 0; i < s->tasks->len; i++) {
+        const plan_task *x = plan_task_at(s, i);
+        if (x->kind == TASK_COMPUTE && x->gpu == sr && x->op.kind == OP_ATTN) {
+          want += compute_op_flops(&x->op);
+          want_n++;
+          CU_ASSERT(x->op.heads <= 16 && x->op.heads > 0);
+        }
+      }
+      CU_ASSERT(want_n > 0);
+      for (uint32_t r = 0; r < 2; r++) {
+        double got = 0, got_n = 0;
+        for (guint i = 0; i < p->tasks->len; i++) {
+          const plan_task *x = plan_task_at(p, i);
+          if (x->kind == TASK_COMPUTE && x->gpu == sr * 2 + r && x->op.kind == OP_ATTN) {
+            got += compute_op_flops(&x->op);
+            got_n++;
+          }
+        }
+        CU_ASSERT_EQUAL(got_n, want_n);
+        CU_ASSERT_CLOSE(got, want, 1e-12);
+      }
+    }
+    /* a group moves data within one TP group (a TP collective: ring
+     * all-gather or reduce-scatter, six per SP rank in forward then
+     * backward) or within one TP rank's GPUs (the scheduler's), never
+     * across both */
+    unsigned tp_colls = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || !x->n_xfer) continue;
+      plan_xfer e0 = g_array_index(p->xfers, plan_xfer, x->xfer_off);
+      bool tp_coll = e0.src / 2 == e0.dst / 2;
+      if (tp_coll) {
+        tp_colls++;
+        CU_ASSERT(x->api == COMM_ALL_GATHER || x->api == COMM_REDUCE_SCATTER);
+      }
+      for (uint32_t j = 0; j < x->n_xfer; j++) {
+        plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+        if (tp_coll) {
+          CU_ASSERT_EQUAL(e.src / 2, e.dst / 2);
+        } else {
+          CU_ASSERT_EQUAL(e.src % 2, e.dst % 2);
+        }
+      }
+    }
+    CU_ASSERT_EQUAL(tp_colls, 10 * 4);
+    if (s != built) plan_free(s);
+    plan_free(built);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* Whether task `from` is an ancestor of task `to` (through deps). */
+static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
+  memset(seen, 0, p->tasks->len);
+  GArray *stack = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_array_append_val(stack, to);
+  bool found = false;
+  while (stack->len && !found) {
+    uint32_t x = g_array_index(stack, uint32_t, stack->len - 1);
+    g_array_set_size(stack, stack->len - 1);
+    const plan_task *t = plan_task_at(p, x);
+    for (uint32_t d = 0; d < t->n_dep; d++) {
+      uint32_t y = p->deps[t->dep_off + d];
+      if (y == from) found = true;
+      if (!seen[y]) {
+        seen[y] = 1;
+        g_array_append_val(stack, y);
+      }
+    }
+  }
+  g_array_free(stack, TRUE);
+  return found;
+}
+
+/* The seams: on each GPU every task of the attention part that touches it
+ * (its kernels, the groups it sends or receives in: Ulysses' output comes
+ * home by an all-to-all) comes after that GPU's RoPE and before its output
+ * projection. */
+static void test_seams(void) {
+  topology *t = ideal(4);
+  const sched_ops *scheds[] = {&sched_ring, &sched_ulysses, &sched_allgather, &sched_tasp};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++) {
+    workload w = llama8b(4, 1, 16384, PASS_FWD);
+    plan *p = layer_build(scheds[k], &w, t, true, false);
+    g_autofree uint8_t *seen = g_new(uint8_t, p->tasks->len);
+    for (uint32_t g = 0; g < 4; g++) {
+      int64_t rope = -1, proj = -1;
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *x = plan_task_at(p, i);
+        if (x->kind != TASK_COMPUTE || x->gpu != g) continue;
+        if (x->op.kind == OP_ELEMWISE && x->op.elemwise == EW_ROPE) rope = i;
+        if (x->op.kind == OP_GEMM && x->op.gemm_n == 4096 && x->op.gemm_k == 4096 && proj < 0)
+          proj = i;
+      }
+      CU_ASSERT_FATAL(rope >= 0 && proj > rope);
+      unsigned n = 0;
+      for (guint i = (guint)rope + 1; i < (guint)proj; i++) {
+        const plan_task *x = plan_task_at(p, i);
+        bool mine = x->kind == TASK_COMPUTE ? x->gpu == g : false;
+        for (uint32_t j = 0; x->kind == TASK_COMM && j < x->n_xfer; j++) {
+          plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+          mine |= e.src == g || e.dst == g;
+        }
+        if (!mine) continue;
+        n++;
+        CU_ASSERT(reaches(p, (uint32_t)rope, i, seen));
+        CU_ASSERT(reaches(p, i, (uint32_t)proj, seen));
+      }
+      CU_ASSERT(n > 0);
+    }
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* TP collectives per SP rank per layer: forward all-gathers before QKV and
+ * fc1 and reduce-scatters after the output projection and fc2, each of
+ * a shard of T/tp tokens x hidden x 2 bytes per rank, a ring moving
+ * tp (tp - 1) shards in all; backward two reduce-scatters and four
+ * all-gathers (the two outputs' gradients, the two inputs again). */
+static void test_tp_collective_bytes(void) {
+  topology *t = ideal(8);
+  uint32_t tp = 4, sp = 2;
+  for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+    workload w = llama8b(sp, tp, 65536, (pass_kind)pass);
+    w.causal = false;
+    plan *p = layer_build(&sched_ring, &w, t, false, false);
+    double T = 65536.0 / sp, shard = T / tp * 4096 * 2;
+    unsigned ag = 0, rs = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || x->api == COMM_BARRIER) continue;
+      CU_ASSERT(x->api == COMM_ALL_GATHER || x->api == COMM_REDUCE_SCATTER);
+      ag += x->api == COMM_ALL_GATHER;
+      rs += x->api == COMM_REDUCE_SCATTER;
+      double bytes = 0;
+      for (uint32_t j = 0; j < x->n_xfer; j++)
+        bytes += g_array_index(p->xfers, plan_xfer, x->xfer_off + j).bytes;
+      CU_ASSERT_CLOSE(bytes, tp * (tp - 1) * shard, 1e-12);
+    }
+    unsigned want_ag = (pass != PASS_BWD) * 2 + (pass != PASS_FWD) * 4;
+    unsigned want_rs = (pass != PASS_BWD) * 2 + (pass != PASS_FWD) * 2;
+    CU_ASSERT_EQUAL(ag, want_ag * sp);
+    CU_ASSERT_EQUAL(rs, want_rs * sp);
+    plan_free(p);
+  }
+  /* TP 1: no collective at all */
+  workload w = llama8b(2, 1, 65536, PASS_FWDBWD);
+  plan *p = layer_build(&sched_ring, &w, t, false, false);
+  for (guint i = 0; i < p->tasks->len; i++) CU_ASSERT_EQUAL(plan_task_at(p, i)->kind, TASK_COMPUTE);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* Every scheduler's layer plan declares balanced buffers (exec_mem finds
+ * no error), for every pass, at TP 1 and 2; the layer holds more than its
+ * attention alone; a forward keeps what backward reads. */
+static void test_memory(void) {
+  topology *t = ideal(8);
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!((*s)->attention & SCHED_RUNS(ATTN_SOFTMAX)) && (*s)->attention) continue;
+    for (uint32_t tp = 1; tp <= 2; tp++)
+      for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+        workload w = llama8b(4, tp, 32768, (pass_kind)pass);
+        workload a = layer_attention_workload(&w);
+        g_autoptr(GError) e = NULL;
+        if (!sched_check(*s, &a, t, &e)) continue;
+        plan *p = layer_build(*s, &w, t, true, false);
+        exec_opts o = {0};
+        exec_result *r = exec_run(p, t, &o);
+        if (r->mem_errors) fprintf(stderr, "%s tp %u pass %d: %llu\n", (*s)->name, tp, pass,
+                                   (unsigned long long)r->mem_errors);
+        CU_ASSERT_EQUAL(r->mem_errors, 0);
+        plan *alone = (*s)->build(&a, t, false);
+        exec_result *ra = exec_run(alone, t, &o);
+        CU_ASSERT(r->peak_bytes > ra->peak_bytes);
+        exec_result_free(r);
+        exec_result_free(ra);
+        plan_free(alone);
+        plan_free(p);
+      }
+  }
+  /* forward only at TP 1: what it saves is x, two norm outputs, the
+   * residual (4 x T x h), fc1's 2F and SwiGLU's F per token, and the
+   * layer output, all kept, and the layer's weights (an input) */
+  workload w = llama8b(1, 1, 8192, PASS_FWD);
+  plan *p = layer_build(&sched_ring, &w, t, false, false);
+  double kept = 0;
+  for (uint32_t i = 0; i < plan_buf_count(p); i++)
+    if (plan_buf_at(p, i)->keep) kept += plan_buf_at(p, i)->bytes;
+  double params = 4096.0 * 48 * 128 + 32 * 128 * 4096.0 + 3 * 4096.0 * 14336 + 2 * 4096;
+  CU_ASSERT_CLOSE(kept, 8192.0 * 2 * (5 * 4096 + 3 * 14336) + 2 * params, 1e-12);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* sim at scope layer: the columns' figures; at scope attention today's. */
+static void test_sim_columns(void) {
+  scenario_overrides ov = {.topology = "h100x8", .model = "llama3-8b", .sched = "ring",
+                           .seq = "32K", .sp = "2", .pass = "fwdbwd", .scope = "layer",
+                           .tp = "2"};
+  g_autoptr(GError) e = NULL;
+  scenario *s = scenario_load(NULL, &ov, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  exec_opts o = {0};
+  sim_result *r = sim_run_point(s->topo, pt, &o);
+  CU_ASSERT_EQUAL(r->job_gpus, 4);
+  CU_ASSERT_EQUAL(r->r->n_gpus, 4);
+  CU_ASSERT(r->attention_s > 0 && r->attention_s < r->r->step_s);
+  CU_ASSERT_CLOSE(sim_tokens_per_s_per_gpu(r), 32768.0 / (r->r->step_s * 4), 1e-12);
+  CU_ASSERT_CLOSE(sim_mfu(r), r->model_flops / (s->topo->compute.peak_flops * r->r->step_s * 4),
+                  1e-12);
+  CU_ASSERT(sim_mfu(r) > 0.05 && sim_mfu(r) < 1);
+  sim_result_free(r);
+  scenario_free(s);
+  /* scope attention: attention_ms is the step, the job is the SP GPUs */
+  ov.scope = NULL;
+  ov.tp = NULL;
+  s = scenario_load(NULL, &ov, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  r = sim_run_point(s->topo, &g_array_index(s->points, scenario_point, 0), &o);
+  CU_ASSERT_EQUAL(r->job_gpus, 2);
+  CU_ASSERT_EQUAL(r->attention_s, r->r->step_s);
+  sim_result_free(r);
+  scenario_free(s);
+}
+
+/* ---- scope model ---- */
+
+static workload model8b(uint32_t sp, uint32_t tp, uint32_t dp, uint32_t layers, uint64_t seq) {
+  workload w = llama8b(sp, tp, seq, PASS_FWDBWD);
+  w.scope = SCOPE_MODEL;
+  w.dp = dp;
+  w.layers[ATTN_SOFTMAX] = layers;
   return w;
 }
 
-static layer_dims dims(const workload *w) {
-  return (layer_dims){.tokens = (double)w->batch * w->seq_len / w->gpus, .hidden = w->hidden,
-                      .ffn = w->ffn, .heads = w->heads, .kv_heads = w->kv_heads,
-                      .head_dim = w->head_dim, .tp = 1, .elem_bytes = w->elem_bytes};
+static double buf_bytes(const plan *p, const char *name, uint32_t gpu) {
+  double s = 0;
+  for (uint32_t i = 0; i < plan_buf_count(p); i++) {
+    const plan_buf *b = plan_buf_at(p, i);
+    if (!strcmp(b->name, name) && b->gpu == gpu) s += b->bytes;
+  }
+  return s;
 }
 
-/* Per GPU, the order of a layer's tasks: the ops before the attention
- * (norm, QKV, RoPE) end before any of the GPU's attention tasks starts,
- * the ops after it start after its forward attention tasks end, and the
- * backward's in reverse; every task of the attention plan is in the layer
- * once, marked, with its dependencies; its buffers come along. */
-static void check_layer(const sched_ops *s, uint32_t n, bool causal, pass_kind pass) {
-  topology *t = switch_topo(n);
-  workload w = small(n, 4 * 2 * n * (uint64_t)(n > 1 ? n - 1 : 1), causal, pass);
-  if (!s->check(&w, t, NULL) || !sched_check_attention(s, &w, NULL)) {
-    topo_free(t);
-    return;
+/* Model FLOPs of the step: every layer's (as above) and the LM head's
+ * 2·T·hidden·vocab, three times forward; DP replicas each add theirs,
+ * TP and SP splits none. */
+static void test_model_step_flops(void) {
+  topology *t = ideal(8);
+  double S = 16384, h = 4096, D = 128, F = 14336, V = 128256;
+  double gemm = 2 * S * h * (32 + 16) * D + 2 * S * 32 * D * h + 2 * S * h * 2 * F + 2 * S * F * h;
+  double attn = 4.0 * 32 * D * S * S / 2, head = 2 * S * h * V;
+  uint32_t splits[][3] = {{1, 1, 1}, {2, 2, 1}, {1, 2, 2}, {2, 2, 2}};
+  for (size_t i = 0; i < G_N_ELEMENTS(splits); i++) {
+    workload w = model8b(splits[i][1], splits[i][0], splits[i][2], 3, (uint64_t)S);
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    CU_ASSERT_CLOSE(layer_model_flops(p), splits[i][2] * 3 * (3 * (gemm + attn) + head), 1e-9);
+    plan_free(p);
   }
-  plan *a = s->build(&w, t, false), *q = layer_build(s, &w, t, false);
-  uint32_t marked[3] = {0}, ops = 0;
-  for (guint i = 0; i < q->tasks->len; i++) {
-    const plan_task *k = plan_task_at(q, i);
-    marked[k->region]++;
-    ops += k->region == 0 && k->kind == TASK_COMPUTE;
-  }
-  /* every attention task once (joins between streams out of step aside) */
-  CU_ASSERT(marked[1] + marked[2] == a->tasks->len);
-  CU_ASSERT_EQUAL(marked[2] > 0, pass != PASS_FWD);
-  CU_ASSERT_EQUAL(marked[1] > 0, pass != PASS_BWD);
-  uint32_t per_pass = 3 + 7; /* 3 ops before the attention, 7 after */
-  uint32_t passes = pass == PASS_FWDBWD ? 2 : 1;
-  CU_ASSERT(ops >= per_pass * passes && ops <= per_pass * passes * n);
-  CU_ASSERT_EQUAL(plan_buf_count(q), plan_buf_count(a));
-  CU_ASSERT_EQUAL(plan_buf_use_count(q), plan_buf_use_count(a));
-  exec_opts o = {.keep_trace = true};
-  exec_result *r = exec_run(q, t, &o), *ra = exec_run(a, t, &o);
-  /* per GPU and region: first start, last end of the attention's spans;
-   * the layer ops' spans against them */
-  for (uint32_t g = 0; g < n; g++) {
-    double t0[3] = {INFINITY, INFINITY, INFINITY}, t1[3] = {-1, -1, -1};
-    for (guint i = 0; i < r->spans->len; i++) {
-      const exec_span *sp = &g_array_index(r->spans, exec_span, i);
-      if (sp->comm || sp->gpu != g || !sp->region) continue;
-      uint32_t k = sp->region;
-      t0[k] = fmin(t0[k], sp->t0_s);
-      t1[k] = fmax(t1[k], sp->t1_s);
-    }
-    for (guint i = 0; i < r->spans->len; i++) {
-      const exec_span *sp = &g_array_index(r->spans, exec_span, i);
-      if (sp->comm || sp->gpu != g || sp->region) continue;
-      bool before_fwd = sp->t1_s <= t0[1] + 1e-12, after_fwd = sp->t0_s >= t1[1] - 1e-12;
-      bool before_bwd = sp->t1_s <= t0[2] + 1e-12, after_bwd = sp->t0_s >= t1[2] - 1e-12;
-      if (pass == PASS_FWD) CU_ASSERT(before_fwd || after_fwd);
-      if (pass == PASS_BWD) CU_ASSERT(before_bwd || after_bwd);
-      if (pass == PASS_FWDBWD) CU_ASSERT(before_fwd || (after_fwd && before_bwd) || after_bwd);
-    }
-  }
-  /* the attention part's time: some of the layer's, no more */
-  CU_ASSERT(r->region_s > 0 && r->region_s < r->step_s);
-  CU_ASSERT(r->step_s > ra->step_s);
-  CU_ASSERT_EQUAL(ra->region_s, 0);
-  exec_result_free(r);
-  exec_result_free(ra);
-  plan_free(a);
-  plan_free(q);
   topo_free(t);
 }
 
-static void t_every_scheduler_layer(void) {
+/* On one GPU (no gradient group, nothing to wait for) the step is the
+ * sum of its kernels: every layer, the ends and the optimizer. */
+static void test_model_sum_of_parts(void) {
+  topology *t = ideal(1);
+  for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2) {
+    workload w = model8b(1, 1, 1, 3, 8192);
+    w.recompute = (recompute_kind)rc;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, sum_parts(p, t, 0, false), 1e-9);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* The gradient reduction: one bucket per layer and one for the ends, per
+ * TP rank, over the SP x DP GPUs holding its weights; ZeRO 0 all-reduces
+ * (a ring moves 2(n-1)/n of the bytes per rank), ZeRO 1-2 reduce-scatter
+ * and all-gather the bf16 weights after the optimizer; ZeRO 3 gathers
+ * each layer's weights before its forward and its backward. */
+static void test_grad_reduction(void) {
+  topology *t = ideal(8);
+  uint32_t tp = 2, sp = 2, dp = 2, L = 3, n = sp * dp;
+  layer_dims d = layer_dims_of(&(workload){.gpus = sp, .seq_len = 16384, .batch = 1,
+                                           .heads = 32, .kv_heads = 8, .head_dim = 128,
+                                           .hidden = 4096, .ffn = 14336, .tp = tp,
+                                           .elem_bytes = 2});
+  double lp = compute_layer_params(&d), op = 2.0 * 128256 / tp * 4096 + 4096;
+  for (uint32_t zero = 0; zero <= 3; zero++) {
+    workload w = model8b(sp, tp, dp, L, 16384);
+    w.zero = zero;
+    plan *p = layer_build(&sched_ring, &w, t, false, false);
+    unsigned ar = 0, rs = 0, ag = 0;
+    double ar_b = 0, rs_b = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || !x->n_xfer) continue;
+      plan_xfer e0 = g_array_index(p->xfers, plan_xfer, x->xfer_off);
+      if (e0.src / tp == e0.dst / tp) continue; /* a TP collective */
+      double bytes = 0;
+      for (uint32_t j = 0; j < x->n_xfer; j++) {
+        plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+        CU_ASSERT_EQUAL(e.src % tp, e0.src % tp); /* one TP rank's group */
+        bytes += e.bytes;
+      }
+      if (x->api == COMM_ALL_REDUCE) ar++, ar_b += bytes;
+      if (x->api == COMM_REDUCE_SCATTER) rs++, rs_b += bytes;
+      if (x->api == COMM_ALL_GATHER) ag++;
+    }
+    double grads = 4.0 * (L * lp + op) * tp; /* every TP rank's bucket */
+    if (zero == 0) {
+      CU_ASSERT_EQUAL(ar, (L + 1) * tp);
+      CU_ASSERT_CLOSE(ar_b, 2.0 * (n - 1) * grads, 1e-9);
+      CU_ASSERT_EQUAL(rs + ag, 0);
+    } else {
+      CU_ASSERT_EQUAL(ar, 0);
+      CU_ASSERT_EQUAL(rs, (L + 1) * tp);
+      CU_ASSERT_CLOSE(rs_b, 1.0 * (n - 1) * grads, 1e-9);
+      CU_ASSERT_EQUAL(ag, zero == 3 ? 2 * L * tp : tp);
+    }
+    /* the optimizer states of a GPU: 12 bytes a parameter it owns */
+    CU_ASSERT_CLOSE(buf_bytes(p, "optimizer_states", 0), 12.0 * (L * lp + op) / (zero ? n : 1),
+                    1e-12);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* Memory falls with each ZeRO stage and with full recomputation, whose
+ * step is longer; every plan's buffers balance; the gradient reduction
+ * overlaps the backward (the first bucket's all-reduce starts before the
+ * last backward GEMM ends). */
+static void test_model_memory_overlap(void) {
+  topology *t = ideal(8);
+  double last = INFINITY;
+  for (uint32_t zero = 0; zero <= 3; zero++) {
+    workload w = model8b(2, 2, 2, 3, 16384);
+    w.zero = zero;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    exec_opts o = {.keep_trace = zero == 0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    CU_ASSERT(r->peak_bytes < last);
+    last = r->peak_bytes;
+    if (zero == 0) {
+      double first_ar = INFINITY, last_gemm_end = 0;
+      for (guint i = 0; i < r->spans->len; i++) {
+        const exec_span *sp = &g_array_index(r->spans, exec_span, i);
+        if (sp->comm && sp->kind == COMM_ALL_REDUCE && sp->t0_s < first_ar) first_ar = sp->t0_s;
+        if (!sp->comm && sp->kind == OP_GEMM && sp->backward && sp->t1_s > last_gemm_end)
+          last_gemm_end = sp->t1_s;
+      }
+      CU_ASSERT(first_ar < last_gemm_end);
+    }
+    exec_result_free(r);
+    plan_free(p);
+  }
+  workload w = model8b(2, 2, 1, 3, 16384);
+  exec_opts o = {0};
+  plan *p0 = layer_build(&sched_ulysses, &w, t, true, false);
+  w.recompute = RECOMPUTE_FULL;
+  plan *p1 = layer_build(&sched_ulysses, &w, t, true, false);
+  exec_result *r0 = exec_run(p0, t, &o), *r1 = exec_run(p1, t, &o);
+  CU_ASSERT_EQUAL(r1->mem_errors, 0);
+  CU_ASSERT(r1->peak_bytes < r0->peak_bytes);
+  CU_ASSERT(r1->step_s > r0->step_s);
+  CU_ASSERT(layer_model_flops(p1) > layer_model_flops(p0));
+  exec_result_free(r0);
+  exec_result_free(r1);
+  plan_free(p0);
+  plan_free(p1);
+  topo_free(t);
+}
+
+/* The scheduler's tensors belong to the layer in a chain: with full
+ * recomputation no layer's attention output or gradients outlive its
+ * layer (at the peak at most one layer's are live), without it each
+ * layer's output is saved once. */
+static void test_model_owns_attention_buffers(void) {
+  topology *t = ideal(2);
+  for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2) {
+    workload w = model8b(2, 1, 1, 4, 16384);
+    w.recompute = (recompute_kind)rc;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    uint32_t outs = 0, grads = 0;
+    for (guint i = 0; i < r->peak_live->len; i++) {
+      const exec_mem_live *x = &g_array_index(r->peak_live, exec_mem_live, i);
+      if (x->gpu != r->peak_gpu) continue;
+      if (!strcmp(x->name, "out")) outs += x->count;
+      if (!strcmp(x->name, "dq")) grads += x->count;
+    }
+    CU_ASSERT(outs <= (rc == RECOMPUTE_FULL ? 1u : 4u));
+    CU_ASSERT(grads <= 1);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
+/* The memory budget's counts (budget.c) cover the layer and model
+ * scopes' plans: never fewer tasks or transfers than they have. */
+static void test_budget_covers(void) {
+  topology *t = ideal(8);
+  const sched_ops *scheds[] = {&sched_ring, &sched_tasp, &sched_ulysses, &sched_tokenring};
+  for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+    for (int scope = SCOPE_LAYER; scope <= SCOPE_MODEL; scope++) {
+      workload w = model8b(4, 2, 1, 3, 32768);
+      w.scope = (scope_kind)scope;
+      w.recompute = scope == SCOPE_MODEL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+      scenario_point pt = {w, scheds[k], false, NULL};
+      budget_counts c;
+      CU_ASSERT_FATAL(budget_counts_of(&pt, &c));
+      plan *p = layer_build(scheds[k], &w, t, true, false);
+      CU_ASSERT(c.tasks >= p->tasks->len);
+      CU_ASSERT(c.xfers >= p->xfers->len);
+      CU_ASSERT(layer_tasks_estimate(&w) >= p->tasks->len);
+      plan_free(p);
+    }
+  topo_free(t);
+}
+
+/* Every scheduler's step, every pass, ZeRO stage and recomputation (a
+ * hybrid model for the linear ones): balanced buffers, model FLOPs that
+ * do not depend on the ZeRO stage or recomputation. */
+static void test_model_every_scheduler(void) {
+  topology *t = ideal(8);
+  unsigned ran = 0;
   for (const sched_ops *const *s = sched_all(); *s; s++)
-    for (int c = 0; c < 2; c++)
-      for (pass_kind ps = PASS_FWD; ps <= PASS_FWDBWD; ps++) {
-        check_layer(*s, 2, c, ps);
-        check_layer(*s, 4, c, ps);
-      }
-}
-
-/* FLOPs of the layer's ops against closed forms: per pass, the GEMMs
- * 2·T·hidden·(H + 2·KVH)·D (QKV), 2·T·H·D·hidden (out projection),
- * 2·T·hidden·2·FFN (FC1), 2·T·FFN·hidden (FC2), twice that backward (dgrad
- * and wgrad); element-wise ops none.  The layer's FLOPs are the
- * attention's plus those. */
-static void t_layer_flops(void) {
-  topology *t = switch_topo(4);
-  for (pass_kind ps = PASS_FWD; ps <= PASS_FWDBWD; ps++) {
-    workload w = small(4, 4096, true, ps);
-    plan *a = sched_ring.build(&w, t, false), *q = layer_build(&sched_ring, &w, t, false);
-    exec_opts o = {0};
-    exec_result *r = exec_run(q, t, &o), *ra = exec_run(a, t, &o);
-    double T = 1024, h = 128, H = 8, KV = 2, D = 16, f = 352;
-    double fwd = 2 * T * (h * (H + 2 * KV) * D + H * D * h + h * 2 * f + f * h);
-    double want = (ps != PASS_BWD ? fwd : 0) + (ps != PASS_FWD ? 2 * fwd : 0);
-    CU_ASSERT_CLOSE(r->flops - ra->flops, want * 4, 1e-12); /* 4 GPUs */
-    layer_dims d = dims(&w);
-    plan_op rms = compute_layer_op(&d, LAYER_NORM_ATTN, false);
-    CU_ASSERT_EQUAL(compute_op_flops(&rms), 0);
-    exec_result_free(r);
-    exec_result_free(ra);
-    plan_free(a);
-    plan_free(q);
-  }
+    for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+      double flops = -1;
+      for (uint32_t zero = 0; zero <= 3; zero += 3)
+        for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2) {
+          workload w = model8b(2, 2, 2, 2, 16384);
+          w.pass = (pass_kind)pass;
+          w.zero = zero;
+          w.recompute = (recompute_kind)rc;
+          if ((*s)->attention & SCHED_RUNS(ATTN_LINEAR)) {
+            /* hybrid where it runs both kinds, else all linear */
+            w.layers[ATTN_SOFTMAX] = (*s)->attention & SCHED_RUNS(ATTN_SOFTMAX) ? 1 : 0;
+            w.layers[ATTN_LINEAR] = 3;
+            w.attention = ATTN_LINEAR;
+            w.heads = w.kv_heads = 16;
+          }
+          g_autoptr(GError) e = NULL;
+          workload a = layer_attention_workload(&w);
+          if (!sched_check(*s, &a, t, &e)) continue;
+          ran++;
+          plan *p = layer_build(*s, &w, t, true, false);
+          exec_opts o = {0};
+          exec_result *r = exec_run(p, t, &o);
+          if (r->mem_errors)
+            fprintf(stderr, "%s pass %d zero %u rc %d: %llu\n", (*s)->name, pass, zero, rc,
+                    (unsigned long long)r->mem_errors);
+          CU_ASSERT_EQUAL(r->mem_errors, 0);
+          CU_ASSERT(r->step_s > 0);
+          if (rc == RECOMPUTE_NONE) {
+            if (flops < 0) flops = layer_model_flops(p);
+            CU_ASSERT_CLOSE(layer_model_flops(p), flops, 1e-12);
+          }
+          exec_result_free(r);
+          plan_free(p);
+        }
+    }
+  /* every scheduler ran (a linear one on the hybrid model) */
+  unsigned n = 0;
+  for (const sched_ops *const *s = sched_all(); *s; s++) n++;
+  CU_ASSERT_EQUAL(ran, n * 3 * 4);
   topo_free(t);
 }
 
-/* On one GPU, with no host costs, the layer's time is the sum of its
- * parts: each op's price alone plus the attention's own time. */
-static void t_layer_sum_of_parts(void) {
-  topology *t = switch_topo(1);
-  t->compute.host_s = t->compute.bwd_host_s = t->compute.copy_host_s = 0;
-  t->compute.merge_host_s = 0;
-  memset(t->compute.lin_host_s, 0, sizeof t->compute.lin_host_s);
-  t->launch_s = t->p2p_launch_s = t->p2p_host_s = t->p2p_op_host_s = 0;
-  for (pass_kind ps = PASS_FWD; ps <= PASS_FWDBWD; ps++) {
-    workload w = small(1, 8192, true, ps);
-    plan *a = sched_ring.build(&w, t, false), *q = layer_build(&sched_ring, &w, t, false);
-    exec_opts o = {0};
-    exec_result *r = exec_run(q, t, &o), *ra = exec_run(a, t, &o);
-    layer_dims d = dims(&w);
-    double parts = ra->step_s;
-    for (int b = 0; b < 2; b++) {
-      if ((b && ps == PASS_FWD) || (!b && ps == PASS_BWD)) continue;
-      for (layer_op k = 0; k < LAYER_OPS; k++) {
-        plan_op op = compute_layer_op(&d, k, b);
-        parts += compute_op_s(&t->compute, &op);
-      }
+/* The scheduler's view of the topology: TP rank 0's GPUs, their node
+ * blocks and direct links; the topology itself at TP 1. */
+static void test_view(void) {
+  scenario_overrides ov = {.topology = "h100x8x4", .model = "llama3-70b", .sched = "usp",
+                           .seq = "256K", .sp = "4", .pass = "fwd", .scope = "layer",
+                           .tp = "8"};
+  g_autoptr(GError) e = NULL;
+  scenario *s = scenario_load(NULL, &ov, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const topology *t = s->topo;
+  for (uint32_t tp = 1; tp <= 8; tp *= 2) {
+    workload w = g_array_index(s->points, scenario_point, 0).w;
+    w.tp = tp;
+    layer_view v;
+    layer_view_init(&v, &w, t);
+    if (tp == 1) {
+      CU_ASSERT_PTR_EQUAL(v.t.direct, t->direct);
+      CU_ASSERT_EQUAL(v.t.gpus_per_node, 8);
+    } else {
+      CU_ASSERT_EQUAL(v.t.n_gpus, 32 / tp);
+      CU_ASSERT_EQUAL(v.t.gpus_per_node, 8 / tp);
+      for (uint32_t i = 0; i < v.t.n_gpus; i++)
+        for (uint32_t j = 0; j < v.t.n_gpus; j++)
+          CU_ASSERT_EQUAL(v.t.direct[i * v.t.n_gpus + j], t->direct[i * tp * 32 + j * tp]);
     }
-    CU_ASSERT_CLOSE(r->step_s, parts, 1e-9);
-    CU_ASSERT_CLOSE(r->region_s, ra->step_s, 1e-9);
+    layer_view_clear(&v);
+  }
+  /* USP at TP 8 x SP 4: one SP rank a node, so no Ulysses inside one */
+  const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  exec_opts o = {0};
+  sim_result *r = sim_run_point(t, pt, &o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->note);
+  CU_ASSERT(strstr(r->note, "Ulysses degree 1 x ring degree 4") != NULL);
+  sim_result_free(r);
+  scenario_free(s);
+}
+
+/* Gradient accumulation: M micro-batches are M times the model FLOPs,
+ * one gradient reduction and one optimizer step, and the peak of one. */
+static void test_micro_batches(void) {
+  topology *t = ideal(8);
+  double flops1 = 0, peak1 = 0;
+  unsigned colls1 = 0;
+  for (uint32_t m = 1; m <= 3; m += 2) {
+    workload w = model8b(2, 2, 2, 2, 16384);
+    w.zero = 1;
+    w.micro_batches = m;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    unsigned colls = 0, opt = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind == TASK_COMM && x->n_xfer) {
+        plan_xfer e0 = g_array_index(p->xfers, plan_xfer, x->xfer_off);
+        /* the gradient reduce-scatters (a TP group is GPUs 2k, 2k + 1) */
+        colls += x->api == COMM_REDUCE_SCATTER && e0.src / 2 != e0.dst / 2;
+      }
+      opt += x->kind == TASK_COMPUTE && x->op.kind == OP_ELEMWISE &&
+             x->op.elemwise == EW_OPTIMIZER;
+    }
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    CU_ASSERT_EQUAL(opt, 8); /* one per GPU */
+    if (m == 1) {
+      flops1 = layer_model_flops(p);
+      peak1 = r->peak_bytes;
+      colls1 = colls;
+      CU_ASSERT(colls > 0);
+    } else {
+      CU_ASSERT_CLOSE(layer_model_flops(p), m * flops1, 1e-12);
+      CU_ASSERT_EQUAL(colls, colls1);
+      CU_ASSERT_CLOSE(r->peak_bytes, peak1, 1e-9);
+    }
     exec_result_free(r);
-    exec_result_free(ra);
-    plan_free(a);
-    plan_free(q);
+    plan_free(p);
   }
   topo_free(t);
 }
 
 int main(void) {
-  static const test_case cases[] = {TEST(t_every_scheduler_layer), TEST(t_layer_flops),
-                                    TEST(t_layer_sum_of_parts), {NULL, NULL}};
+  const test_case cases[] = {TEST(test_op_flops),        TEST(test_model_flops),
+                             TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
+                             TEST(test_tp_ranks_exact),  TEST(test_tp_collective_bytes),
+                             TEST(test_memory),          TEST(test_sim_columns),
+                             TEST(test_seams),           TEST(test_model_step_flops),
+                             TEST(test_model_sum_of_parts), TEST(test_grad_reduction),
+                             TEST(test_model_memory_overlap),
+                             TEST(test_model_owns_attention_buffers),
+                             TEST(test_budget_covers),   TEST(test_model_every_scheduler),
+                             TEST(test_view),            TEST(test_micro_batches),
+                             {NULL, NULL}};
   return test_run("layer", cases);
 }
