@@ -790,8 +790,6 @@ static double copy_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
   return bytes > 0 ? m->copy_fixed_s + bytes / m->copy_Bps : 0;
 }
 
-bool compute_op_holds_sms(const plan_op *op) { return op->kind == OP_ATTN; }
-
 double compute_mixed_bytes(const compute_model *m, double bytes) {
   return m->copy_mixed_Bps > 0 ? bytes * m->copy_Bps / m->copy_mixed_Bps : bytes;
 }

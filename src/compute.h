@@ -218,14 +218,6 @@ double compute_op_host_s(const compute_model *m, const plan_op *op);
  * to the end of its last kernel, launch gaps included; else 0.  A task
  * whose GPU was idle when its issue began ends then (exec). */
 double compute_op_alone_s(const compute_model *m, const plan_op *op);
-/* Whether the task's kernels hold every SM while they run: a
- * flash-attention kernel does (on H200 a transfer beside it makes no
- * progress: calibration/h200x4-tool, passes with and without communication
- * differ by the whole transfer time); linear-attention kernels and copies
- * leave SMs free (calibration/h200x2-linear: the KV hop overlaps them).
- * Where the topology's kernel_blocks_comm holds, exec makes a group wait
- * for such kernels it overlaps (plan_overlap). */
-bool compute_op_holds_sms(const plan_op *op);
 /* The bytes of a same-dtype copy that take as long as an add of two dtypes
  * moving `bytes` (copy_Bps / copy_mixed_Bps times them). */
 double compute_mixed_bytes(const compute_model *m, double bytes);

@@ -117,20 +117,17 @@ static void build_successors(exec_state *s) {
   gr->succ_off = g_new0(uint32_t, n + 1);
   for (guint i = 0; i < n; i++) {
     const plan_task *t = plan_task_at(p, i);
-    gr->waiting[i] = 0;
-    for (uint32_t d = 0; d < t->n_dep; d++)
-      if (exec_dep_kept(s, t, d)) {
-        gr->waiting[i]++;
-        gr->succ_off[p->deps[t->dep_off + d] + 1]++;
-      }
+    uint32_t nd = exec_deps_kept(s, t);
+    gr->waiting[i] = nd;
+    for (uint32_t d = 0; d < nd; d++) gr->succ_off[p->deps[t->dep_off + d] + 1]++;
   }
   for (guint i = 0; i < n; i++) gr->succ_off[i + 1] += gr->succ_off[i];
   g_autofree uint32_t *fill = g_new0(uint32_t, n);
   gr->succ = g_new(uint32_t, gr->succ_off[n] + 1);
   for (guint i = 0; i < n; i++) {
     const plan_task *t = plan_task_at(p, i);
-    for (uint32_t d = 0; d < t->n_dep; d++) {
-      if (!exec_dep_kept(s, t, d)) continue;
+    uint32_t nd = exec_deps_kept(s, t);
+    for (uint32_t d = 0; d < nd; d++) {
       uint32_t from = p->deps[t->dep_off + d];
       gr->succ[gr->succ_off[from] + fill[from]++] = i;
     }

@@ -96,16 +96,10 @@ static inline void exec_task_gpus(const exec_state *s, const plan_task *t, uint3
 static inline bool exec_skipped(const exec_opts *o, const plan_task *t) {
   return o->no_comm && t->on_arrival;
 }
-/* Whether task t waits for its i-th predecessor: a group of a run `alone`
- * waits for none (the program without its communication calls has nothing
- * to wait on); an overlap edge (plan_overlap) holds only where the
- * topology's kernel_blocks_comm says a transfer makes no progress beside a
- * kernel that holds every SM, and only for such a kernel. */
-static inline bool exec_dep_kept(const exec_state *s, const plan_task *t, uint32_t i) {
-  if (s->opts.alone && t->kind == TASK_COMM) return false;
-  if (i < t->n_dep - t->n_held) return true;
-  const plan_task *k = plan_task_at(s->p, s->p->deps[t->dep_off + i]);
-  return s->t->kernel_blocks_comm && k->kind == TASK_COMPUTE && compute_op_holds_sms(&k->op);
+/* Predecessors task t waits for: none for a group of a run `alone` (the
+ * program without its communication calls has nothing to wait on). */
+static inline uint32_t exec_deps_kept(const exec_state *s, const plan_task *t) {
+  return s->opts.alone && t->kind == TASK_COMM ? 0 : t->n_dep;
 }
 /* A span of the trace, from t0 to now (with keep_trace). */
 void exec_span_add(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0);

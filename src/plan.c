@@ -14,7 +14,6 @@ plan *plan_new(uint32_t n_gpus, bool record_segs) {
   p->segs = g_array_new(FALSE, FALSE, sizeof(plan_seg));
   p->dep_from = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   p->dep_to = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  p->dep_held = g_array_new(FALSE, FALSE, sizeof(uint8_t));
   p->last_compute = g_new(int64_t, n_gpus);
   p->last_coll = g_new(int64_t, n_gpus);
   for (uint32_t g = 0; g < n_gpus; g++) p->last_compute[g] = p->last_coll[g] = -1;
@@ -37,7 +36,6 @@ void plan_free(plan *p) {
   g_array_free(p->segs, TRUE);
   g_array_free(p->dep_from, TRUE);
   g_array_free(p->dep_to, TRUE);
-  g_array_free(p->dep_held, TRUE);
   g_free(p->deps);
   g_free(p->last_compute);
   g_free(p->last_coll);
@@ -302,33 +300,26 @@ uint32_t plan_barrier(plan *p, uint32_t step, int64_t after) {
   return b;
 }
 
-static void add_dep(plan *p, uint32_t before, uint32_t after, bool held) {
+void plan_dep(plan *p, uint32_t before, uint32_t after) {
   g_assert(before < after);
   /* a lockstep task waits on other lockstep tasks and on groups only: a
    * task of one GPU would hold back the copies of all */
   const plan_task *a = plan_task_at(p, after), *b = plan_task_at(p, before);
   g_assert(a->kind != TASK_COMPUTE || a->gpu != PLAN_ALL || b->kind == TASK_COMM ||
            b->gpu == PLAN_ALL);
-  uint8_t h = held;
   g_array_append_val(p->dep_from, before);
   g_array_append_val(p->dep_to, after);
-  g_array_append_val(p->dep_held, h);
 }
-
-void plan_dep(plan *p, uint32_t before, uint32_t after) { add_dep(p, before, after, false); }
 
 void plan_dep_all(plan *p, const GArray *ids, uint32_t after) {
   for (guint i = 0; i < ids->len; i++) plan_dep(p, g_array_index(ids, uint32_t, i), after);
 }
 
-void plan_dep_overlap(plan *p, uint32_t kernel, uint32_t comm) { add_dep(p, kernel, comm, true); }
-
-void plan_overlap(plan *p, const GArray *ids, uint32_t comm) {
-  g_assert(plan_task_at(p, comm)->kind == TASK_COMM);
+void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm) {
   uint32_t first = comm;
   for (guint i = 0; i < ids->len; i++) {
     uint32_t id = g_array_index(ids, uint32_t, i);
-    add_dep(p, id, comm, true);
+    if (plan_task_at(p, id)->op.kind == OP_ATTN) plan_dep(p, id, comm);
     if (id < first) first = id;
   }
   if (first < comm) plan_issue_at(p, comm, first);
@@ -336,14 +327,8 @@ void plan_overlap(plan *p, const GArray *ids, uint32_t comm) {
 
 void plan_finish(plan *p) {
   guint n = p->tasks->len, m = p->dep_to->len;
-  const uint32_t *to = (const uint32_t *)p->dep_to->data, *from = (const uint32_t *)p->dep_from->data;
-  const uint8_t *held = (const uint8_t *)p->dep_held->data;
-  for (guint i = 0; i < n; i++) plan_task_at(p, i)->n_dep = plan_task_at(p, i)->n_held = 0;
-  for (guint e = 0; e < m; e++) {
-    plan_task *t = plan_task_at(p, to[e]);
-    t->n_dep++;
-    t->n_held += held[e];
-  }
+  for (guint i = 0; i < n; i++) plan_task_at(p, i)->n_dep = 0;
+  for (guint e = 0; e < m; e++) plan_task_at(p, g_array_index(p->dep_to, uint32_t, e))->n_dep++;
   uint32_t off = 0;
   for (guint i = 0; i < n; i++) {
     plan_task *t = plan_task_at(p, i);
@@ -351,14 +336,11 @@ void plan_finish(plan *p) {
     off += t->n_dep;
     t->n_dep = 0;
   }
-  /* a task's ordinary predecessors first, its overlap edges last */
   p->deps = g_new(uint32_t, m + 1);
-  for (int pass = 0; pass < 2; pass++)
-    for (guint e = 0; e < m; e++)
-      if (held[e] == pass) {
-        plan_task *t = plan_task_at(p, to[e]);
-        p->deps[t->dep_off + t->n_dep++] = from[e];
-      }
+  for (guint e = 0; e < m; e++) {
+    plan_task *t = plan_task_at(p, g_array_index(p->dep_to, uint32_t, e));
+    p->deps[t->dep_off + t->n_dep++] = g_array_index(p->dep_from, uint32_t, e);
+  }
 }
 
 /* The copy of old task d that a task of GPU g (PLAN_ALL: a group, which
@@ -368,13 +350,12 @@ static void expand_deps(plan *q, const plan *p, const uint32_t *first, uint32_t 
   const plan_task *t = plan_task_at(p, old);
   for (uint32_t i = 0; i < t->n_dep; i++) {
     uint32_t d = p->deps[t->dep_off + i];
-    bool held = i >= t->n_dep - t->n_held;
     const plan_task *dt = plan_task_at(p, d);
     bool lock = dt->kind == TASK_COMPUTE && dt->gpu == PLAN_ALL;
-    if (!lock) add_dep(q, first[d], id, held);
-    else if (gpu != PLAN_ALL) add_dep(q, first[d] + gpu, id, held);
+    if (!lock) plan_dep(q, first[d], id);
+    else if (gpu != PLAN_ALL) plan_dep(q, first[d] + gpu, id);
     else
-      for (uint32_t g = 0; g < p->n_gpus; g++) add_dep(q, first[d] + g, id, held);
+      for (uint32_t g = 0; g < p->n_gpus; g++) plan_dep(q, first[d] + g, id);
   }
 }
 

@@ -125,14 +125,10 @@ typedef struct {
   uint32_t step;       /* scheduler step, for traces */
   plan_op op;          /* compute tasks */
   comm_api api;                   /* comm */
-  bool grads : 1;                 /* comm: moves gradients (traces) */
-  bool on_arrival : 1;            /* compute: adds in what a transfer brought;
+  bool grads;                     /* comm: moves gradients (traces) */
+  bool on_arrival;                /* compute: adds in what a transfer brought;
                                      a run without communication has nothing
                                      to add and skips it (exec no_comm) */
-  uint32_t n_held : 30;           /* comm: the last n_held of its n_dep
-                                     predecessors are kernels it overlaps
-                                     (plan_overlap): exec keeps those edges
-                                     only where the hardware says so */
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
@@ -150,7 +146,6 @@ typedef struct {
   GArray *xfers;  /* plan_xfer */
   GArray *segs;   /* plan_seg */
   GArray *dep_from, *dep_to; /* uint32 edge lists while building */
-  GArray *dep_held;          /* uint8 per edge: an overlap edge (plan_overlap) */
   uint32_t *deps; /* predecessors grouped by task, after plan_finish */
   int64_t *last_compute; /* last compute task per GPU, -1 none */
   int64_t *last_coll;    /* last collective group per GPU (its NCCL stream), -1 none */
@@ -257,19 +252,13 @@ uint32_t plan_barrier(plan *p, uint32_t step, int64_t after);
 void plan_dep(plan *p, uint32_t before, uint32_t after);
 /* `after` waits for every task in ids. */
 void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
-/* Group `comm` runs alongside the compute tasks in ids (a step's exchange
- * beside the step's kernels: double buffering), which were added before it
- * but which the program issues after it: the host is charged for the group
- * at the first of them (plan_issue_at).  Whether the group can make
- * progress while they run is the hardware's rule, not the scheduler's:
- * the edges from ids to comm are recorded as overlap edges (the group's
- * last n_held predecessors), which exec keeps only for the kernels that
- * hold every SM where the topology's kernel_blocks_comm says a transfer
- * gets none beside them (exec_dep_kept, compute_op_holds_sms). */
-void plan_overlap(plan *p, const GArray *ids, uint32_t comm);
-/* One such overlap edge, from compute task `kernel` to group `comm` (for
- * code that copies a plan: plan_append). */
-void plan_dep_overlap(plan *p, uint32_t kernel, uint32_t comm);
+/* Where the topology's kernel_blocks_comm holds: group `comm` waits for
+ * the flash-attention kernels among ids, which hold every SM (measured on
+ * H200); other kernels (linear attention, copies) leave SMs free.  The
+ * program issues the group before all of ids (a step's exchange comes
+ * first): the host is charged for it at the first of them
+ * (plan_issue_at). */
+void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm);
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
 /* The finished plan p stands for, with every lockstep task one task per

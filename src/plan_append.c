@@ -123,7 +123,7 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     uint32_t id = dst->tasks->len;
     a->id[i] = id;
     plan_task c = t;
-    c.dep_off = c.n_dep = c.n_held = 0;
+    c.dep_off = c.n_dep = 0;
     if (t.kind == TASK_COMPUTE) c.gpu = a->gpus[t.gpu];
     if (t.host_at != PLAN_IN_PLACE) {
       g_assert(a->id[t.host_at] != UINT32_MAX);
@@ -151,10 +151,7 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     for (uint32_t d = 0; d < st->n_dep; d++) {
       uint32_t from_id = src->deps[st->dep_off + d];
       g_assert(a->id[from_id] != UINT32_MAX);
-      /* an overlap edge stays one: exec keeps it only where the hardware
-       * says so (plan_overlap) */
-      if (d >= st->n_dep - st->n_held) plan_dep_overlap(dst, a->id[from_id], id);
-      else plan_dep(dst, a->id[from_id], id);
+      plan_dep(dst, a->id[from_id], id);
       if (from_id < from) continue;
       inner = true;
       uint32_t k2 = task_gpus(src, plan_task_at(src, from_id), mark, touch2);

@@ -843,7 +843,7 @@ static void t_call_alone(void) {
   topo_free(t);
 }
 
-/* plan_issue_at (through plan_overlap): a group placed after a
+/* plan_issue_at (through plan_dep_blocking): a group placed after a
  * kernel in the plan but issued by the host before it costs the host first, so the kernel is issued after
  * the group's host cost; plan_expand keeps the place, as the expanded
  * task. */
@@ -859,10 +859,10 @@ static void t_issue_at(void) {
     plan_xfer_add(p, g, 0, 1, 1e3);
     plan_issue(p, g, NULL, -1, false);
     plan_dep(p, k, g);
-    if (early) { /* as a group overlapping kernels is placed */
+    if (early) { /* as a group waiting for blocking kernels is placed */
       g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
       g_array_append_val(ids, k);
-      plan_overlap(p, ids, g);
+      plan_dep_blocking(p, ids, g);
       CU_ASSERT_EQUAL(plan_task_at(p, g)->host_at, k);
     }
     plan_finish(p);
@@ -884,57 +884,6 @@ static void t_issue_at(void) {
     plan_free(q);
     plan_free(p);
   }
-  topo_free(t);
-}
-
-/* plan_overlap: the scheduler says a group runs beside a step's kernels;
- * the hardware decides.  Where the topology's kernel_blocks_comm holds, the
- * group waits for the kernels among them that hold every SM (attention),
- * not for the others (a copy); elsewhere it runs beside all.  A lockstep
- * kernel's overlap edge becomes one per GPU in the expanded plan, and the
- * two plans agree. */
-static void t_overlap(void) {
-  topology *t = switch_topo(2, 100e9, 0, 0);
-  t->p2p_host_s = t->p2p_op_host_s = 0;
-  const plan_op attn = {.kind = OP_ATTN, .batch = 1, .heads = 8, .head_dim = 128,
-                        .elem_bytes = 2, .sq = 4096, .sk = 4096, .pairs = 4096.0 * 4096};
-  const plan_op copy = {.kind = OP_COPY, .elem_bytes = 2, .bytes = 1e8};
-  for (int blocks = 0; blocks < 2; blocks++)
-    for (int holds = 0; holds < 2; holds++)
-      for (int lockstep = 0; lockstep < 2; lockstep++) {
-        t->kernel_blocks_comm = blocks;
-        const plan_op *op = holds ? &attn : &copy;
-        plan *p = plan_new(2, false);
-        g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-        for (uint32_t gpu = 0; gpu < (lockstep ? 1u : 2u); gpu++) {
-          uint32_t k = plan_compute(p, lockstep ? PLAN_ALL : gpu, 0, op);
-          g_array_append_val(ids, k);
-        }
-        uint32_t g = plan_comm(p, 0, COMM_P2P);
-        plan_xfer_add(p, g, 0, 1, 1e6);
-        plan_overlap(p, ids, g);
-        plan_finish(p);
-        CU_ASSERT_EQUAL(plan_task_at(p, g)->n_held, ids->len);
-        CU_ASSERT_EQUAL(plan_task_at(p, g)->host_at, g_array_index(ids, uint32_t, 0));
-        double d = compute_op_s(&t->compute, op);
-        exec_opts o = {.keep_trace = true};
-        for (int expand = 0; expand < 2; expand++) {
-          plan *q = expand ? plan_expand(p) : p;
-          if (expand) CU_ASSERT_EQUAL(plan_task_at(q, q->tasks->len - 1)->n_held, 2);
-          exec_result *r = exec_run(q, t, &o);
-          double group_at = -1;
-          for (guint i = 0; i < r->spans->len; i++) {
-            const exec_span *sp = &g_array_index(r->spans, exec_span, i);
-            if (sp->comm) group_at = sp->t0_s;
-          }
-          bool waits = blocks && holds;
-          CU_ASSERT(d > 1e-5);
-          CU_ASSERT(waits ? group_at >= d - 1e-12 : group_at < 1e-6);
-          exec_result_free(r);
-          if (expand) plan_free(q);
-        }
-        plan_free(p);
-      }
   topo_free(t);
 }
 
@@ -998,6 +947,6 @@ int main(void) {
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
                                     TEST(t_progress), TEST(t_no_comm_arrival), TEST(t_call_alone),
-                                    TEST(t_issue_at), TEST(t_overlap), TEST(t_alone), {NULL, NULL}};
+                                    TEST(t_issue_at), TEST(t_alone), {NULL, NULL}};
   return test_run("exec", cases);
 }
