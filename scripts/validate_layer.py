@@ -7,9 +7,9 @@ Ulysses SP 2 and one GPU), runs tasp-sim at each record's shape with
 `--scope layer --elementwise unfused` (the measured program's element-wise
 recipe) and compares `step_ms` with the measured `ms`, and the attention
 part (`attention_ms`) with the measured attention op alone.  One GPU's
-records (sp 1) run the ring scheduler on one GPU (no communication);
-Ulysses records run `--sched ulysses --sp 2`.  TP records are skipped
-(tasp-sim's layer has no tensor parallelism yet).
+records (sp 1) run the ring scheduler on one SP rank (no SP
+communication), with `--tp` as measured (Megatron TP with sequence
+parallelism); Ulysses records run `--sched ulysses --sp 2`.
 
     scripts/validate_layer.py TOPOLOGY LAYER_JSONL [--sim build/tasp-sim]
         [--min-tokens 8192] [--summary]
@@ -31,7 +31,7 @@ def predict(sim, topo, rec):
     sp = rec["sp"] if rec["sp_kind"] == "ulysses" else 1
     sched = "ulysses" if sp > 1 else "ring"
     cmd = [sim, "--topology", topo, "--model", rec["model"], "--scope", "layer",
-           "--elementwise", "unfused", "--sched", sched, "--sp", str(sp),
+           "--elementwise", "unfused", "--sched", sched, "--sp", str(sp), "--tp", str(rec["tp"]),
            "--seq", str(rec["seq"]), "--mask", "causal" if rec["causal"] else "full",
            "--pass", rec["pass"], "--csv", "-", "--quiet"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -54,19 +54,19 @@ def main():
                if r["part"] == "layer_op" and r["op"] == "attention"}
     rows = []
     for r in recs:
-        if r["part"] != "layer" or r["tp"] > 1:
+        if r["part"] != "layer":
             continue
         step, attn, conf = predict(a.sim, a.topology, r)
         err = step / r["ms"] - 1
         measured_attn = attn_op.get((r["model"], r["tokens_per_gpu"], r["pass"]))
         rows.append((r, step, err, attn, measured_attn, conf))
     if not a.summary:
-        print("| model | SP | tokens/GPU | pass | predicted ms | measured ms | error | "
+        print("| model | TP | SP | tokens/GPU | pass | predicted ms | measured ms | error | "
               "attention predicted / alone measured | confidence |")
-        print("|---|---:|---:|---|---:|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---|---:|---:|---:|---:|---|")
         for r, step, err, attn, ma, conf in rows:
-            share = f"{attn:.2f} / {ma:.2f}" if ma is not None and r["sp"] == 1 else f"{attn:.2f} / -"
-            print(f"| {r['model']} | {r['sp']} | {r['tokens_per_gpu'] // 1024}K | {r['pass']} | "
+            share = f"{attn:.2f} / {ma:.2f}" if ma is not None and r["sp"] == 1 and r["tp"] == 1 else f"{attn:.2f} / -"
+            print(f"| {r['model']} | {r['tp']} | {r['sp']} | {r['tokens_per_gpu'] // 1024}K | {r['pass']} | "
                   f"{step:.2f} | {r['ms']:.2f} | {100 * err:+.1f}% | {share} | {conf} |")
     sel = [abs(e) for r, _, e, _, _, _ in rows if r["tokens_per_gpu"] >= a.min_tokens]
     alls = [abs(e) for _, _, e, _, _, _ in rows]
