@@ -79,7 +79,8 @@ static GOptionEntry *option_table(cli_opts *o) {
        "Write per-channel bytes, busy time and utilisation as CSV (- for stdout)", "FILE"},
       {"memory", 0, 0, G_OPTION_ARG_FILENAME, &o->memory,
        "Write per point and GPU the peak memory and the buffers live at it, largest first "
-       "(- for stdout); memory counts the scope (--scope: the attention layer alone by default)", "FILE"},
+       "(- for stdout); memory counts the scope (--scope: the attention layer alone by "
+       "default)", "FILE"},
       {"links-summary", 0, 0, G_OPTION_ARG_NONE, &o->links_summary,
        "Table: a links line for every scheduler of every group", NULL},
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o->trace,

@@ -225,14 +225,14 @@ void plan_append_after(plan_append *a, uint32_t task) {
   GArray *p = a->pending[t->gpu];
   if (!p) return;
   /* the compute stream already orders it after the GPU's last compute:
-   * that sink needs no second edge */
-  const uint32_t *deps_from = (const uint32_t *)(void *)a->dst->dep_from->data;
-  const uint32_t *deps_to = (const uint32_t *)(void *)a->dst->dep_to->data;
+   * that sink needs no second edge (the edge lists grow as edges are
+   * added: read them afresh) */
+  GArray *from = a->dst->dep_from, *to = a->dst->dep_to;
   for (guint i = 0; i < p->len; i++) {
     uint32_t s = g_array_index(p, uint32_t, i);
     bool have = false;
-    for (guint e = a->dst->dep_to->len; e-- > 0 && deps_to[e] == task;)
-      have |= deps_from[e] == s;
+    for (guint e = to->len; e-- > 0 && g_array_index(to, uint32_t, e) == task;)
+      have |= g_array_index(from, uint32_t, e) == s;
     if (!have) plan_dep(a->dst, s, task);
   }
   g_array_set_size(p, 0);

@@ -1,0 +1,81 @@
+/* layer_build: what layer.c, layer_block.c and layer_step.c share while
+ * they build one plan (layer.h): the builder's state, and each part's
+ * functions.  Not for other modules. */
+#ifndef TASP_LAYER_BUILD_H
+#define TASP_LAYER_BUILD_H
+
+#include "compute.h"
+#include "layer.h"
+#include "layers.h"
+#include "plan_buf.h"
+
+enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_COUNT };
+
+typedef struct {
+  plan *p;
+  const topology *t;
+  const workload *w;
+  layer_dims d;
+  uint32_t tp, sp, dp, n, layers;
+  uint32_t grad_group;     /* SP x DP: the ranks holding the same weights */
+  pass_kind pass;
+  bool model;              /* scope model: embedding, head, loss, gradients, optimizer */
+  uint32_t zero;
+  recompute_kind recompute;
+  const plan *attn;        /* the current layer's scheduler plan (expanded); NULL: none */
+  uint32_t split;          /* its first backward task */
+  const plan *attns[ATTN_KINDS]; /* the scheduler's plan of each kind of layer */
+  uint32_t splits[ATTN_KINDS];
+  const attn_kind *kind;   /* per layer */
+  int64_t *grad_last;      /* per GPU: the last group on its gradient group's NCCL stream */
+  plan_append **ranks;     /* the current layer's appenders, tp x dp; NULL: none */
+  uint32_t *saved;         /* layers x n x SV_COUNT buffers */
+  uint32_t *weights;       /* layers x n: each layer's weights on each GPU (inputs) */
+  uint32_t *wcur;          /* per GPU: the weights the GEMMs read now */
+  uint32_t *grads;         /* n x 4: the current layer's weight gradients */
+  uint32_t *cur;           /* per GPU: the tensor the next op reads (UINT32_MAX: none) */
+  uint32_t *group;         /* scratch: one group's GPUs */
+  uint32_t step;
+  bool transient;          /* a forward whose activations are not saved (full recompute) */
+  uint32_t mbs;            /* micro-batches (gradient accumulation) */
+  bool last_mb;            /* the step's last micro-batch: its gradients are reduced */
+  uint32_t layer;          /* the layer whose backward is being built (layers: the ends) */
+  uint32_t *main_grad;     /* (layers + 1) x n x 4: each GEMM's float32 main grad, NONE: none yet */
+} lb;
+
+#define NONE UINT32_MAX
+#define ALL_GPUS(g) for (uint32_t g = 0; g < b->n; g++)
+#define SAVED(l, g, k) b->saved[((size_t)(l) * b->n + (g)) * SV_COUNT + (k)]
+
+/* One layer (layer_block.c): helpers shared with the step's ends. */
+double lb_act_bytes(const lb *b, double rows, double width);
+double lb_layer_params(const lb *b);
+uint32_t lb_emit(lb *b, uint32_t g, const plan_op *o, uint32_t extra, double out_bytes,
+                 const char *name);
+uint32_t lb_after(lb *b, uint32_t id, const uint32_t *comm_of, uint32_t g);
+void lb_none_of(lb *b, uint32_t *a);
+void lb_coll(lb *b, comm_api api, double shard, const uint32_t *src, double out_bytes,
+             const char *name, uint32_t *comm_of);
+uint32_t lb_ring(lb *b, comm_api api, uint32_t k, double shard, const uint32_t *in,
+                 double out_bytes, const char *name, uint32_t *out, uint32_t *comm_of,
+                 bool grad_stream);
+void lb_grad_group(lb *b, uint32_t r);
+uint32_t lb_wgrad_bytes(lb *b, uint32_t task, double bytes, uint32_t slot);
+void lb_reduce_grads(lb *b, double params);
+void lb_open_ranks(lb *b, uint32_t l);
+void lb_close_ranks(lb *b);
+void lb_forward_layer(lb *b, uint32_t l);
+void lb_backward_layer(lb *b, uint32_t l);
+
+/* The model's ends and the optimizer (layer_step.c). */
+/* Per GPU: the embedding table's and LM head's weights (inputs), what the
+ * head's backward needs, the logits' float32 softmax Megatron's
+ * vocab-parallel cross entropy saves. */
+typedef struct { uint32_t *emb, *head, *norm_in, *norm_out, *probs; } ends;
+void lb_embed(lb *b, ends *e);
+void lb_head_forward(lb *b, ends *e);
+void lb_head_backward(lb *b, ends *e);
+void lb_embed_backward(lb *b, ends *e);
+void lb_optimizer(lb *b);
+
+#endif
