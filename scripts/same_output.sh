@@ -6,15 +6,18 @@
 # another and compared byte for byte.
 #   scripts/same_output.sh record DIR [TASP_SIM]   write the outputs into DIR
 #   scripts/same_output.sh check DIR [TASP_SIM]    compare with DIR; exit 1 on any difference
+#   scripts/same_output.sh columns DIR [TASP_SIM]  the same, but a CSV (a file
+#       starting "scheduler,") may have new columns appended: every recorded
+#       column keeps its name, place and every row's value
 # Record with the binary before the change (e.g. a build of the parent
 # commit), check with the one after.
 set -e
 cd "$(dirname "$0")/.."
 mode=$1 dir=$2 sim=${3:-build/tasp-sim}
-case "$mode" in record | check) ;; *) echo "usage: $0 record|check DIR [TASP_SIM]" >&2; exit 2 ;; esac
+case "$mode" in record | check | columns) ;; *) echo "usage: $0 record|check|columns DIR [TASP_SIM]" >&2; exit 2 ;; esac
 [ -n "$dir" ] || { echo "$0: DIR expected" >&2; exit 2; }
 out=$dir
-if [ "$mode" = check ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
+if [ "$mode" != record ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
 mkdir -p "$out"
 n=0
 # run NAME ARGS...: stdout (table or CSV) into NAME.out, stderr and status kept
@@ -75,9 +78,26 @@ if [ "$mode" = record ]; then
   echo "same_output: recorded $n runs in $dir"
   exit 0
 fi
-# traces and links name nothing of the output folder; the table prints no paths
+# columns: a CSV with appended columns compares on the recorded ones only,
+# then every file must be byte-identical (traces and links name nothing of
+# the output folder; the table prints no paths)
+if [ "$mode" = columns ]; then
+  python3 - "$dir" "$out" <<'PY'
+import csv, io, os, sys
+old_dir, new_dir = sys.argv[1], sys.argv[2]
+for name in os.listdir(old_dir):
+    if not name.endswith(".out"):
+        continue
+    old, new = (open(os.path.join(d, name), newline="").read() for d in (old_dir, new_dir))
+    if not old.startswith("scheduler,") or not new.startswith("scheduler,"):
+        continue
+    ro, rn = list(csv.reader(io.StringIO(old))), list(csv.reader(io.StringIO(new)))
+    if len(ro) == len(rn) and all(b[:len(a)] == a for a, b in zip(ro, rn)):
+        open(os.path.join(new_dir, name), "w", newline="").write(old)  # same on its columns
+PY
+fi
 if diff -r "$dir" "$out" > "$out.diff" 2>&1; then
-  echo "same_output: $n runs byte-identical to $dir"
+  echo "same_output: $n runs identical to $dir${mode#check}"
   rm -f "$out.diff"
 else
   head -50 "$out.diff"
