@@ -97,7 +97,8 @@ for name in os.listdir(old_dir):
 PY
 fi
 if diff -r "$dir" "$out" > "$out.diff" 2>&1; then
-  echo "same_output: $n runs identical to $dir${mode#check}"
+  if [ "$mode" = columns ]; then how="on their recorded columns"; else how="byte for byte"; fi
+  echo "same_output: $n runs identical to $dir, $how"
   rm -f "$out.diff"
 else
   head -50 "$out.diff"
