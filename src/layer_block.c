@@ -271,6 +271,37 @@ void lb_reduce_grads(lb *b, double params) {
   }
 }
 
+/* A column-parallel GEMM's backward (QKV, FC1) from the norm output it
+ * read (saved tensor `saved`): at TP > 1 that shard all-gathered again
+ * (Megatron keeps the local shard only) for the weight gradient, dgrad and
+ * wgrad (its main grad in slot `slot`), then the input gradient
+ * reduce-scattered back to the sequence shard. */
+static void column_backward(lb *b, uint32_t l, layer_op which, int saved, int slot,
+                            uint32_t *regather, uint32_t *cm) {
+  const layer_dims *d = &b->d;
+  double T = d->tokens, local = T / b->tp, h = d->hidden;
+  if (b->tp > 1) {
+    ALL_GPUS(g) regather[g] = SAVED(l, g, saved);
+    g_autofree uint32_t *keep_cur = g_memdup2(b->cur, b->n * sizeof *b->cur);
+    lb_coll(b, COMM_ALL_GATHER, lb_act_bytes(b, local, h), regather, lb_act_bytes(b, T, h),
+            "gathered", cm);
+    ALL_GPUS(g) {
+      regather[g] = b->cur[g];
+      b->cur[g] = keep_cur[g];
+    }
+  }
+  b->step++;
+  ALL_GPUS(g) {
+    uint32_t t = lb_after(b, op(b, g, which, true,
+                             b->tp > 1 ? regather[g] : SAVED(l, g, saved), lb_act_bytes(b, T, h),
+                             "dnorm"), cm, g);
+    b->grads[g * 4 + slot] = wgrad(b, t, which);
+  }
+  lb_none_of(b, cm);
+  if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
+                      lb_act_bytes(b, local, h), "dscattered", cm);
+}
+
 void lb_backward_layer(lb *b, uint32_t l) {
   const layer_dims *d = &b->d;
   double T = d->tokens, local = T / b->tp, h = d->hidden, tp = b->tp;
@@ -334,26 +365,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   }
   lb_none_of(b, cm);
   ALL_GPUS(g) op(b, g, LAYER_SWIGLU, true, SAVED(l, g, SV_FC1), lb_act_bytes(b, T, 2 * f), "dfc1");
-  if (b->tp > 1) {
-    ALL_GPUS(g) regather[g] = SAVED(l, g, SV_N2);
-    g_autofree uint32_t *keep_cur = g_memdup2(b->cur, b->n * sizeof *b->cur);
-    lb_coll(b, COMM_ALL_GATHER, lb_act_bytes(b, local, h), regather, lb_act_bytes(b, T, h),
-            "gathered", cm);
-    ALL_GPUS(g) {
-      regather[g] = b->cur[g];
-      b->cur[g] = keep_cur[g];
-    }
-  }
-  b->step++;
-  ALL_GPUS(g) {
-    uint32_t t = lb_after(b, op(b, g, LAYER_FC1, true,
-                             b->tp > 1 ? regather[g] : SAVED(l, g, SV_N2), lb_act_bytes(b, T, h),
-                             "dnorm"), cm, g);
-    b->grads[g * 4 + 2] = wgrad(b, t, LAYER_FC1);
-  }
-  lb_none_of(b, cm);
-  if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
-                      lb_act_bytes(b, local, h), "dscattered", cm);
+  column_backward(b, l, LAYER_FC1, SV_N2, 2, regather, cm);
   b->step++;
   ALL_GPUS(g) lb_after(b, op(b, g, LAYER_NORM_MLP, true, SAVED(l, g, SV_H1),
                              lb_act_bytes(b, local, h), "dresid"), cm, g);
@@ -372,26 +384,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   append_attn(b, b->split, b->attn ? b->attn->tasks->len : 0);
   b->step++;
   ALL_GPUS(g) op(b, g, LAYER_ROPE, true, NONE, lb_act_bytes(b, T, qkv), "dqkv");
-  if (b->tp > 1) {
-    ALL_GPUS(g) regather[g] = SAVED(l, g, SV_N1);
-    g_autofree uint32_t *keep_cur = g_memdup2(b->cur, b->n * sizeof *b->cur);
-    lb_coll(b, COMM_ALL_GATHER, lb_act_bytes(b, local, h), regather, lb_act_bytes(b, T, h),
-            "gathered", cm);
-    ALL_GPUS(g) {
-      regather[g] = b->cur[g];
-      b->cur[g] = keep_cur[g];
-    }
-  }
-  b->step++;
-  ALL_GPUS(g) {
-    uint32_t t = lb_after(b, op(b, g, LAYER_QKV, true,
-                             b->tp > 1 ? regather[g] : SAVED(l, g, SV_N1), lb_act_bytes(b, T, h),
-                             "dnorm"), cm, g);
-    b->grads[g * 4 + 0] = wgrad(b, t, LAYER_QKV);
-  }
-  lb_none_of(b, cm);
-  if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
-                      lb_act_bytes(b, local, h), "dscattered", cm);
+  column_backward(b, l, LAYER_QKV, SV_N1, 0, regather, cm);
   b->step++;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, true, SAVED(l, g, SV_X), 0, NULL), cm, g);

@@ -27,19 +27,7 @@ static workload llama8b(uint32_t sp, uint32_t tp, uint64_t seq, pass_kind pass) 
 /* n GPUs on one switch, a roofline compute model and no host costs: a
  * GPU's time is the sum of its kernels where it never waits. */
 static topology *ideal(uint32_t n) {
-  topology *t = topo_new("ideal", n);
-  for (uint32_t g = 0; g < n; g++) {
-    topo_add_channel(t, "tx", "port", 400e9, 1e-6);
-    topo_add_channel(t, "rx", "port", 400e9, 1e-6);
-  }
-  topo_routes_begin(t);
-  for (uint32_t s = 0; s < n; s++)
-    for (uint32_t d = 0; d < n; d++) {
-      uint32_t r[2] = {2 * s, 2 * d + 1};
-      topo_route(t, s, d, r, s == d ? 0 : 2, 0);
-      t->direct[s * n + d] = s != d;
-    }
-  topo_routes_done(t);
+  topology *t = test_switch(n, 400e9, 1e-6);
   compute_model *m = &t->compute;
   m->peak_flops = 989e12;
   m->efficiency = 0.5;
