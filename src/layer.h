@@ -80,6 +80,17 @@ workload layer_attention_workload(const workload *w);
 plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool with_attention,
                   bool record_segs);
 
+/* Scope model, forward then backward: bytes every GPU holds at the end of
+ * the last micro-batch's forward, whatever the scheduler: the weights
+ * (ZeRO 3: their shard), the embedding and LM head, the optimizer's
+ * float32 states (ZeRO 1-3: a shard), the float32 main grads where they
+ * are kept whole, and each layer's saved input (without recomputation,
+ * also its saved norms, residual and MLP activations; not the
+ * attention's).  A lower bound on the
+ * step's peak (search.h excludes on it before simulating); the plan's own
+ * declarations are what it is checked against (test_layer). */
+double layer_resident_bytes(const workload *w);
+
 /* About how many tasks layer_build's plan has (for the plan budget,
  * sched_check_tasks): an overestimate for every scheduler. */
 double layer_tasks_estimate(const workload *w);

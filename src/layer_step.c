@@ -172,3 +172,28 @@ void lb_optimizer(lb *b) {
 
 /* Where the scheduler's backward begins: after its pass barrier (forward
  * then backward), at 0 (backward only), at the end (forward only). */
+
+double layer_resident_bytes(const workload *w) {
+  lb b = {.w = w, .d = layer_dims_of(w), .tp = layer_tp(w), .sp = w->gpus, .dp = layer_dp(w),
+          .model = true, .zero = w->zero, .layers = layers_total(w)};
+  b.grad_group = b.sp * b.dp;
+  double e = b.d.elem_bytes, params = lb_layer_params(&b) * b.layers;
+  double shard = b.zero >= 1 ? b.grad_group : 1;
+  double weights = params * e / (b.zero >= 3 ? b.grad_group : 1);
+  double ends = 2.0 * w->vocab / b.tp * b.d.hidden * e;
+  double states = 12.0 * (params + outer_params(&b)) / shard;
+  /* the GEMMs' main grads (lb_wgrad_bytes: 4 bytes a weight), kept whole
+   * unless ZeRO 2-3 scatters them (one micro-batch) */
+  bool whole = b.zero < 2 || b.grad_group < 2 || w->micro_batches > 1;
+  double gemm = (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.layers;
+  double grads = whole ? 4.0 * gemm : 0;
+  /* each layer's input; without recomputation also what lb_forward_layer
+   * saves for its backward besides the attention's: both norms' outputs
+   * and the residual (its GPU's tokens), fc1's and SwiGLU's outputs (the
+   * TP group's tokens, 2 ffn / tp and ffn / tp wide) */
+  double local = b.d.tokens / b.tp, f = (double)b.d.ffn / b.tp;
+  double saved = lb_act_bytes(&b, local, b.d.hidden);
+  if (w->recompute == RECOMPUTE_NONE)
+    saved += 3 * lb_act_bytes(&b, local, b.d.hidden) + lb_act_bytes(&b, b.d.tokens, 3 * f);
+  return weights + ends + states + grads + saved * b.layers;
+}

@@ -16,9 +16,7 @@ static bool same_group(const sim_result *a, const sim_result *b) {
          a->pt.w.causal == b->pt.w.causal && a->pt.w.pass == b->pt.w.pass;
 }
 
-/* A CSV field per RFC 4180: quoted (quotes doubled) when it holds a comma,
- * a quote or a line break. */
-static void csv_str(FILE *f, const char *s) {
+void report_csv_str(FILE *f, const char *s) {
   if (!strpbrk(s, ",\"\r\n")) {
     fputs(s, f);
     return;
@@ -324,12 +322,12 @@ void report_csv(FILE *f, const report_ctx *c) {
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
-    csv_str(f, r->pt.sched->name);
+    report_csv_str(f, r->pt.sched->name);
     fputc(',', f);
-    csv_str(f, r->topo->name);
+    report_csv_str(f, r->topo->name);
     fprintf(f, ",%u,%" G_GUINT64_FORMAT ",%u,%u,%u,%u,", w->gpus, w->seq_len, w->batch,
             w->heads, w->kv_heads, w->head_dim);
-    csv_str(f, w->dtype);
+    report_csv_str(f, w->dtype);
     fprintf(f, ",%s,%s,", mask_name(w->causal), pass_name(w->pass));
     if (!r->r) { /* n/a: no figures */
       fputs(",,,,,,,,,", f);
@@ -341,19 +339,19 @@ void report_csv(FILE *f, const report_ctx *c) {
       csv_num(f, "%.4f", r->speedup_vs_best);
       fputc(',', f);
     }
-    csv_str(f, r->baseline);
+    report_csv_str(f, r->baseline);
     fputc(',', f);
     if (r->pt.na) {
       g_autofree char *status = g_strconcat("n/a: ", r->pt.na, NULL);
-      csv_str(f, status);
+      report_csv_str(f, status);
     } else {
       fputs("ok", f);
     }
     g_autofree char *conf = r->r ? compute_conf_label(&r->topo->compute, &r->r->conf) : NULL;
     fputc(',', f);
-    csv_str(f, conf ? conf : "");
+    report_csv_str(f, conf ? conf : "");
     fputc(',', f);
-    csv_str(f, r->topo->overrides ? r->topo->overrides : "");
+    report_csv_str(f, r->topo->overrides ? r->topo->overrides : "");
     /* memory: empty for n/a; fits empty where the topology gives no capacity */
     if (r->r) fprintf(f, ",%.4f,%s,%.4f", sim_peak_gib(r),
                       topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "",
@@ -381,17 +379,17 @@ void report_links(FILE *f, const report_ctx *c) {
     for (uint32_t ch = 0; ch < t->channels->len; ch++) {
       if (!avail[ch]) continue;
       const topo_channel *tc = topo_chan(t, ch);
-      csv_str(f, r->pt.sched->name);
+      report_csv_str(f, r->pt.sched->name);
       fputc(',', f);
-      csv_str(f, t->name);
+      report_csv_str(f, t->name);
       fprintf(f, ",%u,%" G_GUINT64_FORMAT ",%s,%s,", r->pt.w.gpus, r->pt.w.seq_len,
               mask_name(r->pt.w.causal), pass_name(r->pt.w.pass));
-      csv_str(f, tc->name);
+      report_csv_str(f, tc->name);
       fputc(',', f);
-      csv_str(f, tc->kind);
+      report_csv_str(f, tc->kind);
       fprintf(f, ",%.3f,%.0f,%.6f,%.4f,", tc->cap_Bps * 1e-9, r->r->chan_bytes[ch],
               r->r->chan_busy_s[ch] * 1e3, sim_util(t, r->r, ch));
-      csv_str(f, t->overrides ? t->overrides : "");
+      report_csv_str(f, t->overrides ? t->overrides : "");
       fputc('\n', f);
     }
   }

@@ -19,6 +19,9 @@ typedef struct {
 
 void report_table(FILE *f, const report_ctx *c);
 void report_csv(FILE *f, const report_ctx *c);
+/* A CSV field per RFC 4180: quoted (quotes doubled) when it holds a comma,
+ * a quote or a line break. */
+void report_csv_str(FILE *f, const char *s);
 void report_links(FILE *f, const report_ctx *c);
 void report_trace(FILE *f, const report_ctx *c);
 /* --memory: per point and GPU, the peak and the buffers live at it,

@@ -41,7 +41,7 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
  * attention part's time: the scope's less the same scope's without
  * attention.  Model FLOPs leave recomputation out (the plan without it). */
 static exec_result *run_layer(const topology *t, const scenario_point *pt, const exec_opts *o,
-                              GString *notes, sim_result *res) {
+                              GString *notes, sim_result *res, bool attention_part) {
   workload one = pt->w.scope == SCOPE_MODEL
                      ? pt->w
                      : layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
@@ -59,6 +59,10 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
   }
   exec_result *r = exec_run(p, t, o);
   plan_free(p);
+  if (!attention_part) {
+    res->attention_s = NAN;
+    return r;
+  }
   exec_opts quiet = *o;
   quiet.progress = NULL;
   quiet.keep_trace = false;
@@ -94,7 +98,8 @@ static exec_result *run_layers(const topology *t, const scenario_point *pt, cons
   return acc;
 }
 
-sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o) {
+static sim_result *run_point(const topology *t, const scenario_point *pt, const exec_opts *o,
+                             bool attention_part) {
   gint64 t0 = g_get_monotonic_time();
   sim_result *res = g_new0(sim_result, 1);
   res->pt = *pt;
@@ -106,7 +111,7 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
     res->attention_s = res->r->step_s;
   } else {
     res->job_gpus = layer_job_gpus(&pt->w);
-    res->r = run_layer(t, pt, o, notes, res);
+    res->r = run_layer(t, pt, o, notes, res, attention_part);
   }
   res->note = notes->len ? g_string_free(notes, FALSE) : (g_string_free(notes, TRUE), NULL);
   double sum = 0;
@@ -122,6 +127,14 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
   res->mean_util = avail_n ? sum / avail_n : 0;
   res->wall_s = (double)(g_get_monotonic_time() - t0) * 1e-6;
   return res;
+}
+
+sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o) {
+  return run_point(t, pt, o, true);
+}
+
+sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec_opts *o) {
+  return run_point(t, pt, o, false);
 }
 
 void sim_result_free(sim_result *r) {

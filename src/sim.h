@@ -70,6 +70,9 @@ double sim_tokens_per_s_per_gpu(const sim_result *r);
 double sim_mfu(const sim_result *r);
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o);
+/* The same at scope layer or model without the attention part
+ * (attention_s NAN): one replay instead of two, what a search needs. */
+sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec_opts *o);
 void sim_result_free(sim_result *r);
 
 /* All points of the scenario (of this shard); results in point order.
