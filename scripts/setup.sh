@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs="cmake gcc g++ make pkg-config python3 libglib2.0-dev libjson-c-dev libcunit1-dev libsimgrid-dev
-      clang libclang-rt-dev python3-matplotlib"
+      clang libclang-rt-dev python3-matplotlib parallel"
 missing=
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -10,6 +10,7 @@
 #include "outputs.h"
 #include "report.h"
 #include "scenario.h"
+#include "search.h"
 #include "sim.h"
 #include "sweep.h"
 #include "trace.h"
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
   g_auto(cli_opts) o = {0};
   g_autoptr(GError) err = NULL;
   atexit(outputs_close_stdout); /* output lost on stdout: status 1 */
+  if (argc > 1 && !strcmp(argv[1], "search")) return search_main(argc - 1, argv + 1);
   if (!cli_parse(argc, argv, &o, &err)) return fail(err, 2);
   if (o.help) {
     g_autofree char *h = cli_help();

@@ -1,0 +1,484 @@
+/* search: enumeration, exclusion, bounds and the pruned simulation
+ * (search.h). */
+#include "search.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "compute.h"
+#include "jsonio.h"
+#include "layer.h"
+#include "layers.h"
+#include "sim.h"
+#include "sizes.h"
+#include "verdict.h"
+
+#define GIB 1073741824.0
+
+const char *search_status_name(search_status s) {
+  static const char *const names[SEARCH_STATUSES] = {"simulated", "does not fit", "pruned",
+                                                     "excluded"};
+  return names[s];
+}
+
+const char *search_objective_name(search_objective o) {
+  return o == SEARCH_STEP ? "step" : "tokens";
+}
+
+static void row_free(gpointer p) {
+  search_row *r = p;
+  g_free(r->sched);
+  g_free(r->klass);
+  g_free(r->reason);
+  g_free(r);
+}
+
+void search_result_free(search_result *r) {
+  if (!r) return;
+  g_free(r->q.model);
+  g_free(r->q.topology);
+  g_ptr_array_unref(r->rows);
+  g_free(r);
+}
+
+search_result *search_result_new(void) {
+  search_result *r = g_new0(search_result, 1);
+  r->rows = g_ptr_array_new_with_free_func(row_free);
+  return r;
+}
+
+search_row *search_row_new(void) {
+  search_row *r = g_new0(search_row, 1);
+  r->bound_s = r->mem_bound_gib = r->step_s = r->tokens_per_s_per_gpu = r->mfu =
+      r->peak_mem_gib = NAN;
+  return r;
+}
+
+double search_score(const search_question *q, const search_row *r) {
+  return q->objective == SEARCH_STEP ? -r->step_s : r->tokens_per_s_per_gpu;
+}
+
+static int by_score(gconstpointer a, gconstpointer b, gpointer user) {
+  const search_question *q = user;
+  const search_row *x = *(search_row *const *)a, *y = *(search_row *const *)b;
+  double sx = search_score(q, x), sy = search_score(q, y);
+  if (sx != sy) return sx > sy ? -1 : 1;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+GPtrArray *search_ranked(const search_result *r) {
+  GPtrArray *out = g_ptr_array_new();
+  for (guint i = 0; i < r->rows->len; i++) {
+    search_row *x = r->rows->pdata[i];
+    if (x->status == SEARCH_SIMULATED) g_ptr_array_add(out, x);
+  }
+  g_ptr_array_sort_with_data(out, by_score, (gpointer)&r->q);
+  return out;
+}
+
+/* ---- the space ---- */
+
+/* Whether a scheduler takes a Ulysses degree: all-to-all groups inside
+ * it, rings across (USP, arXiv 2405.07719); its split is a dimension. */
+static bool takes_ulysses(const sched_ops *s) {
+  return s == &sched_usp || s == &sched_usp_zigzag;
+}
+
+static GArray *divisors(uint32_t n) {
+  GArray *d = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  for (uint32_t k = 1; k <= n; k++)
+    if (n % k == 0) g_array_append_val(d, k);
+  return d;
+}
+
+typedef void (*visit_fn)(uint32_t index, const sched_ops *s, const char *name,
+                         const search_row *c, void *user);
+
+/* At SP 1 no method has anything to do: those configurations are one
+ * pseudo-method, its attention local (ring's plan on one GPU). */
+#define SEARCH_NO_SP "no-sp"
+
+/* Every configuration in the enumeration order (SP 1 first, then each
+ * method; TP, SP, Ulysses split, ZeRO, recomputation); returns how many.
+ * ZeRO shards over the SP x DP ranks, so with one of them its stages are
+ * one configuration; a Ulysses split lies strictly inside SP (1 and SP
+ * are ring and Ulysses, methods of their own). */
+static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
+  static const recompute_kind recs[] = {RECOMPUTE_NONE, RECOMPUTE_FULL};
+  uint64_t index = 0;
+  g_autoptr(GArray) tps = divisors(o->gpus);
+  for (guint k = 0; k <= o->scheds->len; k++) {
+    const sched_ops *s = k ? o->scheds->pdata[k - 1] : &sched_ring;
+    const char *name = k ? s->name : SEARCH_NO_SP;
+    for (guint a = 0; a < tps->len; a++) {
+      uint32_t tp = g_array_index(tps, uint32_t, a);
+      g_autoptr(GArray) sps = divisors(o->gpus / tp);
+      for (guint b = 0; b < sps->len; b++) {
+        uint32_t sp = g_array_index(sps, uint32_t, b), dp = o->gpus / tp / sp;
+        if ((sp == 1) != (k == 0)) continue;
+        g_autoptr(GArray) us = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+        if (takes_ulysses(s)) {
+          g_autoptr(GArray) ds = divisors(sp);
+          for (guint i = 0; i < ds->len; i++) {
+            uint32_t u = g_array_index(ds, uint32_t, i);
+            if (u > 1 && u < sp) g_array_append_val(us, u);
+          }
+        } else {
+          uint32_t none = 0;
+          g_array_append_val(us, none);
+        }
+        uint32_t zeros = sp * dp > 1 ? 4 : 1;
+        for (guint i = 0; i < us->len; i++)
+          for (uint32_t z = 0; z < zeros; z++)
+            for (size_t r = 0; r < G_N_ELEMENTS(recs); r++) {
+              if (fn) {
+                search_row c = {.tp = tp, .sp = sp, .dp = dp, .zero = z, .recompute = recs[r],
+                                .ulysses = g_array_index(us, uint32_t, i)};
+                fn((uint32_t)index, s, name, &c, user);
+              }
+              if (++index > SEARCH_MAX_CONFIGS && !fn) return index;
+            }
+      }
+    }
+  }
+  return index;
+}
+
+/* ---- exclusion and bounds ---- */
+
+typedef struct {
+  const search_opts *o;
+  search_result *res;
+  GPtrArray *ops;       /* per row: its const sched_ops * */
+  uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
+  double usable;        /* GiB */
+  GHashTable *attention; /* "method/tp/sp/split" -> double *: attention_s */
+} space;
+
+static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
+  workload w = sp->o->s->model;
+  w.seq_len = g_array_index(sp->o->s->seqs, uint64_t, 0);
+  w.causal = g_array_index(sp->o->s->masks, gboolean, 0);
+  w.pass = PASS_FWDBWD;
+  w.scope = SCOPE_MODEL;
+  w.gpus = c->sp;
+  w.tp = c->tp;
+  w.dp = c->dp;
+  w.zero = c->zero;
+  w.recompute = c->recompute;
+  w.micro_batches = c->micro_batches;
+  w.ulysses = c->ulysses;
+  (void)s;
+  return w;
+}
+
+static void set_excluded(search_row *c, const char *klass, char *reason) {
+  c->status = SEARCH_EXCLUDED;
+  c->klass = g_strdup(klass);
+  c->reason = reason;
+}
+
+/* A check's words without the scheduler's name the row already shows. */
+static char *without_name(const sched_ops *s, const char *msg) {
+  size_t n = strlen(s->name);
+  if (!strncmp(msg, s->name, n) && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+  return g_strdup(msg);
+}
+
+/* One GPU's layer ops of one micro-batch: forward, backward and, under
+ * full recomputation, the forward again. */
+static double layer_ops_s(const workload *w, const topology *t) {
+  const compute_model *m = &t->compute;
+  layer_dims d = layer_dims_of(w);
+  double fwd = 0, bwd = 0;
+  for (int k = 0; k < LAYER_OPS; k++) {
+    plan_op f = compute_layer_op(&d, (layer_op)k, false), b = compute_layer_op(&d, (layer_op)k, true);
+    fwd += compute_op_s(m, &f);
+    bwd += compute_op_s(m, &b);
+  }
+  return layers_total(w) * (fwd + bwd + (w->recompute == RECOMPUTE_FULL ? fwd : 0));
+}
+
+/* The attention of every layer of one micro-batch on its busiest GPU:
+ * the scheduler's own plan of one layer of each kind (one TP rank's heads,
+ * on the view layer_build gives it), its compute tasks as compute prices
+ * them, times the layers of that kind.  Depends on the method, TP, SP and
+ * the Ulysses split only. */
+static double attention_s(const sched_ops *s, const workload *w, const topology *t) {
+  layer_view view;
+  layer_view_init(&view, w, t);
+  double total = 0;
+  for (int k = 0; k < ATTN_KINDS; k++) {
+    uint32_t count = layers_count(w, (attn_kind)k);
+    if (!count) continue;
+    workload a = layers_one(w, (attn_kind)k);
+    a = layer_attention_workload(&a);
+    plan *p = s->build(&a, &view.t, false);
+    g_autofree double *busy = g_new0(double, p->n_gpus);
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMPUTE) continue;
+      double d = compute_op_s(&t->compute, &x->op);
+      if (x->gpu == PLAN_ALL)
+        for (uint32_t g = 0; g < p->n_gpus; g++) busy[g] += d;
+      else
+        busy[x->gpu] += d;
+    }
+    double most = 0;
+    for (uint32_t g = 0; g < p->n_gpus; g++) most = MAX(most, busy[g]);
+    total += count * most;
+    plan_free(p);
+  }
+  layer_view_clear(&view);
+  return total;
+}
+
+static double micro_batches(const workload *w) {
+  return w->micro_batches > 1 ? w->micro_batches : 1;
+}
+
+double search_bound_s(const sched_ops *s, const workload *w, const topology *t) {
+  return micro_batches(w) * (layer_ops_s(w, t) + attention_s(s, w, t));
+}
+
+/* The step's tokens (every DP replica's micro-batches). */
+static double step_tokens(const workload *w) {
+  return (double)w->batch * (double)w->seq_len * (w->dp ? w->dp : 1) * micro_batches(w);
+}
+
+/* What a row can score at best (its bound's). */
+static double score_bound(const search_question *q, const search_row *c, const workload *w) {
+  if (q->objective == SEARCH_STEP) return -c->bound_s;
+  return step_tokens(w) / (c->bound_s * q->gpus);
+}
+
+static void visit(uint32_t index, const sched_ops *s, const char *name, const search_row *c0,
+                  void *user) {
+  space *sp = user;
+  const search_opts *o = sp->o;
+  if (o->shards && index % o->shards != o->shard) return;
+  search_row *c = search_row_new();
+  *c = *c0;
+  c->index = index;
+  c->sched = g_strdup(name);
+  c->micro_batches = 1;
+  c->bound_s = c->mem_bound_gib = c->step_s = c->tokens_per_s_per_gpu = c->mfu = c->peak_mem_gib =
+      NAN;
+  g_ptr_array_add(sp->res->rows, c);
+  g_ptr_array_add(sp->ops, (gpointer)s);
+  if (sp->seqs) {
+    if (sp->seqs % c->dp) {
+      set_excluded(c, "batch", g_strdup_printf("DP %u does not divide the %llu sequences of the "
+                                               "global batch", c->dp,
+                                               (unsigned long long)sp->seqs));
+      return;
+    }
+    c->micro_batches = (uint32_t)(sp->seqs / c->dp);
+  }
+  workload w = config_workload(sp, s, c);
+  layer_dims d = layer_dims_of(&w);
+  g_autoptr(GError) e = NULL;
+  if (!compute_layer_check(&d, &e)) {
+    set_excluded(c, "tp", g_strdup(e->message));
+    return;
+  }
+  if (fmod(d.tokens, c->tp)) {
+    set_excluded(c, "tp", g_strdup_printf("TP %u does not divide the %.0f tokens of an SP rank",
+                                          c->tp, d.tokens));
+    return;
+  }
+  layer_view view;
+  layer_view_init(&view, &w, o->s->topo);
+  workload chk = layer_attention_workload(&w);
+  bool can = sched_check(s, &chk, &view.t, &e);
+  layer_view_clear(&view);
+  if (!can) {
+    set_excluded(c, "method", without_name(s, e->message));
+    return;
+  }
+  if (!sched_check_tasks(layer_tasks_estimate(&w), s->name, &e)) {
+    set_excluded(c, "plan", without_name(s, e->message));
+    return;
+  }
+  c->mem_bound_gib = layer_resident_bytes(&w) / GIB;
+  if (sp->usable > 0 && c->mem_bound_gib > sp->usable) {
+    set_excluded(c, "memory", g_strdup_printf("does not fit: weights, gradients, optimizer "
+                                              "states and saved layer inputs alone %.1f GiB > "
+                                              "%.1f GiB usable", c->mem_bound_gib, sp->usable));
+    return;
+  }
+  /* the attention's part, once per method, TP, SP and split */
+  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u", s->name, c->tp, c->sp, c->ulysses);
+  double *attn = g_hash_table_lookup(sp->attention, key);
+  if (!attn) {
+    attn = g_new(double, 1);
+    *attn = attention_s(s, &w, o->s->topo);
+    g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
+  }
+  c->bound_s = micro_batches(&w) * (layer_ops_s(&w, o->s->topo) + *attn);
+}
+
+/* ---- simulation ---- */
+
+typedef struct {
+  const space *sp;
+  GHashTable *at;       /* row -> its const sched_ops * */
+} sim_ctx;
+
+static void simulate(gpointer data, gpointer user) {
+  search_row *c = data;
+  const sim_ctx *x = user;
+  const sched_ops *s = g_hash_table_lookup(x->at, c);
+  scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
+  exec_opts eo = {0};
+  sim_result *r = sim_run_step(x->sp->o->s->topo, &pt, &eo);
+  c->step_s = r->r->step_s;
+  c->tokens_per_s_per_gpu = sim_tokens_per_s_per_gpu(r);
+  c->mfu = sim_mfu(r);
+  c->peak_mem_gib = sim_peak_gib(r);
+  if (sim_fits(r)) {
+    c->status = SEARCH_SIMULATED;
+    c->reason = verdict_reason(x->sp->o->s->topo, r, NULL);
+  } else {
+    c->status = SEARCH_NO_FIT;
+    c->klass = g_strdup("memory");
+    c->reason = g_strdup_printf("does not fit: %.1f GiB > %.1f GiB usable", c->peak_mem_gib,
+                                x->sp->usable);
+  }
+  sim_result_free(r);
+}
+
+/* The K-th best score of the rows that fit so far (-inf: fewer than K),
+ * and each method's best. */
+typedef struct {
+  GArray *scores;       /* double, best first, at most top */
+  GHashTable *best;     /* method name -> double * */
+} thresholds;
+
+static void thresholds_add(thresholds *th, const search_question *q, const search_row *c) {
+  double s = search_score(q, c);
+  guint i = 0;
+  while (i < th->scores->len && g_array_index(th->scores, double, i) >= s) i++;
+  if (i < q->top) g_array_insert_val(th->scores, i, s);
+  if (th->scores->len > q->top) g_array_set_size(th->scores, q->top);
+  double *b = g_hash_table_lookup(th->best, c->sched);
+  if (!b) {
+    b = g_new(double, 1);
+    *b = -INFINITY;
+    g_hash_table_insert(th->best, c->sched, b);
+  }
+  if (s > *b) *b = s;
+}
+
+/* Whether a row scoring at most `ub` can be neither in the top K nor its
+ * method's best (a tie could be: only a strictly lower bound prunes). */
+static bool prunable(const thresholds *th, const search_question *q, const search_row *c,
+                     double ub) {
+  if (th->scores->len < q->top) return false;
+  double *b = g_hash_table_lookup(th->best, c->sched);
+  return b && ub < g_array_index(th->scores, double, q->top - 1) && ub < *b;
+}
+
+typedef struct {
+  search_row *row;
+  double ub;
+} cand;
+
+static int by_bound(gconstpointer a, gconstpointer b) {
+  const cand *x = a, *y = b;
+  if (x->ub != y->ub) return x->ub > y->ub ? -1 : 1;
+  return (x->row->index > y->row->index) - (x->row->index < y->row->index);
+}
+
+static void run_rounds(space *sp, GArray *cands) {
+  const search_opts *o = sp->o;
+  const search_question *q = &sp->res->q;
+  g_autoptr(GHashTable) at = g_hash_table_new(NULL, NULL);
+  for (guint i = 0; i < sp->res->rows->len; i++)
+    g_hash_table_insert(at, sp->res->rows->pdata[i], sp->ops->pdata[i]);
+  sim_ctx x = {sp, at};
+  thresholds th = {g_array_new(FALSE, FALSE, sizeof(double)),
+                   g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free)};
+  unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
+  guint i = 0;
+  g_autoptr(GPtrArray) round = g_ptr_array_new();
+  while (i < cands->len) {
+    g_ptr_array_set_size(round, 0);
+    while (i < cands->len && round->len < SEARCH_ROUND) {
+      cand *c = &g_array_index(cands, cand, i++);
+      if (!o->exhaustive && prunable(&th, q, c->row, c->ub)) {
+        c->row->status = SEARCH_PRUNED;
+        c->row->reason = g_strdup_printf("compute alone takes %.4g s: outside the top %u and "
+                                         "below the best of %s", c->row->bound_s, q->top,
+                                         c->row->sched);
+        continue;
+      }
+      g_ptr_array_add(round, c->row);
+    }
+    if (jobs > 1 && round->len > 1) {
+      GThreadPool *pool = g_thread_pool_new(simulate, &x, (gint)MIN(jobs, round->len), TRUE, NULL);
+      for (guint k = 0; k < round->len; k++) g_thread_pool_push(pool, round->pdata[k], NULL);
+      g_thread_pool_free(pool, FALSE, TRUE);
+    } else {
+      for (guint k = 0; k < round->len; k++) simulate(round->pdata[k], &x);
+    }
+    for (guint k = 0; k < round->len; k++) {
+      search_row *r = round->pdata[k];
+      if (r->status == SEARCH_SIMULATED) thresholds_add(&th, q, r);
+    }
+  }
+  g_array_unref(th.scores);
+  g_hash_table_unref(th.best);
+}
+
+search_result *search_run(const search_opts *o, GError **err) {
+  const topology *t = o->s->topo;
+  if (o->gpus == 0 || o->gpus > t->n_gpus) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--gpus': expected 1 "
+                "to the %u GPUs of topology %s, got %u", t->n_gpus, t->name, o->gpus);
+    return NULL;
+  }
+  uint64_t seq = g_array_index(o->s->seqs, uint64_t, 0);
+  double per_seq = (double)seq * o->s->model.batch;
+  uint64_t seqs = 0;
+  if (o->global_batch_tokens) {
+    if (fmod((double)o->global_batch_tokens, per_seq) != 0) {
+      g_autofree char *g = size_format(o->global_batch_tokens), *s = size_format(seq);
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option "
+                  "'--global-batch-tokens': expected whole sequences of %s tokens x batch %u, "
+                  "got %s tokens", s, o->s->model.batch, g);
+      return NULL;
+    }
+    seqs = (uint64_t)((double)o->global_batch_tokens / per_seq);
+  }
+  uint64_t total = enumerate(o, NULL, NULL);
+  if (total > SEARCH_MAX_CONFIGS) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--gpus': %u GPUs "
+                "give more than %u configurations; name fewer methods (--sched) or GPUs",
+                o->gpus, SEARCH_MAX_CONFIGS);
+    return NULL;
+  }
+  search_result *res = search_result_new();
+  res->q = (search_question){.model = g_strdup(o->s->model_name ? o->s->model_name : "model"),
+                             .topology = g_strdup(t->name), .seq_len = seq, .gpus = o->gpus,
+                             .global_batch_tokens = o->global_batch_tokens,
+                             .causal = g_array_index(o->s->masks, gboolean, 0),
+                             .objective = o->objective, .top = o->top,
+                             .configs = (uint32_t)total, .usable_gib = topo_usable_gib(t)};
+  space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+  enumerate(o, visit, &sp);
+  g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(cand));
+  for (guint i = 0; i < res->rows->len; i++) {
+    search_row *c = res->rows->pdata[i];
+    if (c->status == SEARCH_EXCLUDED) continue;
+    workload w = config_workload(&sp, sp.ops->pdata[i], c);
+    cand x = {c, score_bound(&res->q, c, &w)};
+    g_array_append_val(cands, x);
+  }
+  g_array_sort(cands, by_bound);
+  run_rounds(&sp, cands);
+  g_ptr_array_unref(sp.ops);
+  g_hash_table_unref(sp.attention);
+  return res;
+}

@@ -1,0 +1,138 @@
+/* search: which configuration to run (`tasp-sim search`).
+ *
+ * For a model, a topology, a sequence length and a GPU count, enumerates
+ * every way to run the training step on exactly those GPUs: SP method x SP
+ * degree x Ulysses/ring split (the schedulers that take a Ulysses degree)
+ * x TP x DP x ZeRO stage x recomputation (SP 1 once, as the pseudo-method
+ * "no-sp": no method has anything to do there), TP innermost, then SP, then DP
+ * (layer.h: the one placement the step model builds).  A configuration
+ * that cannot run is excluded before anything is simulated, with its reason
+ * and class (TP split, global batch, the method's own check, plan size, or
+ * memory: weights, gradients, optimizer states and saved layer inputs
+ * alone over the usable memory, layer_resident_bytes).  The others get a
+ * lower bound on their step (search_bound) and are simulated best bound
+ * first, in rounds of SEARCH_ROUND; a configuration is pruned, not
+ * simulated, when its bound shows it can be neither in the top K nor the
+ * best of its method.  Rounds are fixed in size and thresholds move only
+ * between them, so which configurations are simulated does not depend on
+ * --jobs; the ranked answer (top K, each method's best, exclusions) is that
+ * of simulating everything, and a shard's pruning is sound for the union
+ * of shards (search_merge). */
+#ifndef TASP_SEARCH_H
+#define TASP_SEARCH_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "scenario.h"
+
+typedef enum { SEARCH_TOKENS, SEARCH_STEP } search_objective;
+
+typedef enum {
+  SEARCH_SIMULATED, /* simulated, fits */
+  SEARCH_NO_FIT,    /* simulated, does not fit in memory */
+  SEARCH_PRUNED,    /* not simulated: its bound cannot reach the answer */
+  SEARCH_EXCLUDED,  /* cannot run (klass, reason) */
+  SEARCH_STATUSES
+} search_status;
+
+/* Configurations simulated between two updates of the pruning thresholds. */
+#define SEARCH_ROUND 8u
+/* The most configurations one search enumerates (a typo in --gpus must not
+ * start an hour of work). */
+#define SEARCH_MAX_CONFIGS 2000000u
+
+/* One configuration and what became of it. */
+typedef struct {
+  uint32_t index;          /* in the enumeration order (search.c) */
+  char *sched;
+  uint32_t tp, sp, ulysses, dp, zero; /* ulysses 0: the scheduler takes none */
+  recompute_kind recompute;
+  uint32_t micro_batches;
+  search_status status;
+  /* excluded: the class ("tp", "batch", "method", "plan", "memory") and
+   * the reason; pruned: the bound's words; simulated: the verdict's why */
+  char *klass, *reason;
+  double bound_s;          /* lower bound on the step; NAN where excluded before it */
+  double mem_bound_gib;    /* lower bound on peak memory; NAN where not formed */
+  /* simulated (fitting or not); NAN otherwise */
+  double step_s, tokens_per_s_per_gpu, mfu, peak_mem_gib;
+} search_row;
+
+/* What was asked: the ranked answer depends on all of it, so shards merge
+ * only when it is the same. */
+typedef struct {
+  char *model, *topology;  /* names */
+  uint64_t seq_len;
+  uint32_t gpus;
+  uint64_t global_batch_tokens; /* 0: one sequence per DP replica */
+  bool causal;
+  search_objective objective;
+  uint32_t top;
+  uint32_t configs;        /* how many the enumeration holds */
+  double usable_gib;       /* memory a GPU may allocate (0: not given) */
+} search_question;
+
+typedef struct {
+  search_question q;
+  GPtrArray *rows;         /* search_row *, by index; a shard's only */
+} search_result;
+
+typedef struct {
+  const scenario *s;       /* topology, the model's shape, seq_len (the first), mask (the first) */
+  uint32_t gpus;
+  uint64_t global_batch_tokens;
+  search_objective objective;
+  uint32_t top;
+  GPtrArray *scheds;       /* const sched_ops *: the methods */
+  unsigned jobs;           /* threads (0: one per CPU) */
+  unsigned shard, shards;  /* configurations with index % shards == shard; shards 0: all */
+  bool exhaustive;         /* simulate every configuration that can run (no pruning) */
+} search_opts;
+
+/* Enumerate, exclude, bound, prune and simulate.  An error (exit 2) where
+ * the question itself is wrong (GPUs beyond the topology, a global batch
+ * that is not whole sequences, too many configurations). */
+search_result *search_run(const search_opts *o, GError **err);
+void search_result_free(search_result *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(search_result, search_result_free)
+
+/* A lower bound on the step of workload w (scope model, forward then
+ * backward) under scheduler s on t: its compute alone, per micro-batch
+ * one GPU's layer ops as compute prices them (forward, backward, and the
+ * forward again under full recomputation) and the attention's compute on
+ * the busiest GPU of the scheduler's own plan; no communication, no
+ * waiting, no embedding, head or optimizer.  test_search checks it
+ * against simulated steps. */
+double search_bound_s(const sched_ops *s, const workload *w, const topology *t);
+
+/* For search_out.c's merge: an empty result, a row of NAN figures. */
+search_result *search_result_new(void);
+search_row *search_row_new(void);
+
+/* The objective's value of a simulated row (larger is better). */
+double search_score(const search_question *q, const search_row *r);
+/* Rows that fit, best first (ties: lower index first). */
+GPtrArray *search_ranked(const search_result *r);
+
+/* The answer as a table (search_out.c): the question, counts per status
+ * and class, the dimensions enumerated, the top K, the winner's margin over
+ * each other method's best, a line per excluded class.  The same bytes for
+ * a whole search and for the merge of its shards. */
+void search_print(FILE *f, const search_result *r);
+/* Every row of r as CSV (the question in every row). */
+void search_csv(FILE *f, const search_result *r);
+/* Reads the CSVs of the shards of one search (files[0..n)) into one
+ * result: each names the same question, and together they hold every
+ * configuration once. */
+search_result *search_merge(char *const *files, guint n, GError **err);
+
+/* `tasp-sim search ...` (search_cli.c): argv[0] is "search"; the exit
+ * status (2: bad input, 1: an output could not be written). */
+int search_main(int argc, char **argv);
+
+const char *search_status_name(search_status s);
+const char *search_objective_name(search_objective o);
+
+#endif

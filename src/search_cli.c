@@ -1,0 +1,275 @@
+/* search_cli: `tasp-sim search`, its options and its outputs (search.h).
+ *
+ *   tasp-sim search --model llama3-70b --topology h100x8x4 --seq 256K
+ *       [--gpus 32] [--global-batch-tokens 4M] [--gpu-memory 80GiB]
+ *       [--sched LIST] [--top K] [--objective tokens|step] [--mask causal|full]
+ *       [--set KEY=VALUE] [--csv FILE] [--shard I/N] [--jobs N] [SCENARIO.json]
+ *   tasp-sim search --merge A.csv B.csv ... [--csv FILE]
+ *
+ * The model, topology, length and mask are read as the main command reads
+ * them (scenario_load: a scenario file's keys, options over them); the
+ * GPU memory is the topology's field (--gpu-memory V is --set
+ * gpu_memory_gib=V). */
+#include <stdio.h>
+#include <string.h>
+
+#include "jsonio.h"
+#include "outputs.h"
+#include "search.h"
+#include "sizes.h"
+
+typedef struct {
+  char *topology, *model, *seq, *gpus, *global_batch, *gpu_memory, *sched, *top, *objective,
+      *mask, *csv, *shard;
+  char **set;
+  int jobs;
+  gboolean merge, exhaustive, quiet, help;
+  char **args;
+} search_cli;
+
+static void search_cli_clear(search_cli *o) {
+  char **strs[] = {&o->topology, &o->model, &o->seq, &o->gpus, &o->global_batch,
+                   &o->gpu_memory, &o->sched, &o->top, &o->objective, &o->mask, &o->csv,
+                   &o->shard};
+  for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
+  g_clear_pointer(&o->set, g_strfreev);
+  g_clear_pointer(&o->args, g_strfreev);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(search_cli, search_cli_clear)
+
+static GOptionContext *context(search_cli *o) {
+  GOptionEntry entries[] = {
+      {"topology", 't', 0, G_OPTION_ARG_FILENAME, &o->topology,
+       "Topology file, or the name of a bundled one", "FILE"},
+      {"model", 0, 0, G_OPTION_ARG_FILENAME, &o->model, "The model: a bundled preset or a model "
+       "file (tasp-sim --list)", "NAME|FILE"},
+      {"seq", 0, 0, G_OPTION_ARG_FILENAME, &o->seq, "Sequence length (one: 256K)", "LEN"},
+      {"gpus", 0, 0, G_OPTION_ARG_FILENAME, &o->gpus,
+       "GPUs of the job, TP x SP x DP (default: every GPU of the topology)", "N"},
+      {"global-batch-tokens", 0, 0, G_OPTION_ARG_FILENAME, &o->global_batch,
+       "Tokens per optimizer step, whole sequences (4M); micro-batches = sequences / DP. "
+       "Default: one sequence per DP replica", "TOKENS"},
+      {"gpu-memory", 0, 0, G_OPTION_ARG_FILENAME, &o->gpu_memory,
+       "GPU memory: the topology's gpu_memory_gib (as --set gpu_memory_gib=V)", "GIB"},
+      {"sched", 0, 0, G_OPTION_ARG_FILENAME, &o->sched,
+       "Methods to consider, comma separated (default: every one that runs the model's layers)",
+       "LIST"},
+      {"mask", 0, 0, G_OPTION_ARG_FILENAME, &o->mask, "causal (default) or full", "MASK"},
+      {"top", 0, 0, G_OPTION_ARG_FILENAME, &o->top, "How many configurations to rank (default 10)",
+       "K"},
+      {"objective", 0, 0, G_OPTION_ARG_FILENAME, &o->objective,
+       "tokens (default: tokens/s per GPU) or step (step time)", "OBJ"},
+      {"set", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &o->set,
+       "Override a topology field (generator.nic_gbps=100Gb/s)", "KEY=VALUE"},
+      {"csv", 0, 0, G_OPTION_ARG_FILENAME, &o->csv,
+       "Write every configuration with its status as CSV (- for stdout)", "FILE"},
+      {"shard", 0, 0, G_OPTION_ARG_FILENAME, &o->shard,
+       "Search shard I of N (0-based): configurations whose index is I mod N; merge the "
+       "shards' CSVs with --merge", "I/N"},
+      {"merge", 0, 0, G_OPTION_ARG_NONE, &o->merge,
+       "Rank the union of the shards' CSVs given as arguments", NULL},
+      {"exhaustive", 0, 0, G_OPTION_ARG_NONE, &o->exhaustive,
+       "Simulate every configuration that can run (no pruning; the same ranked answer)", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs, "Threads (default: one per CPU)", "N"},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "Print no table", NULL},
+      {"help", 'h', 0, G_OPTION_ARG_NONE, &o->help, "Show this help", NULL},
+      {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &o->args, NULL, NULL},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("search [SCENARIO.json | --merge FILE.csv...]");
+  g_option_context_set_summary(ctx,
+      "Which configuration to run: every SP method, SP degree, Ulysses split, TP, DP, ZeRO\n"
+      "stage and recomputation of a model's training step on the GPUs, what cannot run\n"
+      "excluded with its reason, the rest ranked.");
+  g_option_context_set_help_enabled(ctx, FALSE);
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  return ctx;
+}
+
+static bool opt_error(GError **err, const char *option, const char *what, const char *got) {
+  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': expected %s, got "
+              "\"%s\"", option, what, got);
+  return false;
+}
+
+static bool parse_u32(const char *text, const char *option, uint32_t lo, uint32_t hi,
+                      uint32_t *out, GError **err) {
+  guint64 v;
+  if (!g_ascii_string_to_unsigned(text, 10, lo, hi, &v, NULL)) {
+    g_autofree char *what = g_strdup_printf("a whole number from %u to %u", lo, hi);
+    return opt_error(err, option, what, text);
+  }
+  *out = (uint32_t)v;
+  return true;
+}
+
+/* The methods: --sched's names, or every one that runs the model. */
+static GPtrArray *methods(const char *list, const workload *model, GError **err) {
+  g_autoptr(GPtrArray) out = g_ptr_array_new();
+  if (!list) {
+    for (const sched_ops *const *s = sched_all(); *s; s++)
+      if (sched_check_attention(*s, model, NULL)) g_ptr_array_add(out, (gpointer)*s);
+    return g_steal_pointer(&out);
+  }
+  g_auto(GStrv) names = g_strsplit(list, ",", -1);
+  for (char **n = names; *n; n++) {
+    const sched_ops *s = sched_find(*n);
+    g_autofree char *all = sched_names();
+    g_autofree char *what = g_strdup_printf("schedulers from %s", all);
+    if (!s) {
+      opt_error(err, "--sched", what, *n);
+      return NULL;
+    }
+    for (guint k = 0; k < out->len; k++)
+      if (out->pdata[k] == s) {
+        opt_error(err, "--sched", "each scheduler once", *n);
+        return NULL;
+      }
+    g_autoptr(GError) e = NULL;
+    if (!sched_check_attention(s, model, &e)) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--sched': %s",
+                  e->message);
+      return NULL;
+    }
+    g_ptr_array_add(out, (gpointer)s);
+  }
+  return g_steal_pointer(&out);
+}
+
+/* The search's options that are not the question's: checked, into so. */
+static bool search_options(const search_cli *o, const scenario *s, search_opts *so,
+                           GError **err) {
+  so->gpus = s->topo->n_gpus;
+  if (o->gpus && !parse_u32(o->gpus, "--gpus", 1, s->topo->n_gpus, &so->gpus, err)) return false;
+  if (o->global_batch && (!size_parse(o->global_batch, &so->global_batch_tokens) ||
+                          !so->global_batch_tokens))
+    return opt_error(err, "--global-batch-tokens", "a number of tokens (4M)", o->global_batch);
+  so->top = 10;
+  if (o->top && !parse_u32(o->top, "--top", 1, 1000, &so->top, err)) return false;
+  so->objective = SEARCH_TOKENS;
+  if (o->objective && !strcmp(o->objective, "step")) so->objective = SEARCH_STEP;
+  else if (o->objective && strcmp(o->objective, "tokens"))
+    return opt_error(err, "--objective", "tokens or step", o->objective);
+  if (o->shard) {
+    unsigned i, n;
+    char tail;
+    if (sscanf(o->shard, "%u/%u%c", &i, &n, &tail) != 2 || n == 0 || i >= n)
+      return opt_error(err, "--shard", "I/N with 0 <= I < N, such as 0/4", o->shard);
+    so->shard = i;
+    so->shards = n;
+  }
+  so->jobs = (unsigned)o->jobs;
+  so->exhaustive = o->exhaustive;
+  so->scheds = methods(o->sched, &s->model, err);
+  return so->scheds != NULL;
+}
+
+/* The question's scenario: the main command's loader, with the step's
+ * scope and one point (SP 1, ring) that it checks. */
+static scenario *load(const search_cli *o, GError **err) {
+  if (o->seq && strchr(o->seq, ','))
+    return opt_error(err, "--seq", "one sequence length", o->seq), NULL;
+  if (o->mask && strcmp(o->mask, "causal") && strcmp(o->mask, "full"))
+    return opt_error(err, "--mask", "causal or full", o->mask), NULL;
+  g_autoptr(GPtrArray) sets = g_ptr_array_new_with_free_func(g_free);
+  for (char **a = o->set; a && *a; a++) {
+    if (!strchr(*a, '=') || **a == '=') return opt_error(err, "--set", "KEY=VALUE", *a), NULL;
+    g_ptr_array_add(sets, g_strdup(*a));
+  }
+  if (o->gpu_memory) g_ptr_array_add(sets, g_strconcat("gpu_memory_gib=", o->gpu_memory, NULL));
+  g_ptr_array_add(sets, NULL);
+  scenario_overrides ov = {.topology = o->topology, .model = o->model, .seq = o->seq,
+                           .sp = "1", .sched = "ring", .scope = "model", .pass = "fwdbwd",
+                           .mask = o->mask ? o->mask : "causal",
+                           .set = sets->len > 1 ? (char *const *)sets->pdata : NULL};
+  const char *file = o->args && o->args[0] ? o->args[0] : NULL;
+  if (o->args && o->args[0] && o->args[1])
+    return opt_error(err, "search", "at most one scenario file", o->args[1]), NULL;
+  scenario *s = scenario_load(file, &ov, err);
+  if (s && s->seqs->len != 1) {
+    scenario_free(s);
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field 'seq_len': a search takes one "
+                "sequence length", file ? file : "command line");
+    return NULL;
+  }
+  return s;
+}
+
+static int fail(const GError *err, int status) {
+  fprintf(stderr, "tasp-sim: error: %s\n", err->message);
+  return status;
+}
+
+int search_main(int argc, char **argv) {
+  g_auto(search_cli) o = {0};
+  g_autoptr(GError) err = NULL;
+  g_autoptr(GOptionContext) ctx = context(&o);
+  g_auto(GStrv) args = g_new0(char *, (size_t)argc + 1);
+  for (int i = 0; i < argc; i++) args[i] = g_strdup(argv[i]);
+  g_autoptr(GError) e = NULL;
+  if (!g_option_context_parse_strv(ctx, &args, &e)) {
+    g_set_error(&err, TASP_ERROR, TASP_ERROR_INPUT, "command line: %s", e->message);
+    return fail(err, 2);
+  }
+  if (o.help) {
+    g_autofree char *h = g_option_context_get_help(ctx, TRUE, NULL);
+    fputs(h, stdout);
+    return 0;
+  }
+  if (o.jobs < 0 || o.jobs > 256) {
+    g_autofree char *got = g_strdup_printf("%d", o.jobs);
+    return fail((opt_error(&err, "--jobs", "a whole number from 0 to 256", got), err), 2);
+  }
+  g_autoptr(outputs) outs = outputs_new();
+  if (o.csv && !outputs_add(outs, "--csv", o.csv, NULL, &err)) return fail(err, 2);
+  g_autoptr(search_result) res = NULL;
+  if (o.merge) {
+    const char *given[] = {o.topology, o.model, o.seq, o.gpus, o.global_batch, o.gpu_memory,
+                           o.sched, o.top, o.objective, o.mask, o.shard};
+    for (size_t i = 0; i < G_N_ELEMENTS(given); i++)
+      if (given[i]) {
+        g_set_error(&err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--merge': the "
+                    "question comes from the shards' files; leave out the options that ask it "
+                    "(got \"%s\")", given[i]);
+        return fail(err, 2);
+      }
+    guint n = o.args ? g_strv_length(o.args) : 0;
+    if (!n) {
+      g_set_error(&err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--merge': expected "
+                  "the shards' CSV files");
+      return fail(err, 2);
+    }
+    for (guint i = 0; i < n; i++)
+      if (!outputs_check_input(outs, o.args[i], "shard file", &err)) return fail(err, 2);
+    res = search_merge(o.args, n, &err);
+    if (!res) return fail(err, 2);
+  } else {
+    scenario *s = load(&o, &err);
+    if (!s) return fail(err, 2);
+    search_opts so = {.s = s};
+    bool ok = search_options(&o, s, &so, &err) &&
+              outputs_check_input(outs, s->file, "scenario file", &err) &&
+              outputs_check_input(outs, s->topo->file, "topology file", &err);
+    if (ok) res = search_run(&so, &err);
+    if (so.scheds) g_ptr_array_unref(so.scheds);
+    scenario_free(s);
+    if (!res) return fail(err, 2);
+    guint n[SEARCH_STATUSES] = {0};
+    for (guint i = 0; i < res->rows->len; i++) n[((search_row *)res->rows->pdata[i])->status]++;
+    if (!o.quiet)
+      fprintf(stderr, "tasp-sim: search: %u simulated (%u fit, %u do not), %u pruned by the "
+              "compute bound, %u excluded\n", n[SEARCH_SIMULATED] + n[SEARCH_NO_FIT],
+              n[SEARCH_SIMULATED], n[SEARCH_NO_FIT], n[SEARCH_PRUNED], n[SEARCH_EXCLUDED]);
+    if (so.shards && !res->rows->len)
+      fprintf(stderr, "tasp-sim: note: shard %u/%u is empty: the search has %u configurations\n",
+              so.shard, so.shards, res->q.configs);
+  }
+  if (!o.quiet && !outputs_to_stdout(outs)) search_print(stdout, res);
+  if (o.csv) {
+    FILE *f = outputs_stream(outs, "--csv", &err);
+    if (!f) return fail(err, 1);
+    search_csv(f, res);
+  }
+  report_ctx rc = {0};
+  if (!outputs_write(outs, &rc, &err)) return fail(err, 1);
+  return 0;
+}
