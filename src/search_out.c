@@ -78,7 +78,7 @@ static void print_head(FILE *f, const search_result *r) {
   for (size_t k = 0; k < G_N_ELEMENTS(classes); k++)
     fprintf(f, "%s%s %u", k ? ", " : "", classes[k], by_class[k]);
   fprintf(f, "), %u simulated or pruned by the compute bound", r->rows->len - n[SEARCH_EXCLUDED]);
-  fputs(")\n", f);
+  fputs("\n", f);
   g_autoptr(GPtrArray) ms = methods(r);
   g_autoptr(GString) d = g_string_new(NULL);
   g_string_printf(d, "dimensions: %u methods; TP ", ms->len);
