@@ -30,21 +30,85 @@ workload layer_attention_workload(const workload *w) {
   return a;
 }
 
+/* Each placement's dimensions (0 TP, 1 SP, 2 DP), innermost first. */
+static const uint8_t place_order[PLACE_KINDS][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                                    {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+static const char *const place_names[PLACE_KINDS] = {"tp,sp,dp", "tp,dp,sp", "sp,tp,dp",
+                                                     "sp,dp,tp", "dp,tp,sp", "dp,sp,tp"};
+
+const char *layer_placement_name(placement_kind k) { return place_names[k]; }
+
+bool layer_placement_parse(const char *text, placement_kind *out) {
+  for (int k = 0; k < PLACE_KINDS; k++)
+    if (!strcmp(text, place_names[k])) {
+      *out = (placement_kind)k;
+      return true;
+    }
+  return false;
+}
+
+uint32_t layer_gpu(const workload *w, uint32_t r, uint32_t s, uint32_t d) {
+  uint32_t size[3] = {layer_tp(w), w->gpus, layer_dp(w)}, rank[3] = {r, s, d};
+  placement_kind k = w->scope == SCOPE_ATTENTION ? PLACE_TP_SP_DP : w->placement;
+  uint32_t g = 0;
+  for (int i = 2; i >= 0; i--) g = g * size[place_order[k][i]] + rank[place_order[k][i]];
+  return g;
+}
+
+bool layer_placed_by_default(const workload *w) {
+  if (w->scope == SCOPE_ATTENTION || w->placement == PLACE_TP_SP_DP) return true;
+  uint32_t size[3] = {layer_tp(w), w->gpus, layer_dp(w)};
+  /* the dimensions of more than one GPU, in each order */
+  int a[3], b[3], na = 0, nb = 0;
+  for (int i = 0; i < 3; i++) {
+    if (size[place_order[w->placement][i]] > 1) a[na++] = place_order[w->placement][i];
+    if (size[place_order[PLACE_TP_SP_DP][i]] > 1) b[nb++] = place_order[PLACE_TP_SP_DP][i];
+  }
+  return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+}
+
+/* View GPUs per node under a placement of its own: c where the view's
+ * GPUs lie in consecutive blocks of c, one block a node; else 1. */
+static uint32_t view_per_node(const uint32_t *phys, uint32_t n, uint32_t per) {
+  uint32_t c = 0;
+  for (uint32_t i = 0; i < n; i++) c += phys[i] / per == phys[0] / per;
+  for (uint32_t i = 0; i < n; i++) {
+    bool same = phys[i] / per == phys[i - i % c] / per;
+    bool next = i % c || !i || phys[i] / per != phys[i - 1] / per;
+    if (!same || !next) return 1;
+  }
+  return c;
+}
+
 void layer_view_init(layer_view *v, const workload *w, const topology *t) {
   uint32_t tp = layer_tp(w);
   v->t = *t;
   v->owned = false;
-  if (tp == 1 || w->scope == SCOPE_ATTENTION) return;
-  uint32_t N = t->n_gpus, n = N / tp, per = t->gpus_per_node ? t->gpus_per_node : N;
+  bool by_default = layer_placed_by_default(w);
+  if (w->scope == SCOPE_ATTENTION || (tp == 1 && by_default)) return;
+  uint32_t N = t->n_gpus, per = t->gpus_per_node ? t->gpus_per_node : N, n;
+  g_autofree uint32_t *phys = NULL;
+  if (by_default) {
+    /* TP rank 0's GPUs per node: a node of m GPUs holds m / tp of them
+     * where TP divides it; TP groups spanning nodes leave one a node */
+    n = N / tp;
+    v->t.gpus_per_node = per % tp == 0 ? per / tp : 1;
+    phys = g_new(uint32_t, n);
+    for (uint32_t i = 0; i < n; i++) phys[i] = i * tp;
+  } else {
+    /* the job's SP GPUs of TP rank 0, DP rank after DP rank */
+    uint32_t sp = w->gpus;
+    n = sp * layer_dp(w);
+    phys = g_new(uint32_t, n);
+    for (uint32_t i = 0; i < n; i++) phys[i] = layer_gpu(w, 0, i % sp, i / sp);
+    v->t.gpus_per_node = view_per_node(phys, n, per);
+  }
   v->t.n_gpus = n;
-  /* TP rank 0's GPUs per node: a node of m GPUs holds m / tp of them
-   * where TP divides it; TP groups spanning nodes leave one a node */
-  v->t.gpus_per_node = per % tp == 0 ? per / tp : 1;
   if (v->t.gpus_per_node > n) v->t.gpus_per_node = n;
   v->t.direct = g_new(uint8_t, (size_t)n * n);
   for (uint32_t i = 0; i < n; i++)
     for (uint32_t j = 0; j < n; j++)
-      v->t.direct[(size_t)i * n + j] = t->direct[(size_t)i * tp * N + (size_t)j * tp];
+      v->t.direct[(size_t)i * n + j] = t->direct[(size_t)phys[i] * N + phys[j]];
   v->owned = true;
 }
 
@@ -76,6 +140,11 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   b.n = b.tp * b.sp * b.dp;
   b.grad_group = b.sp * b.dp;
   b.p = plan_new(b.n, record_segs);
+  if (!layer_placed_by_default(w)) {
+    b.phys = g_new(uint32_t, b.n);
+    for (uint32_t g = 0; g < b.n; g++)
+      b.phys[g] = layer_gpu(w, g % b.tp, g / b.tp % b.sp, g / (b.tp * b.sp));
+  }
   b.saved = g_new(uint32_t, (size_t)b.layers * b.n * SV_COUNT);
   b.weights = g_new(uint32_t, (size_t)b.layers * b.n);
   b.wcur = g_new(uint32_t, b.n);
@@ -172,6 +241,8 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   }
   if (b.model && w->pass != PASS_FWD) lb_optimizer(&b);
   plan_finish(b.p);
+  if (b.phys) plan_relabel(b.p, b.phys);
+  g_free(b.phys);
   g_free(e_arr);
   g_free(b.main_grad);
   for (int k = 0; k < ATTN_KINDS; k++) plan_free((plan *)b.attns[k]);

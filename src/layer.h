@@ -22,18 +22,23 @@
  * Every collective goes through plan_coll_ring (NCCL rings), so TP traffic
  * loads the same links as SP traffic.
  *
- * Placement: TP innermost, then SP: GPU g is TP rank g % tp of SP rank
- * g / tp.  Every GPU of the job is simulated (no rank stands for
- * another): the scheduler's plan over SP ranks 0..sp-1 is appended for TP
- * rank r onto GPUs r, tp + r, 2 tp + r, ...  The scheduler builds its plan
- * for a view of the topology (layer_view) that holds TP rank 0's GPUs
- * only (GPU i of the view is GPU i x tp): their node blocks and direct
- * links, so its topology-aware choices (TASP's cycles, Ulysses' node size,
- * rings' node crossings) are those of the GPUs it runs on, while its
- * transfers run on the real routes between them.  Exact where every TP
- * rank's SP GPUs are alike (TP dividing the node size, or TP groups of
- * whole nodes, on a homogeneous topology); at TP 1 the view is the
- * topology itself.
+ * Placement (--placement): by default TP innermost, then SP, then DP:
+ * GPU g is TP rank g % tp of SP rank g / tp; another order places the
+ * dimensions as it says (layer_gpu).  Every GPU of the job is simulated
+ * (no rank stands for another): the plan is built with the default
+ * numbering and its GPUs moved to the placement's at the end
+ * (plan_relabel); each collective's ring follows its GPUs' order on the
+ * topology (NCCL's rings per node).  The scheduler's plan over SP ranks
+ * 0..sp-1 is appended for every TP and DP rank onto its SP GPUs.  The
+ * scheduler builds its plan for a view of the topology (layer_view) that
+ * holds TP rank 0's GPUs only (GPU i of the view is SP rank i % sp of DP
+ * rank i / sp): their node blocks and direct links, so its
+ * topology-aware choices (TASP's cycles, Ulysses' node size, rings' node
+ * crossings) are those of the GPUs it runs on, while its transfers run on
+ * the real routes between them.  Exact where every TP rank's SP GPUs are
+ * alike (TP dividing the node size, or TP groups of whole nodes, on a
+ * homogeneous topology); at TP 1 with the default placement the view is
+ * the topology itself.
  *
  * Memory: the layer's weights (its parameters on the GPU, in the layer's
  * dtype) are an input; its activations are plan buffers (plan_buf.h): what
@@ -63,6 +68,17 @@ typedef struct {
 } layer_view;
 void layer_view_init(layer_view *v, const workload *w, const topology *t);
 void layer_view_clear(layer_view *v);
+
+/* The GPU of TP rank r, SP rank s and DP rank d under w's placement
+ * (TP innermost, then SP, then DP by default: r + tp (s + sp d)). */
+uint32_t layer_gpu(const workload *w, uint32_t r, uint32_t s, uint32_t d);
+/* Whether w's GPUs lie as the default order puts them (placement
+ * TP,SP,DP, or another that differs only in dimensions of one). */
+bool layer_placed_by_default(const workload *w);
+/* "tp,sp,dp"; and the order from such a text (each of tp, sp, dp once,
+ * innermost first). */
+const char *layer_placement_name(placement_kind k);
+bool layer_placement_parse(const char *text, placement_kind *out);
 
 /* The layer_dims of a point: its TP group's tokens (batch x seq / sp). */
 layer_dims layer_dims_of(const workload *w);

@@ -83,6 +83,12 @@ void lb_grad_group(lb *b, uint32_t r) {
   for (uint32_t k = 0; k < b->grad_group; k++) b->group[k] = k * b->tp + r;
 }
 
+static gint by_place(gconstpointer a, gconstpointer b, gpointer phys) {
+  uint32_t x = ((const uint32_t *)phys)[*(const uint32_t *)a];
+  uint32_t y = ((const uint32_t *)phys)[*(const uint32_t *)b];
+  return (x > y) - (x < y);
+}
+
 /* One ring collective `api` over a group of k GPUs (b->group) of `shard`
  * bytes per rank, reading in[g] (NONE: nothing) and writing a tensor of
  * out_bytes (0: none) on each, into out[g] (NULL: cur); comm_of[g] is set
@@ -91,7 +97,12 @@ uint32_t lb_ring(lb *b, comm_api api, uint32_t k, double shard, const uint32_t *
                      double out_bytes, const char *name, uint32_t *out, uint32_t *comm_of,
                      bool grad_stream) {
   uint32_t c = plan_comm(b->p, b->step, api);
-  plan_coll_ring(b->p, c, b->group, k, shard, b->t->gpus_per_node);
+  /* NCCL's rings follow the GPUs' order on the topology, node by node:
+   * under a placement of its own, the group in the order of where its
+   * GPUs lie */
+  g_autofree uint32_t *ring = g_memdup2(b->group, k * sizeof *ring);
+  if (b->phys) g_qsort_with_data(ring, (gint)k, sizeof *ring, by_place, b->phys);
+  plan_coll_ring(b->p, c, ring, k, shard, b->t->gpus_per_node);
   /* TP groups' calls run in order on their NCCL stream (plan_issue's
    * ordering); the gradient group (SP x DP) is another communicator with
    * a stream of its own */

@@ -41,6 +41,9 @@ typedef struct {
   bool last_mb;            /* the step's last micro-batch: its gradients are reduced */
   uint32_t layer;          /* the layer whose backward is being built (layers: the ends) */
   uint32_t *main_grad;     /* (layers + 1) x n x 4: each GEMM's float32 main grad, NONE: none yet */
+  /* The GPU each GPU of the builder's numbering (TP rank + tp (SP rank +
+   * sp DP rank)) is under the placement; NULL: the same (layer_gpu) */
+  uint32_t *phys;
 } lb;
 
 #define NONE UINT32_MAX

@@ -418,3 +418,31 @@ const char *plan_api_name(comm_api a) {
                                                "reduce_scatter", "all_reduce", "barrier"};
   return a < COMM_APIS ? names[a] : "?";
 }
+
+void plan_relabel(plan *p, const uint32_t *to) {
+  g_assert(p->patterns->len == 0);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    plan_task *t = plan_task_at(p, i);
+    if (t->kind == TASK_COMPUTE && t->gpu != PLAN_ALL) t->gpu = to[t->gpu];
+  }
+  for (guint i = 0; i < p->xfers->len; i++) {
+    plan_xfer *x = &g_array_index(p->xfers, plan_xfer, i);
+    x->src = to[x->src];
+    x->dst = to[x->dst];
+  }
+  for (guint i = 0; p->bufs && i < p->bufs->len; i++) {
+    plan_buf *b = &g_array_index(p->bufs, plan_buf, i);
+    if (b->gpu != PLAN_ALL) b->gpu = to[b->gpu];
+  }
+  for (guint i = 0; p->buf_uses && i < p->buf_uses->len; i++) {
+    plan_buf_use *u = &g_array_index(p->buf_uses, plan_buf_use, i);
+    if (u->gpu != PLAN_ALL) u->gpu = to[u->gpu];
+  }
+  /* the streams' last tasks follow their GPUs */
+  g_autofree int64_t *lc = g_memdup2(p->last_compute, p->n_gpus * sizeof(int64_t));
+  g_autofree int64_t *ll = g_memdup2(p->last_coll, p->n_gpus * sizeof(int64_t));
+  for (uint32_t g = 0; g < p->n_gpus; g++) {
+    p->last_compute[to[g]] = lc[g];
+    p->last_coll[to[g]] = ll[g];
+  }
+}

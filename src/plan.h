@@ -268,6 +268,12 @@ plan *plan_expand(const plan *p);
 
 /* ---- one plan inside another (plan_append.c) ---- */
 
+/* Moves every GPU g of finished plan p to GPU to[g] (a permutation of its
+ * GPUs): compute tasks, transfers and buffers; a plan without patterns
+ * (plan_expand it first).  Where a job's dimensions lie otherwise than the
+ * order its builder numbers them in (layer.h's placement). */
+void plan_relabel(plan *p, const uint32_t *to);
+
 /* Appends finished plan src (no lockstep task or pattern: plan_expand it
  * first) into dst, src GPU g becoming dst GPU gpus[g], in ranges of its
  * tasks (a scheduler's forward then, later, its backward, with the host

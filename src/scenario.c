@@ -430,9 +430,16 @@ static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
   else if (!strcmp(ov->recompute, "full")) m->recompute = RECOMPUTE_FULL;
   else return bad(err, (origin){"command line", "--recompute"},
                   "expected none, selective or full, got \"%s\"", ov->recompute);
+  m->placement = PLACE_TP_SP_DP;
+  if (ov->placement && !layer_placement_parse(ov->placement, &m->placement))
+    return bad(err, (origin){"command line", "--placement"}, "expected an order of tp, sp and "
+               "dp, innermost first (tp,sp,dp; sp,tp,dp; ...), got \"%s\"", ov->placement);
   if (m->scope == SCOPE_ATTENTION) {
     if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
                               "scope has no projections to split)");
+    if (ov->placement)
+      return bad(err, (origin){"command line", "--placement"}, "needs --scope layer or model "
+                 "(the attention scope has SP alone)");
     return true;
   }
   if (!m->hidden || !m->ffn || (m->scope == SCOPE_MODEL && !m->vocab))

@@ -22,6 +22,19 @@ typedef enum { SCOPE_ATTENTION, SCOPE_LAYER, SCOPE_MODEL, SCOPE_KINDS } scope_ki
 /* Activation recomputation (--recompute, layer.h). */
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 
+/* Where a job's dimensions lie on its GPUs (--placement): TP, SP and DP
+ * from the innermost (consecutive GPUs, inside a node) to the outermost.
+ * Megatron's default order is TP, then CP (SP), then DP. */
+typedef enum {
+  PLACE_TP_SP_DP,
+  PLACE_TP_DP_SP,
+  PLACE_SP_TP_DP,
+  PLACE_SP_DP_TP,
+  PLACE_DP_TP_SP,
+  PLACE_DP_SP_TP,
+  PLACE_KINDS
+} placement_kind;
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -61,6 +74,7 @@ typedef struct {
   uint32_t dp, zero;
   recompute_kind recompute;
   uint32_t micro_batches;   /* scope model: gradient accumulation (0 or 1: one) */
+  placement_kind placement; /* scopes layer and model (layer.h) */
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -987,5 +987,17 @@ expect_error "--micro-batches outside scope model" "option '--micro-batches': ne
 expect_error "TP x SP x DP beyond the topology" "option '--dp': TP 1 x SP 4 x DP 3 is 12 GPUs, beyond the 8" \
   --topology h100x8 --model llama3-8b --scope model --dp 3 --sp 4
 
+# placement: TP across the two nodes (SP innermost) is slower than TP inside them
+for pl in tp,sp,dp sp,tp,dp; do
+  "$sim" --topology h100x8x2 --model llama3-8b --scope layer --tp 8 --sp 2 --sched zigzag \
+    --seq 64K --pass fwd --placement $pl --csv "$tmp/pl-$pl.csv" --quiet
+done
+check "--placement sp,tp,dp: TP groups across nodes make the layer slower" \
+  "awk -v a=\$(field $tmp/pl-tp,sp,dp.csv 1 step_ms) -v b=\$(field $tmp/pl-sp,tp,dp.csv 1 step_ms) 'BEGIN {exit !(b > 1.2 * a)}'"
+expect_error "an unknown placement" "option '--placement': expected an order of tp, sp and dp" \
+  --topology h100x8 --model llama3-8b --scope layer --placement tp,sp
+expect_error "--placement at the attention scope" "option '--placement': needs --scope layer or model" \
+  --topology h100x8 --model llama3-8b --placement sp,tp,dp
+
 echo "cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

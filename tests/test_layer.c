@@ -686,6 +686,95 @@ static void test_view(void) {
   scenario_free(s);
 }
 
+/* Placement: layer_gpu is a bijection onto the job's GPUs with the named
+ * dimension innermost; in a plan built under each placement every group
+ * talks within its dimension (a TP collective among the GPUs of one SP
+ * and DP rank, the scheduler's exchange among one TP and DP rank's SP
+ * GPUs, the gradient reduction among one TP rank's), and the view holds
+ * TP rank 0's SP GPUs where the placement put them. */
+static void test_placement(void) {
+  topology *t = ideal(8);
+  for (int k = 0; k < PLACE_KINDS; k++) {
+    workload w = model8b(2, 2, 2, 2, 16384);
+    w.placement = (placement_kind)k;
+    uint32_t rank[8][3], seen = 0;
+    for (uint32_t d = 0; d < 2; d++)
+      for (uint32_t sr = 0; sr < 2; sr++)
+        for (uint32_t r = 0; r < 2; r++) {
+          uint32_t g = layer_gpu(&w, r, sr, d);
+          CU_ASSERT_FATAL(g < 8);
+          seen |= 1u << g;
+          rank[g][0] = r;
+          rank[g][1] = sr;
+          rank[g][2] = d;
+        }
+    CU_ASSERT_EQUAL(seen, 0xffu);
+    /* the innermost dimension's ranks are consecutive GPUs */
+    const char *name = layer_placement_name(w.placement);
+    int inner = name[0] == 't' ? 0 : name[0] == 's' ? 1 : 2;
+    CU_ASSERT_EQUAL(rank[1][inner], 1);
+    CU_ASSERT_EQUAL(rank[0][inner], 0);
+    placement_kind back;
+    CU_ASSERT(layer_placement_parse(name, &back) && back == w.placement);
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    unsigned tp_colls = 0, sp_p2p = 0, grad_colls = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMM || !x->n_xfer) continue;
+      /* a TP collective's transfers change the TP rank alone; the
+       * scheduler's, the SP rank alone; the gradient group's, never the
+       * TP rank */
+      bool tp_only = true, sp_only = true, same_tp = true;
+      for (uint32_t j = 0; j < x->n_xfer; j++) {
+        const plan_xfer *f = &g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+        bool dr = rank[f->src][0] != rank[f->dst][0], ds = rank[f->src][1] != rank[f->dst][1];
+        bool dd = rank[f->src][2] != rank[f->dst][2];
+        tp_only &= dr && !ds && !dd;
+        sp_only &= ds && !dr && !dd;
+        same_tp &= !dr;
+      }
+      CU_ASSERT(tp_only || same_tp);
+      if (x->api == COMM_P2P) CU_ASSERT(sp_only);
+      tp_colls += tp_only;
+      sp_p2p += x->api == COMM_P2P;
+      grad_colls += same_tp && (x->api == COMM_ALL_REDUCE || x->api == COMM_REDUCE_SCATTER);
+    }
+    CU_ASSERT(tp_colls > 0 && sp_p2p > 0 && grad_colls > 0);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    exec_result_free(r);
+    plan_free(p);
+    layer_view v;
+    layer_view_init(&v, &w, t);
+    CU_ASSERT_EQUAL(v.t.n_gpus, 4);
+    layer_view_clear(&v);
+  }
+  /* one GPU per node, the view of DP innermost at TP 1: SP rank s of DP
+   * rank 0 is GPU 2 s, and no two of them share a node of two */
+  workload w = model8b(4, 1, 2, 2, 16384);
+  w.placement = PLACE_DP_SP_TP;
+  t->gpus_per_node = 2;
+  layer_view v;
+  layer_view_init(&v, &w, t);
+  CU_ASSERT_EQUAL(v.t.n_gpus, 8);
+  CU_ASSERT_EQUAL(v.t.gpus_per_node, 1);
+  CU_ASSERT(v.owned);
+  layer_view_clear(&v);
+  w.placement = PLACE_SP_DP_TP;
+  layer_view_init(&v, &w, t);
+  CU_ASSERT_EQUAL(v.t.gpus_per_node, 2);
+  layer_view_clear(&v);
+  /* a dimension of one GPU does not count: TP 1 puts SP innermost either way */
+  w.placement = PLACE_TP_SP_DP;
+  CU_ASSERT(layer_placed_by_default(&w));
+  w.placement = PLACE_SP_TP_DP;
+  CU_ASSERT(layer_placed_by_default(&w));
+  w.placement = PLACE_DP_SP_TP;
+  CU_ASSERT(!layer_placed_by_default(&w));
+  topo_free(t);
+}
+
 /* Gradient accumulation: M micro-batches are M times the model FLOPs,
  * one gradient reduction and one optimizer step, and the peak of one. */
 static void test_micro_batches(void) {
@@ -738,7 +827,7 @@ int main(void) {
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
-                             TEST(test_view),            TEST(test_micro_batches),
+                             TEST(test_view),            TEST(test_micro_batches), TEST(test_placement),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
