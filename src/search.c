@@ -98,8 +98,37 @@ typedef void (*visit_fn)(uint32_t index, const sched_ops *s, const char *name,
  * pseudo-method, its attention local (ring's plan on one GPU). */
 #define SEARCH_NO_SP "no-sp"
 
+/* The placements of TP x SP x DP worth telling apart: which dimension
+ * lies innermost (inside a node), the other two in the default order,
+ * those placing the GPUs alike counted once (a dimension of one GPU has
+ * no place); one where the job fits in a node. */
+static uint32_t placements(const search_opts *o, uint32_t tp, uint32_t sp, uint32_t dp,
+                           placement_kind out[3]) {
+  static const placement_kind inner[] = {PLACE_TP_SP_DP, PLACE_SP_TP_DP, PLACE_DP_TP_SP};
+  const topology *t = o->s->topo;
+  out[0] = PLACE_TP_SP_DP;
+  if (!t->gpus_per_node || o->gpus <= t->gpus_per_node) return 1;
+  uint32_t n = 0;
+  for (size_t k = 0; k < G_N_ELEMENTS(inner); k++) {
+    workload w = {.scope = SCOPE_MODEL, .tp = tp, .gpus = sp, .dp = dp, .placement = inner[k]};
+    bool same = false;
+    for (uint32_t j = 0; j < n && !same; j++) {
+      same = true;
+      for (uint32_t g = 0; g < tp * sp * dp && same; g++) {
+        workload v = w;
+        v.placement = out[j];
+        same = layer_gpu(&w, g % tp, g / tp % sp, g / (tp * sp)) ==
+               layer_gpu(&v, g % tp, g / tp % sp, g / (tp * sp));
+      }
+    }
+    if (!same) out[n++] = inner[k];
+  }
+  return n;
+}
+
 /* Every configuration in the enumeration order (SP 1 first, then each
- * method; TP, SP, Ulysses split, ZeRO, recomputation); returns how many.
+ * method; TP, SP, placement, Ulysses split, ZeRO, recomputation); returns
+ * how many.
  * ZeRO shards over the SP x DP ranks, so with one of them its stages are
  * one configuration; a Ulysses split lies strictly inside SP (1 and SP
  * are ring and Ulysses, methods of their own). */
@@ -128,16 +157,20 @@ static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
           g_array_append_val(us, none);
         }
         uint32_t zeros = sp * dp > 1 ? 4 : 1;
-        for (guint i = 0; i < us->len; i++)
-          for (uint32_t z = 0; z < zeros; z++)
-            for (size_t r = 0; r < G_N_ELEMENTS(recs); r++) {
-              if (fn) {
-                search_row c = {.tp = tp, .sp = sp, .dp = dp, .zero = z, .recompute = recs[r],
-                                .ulysses = g_array_index(us, uint32_t, i)};
-                fn((uint32_t)index, s, name, &c, user);
+        placement_kind places[3];
+        uint32_t np = placements(o, tp, sp, dp, places);
+        for (uint32_t pl = 0; pl < np; pl++)
+          for (guint i = 0; i < us->len; i++)
+            for (uint32_t z = 0; z < zeros; z++)
+              for (size_t r = 0; r < G_N_ELEMENTS(recs); r++) {
+                if (fn) {
+                  search_row c = {.tp = tp, .sp = sp, .dp = dp, .zero = z, .recompute = recs[r],
+                                  .ulysses = g_array_index(us, uint32_t, i),
+                                  .placement = places[pl]};
+                  fn((uint32_t)index, s, name, &c, user);
+                }
+                if (++index > SEARCH_MAX_CONFIGS && !fn) return index;
               }
-              if (++index > SEARCH_MAX_CONFIGS && !fn) return index;
-            }
       }
     }
   }
@@ -152,7 +185,7 @@ typedef struct {
   GPtrArray *ops;       /* per row: its const sched_ops * */
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
-  GHashTable *attention; /* "method/tp/sp/split" -> double *: attention_s */
+  GHashTable *attention; /* "method/tp/sp/split/placement" -> double *: attention_s */
 } space;
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
@@ -168,6 +201,7 @@ static workload config_workload(const space *sp, const sched_ops *s, const searc
   w.recompute = c->recompute;
   w.micro_batches = c->micro_batches;
   w.ulysses = c->ulysses;
+  w.placement = c->placement;
   (void)s;
   return w;
 }
@@ -308,7 +342,8 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
     return;
   }
   /* the attention's part, once per method, TP, SP and split */
-  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u", s->name, c->tp, c->sp, c->ulysses);
+  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%d", s->name, c->tp, c->sp, c->ulysses,
+                                         (int)c->placement);
   double *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
     attn = g_new(double, 1);

@@ -3,9 +3,10 @@
  * For a model, a topology, a sequence length and a GPU count, enumerates
  * every way to run the training step on exactly those GPUs: SP method x SP
  * degree x Ulysses/ring split (the schedulers that take a Ulysses degree)
- * x TP x DP x ZeRO stage x recomputation (SP 1 once, as the pseudo-method
- * "no-sp": no method has anything to do there), TP innermost, then SP, then DP
- * (layer.h: the one placement the step model builds).  A configuration
+ * x TP x DP x ZeRO stage x recomputation x placement (which of TP, SP
+ * and DP lies innermost, inside a node, the others in the default order;
+ * only where the job spans several nodes) (SP 1 once, as the
+ * pseudo-method "no-sp": no method has anything to do there).  A configuration
  * that cannot run is excluded before anything is simulated, with its reason
  * and class (TP split, global batch, the method's own check, plan size, or
  * memory: weights, gradients, optimizer states and saved layer inputs
@@ -49,6 +50,7 @@ typedef struct {
   char *sched;
   uint32_t tp, sp, ulysses, dp, zero; /* ulysses 0: the scheduler takes none */
   recompute_kind recompute;
+  placement_kind placement;
   uint32_t micro_batches;
   search_status status;
   /* excluded: the class ("tp", "batch", "method", "plan", "memory") and

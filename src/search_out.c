@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "jsonio.h"
+#include "layer.h"
 #include "report.h"
 #include "search.h"
 #include "sizes.h"
@@ -22,6 +23,8 @@ static char *config_text(const search_row *r) {
   if (r->ulysses) g_string_append_printf(s, " (Ulysses %u x ring %u)", r->ulysses, r->sp / r->ulysses);
   g_string_append_printf(s, " x DP %u, ZeRO %u, recompute %s", r->dp, r->zero,
                          recompute_name(r->recompute));
+  if (r->placement != PLACE_TP_SP_DP)
+    g_string_append_printf(s, ", placed %s", layer_placement_name(r->placement));
   if (r->micro_batches > 1) g_string_append_printf(s, ", %u micro-batches", r->micro_batches);
   return g_string_free(s, FALSE);
 }
@@ -92,7 +95,13 @@ static void print_head(FILE *f, const search_result *r) {
   g_string_append(d, "; ZeRO ");
   values(d, r, G_STRUCT_OFFSET(search_row, zero), false);
   g_string_append(d, "; recompute none,full (selective keeps what none keeps: flash attention "
-                     "saves no score matrix); placement TP inside nodes, then SP, then DP");
+                     "saves no score matrix); placements ");
+  bool placed[PLACE_KINDS] = {false};
+  for (guint i = 0; i < r->rows->len; i++)
+    placed[((const search_row *)r->rows->pdata[i])->placement] = true;
+  for (int k = 0, n = 0; k < PLACE_KINDS; k++)
+    if (placed[k]) g_string_append_printf(d, "%s%s", n++ ? "; " : "", layer_placement_name(k));
+  g_string_append(d, " (innermost first)");
   fprintf(f, "%s\n", d->str);
 }
 
@@ -102,17 +111,18 @@ static void print_top(FILE *f, const search_result *r, GPtrArray *ranked) {
     fputs("\nno configuration runs and fits\n", f);
     return;
   }
-  fprintf(f, "\n%4s  %-11s %3s %4s %3s %4s %4s %-9s %3s %11s %10s %6s %8s  %s\n", "rank",
-          "method", "tp", "sp", "u", "dp", "zero", "recompute", "mb", "step_s", "tok/s/GPU",
-          "mfu", "mem", "why");
+  fprintf(f, "\n%4s  %-11s %3s %4s %3s %4s %-8s %4s %-9s %3s %11s %10s %6s %8s  %s\n", "rank",
+          "method", "tp", "sp", "u", "dp", "placed", "zero", "recompute", "mb", "step_s",
+          "tok/s/GPU", "mfu", "mem", "why");
   for (guint i = 0; i < k; i++) {
     const search_row *x = ranked->pdata[i];
     char u[16] = "-";
     if (x->ulysses) g_snprintf(u, sizeof u, "%u", x->ulysses);
     char mfu[16] = "-";
     if (!isnan(x->mfu)) g_snprintf(mfu, sizeof mfu, "%.1f%%", 100 * x->mfu);
-    fprintf(f, "%4u  %-11s %3u %4u %3s %4u %4u %-9s %3u %11.4f %10.1f %6s %7.1fG  %s\n", i + 1,
-            x->sched, x->tp, x->sp, u, x->dp, x->zero, recompute_name(x->recompute),
+    fprintf(f, "%4u  %-11s %3u %4u %3s %4u %-8s %4u %-9s %3u %11.4f %10.1f %6s %7.1fG  %s\n",
+            i + 1, x->sched, x->tp, x->sp, u, x->dp, layer_placement_name(x->placement), x->zero,
+            recompute_name(x->recompute),
             x->micro_batches, x->step_s, x->tokens_per_s_per_gpu, mfu, x->peak_mem_gib,
             x->reason);
   }
@@ -217,7 +227,7 @@ static const char *const columns[] = {
     "model", "topology", "seq_len", "gpus", "global_batch_tokens", "mask", "objective", "top",
     "configs", "usable_gib", "index", "scheduler", "tp", "sp", "ulysses", "dp", "zero",
     "recompute", "micro_batches", "status", "class", "reason", "bound_s", "mem_bound_gib",
-    "step_s", "tokens_per_s_per_gpu", "mfu", "peak_mem_gib"};
+    "step_s", "tokens_per_s_per_gpu", "mfu", "peak_mem_gib", "placement"};
 enum { N_QUESTION = 10, N_COLUMNS = G_N_ELEMENTS(columns) };
 
 static void num(FILE *f, double v) {
@@ -251,7 +261,8 @@ void search_csv(FILE *f, const search_result *r) {
     num(f, x->step_s);
     num(f, x->tokens_per_s_per_gpu);
     num(f, x->mfu);
-    if (!isnan(x->peak_mem_gib)) fprintf(f, "%.17g", x->peak_mem_gib);
+    num(f, x->peak_mem_gib);
+    report_csv_str(f, layer_placement_name(x->placement));
     fputc('\n', f);
   }
 }
@@ -345,6 +356,10 @@ static bool parse_row(GPtrArray *fs, const char *file, guint line, search_row *x
   for (guint k = 0; k < G_N_ELEMENTS(nums); k++)
     if (!get_num(f[22 + k], nums[k]))
       return bad_field(err, file, line, columns[22 + k], "a number or nothing", f[22 + k]);
+  placement_kind pl;
+  if (!layer_placement_parse(f[28], &pl))
+    return bad_field(err, file, line, "placement", "an order of tp, sp and dp", f[28]);
+  x->placement = pl;
   if ((x->status == SEARCH_SIMULATED || x->status == SEARCH_NO_FIT) &&
       (isnan(x->step_s) || isnan(x->tokens_per_s_per_gpu) || isnan(x->peak_mem_gib)))
     return bad_field(err, file, line, "step_s", "the figures of a simulated configuration",

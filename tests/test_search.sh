@@ -94,6 +94,27 @@ check "USP splits strictly inside SP, and only USP has one" \
   "! awk -F, 'NR > 1 && ((\$12 == \"usp\") != (\$15 > 0) || (\$15 > 0 && \$15 >= \$14))' $tmp/p.csv | grep -q . && grep -q ',usp,1,4,2,' $tmp/p.csv"
 check "every excluded row has a class and a reason" \
   "! awk -F, 'NR > 1 && \$20 == \"excluded\" && (\$21 == \"\" || \$22 == \"\")' $tmp/p.csv | grep -q ."
+# placement: one in a node; with two nodes of two GPUs each dimension
+# innermost, and TP across the nodes slower than TP inside them
+check "one node: the default placement alone" "! grep -q 'sp,tp,dp\\|dp,tp,sp' $tmp/p.csv"
+"$sim" search --model tests/data/search-model.json --topology h100x8x2 --set generator.gpus_per_node=2 \
+  --set generator.nodes=2 --seq 32K --sched zigzag --csv "$tmp/pl.csv" > /dev/null 2>&1
+python3 - "$tmp/pl.csv" > "$tmp/pl" <<'EOF2'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print("places", " ".join(sorted({r["placement"] for r in rows})))
+step = {r["placement"]: float(r["step_s"]) for r in rows
+        if r["scheduler"] == "zigzag" and (r["tp"], r["sp"], r["dp"], r["zero"], r["recompute"])
+        == ("2", "2", "1", "0", "none") and r["status"] == "simulated"}
+print("tp-inside-faster", step["tp,sp,dp"] < step["sp,tp,dp"])
+# TP 1 x SP 1 x DP 4: one placement only (the others place the GPUs alike)
+print("alike", sum(r["tp"] == "1" and r["sp"] == "1" and r["zero"] == "0" and
+                  r["recompute"] == "none" for r in rows))
+EOF2
+check "two nodes: every dimension innermost" "grep -qx 'places dp,tp,sp sp,tp,dp tp,sp,dp' $tmp/pl"
+check "two nodes: TP inside a node is faster than across" "grep -qx 'tp-inside-faster True' $tmp/pl"
+check "placements that place GPUs alike counted once" "grep -qx 'alike 1' $tmp/pl"
+
 # memory: a 4 GiB GPU holds none of the states, so everything is excluded
 "$sim" search $q --gpu-memory 4GiB > "$tmp/small.txt" 2>/dev/null
 check "--gpu-memory: nothing fits 4 GiB, said with the closest" \
