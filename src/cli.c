@@ -66,6 +66,10 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placement,
        "Where TP, SP and DP lie, innermost (inside a node) first (layer and model scopes; "
        "default tp,sp,dp)", "ORDER"},
+      {"precision", 0, 0, G_OPTION_ARG_STRING, &o->precision,
+       "Precision recipe (layer and model scopes): megatron (default: bf16 weights and "
+       "gradients, float32 main weights) or amp (PyTorch AMP: float32 weights and gradients, "
+       "bf16 copies made by autocast in each forward)", "RECIPE"},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},
@@ -218,7 +222,8 @@ void cli_opts_clear(cli_opts *o) {
                    &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
-                   &o->recompute, &o->micro_batches, &o->placement};
+                   &o->recompute, &o->micro_batches, &o->placement,
+                   &o->precision};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
@@ -234,7 +239,8 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .set = o->set, .attention = o->attention, .strict = o->strict,
                               .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
-                              .micro_batches = o->micro_batches, .placement = o->placement};
+                              .micro_batches = o->micro_batches, .placement = o->placement,
+                              .precision = o->precision};
 }
 
 char *cli_help(void) {

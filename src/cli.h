@@ -20,7 +20,8 @@ typedef struct {
   char *csv, *trace, *links, *memory, *shard, *baseline;
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
-  char *scope, *tp, *elementwise, *dp, *zero, *recompute, *micro_batches, *placement; /* the scopes' */
+  char *scope, *tp, *elementwise, *dp, *zero, *recompute, *micro_batches, *placement,
+      *precision; /* the scopes' */
   gboolean ulysses_fused;
   gboolean strict;      /* a point a scheduler cannot run is an error (exit 2), not an n/a row */
   gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, alone, links_summary,

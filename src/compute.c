@@ -973,6 +973,8 @@ static ew_cost ew_cost_of(const plan_op *op) {
     return (ew_cost){3, 0, 0, 0, 1};
   case EW_OPTIMIZER:
     return u ? (ew_cost){0, 80, 0, 0, 8} : (ew_cost){1, 28, 0, 0, 1};
+  case EW_CAST: /* read float32, write e: one kernel per tensor */
+    return (ew_cost){1, 4, 0, 0, 1};
   default:
     return (ew_cost){0, 0, 0, 0, 0};
   }
@@ -1000,13 +1002,14 @@ unsigned compute_elemwise_kernels(const plan_op *op) {
   unsigned k = ew_cost_of(op).kernels;
   /* unfused Adam runs its kernels per tensor; fused, one multi-tensor
    * launch per op */
-  if (op->elemwise == EW_OPTIMIZER && op->unfused) k *= op->batch ? op->batch : 1;
+  if ((op->elemwise == EW_OPTIMIZER && op->unfused) || op->elemwise == EW_CAST)
+    k *= op->batch ? op->batch : 1;
   return k;
 }
 
 const char *compute_elemwise_name(compute_elemwise k) {
   static const char *const names[EW_KINDS] = {"rmsnorm", "rope", "swiglu", "residual",
-                                              "optimizer"};
+                                              "optimizer", "cast"};
   return k < EW_KINDS ? names[k] : "?";
 }
 
@@ -1321,6 +1324,14 @@ double compute_layer_params(const layer_dims *d) {
   double qkv = h * ((double)d->heads + 2.0 * d->kv_heads) * D, out = (double)d->heads * D * h;
   double mlp = 3.0 * h * d->ffn;
   return (qkv + out + mlp) / tp + 2 * h;
+}
+
+plan_op compute_layer_cast_op(const layer_dims *d) {
+  /* the GEMMs' weights (the norms' stay float32 under autocast): Megatron's
+   * four fused tensors, or Hugging Face Llama's seven */
+  plan_op op = layer_elemwise(d, EW_CAST, compute_layer_params(d) - 2.0 * d->hidden, 1, false);
+  op.batch = d->unfused ? 7 : 4;
+  return op;
 }
 
 plan_op compute_layer_optimizer_op(const layer_dims *d) {

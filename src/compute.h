@@ -245,6 +245,7 @@ typedef enum {
   EW_SWIGLU,    /* rows of ffn outputs (reads the 2 x ffn gate and up) */
   EW_RESIDUAL,  /* rows of hidden; backward: the two gradients added */
   EW_OPTIMIZER, /* Adam(W) over sq parameters in `batch` tensors */
+  EW_CAST,      /* a float32 weight of sq parameters copied to the activation dtype */
   EW_KINDS
 } compute_elemwise;
 const char *compute_elemwise_name(compute_elemwise k);
@@ -294,5 +295,9 @@ plan_op compute_layer_op(const layer_dims *d, layer_op which, bool backward);
  * the optimizer step over them (one task). */
 double compute_layer_params(const layer_dims *d);
 plan_op compute_layer_optimizer_op(const layer_dims *d);
+/* torch.autocast's bf16 copies of one layer's GEMM weights (float32
+ * parameters under PyTorch AMP), made in each forward: one cast per
+ * tensor. */
+plan_op compute_layer_cast_op(const layer_dims *d);
 
 #endif

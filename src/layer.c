@@ -153,7 +153,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   b.group = g_new(uint32_t, MAX(b.tp, b.grad_group));
   /* the layers' parameters on each GPU in the layer's dtype (Megatron's
    * bf16 weights; ZeRO 3: a 1 / (SP x DP) shard) */
-  double wbytes = lb_layer_params(&b) * w->elem_bytes;
+  double wbytes = lb_layer_params(&b) * lb_param_bytes(&b);
   if (b.model && b.zero >= 3 && b.grad_group > 1) wbytes /= b.grad_group;
   for (uint32_t l = 0; l < b.layers; l++)
     for (uint32_t g = 0; g < b.n; g++)

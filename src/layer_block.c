@@ -12,6 +12,9 @@ double lb_act_bytes(const lb *b, double rows, double width) {
 /* Parameters of one layer on one GPU (its TP shard). */
 double lb_layer_params(const lb *b) { return compute_layer_params(&b->d); }
 
+double lb_param_bytes(const lb *b) { return b->w->amp ? 4.0 : b->d.elem_bytes; }
+
+
 /* The op's task on GPU g, after whatever the attention's last range left
  * for g; reads `cur` (and `extra`, NONE none) and, a GEMM, the layer's
  * weights; writes a new tensor of out_bytes (0: none) named `name` that
@@ -43,6 +46,21 @@ static uint32_t save(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double
   if (b->pass == PASS_FWD && !b->transient) plan_buf_keep(b->p, id);
   SAVED(l, g, k) = id;
   return id;
+}
+
+/* AMP: autocast's bf16 copy of the layer's GEMM weights (wcur, float32),
+ * made before the first GEMM and saved for the backward's (autograd keeps
+ * the copy a matmul read); it becomes what the GEMMs read. */
+static void cast_weights(lb *b, uint32_t l, const uint32_t *cm) {
+  if (!b->w->amp) return;
+  plan_op o = compute_layer_cast_op(&b->d);
+  double bytes = (compute_layer_params(&b->d) - 2.0 * b->d.hidden) * b->d.elem_bytes;
+  ALL_GPUS(g) {
+    uint32_t t = lb_after(b, plan_compute(b->p, g, b->step, &o), cm, g);
+    if (b->ranks) plan_append_after(b->ranks[(g / (b->tp * b->sp)) * b->tp + g % b->tp], t);
+    plan_buf_reads(b->p, t, b->wcur[g]);
+    b->wcur[g] = save(b, l, g, SV_W, t, bytes, "weights_bf16");
+  }
 }
 
 /* A weight gradient (float32 main grad, Megatron's main_grad) of op
@@ -186,7 +204,7 @@ static void append_attn(lb *b, uint32_t from, uint32_t to) {
 static void gather_weights(lb *b, uint32_t l, uint32_t *cm) {
   ALL_GPUS(g) b->wcur[g] = b->weights[(size_t)l * b->n + g];
   if (!b->model || b->zero < 3 || b->grad_group < 2) return;
-  double full = lb_layer_params(b) * b->d.elem_bytes;
+  double full = lb_layer_params(b) * lb_param_bytes(b);
   g_autofree uint32_t *in = g_memdup2(b->wcur, b->n * sizeof *in);
   for (uint32_t r = 0; r < b->tp; r++) {
     lb_grad_group(b, r);
@@ -209,6 +227,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
     SAVED(l, g, SV_X) = b->cur[g];
   }
   gather_weights(b, l, cm);
+  cast_weights(b, l, cm);
   b->step++;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, false, NONE, 0, NULL), cm, g);
@@ -330,11 +349,13 @@ void lb_backward_layer(lb *b, uint32_t l) {
     /* what a forward would have saved: inputs of the pass */
     double bytes[SV_COUNT] = {lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
                               lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
-                              lb_act_bytes(b, T, 2 * f), lb_act_bytes(b, T, f)};
+                              lb_act_bytes(b, T, 2 * f), lb_act_bytes(b, T, f),
+                              (lb_layer_params(b) - 2.0 * h) * d->elem_bytes};
     static const char *const names[SV_COUNT] = {"x", "norm_out", "resid", "norm_out",
-                                                "fc1_out", "swiglu_out"};
+                                                "fc1_out", "swiglu_out", "weights_bf16"};
     ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++)
-      SAVED(l, g, k) = plan_buf_input(b->p, g, bytes[k], names[k]);
+      SAVED(l, g, k) = k == SV_W && !b->w->amp ? NONE
+                                               : plan_buf_input(b->p, g, bytes[k], names[k]);
     lb_open_ranks(b, l);
   } else if (b->recompute == RECOMPUTE_FULL) {
     /* the layer's forward again from its saved input (Megatron's full
@@ -354,7 +375,9 @@ void lb_backward_layer(lb *b, uint32_t l) {
   } else if (!b->ranks) {
     lb_open_ranks(b, l);
   }
-  gather_weights(b, l, cm);
+  /* AMP: the GEMMs read the bf16 copy the forward saved */
+  if (b->w->amp) ALL_GPUS(g) b->wcur[g] = SAVED(l, g, SV_W);
+  else gather_weights(b, l, cm);
   ALL_GPUS(g) {
     if (b->cur[g] == NONE) b->cur[g] = plan_buf_input(b->p, g, lb_act_bytes(b, local, h), "dout");
     for (int i = 0; i < 4; i++) b->grads[g * 4 + i] = NONE;

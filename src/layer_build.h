@@ -9,7 +9,8 @@
 #include "layers.h"
 #include "plan_buf.h"
 
-enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_COUNT };
+/* What a layer's forward saves for its backward (SV_W: AMP's bf16 weights) */
+enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_COUNT };
 
 typedef struct {
   plan *p;
@@ -53,6 +54,9 @@ typedef struct {
 /* One layer (layer_block.c): helpers shared with the step's ends. */
 double lb_act_bytes(const lb *b, double rows, double width);
 double lb_layer_params(const lb *b);
+/* Bytes of a parameter as the GPU holds it: the activation dtype, or
+ * float32 under AMP (workload.amp). */
+double lb_param_bytes(const lb *b);
 uint32_t lb_emit(lb *b, uint32_t g, const plan_op *o, uint32_t extra, double out_bytes,
                  const char *name);
 uint32_t lb_after(lb *b, uint32_t id, const uint32_t *comm_of, uint32_t g);

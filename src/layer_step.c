@@ -30,7 +30,7 @@ void lb_embed(lb *b, ends *e) {
   b->step++;
   ALL_GPUS(g) {
     if (e->emb[g] == NONE)
-      e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * b->d.elem_bytes,
+      e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * lb_param_bytes(b),
                                  "embedding");
     plan_op o = copy_op(lb_act_bytes(b, local, h));
     b->cur[g] = NONE;
@@ -61,7 +61,7 @@ void lb_head_forward(lb *b, ends *e) {
   b->step++;
   ALL_GPUS(g) {
     if (e->head[g] == NONE)
-      e->head[g] = plan_buf_input(b->p, g, V * h * b->d.elem_bytes, "lm_head");
+      e->head[g] = plan_buf_input(b->p, g, V * h * lb_param_bytes(b), "lm_head");
     plan_op o = gemm_op(b, V, h, false);
     b->wcur[g] = e->head[g];
     lb_after(b, lb_emit(b, g, &o, NONE, lb_act_bytes(b, T, V), "logits"), cm, g);
@@ -84,7 +84,7 @@ void lb_head_backward(lb *b, ends *e) {
       e->norm_out[g] = plan_buf_input(b->p, g, lb_act_bytes(b, local, h), "norm_out");
       e->probs[g] = plan_buf_input(b->p, g, T * V * 4, "softmax");
       if (e->head[g] == NONE)
-        e->head[g] = plan_buf_input(b->p, g, V * h * b->d.elem_bytes, "lm_head");
+        e->head[g] = plan_buf_input(b->p, g, V * h * lb_param_bytes(b), "lm_head");
     }
   b->step++;
   /* the loss's gradient: softmax less the one-hot target, in the logits' dtype */
@@ -128,7 +128,7 @@ void lb_embed_backward(lb *b, ends *e) {
   b->step++;
   ALL_GPUS(g) {
     if (e->emb[g] == NONE)
-      e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * b->d.elem_bytes,
+      e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * lb_param_bytes(b),
                                  "embedding");
     plan_op o = copy_op(lb_act_bytes(b, local, h) + 4.0 * local * h);
     uint32_t t = lb_emit(b, g, &o, e->emb[g], 0, NULL);
@@ -138,6 +138,11 @@ void lb_embed_backward(lb *b, ends *e) {
   }
   lb_reduce_grads(b, outer_params(b));
 }
+
+/* Adam's float32 states per parameter: Megatron's main weight and the
+ * two moments (12 bytes); under AMP the weights are float32 already and
+ * only the moments are added (8). */
+static double state_bytes(const lb *b) { return b->w->amp ? 8.0 : 12.0; }
 
 /* The optimizer step on every GPU after its gradients are reduced: Adam
  * over the parameters it owns (ZeRO 1-3: 1 / (SP x DP) of its TP shard),
@@ -149,7 +154,7 @@ void lb_optimizer(lb *b) {
   double params = lb_layer_params(b) * b->layers + outer_params(b);
   b->step++;
   ALL_GPUS(g) {
-    uint32_t st = plan_buf_input(b->p, g, 12.0 * params / shard, "optimizer_states");
+    uint32_t st = plan_buf_input(b->p, g, state_bytes(b) * params / shard, "optimizer_states");
     plan_op o = compute_layer_optimizer_op(&b->d);
     o.sq = params / shard;
     o.batch *= b->layers;
@@ -162,7 +167,7 @@ void lb_optimizer(lb *b) {
     if (lc >= 0) plan_dep(b->p, (uint32_t)lc, t);
   }
   if (b->zero >= 1 && b->zero <= 2 && k > 1) {
-    double bytes = params * b->d.elem_bytes;
+    double bytes = params * lb_param_bytes(b);
     for (uint32_t r = 0; r < b->tp; r++) {
       lb_grad_group(b, r);
       lb_ring(b, COMM_ALL_GATHER, k, bytes / k, NULL, 0, NULL, NULL, NULL, true);
@@ -177,11 +182,11 @@ double layer_resident_bytes(const workload *w) {
   lb b = {.w = w, .d = layer_dims_of(w), .tp = layer_tp(w), .sp = w->gpus, .dp = layer_dp(w),
           .model = true, .zero = w->zero, .layers = layers_total(w)};
   b.grad_group = b.sp * b.dp;
-  double e = b.d.elem_bytes, params = lb_layer_params(&b) * b.layers;
+  double e = lb_param_bytes(&b), params = lb_layer_params(&b) * b.layers;
   double shard = b.zero >= 1 ? b.grad_group : 1;
   double weights = params * e / (b.zero >= 3 ? b.grad_group : 1);
   double ends = 2.0 * w->vocab / b.tp * b.d.hidden * e;
-  double states = 12.0 * (params + outer_params(&b)) / shard;
+  double states = state_bytes(&b) * (params + outer_params(&b)) / shard;
   /* the GEMMs' main grads (lb_wgrad_bytes: 4 bytes a weight), kept whole
    * unless ZeRO 2-3 scatters them (one micro-batch) */
   bool whole = b.zero < 2 || b.grad_group < 2 || w->micro_batches > 1;
@@ -194,6 +199,7 @@ double layer_resident_bytes(const workload *w) {
   double local = b.d.tokens / b.tp, f = (double)b.d.ffn / b.tp;
   double saved = lb_act_bytes(&b, local, b.d.hidden);
   if (w->recompute == RECOMPUTE_NONE)
-    saved += 3 * lb_act_bytes(&b, local, b.d.hidden) + lb_act_bytes(&b, b.d.tokens, 3 * f);
+    saved += 3 * lb_act_bytes(&b, local, b.d.hidden) + lb_act_bytes(&b, b.d.tokens, 3 * f) +
+             (w->amp ? (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.d.elem_bytes : 0);
   return weights + ends + states + grads + saved * b.layers;
 }

@@ -434,9 +434,16 @@ static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
   if (ov->placement && !layer_placement_parse(ov->placement, &m->placement))
     return bad(err, (origin){"command line", "--placement"}, "expected an order of tp, sp and "
                "dp, innermost first (tp,sp,dp; sp,tp,dp; ...), got \"%s\"", ov->placement);
+  if (ov->precision && strcmp(ov->precision, "megatron") && strcmp(ov->precision, "amp"))
+    return bad(err, (origin){"command line", "--precision"}, "expected megatron or amp, got "
+               "\"%s\"", ov->precision);
+  m->amp = ov->precision && !strcmp(ov->precision, "amp");
   if (m->scope == SCOPE_ATTENTION) {
     if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
                               "scope has no projections to split)");
+    if (ov->precision)
+      return bad(err, (origin){"command line", "--precision"}, "needs --scope layer or model "
+                 "(the attention scope has no weights)");
     if (ov->placement)
       return bad(err, (origin){"command line", "--placement"}, "needs --scope layer or model "
                  "(the attention scope has SP alone)");

@@ -69,6 +69,7 @@ typedef struct {
   const char *dp, *zero, *recompute; /* --dp, --zero, --recompute (scope model) */
   const char *micro_batches; /* --micro-batches (scope model) */
   const char *placement;     /* --placement: tp,sp,dp (default) or another order */
+  const char *precision;     /* --precision: megatron (default) or amp */
 } scenario_overrides;
 
 typedef struct {

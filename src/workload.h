@@ -75,6 +75,11 @@ typedef struct {
   recompute_kind recompute;
   uint32_t micro_batches;   /* scope model: gradient accumulation (0 or 1: one) */
   placement_kind placement; /* scopes layer and model (layer.h) */
+  /* The precision recipe (--precision, layer.h): false, Megatron's (bf16
+   * weights and gradients, float32 main weights in the optimizer); true,
+   * PyTorch AMP's (float32 weights and gradients, autocast's bf16 copy of
+   * each weight made in every forward) */
+  bool amp;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -775,6 +775,47 @@ static void test_placement(void) {
   topo_free(t);
 }
 
+/* PyTorch AMP's recipe against Megatron's: float32 weights (twice the
+ * bytes), Adam's moments alone (8 bytes a parameter, not 12), one cast of
+ * every layer's GEMM weights per forward (again under full
+ * recomputation), whose bf16 copy the backward reads; every plan
+ * balances, and the resident bound stays below the peak. */
+static void test_amp(void) {
+  topology *t = ideal(4);
+  uint32_t L = 3;
+  for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += 2)
+    for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+      double bytes[2][2] = {{0}};
+      for (int amp = 0; amp <= 1; amp++) {
+        workload w = model8b(2, 2, 1, L, 16384);
+        w.recompute = (recompute_kind)rc;
+        w.pass = (pass_kind)pass;
+        w.amp = amp;
+        plan *p = layer_build(&sched_zigzag, &w, t, true, false);
+        unsigned casts = 0;
+        for (guint i = 0; i < p->tasks->len; i++) {
+          const plan_task *x = plan_task_at(p, i);
+          casts += x->kind == TASK_COMPUTE && x->op.kind == OP_ELEMWISE &&
+                   x->op.elemwise == EW_CAST;
+        }
+        /* a backward alone gets the forward's saved copies as inputs */
+        unsigned forwards = pass == PASS_BWD ? 0 : pass == PASS_FWD ? 1 : 1 + (rc == RECOMPUTE_FULL);
+        CU_ASSERT_EQUAL(casts, amp ? L * 4 * forwards : 0);
+        bytes[amp][0] = buf_bytes(p, "weights", 0);
+        bytes[amp][1] = buf_bytes(p, "optimizer_states", 0);
+        exec_opts o = {0};
+        exec_result *r = exec_run(p, t, &o);
+        CU_ASSERT_EQUAL(r->mem_errors, 0);
+        if (pass == PASS_FWDBWD) CU_ASSERT(layer_resident_bytes(&w) <= r->peak_bytes);
+        exec_result_free(r);
+        plan_free(p);
+      }
+      CU_ASSERT_CLOSE(bytes[1][0], 2 * bytes[0][0], 1e-12);
+      if (pass != PASS_FWD) CU_ASSERT_CLOSE(bytes[1][1], bytes[0][1] * 8 / 12, 1e-12);
+    }
+  topo_free(t);
+}
+
 /* Gradient accumulation: M micro-batches are M times the model FLOPs,
  * one gradient reduction and one optimizer step, and the peak of one. */
 static void test_micro_batches(void) {
@@ -827,7 +868,7 @@ int main(void) {
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
-                             TEST(test_view),            TEST(test_micro_batches), TEST(test_placement),
+                             TEST(test_view),            TEST(test_micro_batches), TEST(test_placement), TEST(test_amp),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
