@@ -102,7 +102,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
  * float32 states (ZeRO 1-3: a shard), the float32 main grads where they
  * are kept whole, and each layer's saved input (without recomputation,
  * also its saved norms, residual and MLP activations; not the
- * attention's).  A lower bound on the
+ * attention's), and the loss's float32 softmax of the logits.  A lower bound on the
  * step's peak (search.h excludes on it before simulating); the plan's own
  * declarations are what it is checked against (test_layer). */
 double layer_resident_bytes(const workload *w);

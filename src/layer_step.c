@@ -201,5 +201,8 @@ double layer_resident_bytes(const workload *w) {
   if (w->recompute == RECOMPUTE_NONE)
     saved += 3 * lb_act_bytes(&b, local, b.d.hidden) + lb_act_bytes(&b, b.d.tokens, 3 * f) +
              (w->amp ? (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.d.elem_bytes : 0);
-  return weights + ends + states + grads + saved * b.layers;
+  /* and at the end of the forward, the loss's float32 softmax of the
+   * logits (lb_head_forward: saved for the backward) */
+  double probs = b.d.tokens * ((double)w->vocab / b.tp) * 4;
+  return weights + ends + states + grads + saved * b.layers + probs;
 }

@@ -185,7 +185,7 @@ typedef struct {
   GPtrArray *ops;       /* per row: its const sched_ops * */
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
-  GHashTable *attention; /* "method/tp/sp/split/placement" -> double *: attention_s */
+  GHashTable *attention; /* "method/tp/sp/split/placement" -> double[2]: attention_s */
 } space;
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
@@ -236,35 +236,43 @@ static double layer_ops_s(const workload *w, const topology *t) {
 /* The attention of every layer of one micro-batch on its busiest GPU:
  * the scheduler's own plan of one layer of each kind (one TP rank's heads,
  * on the view layer_build gives it), its compute tasks as compute prices
- * them, times the layers of that kind.  Depends on the method, TP, SP and
- * the Ulysses split only. */
-static double attention_s(const sched_ops *s, const workload *w, const topology *t) {
+ * them, times the layers of that kind; out[0] as it runs, out[1] with its
+ * forward (the tasks before the pass barrier) run again, as full
+ * recomputation does.  Depends on the method, TP, SP, the Ulysses split
+ * and the placement only. */
+static void attention_s(const sched_ops *s, const workload *w, const topology *t, double out[2]) {
   layer_view view;
   layer_view_init(&view, w, t);
-  double total = 0;
+  out[0] = out[1] = 0;
   for (int k = 0; k < ATTN_KINDS; k++) {
     uint32_t count = layers_count(w, (attn_kind)k);
     if (!count) continue;
     workload a = layers_one(w, (attn_kind)k);
     a = layer_attention_workload(&a);
     plan *p = s->build(&a, &view.t, false);
-    g_autofree double *busy = g_new0(double, p->n_gpus);
+    g_autofree double *all = g_new0(double, p->n_gpus);
+    g_autofree double *fwd = g_new0(double, p->n_gpus);
     for (guint i = 0; i < p->tasks->len; i++) {
       const plan_task *x = plan_task_at(p, i);
       if (x->kind != TASK_COMPUTE) continue;
       double d = compute_op_s(&t->compute, &x->op);
-      if (x->gpu == PLAN_ALL)
-        for (uint32_t g = 0; g < p->n_gpus; g++) busy[g] += d;
-      else
-        busy[x->gpu] += d;
+      bool forward = i < p->pass_barrier;
+      for (uint32_t g = 0; g < p->n_gpus; g++)
+        if (x->gpu == PLAN_ALL || x->gpu == g) {
+          all[g] += d;
+          if (forward) fwd[g] += d;
+        }
     }
-    double most = 0;
-    for (uint32_t g = 0; g < p->n_gpus; g++) most = MAX(most, busy[g]);
-    total += count * most;
+    double most = 0, again = 0;
+    for (uint32_t g = 0; g < p->n_gpus; g++) {
+      most = MAX(most, all[g]);
+      again = MAX(again, all[g] + fwd[g]);
+    }
+    out[0] += count * most;
+    out[1] += count * again;
     plan_free(p);
   }
   layer_view_clear(&view);
-  return total;
 }
 
 static double micro_batches(const workload *w) {
@@ -272,7 +280,9 @@ static double micro_batches(const workload *w) {
 }
 
 double search_bound_s(const sched_ops *s, const workload *w, const topology *t) {
-  return micro_batches(w) * (layer_ops_s(w, t) + attention_s(s, w, t));
+  double attn[2];
+  attention_s(s, w, t, attn);
+  return micro_batches(w) * (layer_ops_s(w, t) + attn[w->recompute == RECOMPUTE_FULL]);
 }
 
 /* The step's tokens (every DP replica's micro-batches). */
@@ -330,10 +340,6 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
     set_excluded(c, "method", without_name(s, e->message));
     return;
   }
-  if (!sched_check_tasks(layer_tasks_estimate(&w), s->name, &e)) {
-    set_excluded(c, "plan", without_name(s, e->message));
-    return;
-  }
   c->mem_bound_gib = layer_resident_bytes(&w) / GIB;
   if (sp->usable > 0 && c->mem_bound_gib > sp->usable) {
     set_excluded(c, "memory", g_strdup_printf("does not fit: weights, gradients, optimizer "
@@ -341,16 +347,21 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
                                               "%.1f GiB usable", c->mem_bound_gib, sp->usable));
     return;
   }
+  if (!sched_check_tasks(layer_tasks_estimate(&w), s->name, &e)) {
+    set_excluded(c, "plan", without_name(s, e->message));
+    return;
+  }
   /* the attention's part, once per method, TP, SP and split */
   g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%d", s->name, c->tp, c->sp, c->ulysses,
                                          (int)c->placement);
   double *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
-    attn = g_new(double, 1);
-    *attn = attention_s(s, &w, o->s->topo);
+    attn = g_new(double, 2);
+    attention_s(s, &w, o->s->topo, attn);
     g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
   }
-  c->bound_s = micro_batches(&w) * (layer_ops_s(&w, o->s->topo) + *attn);
+  c->bound_s = micro_batches(&w) *
+               (layer_ops_s(&w, o->s->topo) + attn[c->recompute == RECOMPUTE_FULL]);
 }
 
 /* ---- simulation ---- */
@@ -512,7 +523,7 @@ search_result *search_run(const search_opts *o, GError **err) {
     g_array_append_val(cands, x);
   }
   g_array_sort(cands, by_bound);
-  run_rounds(&sp, cands);
+  if (!o->count_only) run_rounds(&sp, cands);
   g_ptr_array_unref(sp.ops);
   g_hash_table_unref(sp.attention);
   return res;

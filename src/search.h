@@ -91,6 +91,7 @@ typedef struct {
   unsigned jobs;           /* threads (0: one per CPU) */
   unsigned shard, shards;  /* configurations with index % shards == shard; shards 0: all */
   bool exhaustive;         /* simulate every configuration that can run (no pruning) */
+  bool count_only;         /* enumerate, exclude and bound only: nothing simulated */
 } search_opts;
 
 /* Enumerate, exclude, bound, prune and simulate.  An error (exit 2) where
@@ -123,6 +124,9 @@ GPtrArray *search_ranked(const search_result *r);
  * each other method's best, a line per excluded class.  The same bytes for
  * a whole search and for the merge of its shards. */
 void search_print(FILE *f, const search_result *r);
+/* Its first lines only: the question, the counts per class, the
+ * dimensions (what --count prints). */
+void search_print_counts(FILE *f, const search_result *r);
 /* Every row of r as CSV (the question in every row). */
 void search_csv(FILE *f, const search_result *r);
 /* Reads the CSVs of the shards of one search (files[0..n)) into one

@@ -23,7 +23,7 @@ typedef struct {
       *mask, *csv, *shard;
   char **set;
   int jobs;
-  gboolean merge, exhaustive, quiet, help;
+  gboolean merge, exhaustive, count, quiet, help;
   char **args;
 } search_cli;
 
@@ -70,6 +70,9 @@ static GOptionContext *context(search_cli *o) {
        "Rank the union of the shards' CSVs given as arguments", NULL},
       {"exhaustive", 0, 0, G_OPTION_ARG_NONE, &o->exhaustive,
        "Simulate every configuration that can run (no pruning; the same ranked answer)", NULL},
+      {"count", 0, 0, G_OPTION_ARG_NONE, &o->count,
+       "Enumerate and exclude only: how many configurations the search would simulate at "
+       "most, per class, without simulating any", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_INT, &o->jobs, "Threads (default: one per CPU)", "N"},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "Print no table", NULL},
       {"help", 'h', 0, G_OPTION_ARG_NONE, &o->help, "Show this help", NULL},
@@ -159,6 +162,7 @@ static bool search_options(const search_cli *o, const scenario *s, search_opts *
   }
   so->jobs = (unsigned)o->jobs;
   so->exhaustive = o->exhaustive;
+  so->count_only = o->count;
   so->scheds = methods(o->sched, &s->model, err);
   return so->scheds != NULL;
 }
@@ -219,6 +223,11 @@ int search_main(int argc, char **argv) {
     g_autofree char *got = g_strdup_printf("%d", o.jobs);
     return fail((opt_error(&err, "--jobs", "a whole number from 0 to 256", got), err), 2);
   }
+  if (o.count && (o.csv || o.merge)) {
+    g_set_error(&err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--count': simulates "
+                "nothing, so takes no %s", o.csv ? "--csv" : "--merge");
+    return fail(err, 2);
+  }
   g_autoptr(outputs) outs = outputs_new();
   if (o.csv && !outputs_add(outs, "--csv", o.csv, NULL, &err)) return fail(err, 2);
   g_autoptr(search_result) res = NULL;
@@ -255,13 +264,17 @@ int search_main(int argc, char **argv) {
     if (!res) return fail(err, 2);
     guint n[SEARCH_STATUSES] = {0};
     for (guint i = 0; i < res->rows->len; i++) n[((search_row *)res->rows->pdata[i])->status]++;
-    if (!o.quiet)
+    if (!o.quiet && !o.count)
       fprintf(stderr, "tasp-sim: search: %u simulated (%u fit, %u do not), %u pruned by the "
               "compute bound, %u excluded\n", n[SEARCH_SIMULATED] + n[SEARCH_NO_FIT],
               n[SEARCH_SIMULATED], n[SEARCH_NO_FIT], n[SEARCH_PRUNED], n[SEARCH_EXCLUDED]);
     if (so.shards && !res->rows->len)
       fprintf(stderr, "tasp-sim: note: shard %u/%u is empty: the search has %u configurations\n",
               so.shard, so.shards, res->q.configs);
+  }
+  if (o.count) {
+    search_print_counts(stdout, res);
+    return 0;
   }
   if (!o.quiet && !outputs_to_stdout(outs)) search_print(stdout, res);
   if (o.csv) {

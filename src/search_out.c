@@ -213,6 +213,8 @@ static void print_excluded(FILE *f, const search_result *r) {
   }
 }
 
+void search_print_counts(FILE *f, const search_result *r) { print_head(f, r); }
+
 void search_print(FILE *f, const search_result *r) {
   print_head(f, r);
   g_autoptr(GPtrArray) ranked = search_ranked(r);
