@@ -343,7 +343,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   c->mem_bound_gib = layer_resident_bytes(&w) / GIB;
   if (sp->usable > 0 && c->mem_bound_gib > sp->usable) {
     set_excluded(c, "memory", g_strdup_printf("does not fit: weights, gradients, optimizer "
-                                              "states and saved layer inputs alone %.1f GiB > "
+                                              "states and saved activations alone %.1f GiB > "
                                               "%.1f GiB usable", c->mem_bound_gib, sp->usable));
     return;
   }
