@@ -3,14 +3,7 @@
 # shards, and bad input (exit status 2, a message naming file and field,
 # no output file written).  Usage: test_cli.sh PATH/TO/tasp-sim
 sim=$1
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/checks.sh"
 # field FILE ROW NAME: the column NAME of a CSV's ROW-th data row (by name:
 # columns appended later do not move it)
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
@@ -1004,5 +997,4 @@ expect_error "an unknown precision recipe" "option '--precision': expected megat
 expect_error "--precision at the attention scope" "option '--precision': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --precision amp
 
-echo "cli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+checks_done cli

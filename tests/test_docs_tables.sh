@@ -11,14 +11,7 @@
 sim=$1
 replay=$2
 skip=$3
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/checks.sh"
 dt() { python3 scripts/docs_tables.py --sim "$sim" --replay "$replay" "$@"; }
 
 dt --check ${skip:+--skip "$skip"} > "$tmp/out" 2>&1
@@ -85,5 +78,4 @@ printf 'a,b,seq_len\n1.23456,n/a,131072\n2,x,1048576\n' |
 check "--columns: named columns, formats, n/a kept" \
   "[ \"\$(sed -n 3p $tmp/cols)\" = '| 128K | 1.23x | n/a |' ] && [ \"\$(sed -n 4p $tmp/cols)\" = '| 1M | 2.00x | x |' ]"
 
-echo "docs_tables: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+checks_done docs_tables

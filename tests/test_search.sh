@@ -5,14 +5,7 @@
 # carry their reasons, and bad input exits 2 naming the option.
 # Usage: test_search.sh PATH/TO/tasp-sim
 sim=$1
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/checks.sh"
 
 # a small model (12 query heads: Ulysses cannot split them 8 ways, nor TP 8)
 q="--model tests/data/search-model.json --topology h100x8 --seq 32K --sched ring,zigzag,ulysses,usp"
@@ -144,5 +137,4 @@ check "--merge with a question's option: exit 2" "[ \$? -eq 2 ] && grep -q \"opt
 check "an output that cannot be written is refused before the search" \
   "[ \$? -eq 2 ] && grep -q \"option '--csv'\" $tmp/err"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+checks_done search
