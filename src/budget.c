@@ -66,8 +66,7 @@ bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
       double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
                       (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
                       (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
-                      (pt->w.scope == SCOPE_MODEL && pt->w.micro_batches > 1
-                           ? pt->w.micro_batches : 1);
+                      layer_micro_batches(&pt->w);
       out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
       out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
       out->spans = out->tasks;

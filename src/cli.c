@@ -66,6 +66,9 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placement,
        "Where TP, SP and DP lie, innermost (inside a node) first (layer and model scopes; "
        "default tp,sp,dp)", "ORDER"},
+      {"global-batch-tokens", 0, 0, G_OPTION_ARG_STRING, &o->global_batch_tokens,
+       "Tokens per optimizer step (scope model; 4M): micro-batches = tokens / (batch x seq x "
+       "DP), which must be whole", "TOKENS"},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &o->precision,
        "Precision recipe (layer and model scopes): megatron (default: bf16 weights and "
        "gradients, float32 main weights) or amp (PyTorch AMP: float32 weights and gradients, "
@@ -223,7 +226,7 @@ void cli_opts_clear(cli_opts *o) {
                    &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
                    &o->recompute, &o->micro_batches, &o->placement,
-                   &o->precision};
+                   &o->precision, &o->global_batch_tokens};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
 }
@@ -240,7 +243,8 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
                               .micro_batches = o->micro_batches, .placement = o->placement,
-                              .precision = o->precision};
+                              .precision = o->precision,
+                              .global_batch_tokens = o->global_batch_tokens};
 }
 
 char *cli_help(void) {

@@ -21,7 +21,7 @@ typedef struct {
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
   char *scope, *tp, *elementwise, *dp, *zero, *recompute, *micro_batches, *placement,
-      *precision; /* the scopes' */
+      *precision, *global_batch_tokens; /* the scopes' */
   gboolean ulysses_fused;
   gboolean strict;      /* a point a scheduler cannot run is an error (exit 2), not an n/a row */
   gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, alone, links_summary,

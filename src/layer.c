@@ -12,6 +12,13 @@ uint32_t layer_job_gpus(const workload *w) {
   return w->scope == SCOPE_ATTENTION ? w->gpus : layer_tp(w) * w->gpus * layer_dp(w);
 }
 
+uint32_t layer_micro_batches(const workload *w) {
+  if (w->scope != SCOPE_MODEL) return 1;
+  if (w->global_batch_tokens)
+    return (uint32_t)(w->global_batch_tokens / ((uint64_t)w->batch * w->seq_len * layer_dp(w)));
+  return w->micro_batches > 1 ? w->micro_batches : 1;
+}
+
 layer_dims layer_dims_of(const workload *w) {
   return (layer_dims){.tokens = (double)w->batch * ((double)w->seq_len / w->gpus),
                       .hidden = w->hidden, .ffn = w->ffn, .heads = w->heads,
@@ -192,7 +199,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   uint32_t *e_arr = g_new(uint32_t, (size_t)5 * b.n);
   ends e = {e_arr, e_arr + b.n, e_arr + 2 * b.n, e_arr + 3 * b.n, e_arr + 4 * b.n};
   for (uint32_t i = 0; i < 5 * b.n; i++) e_arr[i] = NONE;
-  b.mbs = b.model && w->micro_batches > 1 ? w->micro_batches : 1;
+  b.mbs = layer_micro_batches(w);
   b.main_grad = g_new(uint32_t, ((size_t)b.layers + 1) * b.n * 4);
   for (size_t i = 0; i < ((size_t)b.layers + 1) * b.n * 4; i++) b.main_grad[i] = NONE;
   /* micro-batches one after the other, each forward then backward, the
@@ -262,7 +269,7 @@ double layer_tasks_estimate(const workload *w) {
   /* per layer, TP rank and replica: a ring-like attention plan (a kernel,
    * a merge and a group per GPU and step, both passes) and the layer's
    * ops and collectives on each SP GPU */
-  double mbs = w->scope == SCOPE_MODEL && w->micro_batches > 1 ? w->micro_batches : 1;
+  double mbs = layer_micro_batches(w);
   return mbs * layers * layer_tp(w) * layer_dp(w) * (6 * sp * sp + 64 * sp) + 16;
 }
 

@@ -87,6 +87,10 @@ layer_dims layer_dims_of(const workload *w);
 uint32_t layer_tp(const workload *w);
 uint32_t layer_dp(const workload *w);
 uint32_t layer_job_gpus(const workload *w);
+/* Micro-batches per step at scope model: global_batch_tokens / (batch x
+ * seq_len x DP) where a global batch is given (scenario.c checks it is
+ * whole), else micro_batches; 1 at the other scopes. */
+uint32_t layer_micro_batches(const workload *w);
 /* The workload the scheduler plans: one TP rank's heads over the SP GPUs. */
 workload layer_attention_workload(const workload *w);
 

@@ -189,7 +189,7 @@ double layer_resident_bytes(const workload *w) {
   double states = state_bytes(&b) * (params + outer_params(&b)) / shard;
   /* the GEMMs' main grads (lb_wgrad_bytes: 4 bytes a weight), kept whole
    * unless ZeRO 2-3 scatters them (one micro-batch) */
-  bool whole = b.zero < 2 || b.grad_group < 2 || w->micro_batches > 1;
+  bool whole = b.zero < 2 || b.grad_group < 2 || layer_micro_batches(w) > 1;
   double gemm = (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.layers;
   double grads = whole ? 4.0 * gemm : 0;
   /* each layer's input; without recomputation also what lb_forward_layer

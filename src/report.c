@@ -259,11 +259,15 @@ void report_table(FILE *f, const report_ctx *c) {
   memory_scope(f, t, m->scope);
   if (m->scope != SCOPE_ATTENTION) {
     fprintf(f, "scope: %s, TP %u", scope_name(m->scope), layer_tp(m));
-    if (m->scope == SCOPE_MODEL)
-      fprintf(f, ", DP %u, ZeRO %u, recompute %s, %u micro-batch%s", layer_dp(m), m->zero,
+    if (m->scope == SCOPE_MODEL) {
+      fprintf(f, ", DP %u, ZeRO %u, recompute %s, ", layer_dp(m), m->zero,
               m->recompute == RECOMPUTE_FULL ? "full"
-              : m->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none",
-              m->micro_batches > 1 ? m->micro_batches : 1, m->micro_batches > 1 ? "es" : "");
+              : m->recompute == RECOMPUTE_SELECTIVE ? "selective" : "none");
+      g_autofree char *gbt = size_format(m->global_batch_tokens);
+      if (m->global_batch_tokens) fprintf(f, "global batch %s tokens", gbt);
+      else fprintf(f, "%u micro-batch%s", m->micro_batches > 1 ? m->micro_batches : 1,
+                   m->micro_batches > 1 ? "es" : "");
+    }
     fputs("; step_ms is the scope's, mem its peak per GPU\n", f);
   } else if (layers_total(m) > 1 || layers_count(m, ATTN_LINEAR)) {
     g_autofree char *mix = layers_text(m);

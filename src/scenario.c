@@ -387,66 +387,121 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   return true;
 }
 
-/* --scope, --tp and --elementwise (layer.h): the layer needs the model's
- * hidden and FFN sizes, and TP must divide its heads, KV heads and FFN. */
-static bool load_job(scenario *s, const scenario_overrides *ov, GError **err) {
+/* The job's settings: an option, else the scenario's "job" object's
+ * field (a string or a whole number), with where it came from. */
+typedef struct {
+  const char *v;
+  origin o;
+} job_value;
+
+enum { J_SCOPE, J_TP, J_DP, J_ZERO, J_RECOMPUTE, J_MICRO, J_GBT, J_PLACEMENT, J_PRECISION,
+       J_ELEMENTWISE, J_COUNT };
+static const char *const job_keys[J_COUNT + 1] = {
+    "scope", "tp", "dp", "zero", "recompute", "micro_batches", "global_batch_tokens",
+    "placement", "precision", "elementwise", NULL};
+static const char *const job_fields[J_COUNT] = {
+    "job.scope", "job.tp", "job.dp", "job.zero", "job.recompute", "job.micro_batches",
+    "job.global_batch_tokens", "job.placement", "job.precision", "job.elementwise"};
+static const char *const job_options[J_COUNT] = {
+    "--scope", "--tp", "--dp", "--zero", "--recompute", "--micro-batches",
+    "--global-batch-tokens", "--placement", "--precision", "--elementwise"};
+
+static bool job_values(const scenario *s, json_object *root, const scenario_overrides *ov,
+                       job_value *out, GError **err) {
+  const char *given[J_COUNT] = {ov->scope, ov->tp, ov->dp, ov->zero, ov->recompute,
+                                ov->micro_batches, ov->global_batch_tokens, ov->placement,
+                                ov->precision, ov->elementwise};
+  json_object *job = NULL;
+  if (root && json_object_object_get_ex(root, "job", &job)) {
+    if (!json_object_is_type(job, json_type_object))
+      return bad(err, (origin){s->file, "job"}, "expected an object with %s", "scope, tp, dp, "
+                 "zero, recompute, micro_batches, global_batch_tokens, placement, precision, "
+                 "elementwise");
+    if (!json_check_keys(job, (json_where){s->file, "job", NULL}, job_keys, err)) return false;
+  }
+  for (int k = 0; k < J_COUNT; k++) {
+    out[k] = (job_value){given[k], {"command line", job_options[k]}};
+    json_object *v;
+    if (given[k] || !job || !json_object_object_get_ex(job, job_keys[k], &v)) continue;
+    out[k].o = (origin){s->file, job_fields[k]};
+    if (!json_object_is_type(v, json_type_string) && !json_object_is_type(v, json_type_int))
+      return bad(err, out[k].o, "expected a string or a whole number");
+    out[k].v = json_object_get_string(v);
+  }
+  return true;
+}
+
+/* The job around the attention (layer.h): scope, TP, and at scope model
+ * DP, ZeRO, recomputation, micro-batches or a global batch, placement,
+ * precision, element-wise ops.  The layer needs the model's hidden and FFN
+ * sizes, and TP must divide its heads, KV heads and FFN. */
+static bool load_job(scenario *s, json_object *root, const scenario_overrides *ov,
+                     GError **err) {
   workload *m = &s->model;
-  origin os = {"command line", "--scope"}, ot = {"command line", "--tp"};
-  if (!ov->scope || !strcmp(ov->scope, "attention")) m->scope = SCOPE_ATTENTION;
-  else if (!strcmp(ov->scope, "layer")) m->scope = SCOPE_LAYER;
-  else if (!strcmp(ov->scope, "model")) m->scope = SCOPE_MODEL;
-  else return bad(err, os, "expected attention, layer or model, got \"%s\"", ov->scope);
+  job_value j[J_COUNT];
+  if (!job_values(s, root, ov, j, err)) return false;
+  origin os = j[J_SCOPE].o, ot = j[J_TP].o;
+  const char *scope = j[J_SCOPE].v;
+  if (!scope || !strcmp(scope, "attention")) m->scope = SCOPE_ATTENTION;
+  else if (!strcmp(scope, "layer")) m->scope = SCOPE_LAYER;
+  else if (!strcmp(scope, "model")) m->scope = SCOPE_MODEL;
+  else return bad(err, os, "expected attention, layer or model, got \"%s\"", scope);
   m->tp = m->dp = 1;
-  if (ov->tp && !parse_u32(ov->tp, ot, 1, SCENARIO_MAX_SP, &m->tp, err)) return false;
-  if (ov->elementwise && strcmp(ov->elementwise, "fused") && strcmp(ov->elementwise, "unfused"))
-    return bad(err, (origin){"command line", "--elementwise"},
-               "expected fused or unfused, got \"%s\"", ov->elementwise);
-  m->unfused = ov->elementwise && !strcmp(ov->elementwise, "unfused");
-  /* the whole step's options, refused at the other scopes (they would be
+  if (j[J_TP].v && !parse_u32(j[J_TP].v, ot, 1, SCENARIO_MAX_SP, &m->tp, err)) return false;
+  const char *ew = j[J_ELEMENTWISE].v;
+  if (ew && strcmp(ew, "fused") && strcmp(ew, "unfused"))
+    return bad(err, j[J_ELEMENTWISE].o, "expected fused or unfused, got \"%s\"", ew);
+  m->unfused = ew && !strcmp(ew, "unfused");
+  /* the whole step's settings, refused at the other scopes (they would be
    * silently ignored) */
-  const char *model_only[] = {ov->dp, ov->zero, ov->recompute, ov->micro_batches};
-  const char *model_opt[] = {"--dp", "--zero", "--recompute", "--micro-batches"};
-  for (int i = 0; i < 4; i++)
-    if (model_only[i] && m->scope != SCOPE_MODEL)
-      return bad(err, (origin){"command line", model_opt[i]}, "needs --scope model (the whole "
-                 "training step)");
-  if (ov->dp && !parse_u32(ov->dp, (origin){"command line", "--dp"}, 1, SCENARIO_MAX_SP, &m->dp,
-                           err))
+  static const int model_only[] = {J_DP, J_ZERO, J_RECOMPUTE, J_MICRO, J_GBT};
+  for (size_t i = 0; i < G_N_ELEMENTS(model_only); i++)
+    if (j[model_only[i]].v && m->scope != SCOPE_MODEL)
+      return bad(err, j[model_only[i]].o, "needs --scope model (the whole training step)");
+  if (j[J_DP].v && !parse_u32(j[J_DP].v, j[J_DP].o, 1, SCENARIO_MAX_SP, &m->dp, err))
     return false;
   /* micro-batches: bounded as a batch is (each one is a batch's worth) */
   m->micro_batches = 1;
-  if (ov->micro_batches &&
-      !parse_u32(ov->micro_batches, (origin){"command line", "--micro-batches"}, 1,
-                 SCENARIO_MAX_BATCH, &m->micro_batches, err))
+  if (j[J_MICRO].v &&
+      !parse_u32(j[J_MICRO].v, j[J_MICRO].o, 1, SCENARIO_MAX_BATCH, &m->micro_batches, err))
     return false;
-  if (ov->zero) {
-    if (strlen(ov->zero) != 1 || ov->zero[0] < '0' || ov->zero[0] > '3')
-      return bad(err, (origin){"command line", "--zero"}, "expected a ZeRO stage 0, 1, 2 or 3, "
-                 "got \"%s\"", ov->zero);
-    m->zero = (uint32_t)(ov->zero[0] - '0');
+  m->global_batch_tokens = 0;
+  if (j[J_GBT].v) {
+    if (j[J_MICRO].v)
+      return bad(err, j[J_GBT].o, "gives the micro-batches already given by %s; give one",
+                 j[J_MICRO].o.field);
+    if (!size_parse(j[J_GBT].v, &m->global_batch_tokens) || !m->global_batch_tokens ||
+        m->global_batch_tokens > SCENARIO_MAX_TOKENS * (uint64_t)SCENARIO_MAX_BATCH)
+      return bad(err, j[J_GBT].o, "expected a number of tokens (4M), got \"%s\"", j[J_GBT].v);
   }
-  if (!ov->recompute || !strcmp(ov->recompute, "none")) m->recompute = RECOMPUTE_NONE;
-  else if (!strcmp(ov->recompute, "selective")) m->recompute = RECOMPUTE_SELECTIVE;
-  else if (!strcmp(ov->recompute, "full")) m->recompute = RECOMPUTE_FULL;
-  else return bad(err, (origin){"command line", "--recompute"},
-                  "expected none, selective or full, got \"%s\"", ov->recompute);
+  const char *zero = j[J_ZERO].v;
+  if (zero) {
+    if (strlen(zero) != 1 || zero[0] < '0' || zero[0] > '3')
+      return bad(err, j[J_ZERO].o, "expected a ZeRO stage 0, 1, 2 or 3, got \"%s\"", zero);
+    m->zero = (uint32_t)(zero[0] - '0');
+  }
+  const char *rc = j[J_RECOMPUTE].v;
+  if (!rc || !strcmp(rc, "none")) m->recompute = RECOMPUTE_NONE;
+  else if (!strcmp(rc, "selective")) m->recompute = RECOMPUTE_SELECTIVE;
+  else if (!strcmp(rc, "full")) m->recompute = RECOMPUTE_FULL;
+  else return bad(err, j[J_RECOMPUTE].o, "expected none, selective or full, got \"%s\"", rc);
   m->placement = PLACE_TP_SP_DP;
-  if (ov->placement && !layer_placement_parse(ov->placement, &m->placement))
-    return bad(err, (origin){"command line", "--placement"}, "expected an order of tp, sp and "
-               "dp, innermost first (tp,sp,dp; sp,tp,dp; ...), got \"%s\"", ov->placement);
-  if (ov->precision && strcmp(ov->precision, "megatron") && strcmp(ov->precision, "amp"))
-    return bad(err, (origin){"command line", "--precision"}, "expected megatron or amp, got "
-               "\"%s\"", ov->precision);
-  m->amp = ov->precision && !strcmp(ov->precision, "amp");
+  if (j[J_PLACEMENT].v && !layer_placement_parse(j[J_PLACEMENT].v, &m->placement))
+    return bad(err, j[J_PLACEMENT].o, "expected an order of tp, sp and dp, innermost first "
+               "(tp,sp,dp; sp,tp,dp; ...), got \"%s\"", j[J_PLACEMENT].v);
+  const char *pr = j[J_PRECISION].v;
+  if (pr && strcmp(pr, "megatron") && strcmp(pr, "amp"))
+    return bad(err, j[J_PRECISION].o, "expected megatron or amp, got \"%s\"", pr);
+  m->amp = pr && !strcmp(pr, "amp");
   if (m->scope == SCOPE_ATTENTION) {
     if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
                               "scope has no projections to split)");
-    if (ov->precision)
-      return bad(err, (origin){"command line", "--precision"}, "needs --scope layer or model "
-                 "(the attention scope has no weights)");
-    if (ov->placement)
-      return bad(err, (origin){"command line", "--placement"}, "needs --scope layer or model "
-                 "(the attention scope has SP alone)");
+    if (pr)
+      return bad(err, j[J_PRECISION].o, "needs --scope layer or model (the attention scope "
+                 "has no weights)");
+    if (j[J_PLACEMENT].v)
+      return bad(err, j[J_PLACEMENT].o, "needs --scope layer or model (the attention scope "
+                 "has SP alone)");
     return true;
   }
   if (!m->hidden || !m->ffn || (m->scope == SCOPE_MODEL && !m->vocab))
@@ -760,6 +815,17 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
                          "shards them among the TP ranks)", layer_tp(&w),
                          layer_dims_of(&w).tokens, seq, w.gpus);
             }
+            if (w.scope == SCOPE_MODEL && w.global_batch_tokens) {
+              uint64_t seqs = (uint64_t)w.batch * w.seq_len * layer_dp(&w);
+              if (w.global_batch_tokens % seqs || w.global_batch_tokens < seqs) {
+                g_autofree char *seq = size_format(w.seq_len);
+                g_autofree char *gbt = size_format(w.global_batch_tokens);
+                return bad(err, from(s, ov->global_batch_tokens, "--global-batch-tokens",
+                                     "job.global_batch_tokens"),
+                           "%s tokens are not whole micro-batches of batch %u x seq_len %s x "
+                           "DP %u", gbt, w.batch, seq, layer_dp(&w));
+              }
+            }
             layer_view view;
             layer_view_init(&view, &w, s->topo);
             bool can = sched_check(p.sched, &chk, &view.t, &e);
@@ -813,7 +879,7 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     if (ok) {
       static const char *const keys[] = {"name", "description", "topology", "model", "seq_len",
                                          "sp", "mask", "pass", "schedulers", "tasp_cycles",
-                                         NULL};
+                                         "job", "search", NULL};
       json_where w = {file, "", NULL};
       const char *name, *cycles;
       ok = json_check_keys(root, w, keys, err) &&
@@ -827,7 +893,7 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
     g_free(s->tasp_cycles);
     s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
-  ok = ok && load_model(s, root, ov, err) && load_job(s, ov, err) &&
+  ok = ok && load_model(s, root, ov, err) && load_job(s, root, ov, err) &&
        load_sweep(s, root, ov, err) &&
        load_topology(s, root, ov, err) && load_sp(s, root, ov, err) && expand(s, ov, err);
   if (!ok) {

@@ -68,6 +68,7 @@ typedef struct {
   const char *elementwise;   /* --elementwise: fused or unfused */
   const char *dp, *zero, *recompute; /* --dp, --zero, --recompute (scope model) */
   const char *micro_batches; /* --micro-batches (scope model) */
+  const char *global_batch_tokens; /* --global-batch-tokens (scope model) */
   const char *placement;     /* --placement: tp,sp,dp (default) or another order */
   const char *precision;     /* --precision: megatron (default) or amp */
 } scenario_overrides;

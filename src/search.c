@@ -490,9 +490,11 @@ search_result *search_run(const search_opts *o, GError **err) {
   if (o->global_batch_tokens) {
     if (fmod((double)o->global_batch_tokens, per_seq) != 0) {
       g_autofree char *g = size_format(o->global_batch_tokens), *s = size_format(seq);
-      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option "
-                  "'--global-batch-tokens': expected whole sequences of %s tokens x batch %u, "
-                  "got %s tokens", s, o->s->model.batch, g);
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: expected whole sequences of %s "
+                  "tokens x batch %u, got %s tokens",
+                  o->global_batch_from ? o->global_batch_from
+                                       : "command line: option '--global-batch-tokens'",
+                  s, o->s->model.batch, g);
       return NULL;
     }
     seqs = (uint64_t)((double)o->global_batch_tokens / per_seq);

@@ -85,6 +85,7 @@ typedef struct {
   const scenario *s;       /* topology, the model's shape, seq_len (the first), mask (the first) */
   uint32_t gpus;
   uint64_t global_batch_tokens;
+  const char *global_batch_from; /* "command line: option '--global-batch-tokens'", or a file's field */
   search_objective objective;
   uint32_t top;
   GPtrArray *scheds;       /* const sched_ops *: the methods */

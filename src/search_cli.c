@@ -22,6 +22,10 @@ typedef struct {
   char *topology, *model, *seq, *gpus, *global_batch, *gpu_memory, *sched, *top, *objective,
       *mask, *csv, *shard;
   char **set;
+  /* where gpus, global_batch, top and objective came from: an option, or
+   * the scenario's "search" object ("FILE: field 'search.gpus'") */
+  char *where[4];
+  char *where_text;     /* where[1] as an error message starts */
   int jobs;
   gboolean merge, exhaustive, count, quiet, help;
   char **args;
@@ -34,6 +38,8 @@ static void search_cli_clear(search_cli *o) {
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
   g_clear_pointer(&o->args, g_strfreev);
+  for (int k = 0; k < 4; k++) g_clear_pointer(&o->where[k], g_free);
+  g_clear_pointer(&o->where_text, g_free);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(search_cli, search_cli_clear)
 
@@ -88,10 +94,65 @@ static GOptionContext *context(search_cli *o) {
   return ctx;
 }
 
+/* option: "--gpus", or where a scenario's field is ("FILE: field 'search.gpus'") */
 static bool opt_error(GError **err, const char *option, const char *what, const char *got) {
-  g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': expected %s, got "
-              "\"%s\"", option, what, got);
+  if (option[0] == '-')
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': expected %s, "
+                "got \"%s\"", option, what, got);
+  else
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: expected %s, got \"%s\"", option, what,
+                got);
   return false;
+}
+
+/* The scenario file's "search" object fills what the options left out. */
+static const char *const search_keys[] = {"gpus", "global_batch_tokens", "top", "objective",
+                                          NULL};
+static const char *const search_options_names[] = {"--gpus", "--global-batch-tokens", "--top",
+                                                   "--objective"};
+
+static bool file_defaults(search_cli *o, const char *file, GError **err) {
+  char **slot[] = {&o->gpus, &o->global_batch, &o->top, &o->objective};
+  for (int k = 0; k < 4; k++) o->where[k] = g_strdup(search_options_names[k]);
+  if (!file) return true;
+  g_autoptr(json_object) root = json_read_file(file, err);
+  if (!root) return false;
+  /* the methods: the file's "schedulers" (a name, a list, or "all") */
+  json_object *ss;
+  if (!o->sched && json_object_object_get_ex(root, "schedulers", &ss)) {
+    g_autoptr(GString) list = g_string_new(NULL);
+    bool is_list = json_object_is_type(ss, json_type_array);
+    size_t n = is_list ? json_object_array_length(ss) : 1;
+    for (size_t i = 0; i < n; i++) {
+      json_object *x = is_list ? json_object_array_get_idx(ss, i) : ss;
+      if (!json_object_is_type(x, json_type_string)) {
+        g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field 'schedulers': expected "
+                    "scheduler names", file);
+        return false;
+      }
+      g_string_append_printf(list, "%s%s", i ? "," : "", json_object_get_string(x));
+    }
+    if (strcmp(list->str, "all")) o->sched = g_strdup(list->str);
+  }
+  json_object *sr;
+  if (!json_object_object_get_ex(root, "search", &sr)) return true;
+  if (!json_object_is_type(sr, json_type_object)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field 'search': expected an object "
+                "with gpus, global_batch_tokens, top, objective", file);
+    return false;
+  }
+  if (!json_check_keys(sr, (json_where){file, "search", NULL}, search_keys, err)) return false;
+  for (int k = 0; k < 4; k++) {
+    json_object *v;
+    if (*slot[k] || !json_object_object_get_ex(sr, search_keys[k], &v)) continue;
+    g_free(o->where[k]);
+    o->where[k] = g_strdup_printf("%s: field 'search.%s'", file, search_keys[k]);
+    if (!json_object_is_type(v, json_type_string) && !json_object_is_type(v, json_type_int))
+      return opt_error(err, o->where[k], "a string or a whole number",
+                       json_object_to_json_string(v));
+    *slot[k] = g_strdup(json_object_get_string(v));
+  }
+  return true;
 }
 
 static bool parse_u32(const char *text, const char *option, uint32_t lo, uint32_t hi,
@@ -139,19 +200,25 @@ static GPtrArray *methods(const char *list, const workload *model, GError **err)
 }
 
 /* The search's options that are not the question's: checked, into so. */
-static bool search_options(const search_cli *o, const scenario *s, search_opts *so,
+static bool search_options(search_cli *o, const scenario *s, search_opts *so,
                            GError **err) {
   so->gpus = s->topo->n_gpus;
-  if (o->gpus && !parse_u32(o->gpus, "--gpus", 1, s->topo->n_gpus, &so->gpus, err)) return false;
+  if (o->gpus && !parse_u32(o->gpus, o->where[0], 1, s->topo->n_gpus, &so->gpus, err))
+    return false;
   if (o->global_batch && (!size_parse(o->global_batch, &so->global_batch_tokens) ||
                           !so->global_batch_tokens))
-    return opt_error(err, "--global-batch-tokens", "a number of tokens (4M)", o->global_batch);
+    return opt_error(err, o->where[1], "a number of tokens (4M)", o->global_batch);
+  g_free(o->where_text);
+  o->where_text = o->where[1][0] == '-'
+                      ? g_strdup_printf("command line: option '%s'", o->where[1])
+                      : g_strdup(o->where[1]);
+  so->global_batch_from = o->where_text;
   so->top = 10;
-  if (o->top && !parse_u32(o->top, "--top", 1, 1000, &so->top, err)) return false;
+  if (o->top && !parse_u32(o->top, o->where[2], 1, 1000, &so->top, err)) return false;
   so->objective = SEARCH_TOKENS;
   if (o->objective && !strcmp(o->objective, "step")) so->objective = SEARCH_STEP;
   else if (o->objective && strcmp(o->objective, "tokens"))
-    return opt_error(err, "--objective", "tokens or step", o->objective);
+    return opt_error(err, o->where[3], "tokens or step", o->objective);
   if (o->shard) {
     unsigned i, n;
     char tail;
@@ -252,6 +319,7 @@ int search_main(int argc, char **argv) {
     res = search_merge(o.args, n, &err);
     if (!res) return fail(err, 2);
   } else {
+    if (!file_defaults(&o, o.args ? o.args[0] : NULL, &err)) return fail(err, 2);
     scenario *s = load(&o, &err);
     if (!s) return fail(err, 2);
     search_opts so = {.s = s};

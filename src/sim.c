@@ -269,7 +269,7 @@ double sim_tokens_per_s_per_gpu(const sim_result *r) {
   const workload *w = &r->pt.w;
   /* a TP group shares its tokens: the job's tokens are batch x seq per
    * DP replica, over TP x SP x DP GPUs */
-  double mbs = w->scope == SCOPE_MODEL && w->micro_batches > 1 ? w->micro_batches : 1;
+  double mbs = layer_micro_batches(w);
   return (double)w->batch * (double)w->seq_len * layer_dp(w) * mbs / (r->r->step_s * r->job_gpus);
 }
 

@@ -74,6 +74,9 @@ typedef struct {
   uint32_t dp, zero;
   recompute_kind recompute;
   uint32_t micro_batches;   /* scope model: gradient accumulation (0 or 1: one) */
+  /* scope model: tokens per optimizer step (0: micro_batches gives them);
+   * micro-batches = these / (batch x seq_len x DP) (layer_micro_batches) */
+  uint64_t global_batch_tokens;
   placement_kind placement; /* scopes layer and model (layer.h) */
   /* The precision recipe (--precision, layer.h): false, Megatron's (bf16
    * weights and gradients, float32 main weights in the optimizer); true,

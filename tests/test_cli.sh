@@ -997,4 +997,38 @@ expect_error "an unknown precision recipe" "option '--precision': expected megat
 expect_error "--precision at the attention scope" "option '--precision': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --precision amp
 
+# the job in a scenario file ("job": the scope options' fields) is the same
+# run as its options; an option overrides the file's field
+cat > "$tmp/job.json" <<'EOF2'
+{"topology": "h100x8", "model": "llama3-8b", "seq_len": "16K", "sp": 4, "schedulers": ["zigzag"],
+ "pass": "fwdbwd", "job": {"scope": "model", "dp": 2, "zero": 1, "recompute": "full",
+ "micro_batches": 2, "placement": "sp,tp,dp", "precision": "amp", "elementwise": "unfused"}}
+EOF2
+"$sim" "$tmp/job.json" --csv "$tmp/job-file.csv" --quiet
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
+  --scope model --dp 2 --zero 1 --recompute full --micro-batches 2 --placement sp,tp,dp \
+  --precision amp --elementwise unfused --csv "$tmp/job-cli.csv" --quiet
+check "a scenario's job object is the same run as its options" \
+  "cmp -s $tmp/job-file.csv $tmp/job-cli.csv && [ \$(field $tmp/job-file.csv 1 job_gpus) -eq 8 ]"
+"$sim" "$tmp/job.json" --zero 3 --csv "$tmp/job-z3.csv" --quiet
+check "an option overrides the job's field (ZeRO 3 holds less)" \
+  "awk -v a=\$(field $tmp/job-file.csv 1 peak_mem_gib) -v b=\$(field $tmp/job-z3.csv 1 peak_mem_gib) 'BEGIN {exit !(b < a)}'"
+sed 's/"zero": 1/"zero": 7/' "$tmp/job.json" > "$tmp/job7.json"
+expect_error "a bad job field names the file and field" "job7.json: field 'job.zero': expected a ZeRO stage" "$tmp/job7.json"
+sed 's/"scope": "model"/"scope": "layer"/' "$tmp/job.json" > "$tmp/joblayer.json"
+expect_error "a step field at the layer scope names the field" "field 'job.dp': needs --scope model" "$tmp/joblayer.json"
+sed 's/"zero": 1/"zeros": 1/' "$tmp/job.json" > "$tmp/jobkey.json"
+expect_error "an unknown job key is refused" "zeros" "$tmp/jobkey.json"
+# a global batch in tokens: 128K tokens of 16K sequences over DP 2 are 4 micro-batches
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
+  --scope model --dp 2 --zero 3 --global-batch-tokens 128K --csv "$tmp/gbt.csv" --quiet
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
+  --scope model --dp 2 --zero 3 --micro-batches 4 --csv "$tmp/mb4.csv" --quiet
+check "--global-batch-tokens 128K at 16K x DP 2 is --micro-batches 4" "cmp -s $tmp/gbt.csv $tmp/mb4.csv"
+expect_error "a global batch that is not whole micro-batches" \
+  "option '--global-batch-tokens': 100K tokens are not whole micro-batches of batch 1 x seq_len 16K x DP 2" \
+  --topology h100x8 --model llama3-8b --seq 16K --sp 4 --scope model --dp 2 --global-batch-tokens 100K
+expect_error "a global batch and micro-batches together" "option '--global-batch-tokens': gives the micro-batches" \
+  --topology h100x8 --model llama3-8b --seq 16K --scope model --global-batch-tokens 64K --micro-batches 2
+
 checks_done cli

@@ -121,6 +121,26 @@ check "--global-batch-tokens: DP 2 runs 2 micro-batches" \
 check "--objective step ranks by step time" \
   "'$sim' search $q --objective step 2>/dev/null | grep -q 'ranked by step time'"
 
+# the same question from a scenario file (its "search" object and
+# schedulers) prints the same answer; an option overrides the file
+cat > "$tmp/q.json" <<'EOF2'
+{"topology": "h100x8", "model": "tests/data/search-model.json", "seq_len": "32K",
+ "schedulers": ["zigzag", "ulysses"], "search": {"gpus": 4, "top": 3, "global_batch_tokens": "128K"}}
+EOF2
+"$sim" search "$tmp/q.json" > "$tmp/qf.txt" 2>/dev/null
+"$sim" search --topology h100x8 --model tests/data/search-model.json --seq 32K --sched zigzag,ulysses \
+  --gpus 4 --top 3 --global-batch-tokens 128K > "$tmp/qc.txt" 2>/dev/null
+check "a scenario file's search object asks what the options ask" "cmp -s $tmp/qf.txt $tmp/qc.txt && grep -q '4 GPUs' $tmp/qf.txt"
+"$sim" search "$tmp/q.json" --gpus 2 2>/dev/null | head -1 > "$tmp/q2.txt"
+check "--gpus overrides the file's search.gpus" "grep -q ', 2 GPUs,' $tmp/q2.txt"
+sed 's/"top": 3/"tops": 3/' "$tmp/q.json" > "$tmp/qbad.json"
+"$sim" search "$tmp/qbad.json" > /dev/null 2> "$tmp/err"
+check "an unknown search field names the file and field" "[ \$? -eq 2 ] && grep -q \"qbad.json: field 'search.tops'\" $tmp/err"
+sed 's/"128K"/"100K"/' "$tmp/q.json" > "$tmp/qgbt.json"
+"$sim" search "$tmp/qgbt.json" > /dev/null 2> "$tmp/err"
+check "a global batch of no whole sequences names the file's field" \
+  "[ \$? -eq 2 ] && grep -q \"field 'search.global_batch_tokens': expected whole sequences\" $tmp/err"
+
 # bad input: exit 2, naming the option
 for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq" \
             "--gpus 9|--gpus" "--global-batch-tokens 40K|--global-batch-tokens" \
