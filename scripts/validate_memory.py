@@ -28,7 +28,8 @@ reserved.
 
     scripts/validate_memory.py [--sim build/tasp-sim] [--min-tokens 4096]
                                [--summary] [--max-median PCT] [--max-error PCT]
-                               [--max-reserved-error PCT] [FILE.jsonl ...]
+                               [--max-reserved-error PCT] [--set FIELD=VALUE]
+                               [FILE.jsonl ...]
 
 Prints one row per record (method, attention, mask, pass, N, tokens per
 GPU, predicted and measured GiB and error, allocated then reserved), then
@@ -166,7 +167,7 @@ def records(files):
 GPU_LINE = re.compile(r"^  GPU (\d+): ([0-9.]+) GiB \(reserved ([0-9.]+) GiB\):")
 
 
-def predict(sim, r):
+def predict(sim, r, sets=()):
     """Per GPU of the point: (peak allocated, peak reserved) GiB, from the
     --memory report; None where no bundled topology has r's GPU count."""
     n, att = r["n"], r["attention"]
@@ -184,6 +185,12 @@ def predict(sim, r):
            "--quiet", "--attention", att, "--memory", "-"]
     if r["sched"] == "usp":
         cmd += ["--usp-ulysses", str(r["usp_ulysses"])]
+    for s in sets:
+        # one rank's program: its communication is local copies, which no
+        # NCCL stream records (exec_alloc.h)
+        if "emulated_rank" in r and s.startswith("comm.record_stream="):
+            s = "comm.record_stream=false"
+        cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"validate_memory: {' '.join(cmd)}: {p.stderr.strip()}")
@@ -206,6 +213,10 @@ def main():
     ap.add_argument("--summary", action="store_true", help="the per-method table only")
     ap.add_argument("--max-median", type=float, help="percent: fail above this median |error|")
     ap.add_argument("--max-error", type=float, help="percent: fail above this largest |error|")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a topology field for every run (tasp-sim --set), e.g. "
+                         "comm.record_stream=true; one-rank programs keep "
+                         "comm.record_stream=false")
     ap.add_argument("--max-reserved-error", type=float,
                     help="percent: fail above this largest |error| of peak reserved")
     a = ap.parse_args()
@@ -218,7 +229,7 @@ def main():
     for r in recs:
         if r["tokens_per_gpu"] < a.min_tokens or config(r) not in res:
             continue
-        pred = predict(a.sim, r)
+        pred = predict(a.sim, r, a.set)
         if pred is None:
             continue
         alloc_res, reserved_res = res[config(r)]

@@ -45,6 +45,8 @@ struct exec_mem {
                               (a task may read what it writes: an accumulator) */
   uint64_t *alloc_seq, *free_seq;
   uint32_t *block;         /* per instance: its block in its GPU's allocator */
+  double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
+  const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved` */
@@ -125,8 +127,11 @@ static void sample(exec_mem *m, uint32_t g, double now) {
   g_array_append_val(m->r->mem, s);
 }
 
-static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now) {
+/* host_s: when the host makes the request (its task's issue) */
+static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
+                  double host_s) {
   m->state[inst] = INST_LIVE;
+  if (m->host_s) exec_alloc_settle(m->alloc[g], host_s);
   m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
@@ -166,9 +171,10 @@ static void move_held_writes(exec_mem *m, exec_held_fn held_back, const void *ct
 }
 
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
-                       const void *ctx) {
+                       const void *ctx, const double *host_issue_s) {
   exec_mem *m = g_new0(exec_mem, 1);
   m->p = p;
+  m->host_s = host_issue_s;
   move_held_writes(m, held_back, ctx);
   m->n_plan_uses = plan_buf_use_count(p);
   uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
@@ -195,6 +201,8 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->alloc_seq = g_new0(uint64_t, ni);
   m->free_seq = g_new0(uint64_t, ni);
   m->block = g_new0(uint32_t, ni);
+  m->sent_s = g_new(double, ni);
+  for (uint32_t i = 0; i < ni; i++) m->sent_s[i] = -1;
   m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) m->alloc[g] = exec_alloc_new();
   m->live = g_new0(double, n);
@@ -218,7 +226,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
       uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
       if (pb->input) {
         m->written[i] = true;
-        alloc(m, i, g, pb->bytes, 0);
+        alloc(m, i, g, pb->bytes, 0, 0);
       } else if (m->refs[i] == 0) {
         r->mem_errors++; /* declared, never used */
       }
@@ -233,16 +241,22 @@ static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, ui
   else if (!m->written[inst] && m->writing[inst] != u->task + 1)
     m->r->mem_errors++; /* read before anything wrote it */
   if (m->state[inst] == INST_FREED) m->r->mem_errors++;  /* cannot happen: refs held */
-  if (m->state[inst] == INST_NONE) alloc(m, inst, g, b->bytes, now);
+  if (m->state[inst] == INST_NONE)
+    alloc(m, inst, g, b->bytes, now, m->host_s ? m->host_s[u->task] : 0);
 }
 
 static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                      uint32_t g, double now) {
   if (u->write) m->written[inst] = true;
+  const plan_task *t = plan_task_at(m->p, u->task);
+  if (t->kind == TASK_COMM && t->api == COMM_P2P) m->sent_s[inst] = now;
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
-  exec_alloc_release(m->alloc[g], m->block[inst]);
+  if (m->host_s && m->sent_s[inst] >= 0)
+    exec_alloc_release_after(m->alloc[g], m->block[inst], m->sent_s[inst]);
+  else
+    exec_alloc_release(m->alloc[g], m->block[inst]);
   m->free_seq[inst] = ++m->seq;
   m->live[g] -= b->bytes;
   sample(m, g, now);
@@ -382,7 +396,7 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
