@@ -810,7 +810,7 @@ static bool same_plan(const plan *a, const plan *b) {
  * kernel), every scheduler emits the same plan, for every layer kind it
  * runs, mask and pass; what the hardware lets overlap is exec's rule. */
 static void t_blind_to_hardware(void) {
-  unsigned compared = 0, overlaps = 0;
+  unsigned compared = 0, overlaps = 0, memchecked = 0;
   for (uint32_t n = 2; n <= 4; n += 2) {
     topology *t[2] = {complete_topo(n), complete_topo(n)};
     t[1]->kernel_blocks_comm = true;
@@ -831,6 +831,14 @@ static void t_blind_to_hardware(void) {
             CU_ASSERT_TRUE(same);
             for (guint i = 0; i < p[0]->tasks->len; i++) overlaps += plan_task_at(p[0], i)->n_overlap;
             compared++;
+            /* where groups wait for kernels, their allocations are moved
+             * onto those kernels (exec_mem): still balanced, and a lockstep
+             * plan peaks as its expansion does */
+            g_autofree char *what = g_strdup_printf("%s n=%u blocking", (*s)->name, n);
+            if (p[0]->bufs) {
+              check_memory(*s, t[1], &w, what);
+              memchecked++;
+            }
             plan_free(p[0]);
             plan_free(p[1]);
           }
@@ -839,6 +847,7 @@ static void t_blind_to_hardware(void) {
   }
   CU_ASSERT(compared > 100);
   CU_ASSERT(overlaps > 0); /* ring, TASP, TokenRing declare what they overlap */
+  CU_ASSERT(memchecked == compared);
 }
 
 /* kernel_blocks_comm is exec's rule: a ring step's KV transfer declares
