@@ -701,6 +701,49 @@ static void t_record_stream(void) {
   topo_free(t);
 }
 
+/* Starts at one instant are applied in the program's order: a group the
+ * host issues before a kernel (plan_overlap places it there) allocates
+ * first even though the plan lists it after.  GPU 0 frees a 100 MiB block,
+ * then at once a kernel asks for 40 MiB and the exchange for 100 MiB:
+ * the exchange takes the cached block and the kernel a new segment (140
+ * MiB reserved); in plan order the kernel would split the block and the
+ * exchange need a segment of its own (200 MiB). */
+static void t_starts_in_program_order(void) {
+  topology *t = switch_topo(2, 100e9);
+  t->compute.copy_host_s = 0;
+  t->comm_host_s = t->p2p_host_s = 0;
+  plan *p = plan_new(2, false);
+  uint32_t before = plan_copy(p, 0, 0, 1e6);
+  uint32_t x = plan_buf_new(p, 0, 100 * MIB, "freed");
+  plan_buf_writes(p, before, x);
+  g_autofree int64_t *issued = g_new(int64_t, 2);
+  plan_issued(p, issued);
+  uint32_t k = plan_copy(p, 0, 1, 1e6);
+  plan_buf_writes(p, k, plan_buf_new(p, 0, 40 * MIB, "kernel's"));
+  uint32_t g = plan_comm(p, 1, COMM_P2P);
+  plan_xfer_add(p, g, 1, 0, 1e3);
+  plan_issue(p, g, issued, -1, false);
+  plan_buf_writes(p, g, plan_buf_new(p, 0, 100 * MIB, "received"));
+  g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_array_append_val(ids, k);
+  plan_overlap(p, ids, g);
+  plan_finish(p);
+  exec_opts o = {.keep_trace = true};
+  exec_result *r = exec_run(p, t, &o);
+  double k_at = -1, g_at = -1;
+  for (guint i = 0; i < r->spans->len; i++) {
+    const exec_span *sp = &g_array_index(r->spans, exec_span, i);
+    if (sp->comm) g_at = sp->t0_s;
+    else if (sp->gpu == 0 && sp->step == 1) k_at = sp->t0_s;
+  }
+  CU_ASSERT_DOUBLE_EQUAL(g_at, k_at, 0); /* one instant */
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  CU_ASSERT_DOUBLE_EQUAL(r->gpu_peak_reserved_bytes[0], 140 * MIB, 0);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
 static void t_alloc_reuse(void) {
   exec_alloc *a = exec_alloc_new();
   uint32_t x = exec_alloc_take(a, 100 * MIB);
@@ -783,6 +826,7 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream),
+                                    TEST(t_starts_in_program_order),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};
   return test_run("mem", cases);
