@@ -13,8 +13,10 @@ What is compared, allocated: tasp-sim's peak counts the layer's inputs and
 what the method allocates.  A measured rank's peak also holds what the
 process had allocated before the pass beyond the inputs (the cuBLAS
 workspace, 32 MiB for the softmax programs, 64 MiB for the linear ones:
-calibration/h200x2-mem/README.md); that residue, allocated_before -
-inputs_bytes, is taken off each rank's peak first.
+calibration/h200x2-mem/README.md); that residue, the least forward
+allocated_before - inputs_bytes of the process's programs of one layer kind
+(a program's own buffers made before the pass, LASP-2's gathered states,
+are the pass's: residues()), is taken off each rank's peak first.
 Reserved: tasp-sim replays the pass's allocations through a model of the
 caching allocator starting empty, its inputs first (each in a segment of
 its own, rounded up to 2 MiB).  The measured pass starts after
@@ -26,7 +28,8 @@ reserved.
 
     scripts/validate_memory.py [--sim build/tasp-sim] [--min-tokens 4096]
                                [--summary] [--max-median PCT] [--max-error PCT]
-                               [--max-reserved-error PCT] [FILE.jsonl ...]
+                               [--max-reserved-error PCT] [--set FIELD=VALUE]
+                               [FILE.jsonl ...]
 
 Prints one row per record (method, attention, mask, pass, N, tokens per
 GPU, predicted and measured GiB and error, allocated then reserved), then
@@ -80,17 +83,51 @@ def segment(nbytes):
 
 
 def residues(recs):
-    """Per configuration less its pass, per rank: allocated, the forward's
-    allocated_before - inputs_bytes; reserved, its reserved_before less the
-    segments of its inputs (Q and the packed KV)."""
-    out = {}
+    """Per configuration less its pass, per rank: the process's own bytes
+    before a pass, allocated and reserved.  A forward's allocated_before -
+    inputs_bytes, and its reserved_before less the segments of its inputs
+    (Q and the packed KV), hold the process's residue (cuBLAS's workspace)
+    and also what the program allocated in its constructor and uses in the
+    pass: LASP-2's gathered-states buffer (calibrate.py Lasp2.glob, n float32
+    states: 16 MiB at n = 8), LASP's received prefix and suffix states.
+    Those belong to the pass (the model declares them), so the residue of a
+    process is the least over its programs of one layer kind (Ring on linear
+    layers and the softmax rings allocate nothing before the pass): per
+    (attention, n, one-rank program or not) and rank.  What a program made
+    before the pass that the pass never touches is residue too (idle()).
+    The forward's are each pass's: the backward's and forward+backward's
+    allocated_before also hold what the forward kept for them."""
+    own = {}
     for r in recs:
         if r["pass"] == "fwd":
             x = r["B"] * r["tokens_per_gpu"] * r["H"] * r["D"] * 2
             inputs = segment(x) + segment(2 * x)
-            out[config(r)] = ([b - r["inputs_bytes"] for b in r["allocated_before"]],
-                              [b - inputs for b in r["reserved_before"]])
-    return out
+            own[config(r)] = ([b - r["inputs_bytes"] for b in r["allocated_before"]],
+                              [b - inputs for b in r["reserved_before"]], process(r))
+    least = {}
+    for alloc, res, proc in own.values():
+        if proc in least:
+            a0, r0 = least[proc]
+            least[proc] = ([min(a, b) for a, b in zip(a0, alloc)], [min(a, b) for a, b in zip(r0, res)])
+        else:
+            least[proc] = (alloc, res)
+    return {c: least[proc] for c, (_, _, proc) in own.items()}
+
+
+def idle(r):
+    """Bytes a program allocated before pass r that the pass never uses:
+    calibrate.py Lasp.__init__ makes `suf`, the backward's dM receive
+    buffer (one float32 B x H x D x D state), which a forward leaves alone
+    (LASP's own code makes it in its backward)."""
+    if r["attention"] == "linear" and r["sched"] == "lasp" and r["pass"] == "fwd":
+        return 4 * r["B"] * r["H"] * r["D"] * r["D"]
+    return 0
+
+
+def process(r):
+    """The process whose residue a record carries: its layer kind, group
+    size and, for a one-rank program, the rank it played."""
+    return (r["attention"], r["n"], tuple(r["gpus"]) if "emulated_rank" in r else None)
 
 
 def config(r):
@@ -130,7 +167,7 @@ def records(files):
 GPU_LINE = re.compile(r"^  GPU (\d+): ([0-9.]+) GiB \(reserved ([0-9.]+) GiB\):")
 
 
-def predict(sim, r):
+def predict(sim, r, sets=()):
     """Per GPU of the point: (peak allocated, peak reserved) GiB, from the
     --memory report; None where no bundled topology has r's GPU count."""
     n, att = r["n"], r["attention"]
@@ -148,6 +185,12 @@ def predict(sim, r):
            "--quiet", "--attention", att, "--memory", "-"]
     if r["sched"] == "usp":
         cmd += ["--usp-ulysses", str(r["usp_ulysses"])]
+    for s in sets:
+        # one rank's program: its communication is local copies, which no
+        # NCCL stream records (exec_alloc.h)
+        if "emulated_rank" in r and s.startswith("comm.record_stream="):
+            s = "comm.record_stream=false"
+        cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"validate_memory: {' '.join(cmd)}: {p.stderr.strip()}")
@@ -170,6 +213,10 @@ def main():
     ap.add_argument("--summary", action="store_true", help="the per-method table only")
     ap.add_argument("--max-median", type=float, help="percent: fail above this median |error|")
     ap.add_argument("--max-error", type=float, help="percent: fail above this largest |error|")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a topology field for every run (tasp-sim --set), e.g. "
+                         "comm.record_stream=true; one-rank programs keep "
+                         "comm.record_stream=false")
     ap.add_argument("--max-reserved-error", type=float,
                     help="percent: fail above this largest |error| of peak reserved")
     a = ap.parse_args()
@@ -182,11 +229,14 @@ def main():
     for r in recs:
         if r["tokens_per_gpu"] < a.min_tokens or config(r) not in res:
             continue
-        pred = predict(a.sim, r)
+        pred = predict(a.sim, r, a.set)
         if pred is None:
             continue
         alloc_res, reserved_res = res[config(r)]
-        meas = measured_gib(r, alloc_res)
+        meas = measured_gib(r, [a + idle(r) for a in alloc_res])
+        # reserved: an idle buffer below 10 MiB shares its 20 MiB segment
+        # with the program's others (LASP's `suf` with `pre`), which the
+        # pass uses: the segment stays the pass's
         meas_r = measured_reserved_gib(r, reserved_res)
         # the busiest of the measured ranks, on each side
         p, x = max(pred[g][0] for g in r["gpus"]), max(meas)

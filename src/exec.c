@@ -110,6 +110,12 @@ static void start_task(exec_state *s, uint32_t id) {
   else engine_at(s->eng, now + d, exec_kernels_done, s, id);
 }
 
+/* exec_held_fn: where the hardware holds a group back by a kernel it
+ * overlaps (whether or not this run waits on groups at all: `alone`) */
+static bool held_back(const plan_task *t, uint32_t i, const void *ctx) {
+  return exec_overlap_kept(ctx, t, i);
+}
+
 static void build_successors(exec_state *s) {
   const plan *p = s->p;
   exec_graph *gr = &s->g;
@@ -117,17 +123,20 @@ static void build_successors(exec_state *s) {
   gr->succ_off = g_new0(uint32_t, n + 1);
   for (guint i = 0; i < n; i++) {
     const plan_task *t = plan_task_at(p, i);
-    uint32_t nd = exec_deps_kept(s, t);
-    gr->waiting[i] = nd;
-    for (uint32_t d = 0; d < nd; d++) gr->succ_off[p->deps[t->dep_off + d] + 1]++;
+    gr->waiting[i] = 0;
+    for (uint32_t d = 0; d < t->n_dep; d++)
+      if (exec_dep_kept(s, t, d)) {
+        gr->waiting[i]++;
+        gr->succ_off[p->deps[t->dep_off + d] + 1]++;
+      }
   }
   for (guint i = 0; i < n; i++) gr->succ_off[i + 1] += gr->succ_off[i];
   g_autofree uint32_t *fill = g_new0(uint32_t, n);
   gr->succ = g_new(uint32_t, gr->succ_off[n] + 1);
   for (guint i = 0; i < n; i++) {
     const plan_task *t = plan_task_at(p, i);
-    uint32_t nd = exec_deps_kept(s, t);
-    for (uint32_t d = 0; d < nd; d++) {
+    for (uint32_t d = 0; d < t->n_dep; d++) {
+      if (!exec_dep_kept(s, t, d)) continue;
       uint32_t from = p->deps[t->dep_off + d];
       gr->succ[gr->succ_off[from] + fill[from]++] = i;
     }
@@ -168,7 +177,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   exec_comm_init(&s);
   exec_slow_init(&s);
   build_successors(&s);
-  s.mem = exec_mem_new(p, r, opts->keep_trace);
+  s.mem = exec_mem_new(p, r, opts->keep_trace, held_back, &s, t->record_stream ? issue : NULL);
 
   if (opts->progress) {
     g_atomic_int_set(&opts->progress->done, 0);

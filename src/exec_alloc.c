@@ -15,11 +15,14 @@ typedef struct {
   uint64_t addr, size;
   uint32_t prev, next; /* neighbours in the segment, NONE at its ends */
   bool small, live, dead;
+  bool pending;        /* freed, not back in the cache: a stream's use is not done */
+  double ready_s;      /* pending: when that use is done (GPU time) */
 } block;
 
 struct exec_alloc {
   GArray *blocks;      /* block; [0] is the lookup key */
   GTree *free[2];      /* per pool (0 large, 1 small): free block ids */
+  GArray *pending;     /* uint32 ids of pending blocks */
   uint64_t next_addr, reserved, peak, allocated;
 };
 
@@ -41,12 +44,14 @@ exec_alloc *exec_alloc_new(void) {
   a->blocks = g_array_new(FALSE, TRUE, sizeof(block));
   g_array_set_size(a->blocks, 1);
   for (int i = 0; i < 2; i++) a->free[i] = g_tree_new_with_data(by_size_addr, a);
+  a->pending = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   return a;
 }
 
 void exec_alloc_free(exec_alloc *a) {
   if (!a) return;
   for (int i = 0; i < 2; i++) g_tree_destroy(a->free[i]);
+  g_array_free(a->pending, TRUE);
   g_array_free(a->blocks, TRUE);
   g_free(a);
 }
@@ -82,7 +87,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   uint32_t id = best_fit(a, small, size);
   if (id == NONE) { /* a new segment */
     uint64_t seg = exec_alloc_segment_size(size);
-    id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false});
+    id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false, false, 0});
     a->next_addr += seg;
     a->reserved += seg;
     if (a->reserved > a->peak) a->peak = a->reserved;
@@ -92,7 +97,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   block *b = blk(a, id);
   uint64_t rest = b->size - size;
   if (small ? rest >= ALLOC_MIN_BLOCK : rest > ALLOC_SMALL_SIZE) {
-    block r = {b->addr + size, rest, id, b->next, small, false, false};
+    block r = {b->addr + size, rest, id, b->next, small, false, false, false, 0};
     uint32_t rid = add_block(a, r);
     b = blk(a, id); /* the array may have moved */
     if (r.next != NONE) blk(a, r.next)->prev = rid;
@@ -115,24 +120,70 @@ static void merge(exec_alloc *a, uint32_t into, uint32_t from) {
   q->dead = true;
 }
 
+/* Whether block id is a free block of the cache (in its pool's tree). */
+static bool cached(const exec_alloc *a, uint32_t id) {
+  const block *b = blk(a, id);
+  return !b->live && !b->pending;
+}
+
+/* Block id (neither live nor pending) goes back to the cache, merged with
+ * its free neighbours (free_block). */
+static void cache_block(exec_alloc *a, uint32_t id) {
+  block *b = blk(a, id);
+  bool small = b->small;
+  uint32_t next = b->next, prev = b->prev;
+  if (next != NONE && cached(a, next)) {
+    g_tree_remove(a->free[small], key(next));
+    merge(a, id, next);
+  }
+  if (prev != NONE && cached(a, prev)) {
+    g_tree_remove(a->free[small], key(prev));
+    merge(a, prev, id);
+    id = prev;
+  }
+  g_tree_insert(a->free[small], key(id), key(id));
+}
+
 void exec_alloc_release(exec_alloc *a, uint32_t id) {
   if (id == 0) return; /* an empty tensor's */
   block *b = blk(a, id);
   g_assert(id > 0 && id < a->blocks->len && b->live && !b->dead);
   b->live = false;
   a->allocated -= b->size;
-  bool small = b->small;
-  uint32_t next = b->next, prev = b->prev;
-  if (next != NONE && !blk(a, next)->live) {
-    g_tree_remove(a->free[small], key(next));
-    merge(a, id, next);
+  cache_block(a, id);
+}
+
+void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
+  if (id == 0) return;
+  block *b = blk(a, id);
+  g_assert(id > 0 && id < a->blocks->len && b->live && !b->dead);
+  b->live = false;
+  a->allocated -= b->size;
+  b->pending = true;
+  b->ready_s = ready_s;
+  g_array_append_val(a->pending, id);
+}
+
+static gint by_ready(gconstpointer x, gconstpointer y, gpointer data) {
+  const exec_alloc *a = data;
+  uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
+  double ri = blk(a, i)->ready_s, rj = blk(a, j)->ready_s;
+  if (ri != rj) return ri < rj ? -1 : 1;
+  return (i > j) - (i < j);
+}
+
+void exec_alloc_settle(exec_alloc *a, double now_s) {
+  if (!a->pending->len) return;
+  g_array_sort_with_data(a->pending, by_ready, a);
+  guint k = 0;
+  while (k < a->pending->len) {
+    uint32_t id = g_array_index(a->pending, uint32_t, k);
+    if (blk(a, id)->ready_s > now_s) break;
+    blk(a, id)->pending = false;
+    cache_block(a, id);
+    k++;
   }
-  if (prev != NONE && !blk(a, prev)->live) {
-    g_tree_remove(a->free[small], key(prev));
-    merge(a, prev, id);
-    id = prev;
-  }
-  g_tree_insert(a->free[small], key(id), key(id));
+  g_array_remove_range(a->pending, 0, k);
 }
 
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }

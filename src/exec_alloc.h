@@ -33,7 +33,16 @@
  *   to retry one).
  * One stream per GPU: blocks freed on one stream are reused by the next
  * request at once (the programs measured run their kernels on the
- * current stream; NCCL's use of a tensor is recorded on it). */
+ * current stream), except a block another stream used: ProcessGroupNCCL
+ * records a send's and a receive's tensor on its NCCL stream
+ * (recordStream), and the allocator gives the freed block back to the
+ * cache only once the events it recorded at the free have completed
+ * (insert_events, process_events at each later malloc): the host, ahead
+ * of the GPU, frees it and allocates again before the GPU has done the
+ * transfer (calibration/h200x2-snap: `free_requested` without
+ * `free_completed`; ring's backward at 64K tokens per GPU reserves 16.05
+ * GiB with NCCL, 14.05 with local copies). exec_alloc_release_after and
+ * exec_alloc_settle. */
 #ifndef TASP_EXEC_ALLOC_H
 #define TASP_EXEC_ALLOC_H
 
@@ -56,6 +65,12 @@ void exec_alloc_free(exec_alloc *a);
 uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes);
 /* Block `block` is freed (cached). */
 void exec_alloc_release(exec_alloc *a, uint32_t block);
+/* Block `block` is freed while another stream's use of it ends only at
+ * ready_s: cached by the first exec_alloc_settle at or after ready_s. */
+void exec_alloc_release_after(exec_alloc *a, uint32_t block, double ready_s);
+/* A request is about to be made at `now_s` (process_events): pending
+ * blocks whose use has ended by then are cached, earliest first. */
+void exec_alloc_settle(exec_alloc *a, double now_s);
 /* Bytes of the segments held now, and the most held so far. */
 uint64_t exec_alloc_reserved(const exec_alloc *a);
 uint64_t exec_alloc_peak_reserved(const exec_alloc *a);

@@ -46,7 +46,8 @@ void exec_split_idle(exec_state *s) {
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
     double at = 0, st = staged[i], kt = 0;
-    for (uint32_t d = 0, nd = exec_deps_kept(s, t); d < nd; d++) {
+    for (uint32_t d = 0; d < t->n_dep; d++) {
+      if (!exec_dep_kept(s, t, d)) continue;
       uint32_t k = p->deps[t->dep_off + d];
       if (fin[k] > at) at = fin[k];
       if (staged[k] > st) st = staged[k];

@@ -96,10 +96,26 @@ static inline void exec_task_gpus(const exec_state *s, const plan_task *t, uint3
 static inline bool exec_skipped(const exec_opts *o, const plan_task *t) {
   return o->no_comm && t->on_arrival;
 }
-/* Predecessors task t waits for: none for a group of a run `alone` (the
- * program without its communication calls has nothing to wait on). */
-static inline uint32_t exec_deps_kept(const exec_state *s, const plan_task *t) {
-  return s->opts.alone && t->kind == TASK_COMM ? 0 : t->n_dep;
+/* Whether a compute task's kernels hold every SM while they run: a
+ * flash-attention kernel does (on H200 a transfer beside it makes no
+ * progress: calibration/h200x4-tool, passes with and without communication
+ * differ by the whole transfer time); linear-attention kernels and copies
+ * leave SMs free (calibration/h200x2-linear: the KV hop overlaps them). */
+static inline bool exec_holds_sms(const plan_task *t) {
+  return t->kind == TASK_COMPUTE && t->op.kind == OP_ATTN;
+}
+/* Whether overlap edge i of task t (plan_overlap) is kept: where the
+ * topology's kernel_blocks_comm says a transfer gets no SMs beside a
+ * kernel that holds them all, the group waits for such a kernel. */
+static inline bool exec_overlap_kept(const exec_state *s, const plan_task *t, uint32_t i) {
+  return s->t->kernel_blocks_comm && exec_holds_sms(plan_task_at(s->p, s->p->deps[t->dep_off + i]));
+}
+/* Whether task t waits for its i-th predecessor: a group of a run `alone`
+ * waits for none (the program without its communication calls has nothing
+ * to wait on); an overlap edge only where exec_overlap_kept. */
+static inline bool exec_dep_kept(const exec_state *s, const plan_task *t, uint32_t i) {
+  if (s->opts.alone && t->kind == TASK_COMM) return false;
+  return !plan_dep_is_overlap(t, i) || exec_overlap_kept(s, t, i);
 }
 /* A span of the trace, from t0 to now (with keep_trace). */
 void exec_span_add(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0);

@@ -13,6 +13,12 @@
  * and frees, in the same order, go through a model of the caching
  * allocator per GPU (exec_alloc.h), whose segments give the reserved
  * peak (torch.cuda.max_memory_reserved).
+ * A group that the hardware holds back until kernels it runs beside have
+ * ended (exec_dep_kept: kernel_blocks_comm) was still issued by the host
+ * before them, and what it allocates (a receive buffer: ring_flash_attn's
+ * `next_k, next_v = send_recv_kv(k, v)`) was made then: its writes at its
+ * start are also taken at the start of each such kernel, on its GPU (a
+ * write use added there; exec_mem_new's `held_back`).
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"
@@ -39,8 +45,14 @@ struct exec_mem {
                               (a task may read what it writes: an accumulator) */
   uint64_t *alloc_seq, *free_seq;
   uint32_t *block;         /* per instance: its block in its GPU's allocator */
+  double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
+  const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
-  uint32_t *use_off, *use_of; /* uses by task (CSR), indices into plan's uses */
+  uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
+                                 then (from plan_buf_use_count) into `moved` */
+  GArray *moved;           /* plan_buf_use: a held-back group's writes, taken at
+                              the kernels it waits for */
+  uint32_t n_plan_uses;
   double *live, *peak;     /* per GPU */
   uint64_t *peak_seq;      /* per GPU: the event at which its peak was reached */
   uint64_t seq;
@@ -48,7 +60,7 @@ struct exec_mem {
   uint32_t stamp_now;
   /* Tasks started at the instant being replayed, not applied yet: at one
    * simulated instant every end of a task started earlier is applied
-   * before the starts, and the starts in plan order, so the peak does not
+   * before the starts, and the starts in program order, so the peak does not
    * hang on the order in which simultaneous events happen to be replayed
    * (a lockstep plan and its expansion; test_mem t_lockstep_expand).  A
    * task that ends at the instant it started has its start applied first. */
@@ -93,6 +105,11 @@ static uint32_t inst_gpu(const plan_buf *b, uint32_t g) { return b->gpu == PLAN_
 typedef void (*inst_fn)(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                         uint32_t gpu, double now_s);
 
+static const plan_buf_use *use_at(const exec_mem *m, uint32_t i) {
+  return i < m->n_plan_uses ? plan_buf_use_at(m->p, i)
+                            : &g_array_index(m->moved, plan_buf_use, i - m->n_plan_uses);
+}
+
 static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn, double now) {
   const plan_buf *b = plan_buf_at(m->p, u->buf);
   if (b->gpu != PLAN_ALL) {
@@ -110,8 +127,11 @@ static void sample(exec_mem *m, uint32_t g, double now) {
   g_array_append_val(m->r->mem, s);
 }
 
-static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now) {
+/* host_s: when the host makes the request (its task's issue) */
+static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
+                  double host_s) {
   m->state[inst] = INST_LIVE;
+  if (m->host_s) exec_alloc_settle(m->alloc[g], host_s);
   m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
@@ -128,11 +148,37 @@ static void count_ref(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uin
   m->refs[inst]++;
 }
 
-exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
+/* The writes at its start of each group held back by kernels it overlaps
+ * (held_back(task, i, ctx): its i-th predecessor, an overlap edge, is
+ * kept), as uses of those kernels, into m->moved. */
+static void move_held_writes(exec_mem *m, exec_held_fn held_back, const void *ctx) {
+  const plan *p = m->p;
+  m->moved = g_array_new(FALSE, FALSE, sizeof(plan_buf_use));
+  uint32_t nu = plan_buf_use_count(p);
+  if (!held_back) return;
+  for (uint32_t i = 0; i < nu; i++) {
+    const plan_buf_use *u = plan_buf_use_at(p, i);
+    const plan_task *t = plan_task_at(p, u->task);
+    if (t->kind != TASK_COMM || !t->n_overlap || !u->write || u->when == PLAN_BUF_LATE) continue;
+    for (uint32_t d = t->n_dep - t->n_overlap; d < t->n_dep; d++) {
+      if (!held_back(t, d, ctx)) continue;
+      plan_buf_use v = *u;
+      v.task = p->deps[t->dep_off + d];
+      v.when = PLAN_BUF_DURING;
+      g_array_append_val(m->moved, v);
+    }
+  }
+}
+
+exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
+                       const void *ctx, const double *host_issue_s) {
   exec_mem *m = g_new0(exec_mem, 1);
-  uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = plan_buf_use_count(p);
-  guint nt = p->tasks->len;
   m->p = p;
+  m->host_s = host_issue_s;
+  move_held_writes(m, held_back, ctx);
+  m->n_plan_uses = plan_buf_use_count(p);
+  uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
+  guint nt = p->tasks->len;
   m->r = r;
   m->trace = trace;
   m->n = n;
@@ -155,6 +201,8 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->alloc_seq = g_new0(uint64_t, ni);
   m->free_seq = g_new0(uint64_t, ni);
   m->block = g_new0(uint32_t, ni);
+  m->sent_s = g_new(double, ni);
+  for (uint32_t i = 0; i < ni; i++) m->sent_s[i] = -1;
   m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) m->alloc[g] = exec_alloc_new();
   m->live = g_new0(double, n);
@@ -164,11 +212,11 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   m->stamp = g_new0(uint32_t, n);
   m->use_off = g_new0(uint32_t, nt + 1);
   m->use_of = g_new(uint32_t, nu ? nu : 1);
-  for (uint32_t i = 0; i < nu; i++) m->use_off[plan_buf_use_at(p, i)->task + 1]++;
+  for (uint32_t i = 0; i < nu; i++) m->use_off[use_at(m, i)->task + 1]++;
   for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
   g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
   for (uint32_t i = 0; i < nu; i++) {
-    const plan_buf_use *u = plan_buf_use_at(p, i);
+    const plan_buf_use *u = use_at(m, i);
     m->use_of[fill[u->task]++] = i;
     each_inst(m, u, task_gpus(m, plan_task_at(p, u->task)), count_ref, 0);
   }
@@ -178,7 +226,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
       uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
       if (pb->input) {
         m->written[i] = true;
-        alloc(m, i, g, pb->bytes, 0);
+        alloc(m, i, g, pb->bytes, 0, 0);
       } else if (m->refs[i] == 0) {
         r->mem_errors++; /* declared, never used */
       }
@@ -193,16 +241,22 @@ static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, ui
   else if (!m->written[inst] && m->writing[inst] != u->task + 1)
     m->r->mem_errors++; /* read before anything wrote it */
   if (m->state[inst] == INST_FREED) m->r->mem_errors++;  /* cannot happen: refs held */
-  if (m->state[inst] == INST_NONE) alloc(m, inst, g, b->bytes, now);
+  if (m->state[inst] == INST_NONE)
+    alloc(m, inst, g, b->bytes, now, m->host_s ? m->host_s[u->task] : 0);
 }
 
 static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                      uint32_t g, double now) {
   if (u->write) m->written[inst] = true;
+  const plan_task *t = plan_task_at(m->p, u->task);
+  if (t->kind == TASK_COMM && t->api == COMM_P2P) m->sent_s[inst] = now;
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
-  exec_alloc_release(m->alloc[g], m->block[inst]);
+  if (m->host_s && m->sent_s[inst] >= 0)
+    exec_alloc_release_after(m->alloc[g], m->block[inst], m->sent_s[inst]);
+  else
+    exec_alloc_release(m->alloc[g], m->block[inst]);
   m->free_seq[inst] = ++m->seq;
   m->live[g] -= b->bytes;
   sample(m, g, now);
@@ -216,7 +270,7 @@ static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned
   uint32_t k = task_gpus(m, plan_task_at(m->p, task));
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = m->use_off[task]; i < m->use_off[task + 1]; i++) {
-      const plan_buf_use *u = plan_buf_use_at(m->p, m->use_of[i]);
+      const plan_buf_use *u = use_at(m, m->use_of[i]);
       if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
 }
@@ -230,14 +284,23 @@ static void apply_start(exec_mem *m, uint32_t task, double now_s) {
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_EARLY));
 }
 
-static gint by_id(gconstpointer a, gconstpointer b) {
+/* Program order: a group the host issues at an earlier task's place
+ * (plan_issue_at) comes just before that task. */
+static gint by_issue_order(gconstpointer a, gconstpointer b, gpointer ctx) {
+  const plan *p = ctx;
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  uint32_t hx = plan_task_at(p, x)->host_at, hy = plan_task_at(p, y)->host_at;
+  /* (place, in place after early, id) */
+  uint64_t kx = (uint64_t)(hx == PLAN_IN_PLACE ? x : hx) << 1 | (hx == PLAN_IN_PLACE);
+  uint64_t ky = (uint64_t)(hy == PLAN_IN_PLACE ? y : hy) << 1 | (hy == PLAN_IN_PLACE);
+  if (kx != ky) return kx < ky ? -1 : 1;
   return (x > y) - (x < y);
 }
 
-/* The starts held for the instant starts_at, in plan order. */
+/* The starts held for the instant starts_at, in the order the program
+ * issues them (by_issue_order). */
 static void flush_starts(exec_mem *m) {
-  g_array_sort(m->starts, by_id);
+  g_array_sort_with_data(m->starts, by_issue_order, (gpointer)m->p);
   for (guint i = 0; i < m->starts->len; i++) {
     uint32_t task = g_array_index(m->starts, uint32_t, i);
     m->held[task] = 0;
@@ -333,8 +396,9 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
+  g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
   g_free(m->held);
   g_free(m);

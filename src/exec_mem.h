@@ -11,9 +11,19 @@
 
 typedef struct exec_mem exec_mem;
 
+/* Whether group t's i-th predecessor, an overlap edge (plan_overlap),
+ * holds it back: it waits for that kernel in this replay. */
+typedef bool (*exec_held_fn)(const plan_task *t, uint32_t i, const void *ctx);
+
 /* Tracking of p's buffers into r (its gpu_peak_bytes made here); the
- * layer's inputs are live from time 0.  trace: record exec_mem_sample. */
-exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace);
+ * layer's inputs are live from time 0.  trace: record exec_mem_sample.
+ * held_back (NULL: none is): a group held back by a kernel makes its
+ * allocations at that kernel's start (the host issued it before).
+ * host_issue_s (NULL: none): per task, when its host issues it; then a
+ * block a send/receive used is cached again only at the first request
+ * its host makes after the transfer is done (exec_alloc.h). */
+exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
+                       const void *ctx, const double *host_issue_s);
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s);
 void exec_mem_end(exec_mem *m, uint32_t task, double now_s);
 /* The run is over: fills r's peak fields and frees m. */

@@ -61,7 +61,7 @@
  * TP 1 (or scope attention); else TP rank 0's GPUs (n_gpus / tp of them,
  * GPU i being t's i x tp), their direct links and their count per node
  * (gpus_per_node / tp where TP divides it, else 1).  The rest is t's
- * (schedulers read only these, and kernel_blocks_comm). */
+ * (schedulers read only these: structure, never hardware rules). */
 typedef struct {
   topology t;
   bool owned;   /* t.direct is the view's own */

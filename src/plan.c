@@ -14,6 +14,7 @@ plan *plan_new(uint32_t n_gpus, bool record_segs) {
   p->segs = g_array_new(FALSE, FALSE, sizeof(plan_seg));
   p->dep_from = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   p->dep_to = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  p->dep_overlap = g_array_new(FALSE, FALSE, sizeof(uint8_t));
   p->last_compute = g_new(int64_t, n_gpus);
   p->last_coll = g_new(int64_t, n_gpus);
   for (uint32_t g = 0; g < n_gpus; g++) p->last_compute[g] = p->last_coll[g] = -1;
@@ -36,6 +37,7 @@ void plan_free(plan *p) {
   g_array_free(p->segs, TRUE);
   g_array_free(p->dep_from, TRUE);
   g_array_free(p->dep_to, TRUE);
+  g_array_free(p->dep_overlap, TRUE);
   g_free(p->deps);
   g_free(p->last_compute);
   g_free(p->last_coll);
@@ -300,26 +302,36 @@ uint32_t plan_barrier(plan *p, uint32_t step, int64_t after) {
   return b;
 }
 
-void plan_dep(plan *p, uint32_t before, uint32_t after) {
+static void add_dep(plan *p, uint32_t before, uint32_t after, bool overlap) {
   g_assert(before < after);
   /* a lockstep task waits on other lockstep tasks and on groups only: a
    * task of one GPU would hold back the copies of all */
   const plan_task *a = plan_task_at(p, after), *b = plan_task_at(p, before);
   g_assert(a->kind != TASK_COMPUTE || a->gpu != PLAN_ALL || b->kind == TASK_COMM ||
            b->gpu == PLAN_ALL);
+  g_assert(!overlap || a->kind == TASK_COMM);
+  uint8_t o = overlap;
   g_array_append_val(p->dep_from, before);
   g_array_append_val(p->dep_to, after);
+  g_array_append_val(p->dep_overlap, o);
 }
+
+void plan_dep(plan *p, uint32_t before, uint32_t after) { add_dep(p, before, after, false); }
 
 void plan_dep_all(plan *p, const GArray *ids, uint32_t after) {
   for (guint i = 0; i < ids->len; i++) plan_dep(p, g_array_index(ids, uint32_t, i), after);
 }
 
-void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm) {
+void plan_overlap_dep(plan *p, uint32_t task, uint32_t comm) {
+  g_assert(plan_task_at(p, task)->kind == TASK_COMPUTE);
+  add_dep(p, task, comm, true);
+}
+
+void plan_overlap(plan *p, const GArray *ids, uint32_t comm) {
   uint32_t first = comm;
   for (guint i = 0; i < ids->len; i++) {
     uint32_t id = g_array_index(ids, uint32_t, i);
-    if (plan_task_at(p, id)->op.kind == OP_ATTN) plan_dep(p, id, comm);
+    plan_overlap_dep(p, id, comm);
     if (id < first) first = id;
   }
   if (first < comm) plan_issue_at(p, comm, first);
@@ -327,8 +339,15 @@ void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm) {
 
 void plan_finish(plan *p) {
   guint n = p->tasks->len, m = p->dep_to->len;
-  for (guint i = 0; i < n; i++) plan_task_at(p, i)->n_dep = 0;
-  for (guint e = 0; e < m; e++) plan_task_at(p, g_array_index(p->dep_to, uint32_t, e))->n_dep++;
+  const uint32_t *to = (const uint32_t *)p->dep_to->data;
+  const uint32_t *from = (const uint32_t *)p->dep_from->data;
+  const uint8_t *overlap = (const uint8_t *)p->dep_overlap->data;
+  for (guint i = 0; i < n; i++) plan_task_at(p, i)->n_dep = plan_task_at(p, i)->n_overlap = 0;
+  for (guint e = 0; e < m; e++) {
+    plan_task *t = plan_task_at(p, to[e]);
+    t->n_dep++;
+    t->n_overlap += overlap[e];
+  }
   uint32_t off = 0;
   for (guint i = 0; i < n; i++) {
     plan_task *t = plan_task_at(p, i);
@@ -336,11 +355,14 @@ void plan_finish(plan *p) {
     off += t->n_dep;
     t->n_dep = 0;
   }
+  /* a task's ordinary predecessors first, its overlap edges last */
   p->deps = g_new(uint32_t, m + 1);
-  for (guint e = 0; e < m; e++) {
-    plan_task *t = plan_task_at(p, g_array_index(p->dep_to, uint32_t, e));
-    p->deps[t->dep_off + t->n_dep++] = g_array_index(p->dep_from, uint32_t, e);
-  }
+  for (uint8_t pass = 0; pass < 2; pass++)
+    for (guint e = 0; e < m; e++)
+      if (overlap[e] == pass) {
+        plan_task *t = plan_task_at(p, to[e]);
+        p->deps[t->dep_off + t->n_dep++] = from[e];
+      }
 }
 
 /* The copy of old task d that a task of GPU g (PLAN_ALL: a group, which
@@ -350,12 +372,13 @@ static void expand_deps(plan *q, const plan *p, const uint32_t *first, uint32_t 
   const plan_task *t = plan_task_at(p, old);
   for (uint32_t i = 0; i < t->n_dep; i++) {
     uint32_t d = p->deps[t->dep_off + i];
+    bool o = plan_dep_is_overlap(t, i);
     const plan_task *dt = plan_task_at(p, d);
     bool lock = dt->kind == TASK_COMPUTE && dt->gpu == PLAN_ALL;
-    if (!lock) plan_dep(q, first[d], id);
-    else if (gpu != PLAN_ALL) plan_dep(q, first[d] + gpu, id);
+    if (!lock) add_dep(q, first[d], id, o);
+    else if (gpu != PLAN_ALL) add_dep(q, first[d] + gpu, id, o);
     else
-      for (uint32_t g = 0; g < p->n_gpus; g++) plan_dep(q, first[d] + g, id);
+      for (uint32_t g = 0; g < p->n_gpus; g++) add_dep(q, first[d] + g, id, o);
   }
 }
 

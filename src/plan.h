@@ -132,6 +132,11 @@ typedef struct {
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
+  uint32_t n_overlap;             /* comm: the last n_overlap of its n_dep
+                                     predecessors are compute tasks it runs
+                                     beside (plan_overlap): exec keeps those
+                                     edges only where the hardware says the
+                                     group makes no progress beside them */
   uint32_t host_at;               /* comm: the task at whose place in plan order
                                      the host issues it (plan_issue_at), or
                                      PLAN_IN_PLACE: at its own */
@@ -146,6 +151,7 @@ typedef struct {
   GArray *xfers;  /* plan_xfer */
   GArray *segs;   /* plan_seg */
   GArray *dep_from, *dep_to; /* uint32 edge lists while building */
+  GArray *dep_overlap;       /* uint8 per edge: an overlap edge (plan_overlap) */
   uint32_t *deps; /* predecessors grouped by task, after plan_finish */
   int64_t *last_compute; /* last compute task per GPU, -1 none */
   int64_t *last_coll;    /* last collective group per GPU (its NCCL stream), -1 none */
@@ -252,13 +258,25 @@ uint32_t plan_barrier(plan *p, uint32_t step, int64_t after);
 void plan_dep(plan *p, uint32_t before, uint32_t after);
 /* `after` waits for every task in ids. */
 void plan_dep_all(plan *p, const GArray *ids, uint32_t after);
-/* Where the topology's kernel_blocks_comm holds: group `comm` waits for
- * the flash-attention kernels among ids, which hold every SM (measured on
- * H200); other kernels (linear attention, copies) leave SMs free.  The
- * program issues the group before all of ids (a step's exchange comes
- * first): the host is charged for it at the first of them
- * (plan_issue_at). */
-void plan_dep_blocking(plan *p, const GArray *ids, uint32_t comm);
+/* Group `comm` runs beside the compute tasks in ids (a step's exchange
+ * beside the step's kernels: double buffering), which were added before it
+ * but which the program issues after it: the host is charged for the group
+ * at the first of them (plan_issue_at).  Whether the group makes progress
+ * while they run is the hardware's rule, not the scheduler's: the edges
+ * from ids to comm are overlap edges (the group's last n_overlap
+ * predecessors), which exec keeps only for kernels that hold every SM
+ * where the topology's kernel_blocks_comm says a transfer gets none beside
+ * them (exec_internal.h exec_dep_kept).  A scheduler emits the same plan
+ * on every topology. */
+void plan_overlap(plan *p, const GArray *ids, uint32_t comm);
+/* One overlap edge: group comm runs beside compute task `task` (copying a
+ * plan's edges as they are: plan_append). */
+void plan_overlap_dep(plan *p, uint32_t task, uint32_t comm);
+/* Whether the i-th predecessor of task t (finished plan) is an overlap
+ * edge (plan_overlap). */
+static inline bool plan_dep_is_overlap(const plan_task *t, uint32_t i) {
+  return i >= t->n_dep - t->n_overlap;
+}
 /* Build the dependency index; call once, after the last task. */
 void plan_finish(plan *p);
 /* The finished plan p stands for, with every lockstep task one task per

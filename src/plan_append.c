@@ -151,9 +151,13 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     for (uint32_t d = 0; d < st->n_dep; d++) {
       uint32_t from_id = src->deps[st->dep_off + d];
       g_assert(a->id[from_id] != UINT32_MAX);
-      plan_dep(dst, a->id[from_id], id);
+      bool overlap = plan_dep_is_overlap(st, d);
+      if (overlap) plan_overlap_dep(dst, a->id[from_id], id);
+      else plan_dep(dst, a->id[from_id], id);
       if (from_id < from) continue;
-      inner = true;
+      /* an overlap edge is no wait where the hardware lets the group run
+       * beside the kernel: it still waits for what the host had issued */
+      inner |= !overlap;
       uint32_t k2 = task_gpus(src, plan_task_at(src, from_id), mark, touch2);
       for (uint32_t j = 0; j < k; j++)
         for (uint32_t j2 = 0; j2 < k2; j2++)

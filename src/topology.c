@@ -292,7 +292,7 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
                                           "flow_cap_gbps", "inter_node_flow_cap_gbps",
                                           "host_us", "p2p_host_us", "p2p_op_host_us", "kernel_blocks_comm",
-                                          "source", NULL};
+                                          "record_stream", "source", NULL};
   double launch_us, p2p_launch_us, p2p_msg_us, cap_gbps, inter_gbps, host_us, p2p_host_us,
       op_host_us;
   if (!json_check_keys(comm, cw, comm_keys, err) ||
@@ -339,6 +339,14 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
       return NULL;
     }
     t->kernel_blocks_comm = json_object_get_boolean(kb);
+  }
+  if (json_object_object_get_ex(comm, "record_stream", &kb)) {
+    if (!json_object_is_type(kb, json_type_boolean)) {
+      json_fail(err, cw, "record_stream", "expected true or false");
+      topo_free(t);
+      return NULL;
+    }
+    t->record_stream = json_object_get_boolean(kb);
   }
   t->comm_host_s = host_us * 1e-6;
   t->p2p_host_s = p2p_host_us < 0 ? host_us * 1e-6 : p2p_host_us * 1e-6;

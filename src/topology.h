@@ -68,6 +68,14 @@ typedef struct topology {
   double p2p_launch_s;     /* the same for a grouped send/receive... */
   double p2p_msg_s;        /* ...plus this per message of its busiest GPU */
   bool kernel_blocks_comm; /* transfers wait for running attention kernels */
+  /* comm.record_stream (default false): the program's send/receive
+   * tensors are recorded on the NCCL stream (ProcessGroupNCCL's
+   * recordStream), so a freed block is cached again only once its
+   * transfer is done as its host sees it (exec_alloc.h; measured:
+   * calibration/h200x2-snap).  Off by default: with it, ring's and
+   * TASP's backward on 2 GPUs come within 10% reserved but some forward
+   * + backward passes go over (docs/validation.md) */
+  bool record_stream;
   double comm_host_s;      /* host time to issue one group, per GPU taking part */
   double p2p_host_s;       /* the same for a grouped send/receive (< 0: comm_host_s)... */
   double p2p_op_host_s;    /* ...plus this per op (isend or irecv) the GPU puts in it */

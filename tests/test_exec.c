@@ -843,7 +843,7 @@ static void t_call_alone(void) {
   topo_free(t);
 }
 
-/* plan_issue_at (through plan_dep_blocking): a group placed after a
+/* plan_issue_at (through plan_overlap): a group placed after a
  * kernel in the plan but issued by the host before it costs the host first, so the kernel is issued after
  * the group's host cost; plan_expand keeps the place, as the expanded
  * task. */
@@ -862,7 +862,7 @@ static void t_issue_at(void) {
     if (early) { /* as a group waiting for blocking kernels is placed */
       g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
       g_array_append_val(ids, k);
-      plan_dep_blocking(p, ids, g);
+      plan_overlap(p, ids, g);
       CU_ASSERT_EQUAL(plan_task_at(p, g)->host_at, k);
     }
     plan_finish(p);

@@ -752,39 +752,151 @@ static void t_checks_refuse(void) {
   topo_free(t);
 }
 
-/* kernel_blocks_comm: a ring step's KV transfer waits for the step's flash
- * kernels (softmax layers), not for linear-attention kernels, which leave
- * SMs free (calibration/h200x2-linear). */
+/* Whether two finished plans are the same, task by task (operands,
+ * dependencies with their overlap marks, host places), transfer by
+ * transfer, segment by segment and buffer by buffer (sizes, names, uses). */
+static bool same_plan(const plan *a, const plan *b) {
+  if (a->tasks->len != b->tasks->len || a->xfers->len != b->xfers->len ||
+      a->segs->len != b->segs->len || plan_buf_count(a) != plan_buf_count(b) ||
+      plan_buf_use_count(a) != plan_buf_use_count(b) || strcmp(a->note->str, b->note->str))
+    return false;
+  for (guint i = 0; i < a->tasks->len; i++) {
+    const plan_task *x = plan_task_at(a, i), *y = plan_task_at(b, i);
+    const plan_op *o = &x->op, *q = &y->op;
+    if (x->kind != y->kind || x->gpu != y->gpu || x->step != y->step || x->api != y->api ||
+        x->grads != y->grads || x->on_arrival != y->on_arrival || x->xfer_off != y->xfer_off ||
+        x->n_xfer != y->n_xfer || x->seg_off != y->seg_off || x->n_qseg != y->n_qseg ||
+        x->n_kseg != y->n_kseg || x->n_dep != y->n_dep || x->n_overlap != y->n_overlap ||
+        x->host_at != y->host_at)
+      return false;
+    if (o->kind != q->kind || o->causal != q->causal || o->backward != q->backward ||
+        o->batch != q->batch || o->head_off != q->head_off || o->heads != q->heads ||
+        o->head_dim != q->head_dim || o->elem_bytes != q->elem_bytes || o->sq != q->sq ||
+        o->sk != q->sk || o->pairs != q->pairs || o->bytes != q->bytes || o->mixed != q->mixed ||
+        o->block != q->block || o->decay != q->decay || o->into != q->into)
+      return false;
+    for (uint32_t d = 0; d < x->n_dep; d++)
+      if (a->deps[x->dep_off + d] != b->deps[y->dep_off + d]) return false;
+  }
+  for (guint i = 0; i < a->xfers->len; i++) {
+    const plan_xfer *x = &g_array_index(a->xfers, plan_xfer, i);
+    const plan_xfer *y = &g_array_index(b->xfers, plan_xfer, i);
+    if (x->src != y->src || x->dst != y->dst || x->bytes != y->bytes || x->msgs != y->msgs ||
+        x->steps != y->steps)
+      return false;
+  }
+  for (guint i = 0; i < a->segs->len; i++) {
+    const plan_seg *x = &g_array_index(a->segs, plan_seg, i);
+    const plan_seg *y = &g_array_index(b->segs, plan_seg, i);
+    if (x->start != y->start || x->len != y->len) return false;
+  }
+  for (uint32_t i = 0; i < plan_buf_count(a); i++) {
+    const plan_buf *x = plan_buf_at(a, i), *y = plan_buf_at(b, i);
+    if (x->gpu != y->gpu || x->bytes != y->bytes || x->name != y->name || x->input != y->input ||
+        x->keep != y->keep)
+      return false;
+  }
+  for (uint32_t i = 0; i < plan_buf_use_count(a); i++) {
+    const plan_buf_use *x = plan_buf_use_at(a, i), *y = plan_buf_use_at(b, i);
+    if (x->buf != y->buf || x->task != y->task || x->gpu != y->gpu || x->write != y->write ||
+        x->when != y->when)
+      return false;
+  }
+  return true;
+}
+
+/* Schedulers are blind to hardware: on two topologies that differ only in
+ * kernel_blocks_comm (whether a transfer makes progress beside a flash
+ * kernel), every scheduler emits the same plan, for every layer kind it
+ * runs, mask and pass; what the hardware lets overlap is exec's rule. */
+static void t_blind_to_hardware(void) {
+  unsigned compared = 0, overlaps = 0, memchecked = 0;
+  for (uint32_t n = 2; n <= 4; n += 2) {
+    topology *t[2] = {complete_topo(n), complete_topo(n)};
+    t[1]->kernel_blocks_comm = true;
+    for (const sched_ops *const *s = sched_all(); *s; s++)
+      for (int a = 0; a < ATTN_KINDS; a++)
+        for (int c = 0; c < 2; c++)
+          for (pass_kind ps = PASS_FWD; ps <= PASS_FWDBWD; ps++) {
+            workload w = shape(n, 3 * 2 * (uint64_t)n * (n - 1), c, ps);
+            w.attention = (attn_kind)a;
+            if (ulysses_family(*s)) w.heads = 2 * n;
+            if (!sched_check_attention(*s, &w, NULL) || !sched_check(*s, &w, t[0], NULL)) continue;
+            plan *p[2];
+            for (int k = 0; k < 2; k++) p[k] = (*s)->build(&w, t[k], true);
+            bool same = same_plan(p[0], p[1]);
+            if (!same)
+              fprintf(stderr, "%s n=%u %s %s: plans differ with kernel_blocks_comm\n", (*s)->name,
+                      n, c ? "causal" : "full", pass_name(ps));
+            CU_ASSERT_TRUE(same);
+            for (guint i = 0; i < p[0]->tasks->len; i++) overlaps += plan_task_at(p[0], i)->n_overlap;
+            compared++;
+            /* where groups wait for kernels, their allocations are moved
+             * onto those kernels (exec_mem): still balanced, and a lockstep
+             * plan peaks as its expansion does */
+            g_autofree char *what = g_strdup_printf("%s n=%u blocking", (*s)->name, n);
+            if (p[0]->bufs) {
+              check_memory(*s, t[1], &w, what);
+              memchecked++;
+            }
+            plan_free(p[0]);
+            plan_free(p[1]);
+          }
+    topo_free(t[0]);
+    topo_free(t[1]);
+  }
+  CU_ASSERT(compared > 100);
+  CU_ASSERT(overlaps > 0); /* ring, TASP, TokenRing declare what they overlap */
+  CU_ASSERT(memchecked == compared);
+}
+
+/* kernel_blocks_comm is exec's rule: a ring step's KV transfer declares
+ * every kernel of its step that it runs beside (plan_overlap), flash and
+ * linear alike; where kernels block transfers, it waits for the flash
+ * kernels (which hold every SM) and not for linear-attention kernels,
+ * which leave SMs free (calibration/h200x2-linear): the linear ring's time
+ * does not change with kernel_blocks_comm, the softmax ring's grows by
+ * transfers no longer hidden. */
 static void t_kbc_flash_only(void) {
-  topology *t = complete_topo(4);
-  t->kernel_blocks_comm = true;
+  topology *t[2] = {test_switch(4, 10e9, 1e-6), test_switch(4, 10e9, 1e-6)};
+  for (int k = 0; k < 2; k++) {
+    t[k]->compute.peak_flops = 100e12;
+    t[k]->compute.efficiency = 0.5;
+    t[k]->compute.copy_Bps = 1e12;
+  }
+  t[1]->kernel_blocks_comm = true;
   for (int lin = 0; lin < 2; lin++) {
-    workload w = shape(4, 4 * 64, false, PASS_FWD);
+    workload w = shape(4, 4 * 4096, false, PASS_FWD);
+    w.heads = 8;
+    w.head_dim = 64;
     if (lin) {
       w.attention = ATTN_LINEAR;
-      w.linear_block = 16;
+      w.linear_block = 64;
     }
-    plan *p = expanded(sched_ring.build(&w, t, false));
+    plan *p = sched_ring.build(&w, t[0], false);
     unsigned on_kernels = 0;
     for (guint i = 0; i < p->tasks->len; i++) {
       const plan_task *c = plan_task_at(p, i);
-      if (c->kind != TASK_COMM) continue;
       for (uint32_t d = 0; d < c->n_dep; d++) {
         const plan_task *b = plan_task_at(p, p->deps[c->dep_off + d]);
-        /* a kernel of the group's own step, not one issued before it */
-        on_kernels += b->kind == TASK_COMPUTE && b->step == c->step &&
-                      (b->op.kind == OP_ATTN || b->op.kind == OP_LIN_INTRA ||
-                       b->op.kind == OP_LIN_STATE || b->op.kind == OP_LIN_APPLY);
+        /* a kernel of the group's own step */
+        if (plan_dep_is_overlap(c, d)) on_kernels += b->kind == TASK_COMPUTE && b->step == c->step;
       }
     }
+    CU_ASSERT(on_kernels >= 3); /* 3 transfer steps, lockstep kernels */
+    exec_opts o = {0};
+    exec_result *r[2];
+    for (int k = 0; k < 2; k++) r[k] = exec_run(p, t[k], &o);
     if (lin) {
-      CU_ASSERT_EQUAL(on_kernels, 0);
+      CU_ASSERT_DOUBLE_EQUAL(r[1]->step_s, r[0]->step_s, 0);
     } else {
-      CU_ASSERT(on_kernels >= 3 * 4); /* 3 transfer steps x 4 GPUs */
+      CU_ASSERT(r[1]->step_s > r[0]->step_s * 1.01);
     }
+    for (int k = 0; k < 2; k++) exec_result_free(r[k]);
     plan_free(p);
   }
-  topo_free(t);
+  topo_free(t[0]);
+  topo_free(t[1]);
 }
 
 /* Ring on linear layers, backward: the memory-bound work of each step
@@ -842,7 +954,7 @@ int main(void) {
                                     TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     TEST(t_ulysses_variants), TEST(t_ulysses_heads),
-                                    TEST(t_collective_rings), TEST(t_kbc_flash_only),
+                                    TEST(t_collective_rings), TEST(t_kbc_flash_only), TEST(t_blind_to_hardware),
                                     TEST(t_ring_linear_grad_bytes),
                                     {NULL, NULL}};
   return test_run("sched", cases);

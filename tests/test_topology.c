@@ -441,6 +441,7 @@ static void t_set_load(void) {
       {"generator.kind=ring", "command line: option '--set': generator.kind=ring: expected one of"},
       {"compute.model=magic", "command line: option '--set': compute.model=magic: expected \"roofline\""},
       {"comm.kernel_blocks_comm=1", "command line: option '--set': comm.kernel_blocks_comm=1: expected true or false"},
+      {"comm.record_stream=yes", "command line: option '--set': comm.record_stream=yes: expected true or false"},
       {"generator={\"kind\":\"nvswitch\",\"gpus\":8,\"port_gbps\":\"x\"}",
        "}: field 'generator.port_gbps': expected a rate"}};
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {

@@ -28,6 +28,6 @@ typedef struct {
 ring_geom ring_geom_make(const workload *w, uint32_t u, bool zigzag);
 /* The plan of g's ring over its ranks, with `ops`' prologue and epilogue
  * (the steps, transfers and kernels are the geometry's). */
-plan *ring_geom_build(const ring_geom *g, rotate_ops ops, const topology *t, bool record_segs);
+plan *ring_geom_build(const ring_geom *g, rotate_ops ops, bool record_segs);
 
 #endif

@@ -11,7 +11,6 @@ struct rotate_emit {
   uint32_t comm;          /* group being filled */
   uint32_t gpu, step;
   bool backward;
-  bool kernel_blocks_comm;
   double grad_scale;      /* dK/dV accumulator bytes per KV byte */
   double byte_scale;      /* of the group being filled: 1, or grad_scale */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
@@ -177,7 +176,6 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     int64_t kv = -1;
     bool more = t + 1 < ops->n_steps;
     plan_issued(e->p, issued);
-    if (more && !e->kernel_blocks_comm) kv = add_group(ops, self, e, t, kv_prev, issued, false);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
     e->grads_arrived = backward && t > 0 ? dkv_prev : -1;
@@ -190,17 +188,16 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
         ops->kernels(self, e, g, t);
       }
     }
-    if (more && e->kernel_blocks_comm) {
-      /* The transfer is issued before the kernels (the host pays for it
-       * before them: plan_dep_blocking) but gets no SMs while a
-       * flash-attention kernel holds them all: measured on H200 as no
-       * overlap at all (calibration/h200x4-tool passes with and without
-       * communication differ by the whole transfer time).  Emitted after
-       * the kernels so that it can depend on them.  Only flash kernels
-       * block it (plan_dep_blocking): linear-attention kernels leave SMs
-       * free, and the KV hop overlaps them (calibration/h200x2-linear). */
+    if (more) {
+      /* The next step's KV moves beside this step's kernels (double
+       * buffering): the program issues the transfer before them (the host
+       * pays for it there: plan_overlap).  Emitted after them so that it
+       * can name them: whether it makes progress beside them is the
+       * hardware's rule, which exec applies (a flash kernel that holds
+       * every SM leaves it none where the topology's kernel_blocks_comm
+       * says so). */
       kv = add_group(ops, self, e, t, kv_prev, issued, false);
-      plan_dep_blocking(e->p, e->step_kernels, (uint32_t)kv);
+      plan_overlap(e->p, e->step_kernels, (uint32_t)kv);
     }
     if (backward) {
       plan_issued(e->p, issued);
@@ -219,9 +216,9 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
 }
 
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
-                   const topology *t, bool record_segs) {
+                   bool record_segs) {
   plan *p = plan_new(w->gpus, record_segs);
-  rotate_emit e = {.p = p, .w = w, .kernel_blocks_comm = t->kernel_blocks_comm,
+  rotate_emit e = {.p = p, .w = w,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
                    .started = g_new0(bool, w->gpus), .pattern = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};

@@ -76,10 +76,11 @@ void rotate_kernel_gathers(rotate_emit *e, double tokens);
 void rotate_linear(rotate_emit *e, uint32_t head_off, uint32_t heads, bool needed, bool own,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
-/* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd) on t:
- * where t->kernel_blocks_comm, a step's transfer starts only after the
- * step's attention kernels on its GPUs. */
+/* Build the whole plan for w->pass (fwd, bwd, or fwd then bwd): each
+ * step's transfer runs beside the step's kernels (plan_overlap); what the
+ * hardware lets overlap is exec's to apply, so the plan is the same on
+ * every topology. */
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
-                   const topology *t, bool record_segs);
+                   bool record_segs);
 
 #endif

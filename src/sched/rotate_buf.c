@@ -31,7 +31,6 @@ struct rotate_buf {
   uint32_t lin_bufs, lin_dacc;
   uint32_t *lin_step, *lin_prev;
   uint32_t *seen;     /* scratch: distinct ids */
-  GArray *step_ids;   /* this step's kernels (uint32) */
   uint32_t *last_kernel; /* per GPU: its last kernel of the pass, NONE */
 };
 
@@ -58,7 +57,6 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->step_dkv = g_new(uint32_t, b->n);
   b->seen = g_new(uint32_t, b->n);
   b->lin_step = g_new(uint32_t, b->n);
-  b->step_ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   b->last_kernel = g_new(uint32_t, b->n);
   b->lin_prev = g_new(uint32_t, b->n);
   return b;
@@ -67,7 +65,6 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
 void rotate_buf_free(rotate_buf *b) {
   if (!b) return;
   g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->lin_step); g_free(b->lin_prev);
-  g_array_free(b->step_ids, TRUE);
   g_free(b->last_kernel); g_free(b->step_dkv); g_free(b->seen);
   g_free(b);
 }
@@ -211,13 +208,11 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   }
   if (!grads) {
     read_distinct(b, comm, b->kv, b->n);
-    b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
     /* `next_k, next_v = send_recv_kv(k, v)` makes the receive buffer
-     * before the step's kernels are issued, even where the transfer
-     * itself only starts after them (kernel_blocks_comm): it is live
-     * through them */
-    for (guint i = 0; i < b->step_ids->len; i++)
-      plan_buf_writes(p, g_array_index(b->step_ids, uint32_t, i), b->pending);
+     * before the step's kernels are issued; where the hardware holds the
+     * transfer back until they end, exec still makes it there (exec_mem:
+     * a group's allocations at the kernels it overlaps) */
+    b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
     return;
   }
   if (linear) { /* the accumulator held is sent from the three, into them */
@@ -293,7 +288,6 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
   uint32_t g = t->gpu;
   double rows = (double)op.batch * op.sq * op.heads; /* query rows of this task */
   if (op.kind != OP_COPY) {
-    g_array_append_val(b->step_ids, id);
     if (g == PLAN_ALL) fill(b->last_kernel, b->n, id);
     else b->last_kernel[g] = id;
   }
@@ -362,7 +356,6 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
 void rotate_buf_step_end(rotate_buf *b) {
   if (b->pending != NONE) fill(b->kv, b->n, b->pending);
   b->pending = NONE;
-  g_array_set_size(b->step_ids, 0);
   for (uint32_t g = 0; g < b->n; g++)
     if (b->lin_step[g] != NONE) {
       b->lin_prev[g] = b->lin_step[g];

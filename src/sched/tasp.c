@@ -345,7 +345,7 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
                     /* the k sub-chunks of the next step, one per cycle, as
                      * ring_flash_attn's next_k, next_v: double-buffered */
                     .kv_name = "next sub-chunks (k, v)"};
-  plan *p = rotate_build(&ops, &s, w, t, record_segs);
+  plan *p = rotate_build(&ops, &s, w, record_segs);
   bool complete_graph = links == n - 1;
   if (w->tasp_cycles && !nodes)
     g_string_printf(p->note, "tasp: the %u cycles given by tasp_cycles", k);

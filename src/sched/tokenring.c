@@ -172,18 +172,14 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     bool more = t + 1 < n;
     int64_t qg = -1;
     plan_issued(p, issued);
-    if (more && !s->t->kernel_blocks_comm) {
-      qg = plan_comm(p, t, COMM_P2P);
-      for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
-    }
     g_array_set_size(kernels, 0);
     for (uint32_t r = 0; r < n; r++) rows[r] = block(s, r, (r + n - t) % n, t, backward, arrived, kernels);
-    if (more && s->t->kernel_blocks_comm) {
-      /* measured on H200: a transfer gets no SMs under a flash kernel
-       * (sched/rotate.c), so the hand-on follows the step's kernels */
+    if (more) {
+      /* the hand-on is issued before the step's kernels and runs beside
+       * them, as far as the hardware lets it (plan_overlap) */
       qg = plan_comm(p, t, COMM_P2P);
       for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
-      plan_dep_blocking(p, kernels, (uint32_t)qg);
+      plan_overlap(p, kernels, (uint32_t)qg);
     }
     if (qg >= 0) {
       if (q_prev >= 0) plan_dep(p, (uint32_t)q_prev, (uint32_t)qg);

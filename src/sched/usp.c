@@ -139,7 +139,7 @@ static plan *build(const workload *w, const topology *t, bool record_segs, bool 
   g.held = &held;
   g.mem = &mem;
   rotate_ops ops = {.prologue = prologue, .epilogue = epilogue};
-  plan *p = ring_geom_build(&g, ops, t, record_segs);
+  plan *p = ring_geom_build(&g, ops, record_segs);
   g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",
                   u, g.ranks);
   return p;
