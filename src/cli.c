@@ -71,8 +71,9 @@ static GOptionEntry *option_table(cli_opts *o) {
        "DP), which must be whole", "TOKENS"},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &o->precision,
        "Precision recipe (layer and model scopes): megatron (default: bf16 weights and "
-       "gradients, float32 main weights) or amp (PyTorch AMP: float32 weights and gradients, "
-       "bf16 copies made by autocast in each forward)", "RECIPE"},
+       "gradients, float32 main weights), amp (PyTorch AMP: float32 weights and gradients, "
+       "bf16 copies made by autocast in each forward) or bf16 (bf16 weights, gradients and "
+       "optimizer states)", "RECIPE"},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},

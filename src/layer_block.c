@@ -12,7 +12,13 @@ double lb_act_bytes(const lb *b, double rows, double width) {
 /* Parameters of one layer on one GPU (its TP shard). */
 double lb_layer_params(const lb *b) { return compute_layer_params(&b->d); }
 
-double lb_param_bytes(const lb *b) { return b->w->amp ? 4.0 : b->d.elem_bytes; }
+double lb_param_bytes(const lb *b) {
+  return b->w->precision == PRECISION_AMP ? 4.0 : b->d.elem_bytes;
+}
+
+double lb_grad_bytes(const lb *b) {
+  return b->w->precision == PRECISION_BF16 ? b->d.elem_bytes : 4.0;
+}
 
 
 /* The op's task on GPU g, after whatever the attention's last range left
@@ -48,11 +54,27 @@ static uint32_t save(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double
   return id;
 }
 
+/* Unfused (plain PyTorch), what autograd keeps besides an op's output
+ * (compute.c's element-wise byte counts follow the same code): Hugging
+ * Face's LlamaRMSNorm saves its float32 input (4 bytes) and the
+ * normalized rows in the activation dtype that the weight multiplies;
+ * silu(gate) * up saves SiLU's output; the out projection reads a
+ * contiguous copy of the attention's (B, H, T, D) output. */
+static void read_saved(lb *b, uint32_t l, uint32_t g, int k, uint32_t task) {
+  if (SAVED(l, g, k) != NONE) plan_buf_reads(b->p, task, SAVED(l, g, k));
+}
+
+static void save_unfused(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double elems,
+                         double bytes_per, const char *name) {
+  if (b->d.unfused) save(b, l, g, k, task, elems * bytes_per, name);
+  else SAVED(l, g, k) = NONE;
+}
+
 /* AMP: autocast's bf16 copy of the layer's GEMM weights (wcur, float32),
  * made before the first GEMM and saved for the backward's (autograd keeps
  * the copy a matmul read); it becomes what the GEMMs read. */
 static void cast_weights(lb *b, uint32_t l, const uint32_t *cm) {
-  if (!b->w->amp) return;
+  if (!(b->w->precision == PRECISION_AMP)) return;
   plan_op o = compute_layer_cast_op(&b->d);
   double bytes = (compute_layer_params(&b->d) - 2.0 * b->d.hidden) * b->d.elem_bytes;
   ALL_GPUS(g) {
@@ -84,7 +106,7 @@ uint32_t lb_wgrad_bytes(lb *b, uint32_t task, double bytes, uint32_t slot) {
 
 static uint32_t wgrad(lb *b, uint32_t task, layer_op which) {
   plan_op o = compute_layer_op(&b->d, which, false);
-  double bytes = 4.0 * o.gemm_n * o.gemm_k;
+  double bytes = lb_grad_bytes(b) * o.gemm_n * o.gemm_k;
   uint32_t slot = which == LAYER_QKV ? 0 : which == LAYER_OUT_PROJ ? 1 : which == LAYER_FC1 ? 2 : 3;
   if (b->model) return lb_wgrad_bytes(b, task, bytes, slot);
   uint32_t id = plan_buf_out(b->p, task, bytes, "main_grad");
@@ -231,6 +253,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
   b->step++;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, false, NONE, 0, NULL), cm, g);
+    save_unfused(b, l, g, SV_N1F, t, local * h, 4.0 + d->elem_bytes, "norm_fp32");
     b->cur[g] = save(b, l, g, SV_N1, t, lb_act_bytes(b, local, h), "norm_out");
   }
   lb_none_of(b, cm);
@@ -242,7 +265,11 @@ void lb_forward_layer(lb *b, uint32_t l) {
   ALL_GPUS(g) op(b, g, LAYER_ROPE, false, NONE, 0, NULL);
   append_attn(b, 0, b->split);
   b->step++;
-  ALL_GPUS(g) op(b, g, LAYER_OUT_PROJ, false, NONE, lb_act_bytes(b, T, h), "proj_out");
+  ALL_GPUS(g) {
+    uint32_t t = op(b, g, LAYER_OUT_PROJ, false, NONE, lb_act_bytes(b, T, h), "proj_out");
+    save_unfused(b, l, g, SV_OT, t, T * d->heads * d->head_dim / tp, d->elem_bytes,
+                 "attn_out_t");
+  }
   if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
                       lb_act_bytes(b, local, h), "proj_scattered", cm);
   b->step++;
@@ -253,6 +280,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
   lb_none_of(b, cm);
   ALL_GPUS(g) {
     uint32_t t = op(b, g, LAYER_NORM_MLP, false, NONE, 0, NULL);
+    save_unfused(b, l, g, SV_N2F, t, local * h, 4.0 + d->elem_bytes, "norm_fp32");
     b->cur[g] = save(b, l, g, SV_N2, t, lb_act_bytes(b, local, h), "norm_out");
   }
   if (b->tp > 1) lb_coll(b, COMM_ALL_GATHER, lb_act_bytes(b, local, h), NULL, lb_act_bytes(b, T, h),
@@ -265,6 +293,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
   lb_none_of(b, cm);
   ALL_GPUS(g) {
     uint32_t t = op(b, g, LAYER_SWIGLU, false, NONE, 0, NULL);
+    save_unfused(b, l, g, SV_SILU, t, T * f, d->elem_bytes, "silu_out");
     b->cur[g] = save(b, l, g, SV_SWI, t, lb_act_bytes(b, T, f), "swiglu_out");
   }
   ALL_GPUS(g) op(b, g, LAYER_FC2, false, NONE, lb_act_bytes(b, T, h), "fc2_out");
@@ -285,7 +314,7 @@ void lb_reduce_grads(lb *b, double params) {
    * no_sync for the others) */
   if (!b->model || b->grad_group < 2 || b->pass == PASS_FWD || !b->last_mb) return;
   uint32_t k = b->grad_group;
-  double bytes = 4.0 * params;
+  double bytes = lb_grad_bytes(b) * params;
   g_autofree uint32_t *shard = g_new(uint32_t, b->n);
   for (uint32_t r = 0; r < b->tp; r++) {
     lb_grad_group(b, r);
@@ -347,15 +376,21 @@ void lb_backward_layer(lb *b, uint32_t l) {
   b->split = b->splits[b->kind[l]];
   if (b->pass == PASS_BWD) {
     /* what a forward would have saved: inputs of the pass */
+    double e = d->elem_bytes;
     double bytes[SV_COUNT] = {lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
                               lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
                               lb_act_bytes(b, T, 2 * f), lb_act_bytes(b, T, f),
-                              (lb_layer_params(b) - 2.0 * h) * d->elem_bytes};
+                              (lb_layer_params(b) - 2.0 * h) * e, local * h * (4 + e),
+                              local * h * (4 + e), T * f * e, T * q * e};
     static const char *const names[SV_COUNT] = {"x", "norm_out", "resid", "norm_out",
-                                                "fc1_out", "swiglu_out", "weights_bf16"};
-    ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++)
-      SAVED(l, g, k) = k == SV_W && !b->w->amp ? NONE
-                                               : plan_buf_input(b->p, g, bytes[k], names[k]);
+                                                "fc1_out", "swiglu_out", "weights_bf16",
+                                                "norm_fp32", "norm_fp32", "silu_out",
+                                                "attn_out_t"};
+    bool amp = b->w->precision == PRECISION_AMP;
+    ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++) {
+      bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused);
+      SAVED(l, g, k) = absent ? NONE : plan_buf_input(b->p, g, bytes[k], names[k]);
+    }
     lb_open_ranks(b, l);
   } else if (b->recompute == RECOMPUTE_FULL) {
     /* the layer's forward again from its saved input (Megatron's full
@@ -376,7 +411,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
     lb_open_ranks(b, l);
   }
   /* AMP: the GEMMs read the bf16 copy the forward saved */
-  if (b->w->amp) ALL_GPUS(g) b->wcur[g] = SAVED(l, g, SV_W);
+  if ((b->w->precision == PRECISION_AMP)) ALL_GPUS(g) b->wcur[g] = SAVED(l, g, SV_W);
   else gather_weights(b, l, cm);
   ALL_GPUS(g) {
     if (b->cur[g] == NONE) b->cur[g] = plan_buf_input(b->p, g, lb_act_bytes(b, local, h), "dout");
@@ -398,11 +433,17 @@ void lb_backward_layer(lb *b, uint32_t l) {
     b->grads[g * 4 + 3] = wgrad(b, t, LAYER_FC2);
   }
   lb_none_of(b, cm);
-  ALL_GPUS(g) op(b, g, LAYER_SWIGLU, true, SAVED(l, g, SV_FC1), lb_act_bytes(b, T, 2 * f), "dfc1");
+  ALL_GPUS(g) {
+    uint32_t t = op(b, g, LAYER_SWIGLU, true, SAVED(l, g, SV_FC1), lb_act_bytes(b, T, 2 * f), "dfc1");
+    read_saved(b, l, g, SV_SILU, t);
+  }
   column_backward(b, l, LAYER_FC1, SV_N2, 2, regather, cm);
   b->step++;
-  ALL_GPUS(g) lb_after(b, op(b, g, LAYER_NORM_MLP, true, SAVED(l, g, SV_H1),
-                             lb_act_bytes(b, local, h), "dresid"), cm, g);
+  ALL_GPUS(g) {
+    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_MLP, true, SAVED(l, g, SV_H1),
+                                lb_act_bytes(b, local, h), "dresid"), cm, g);
+    read_saved(b, l, g, SV_N2F, t);
+  }
   lb_none_of(b, cm);
   ALL_GPUS(g) op(b, g, LAYER_RESID_ATTN, true, dres[g], lb_act_bytes(b, local, h), "dresid");
   ALL_GPUS(g) dres[g] = b->cur[g];
@@ -412,6 +453,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_OUT_PROJ, true, NONE, lb_act_bytes(b, T, q),
                              "dattn_out"), cm, g);
+    read_saved(b, l, g, SV_OT, t);
     b->grads[g * 4 + 1] = wgrad(b, t, LAYER_OUT_PROJ);
   }
   lb_none_of(b, cm);
@@ -423,6 +465,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, true, SAVED(l, g, SV_X), 0, NULL), cm, g);
     plan_buf_reads(b->p, t, dres[g]);
+    read_saved(b, l, g, SV_N1F, t);
     b->cur[g] = plan_buf_out(b->p, t, lb_act_bytes(b, local, h), "dx");
   }
   lb_close_ranks(b);

@@ -9,8 +9,11 @@
 #include "layers.h"
 #include "plan_buf.h"
 
-/* What a layer's forward saves for its backward (SV_W: AMP's bf16 weights) */
-enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_COUNT };
+/* What a layer's forward saves for its backward: SV_W AMP's bf16 weights;
+ * the last four only unfused, as plain PyTorch's autograd keeps them (each
+ * RMSNorm's float32 input and normalized rows, SiLU's output, the
+ * attention output's transposed copy the out projection reads) */
+enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_N1F, SV_N2F, SV_SILU, SV_OT, SV_COUNT };
 
 typedef struct {
   plan *p;
@@ -55,8 +58,11 @@ typedef struct {
 double lb_act_bytes(const lb *b, double rows, double width);
 double lb_layer_params(const lb *b);
 /* Bytes of a parameter as the GPU holds it: the activation dtype, or
- * float32 under AMP (workload.amp). */
+ * float32 under AMP; of its gradient: float32 (Megatron's main grads,
+ * AMP's .grad), or the activation dtype under pure bf16
+ * (workload.precision). */
 double lb_param_bytes(const lb *b);
+double lb_grad_bytes(const lb *b);
 uint32_t lb_emit(lb *b, uint32_t g, const plan_op *o, uint32_t extra, double out_bytes,
                  const char *name);
 uint32_t lb_after(lb *b, uint32_t id, const uint32_t *comm_of, uint32_t g);

@@ -109,7 +109,7 @@ void lb_head_backward(lb *b, ends *e) {
     uint32_t t = lb_after(b, lb_emit(b, g, &o, b->tp > 1 ? gath[g] : e->norm_out[g],
                                lb_act_bytes(b, T, h), "dnorm"), cm, g);
     b->layer = b->layers;
-    lb_wgrad_bytes(b, t, 4.0 * V * h, 0);
+    lb_wgrad_bytes(b, t, lb_grad_bytes(b) * V * h, 0);
   }
   lb_none_of(b, cm);
   if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
@@ -130,19 +130,26 @@ void lb_embed_backward(lb *b, ends *e) {
     if (e->emb[g] == NONE)
       e->emb[g] = plan_buf_input(b->p, g, (double)b->w->vocab / b->tp * h * lb_param_bytes(b),
                                  "embedding");
-    plan_op o = copy_op(lb_act_bytes(b, local, h) + 4.0 * local * h);
+    plan_op o = copy_op(lb_act_bytes(b, local, h) + lb_grad_bytes(b) * local * h);
     uint32_t t = lb_emit(b, g, &o, e->emb[g], 0, NULL);
     b->layer = b->layers;
-    lb_wgrad_bytes(b, t, 4.0 * b->w->vocab / b->tp * h, 1);
+    lb_wgrad_bytes(b, t, lb_grad_bytes(b) * b->w->vocab / b->tp * h, 1);
     for (int i = 0; i < 4; i++) b->grads[g * 4 + i] = NONE;
   }
   lb_reduce_grads(b, outer_params(b));
 }
 
-/* Adam's float32 states per parameter: Megatron's main weight and the
+/* Adam's states per parameter: Megatron's float32 main weight and the
  * two moments (12 bytes); under AMP the weights are float32 already and
- * only the moments are added (8). */
-static double state_bytes(const lb *b) { return b->w->amp ? 8.0 : 12.0; }
+ * only the moments are added (8); pure bf16, the moments in the weights'
+ * dtype (torch.optim.AdamW keeps them as the parameter: 4). */
+static double state_bytes(const lb *b) {
+  switch (b->w->precision) {
+  case PRECISION_AMP: return 8.0;
+  case PRECISION_BF16: return 2.0 * b->d.elem_bytes;
+  default: return 12.0;
+  }
+}
 
 /* The optimizer step on every GPU after its gradients are reduced: Adam
  * over the parameters it owns (ZeRO 1-3: 1 / (SP x DP) of its TP shard),
@@ -191,7 +198,7 @@ double layer_resident_bytes(const workload *w) {
    * unless ZeRO 2-3 scatters them (one micro-batch) */
   bool whole = b.zero < 2 || b.grad_group < 2 || layer_micro_batches(w) > 1;
   double gemm = (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.layers;
-  double grads = whole ? 4.0 * gemm : 0;
+  double grads = whole ? lb_grad_bytes(&b) * gemm : 0;
   /* each layer's input; without recomputation also what lb_forward_layer
    * saves for its backward besides the attention's: both norms' outputs
    * and the residual (its GPU's tokens), fc1's and SwiGLU's outputs (the
@@ -200,7 +207,7 @@ double layer_resident_bytes(const workload *w) {
   double saved = lb_act_bytes(&b, local, b.d.hidden);
   if (w->recompute == RECOMPUTE_NONE)
     saved += 3 * lb_act_bytes(&b, local, b.d.hidden) + lb_act_bytes(&b, b.d.tokens, 3 * f) +
-             (w->amp ? (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.d.elem_bytes : 0);
+             (w->precision == PRECISION_AMP ? (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.d.elem_bytes : 0);
   /* and at the end of the forward, the loss's float32 softmax of the
    * logits (lb_head_forward: saved for the backward) */
   double probs = b.d.tokens * ((double)w->vocab / b.tp) * 4;

@@ -490,9 +490,11 @@ static bool load_job(scenario *s, json_object *root, const scenario_overrides *o
     return bad(err, j[J_PLACEMENT].o, "expected an order of tp, sp and dp, innermost first "
                "(tp,sp,dp; sp,tp,dp; ...), got \"%s\"", j[J_PLACEMENT].v);
   const char *pr = j[J_PRECISION].v;
-  if (pr && strcmp(pr, "megatron") && strcmp(pr, "amp"))
-    return bad(err, j[J_PRECISION].o, "expected megatron or amp, got \"%s\"", pr);
-  m->amp = pr && !strcmp(pr, "amp");
+  m->precision = PRECISION_MEGATRON;
+  if (pr && !strcmp(pr, "amp")) m->precision = PRECISION_AMP;
+  else if (pr && !strcmp(pr, "bf16")) m->precision = PRECISION_BF16;
+  else if (pr && strcmp(pr, "megatron"))
+    return bad(err, j[J_PRECISION].o, "expected megatron, amp or bf16, got \"%s\"", pr);
   if (m->scope == SCOPE_ATTENTION) {
     if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
                               "scope has no projections to split)");

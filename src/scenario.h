@@ -70,7 +70,7 @@ typedef struct {
   const char *micro_batches; /* --micro-batches (scope model) */
   const char *global_batch_tokens; /* --global-batch-tokens (scope model) */
   const char *placement;     /* --placement: tp,sp,dp (default) or another order */
-  const char *precision;     /* --precision: megatron (default) or amp */
+  const char *precision;     /* --precision: megatron (default), amp or bf16 */
 } scenario_overrides;
 
 typedef struct {

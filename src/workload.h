@@ -35,6 +35,14 @@ typedef enum {
   PLACE_KINDS
 } placement_kind;
 
+/* The precision recipe (--precision, layer.h): Megatron's (bf16 weights,
+ * float32 main grads and main weights in the optimizer), PyTorch AMP's
+ * (float32 weights and gradients, autocast's bf16 copy of each weight
+ * made in every forward), or pure bf16 (bf16 weights and gradients, and
+ * torch.optim's states in the weights' dtype: a bf16 model trained as
+ * plain PyTorch trains it). */
+typedef enum { PRECISION_MEGATRON, PRECISION_AMP, PRECISION_BF16, PRECISION_KINDS } precision_kind;
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -78,11 +86,7 @@ typedef struct {
    * micro-batches = these / (batch x seq_len x DP) (layer_micro_batches) */
   uint64_t global_batch_tokens;
   placement_kind placement; /* scopes layer and model (layer.h) */
-  /* The precision recipe (--precision, layer.h): false, Megatron's (bf16
-   * weights and gradients, float32 main weights in the optimizer); true,
-   * PyTorch AMP's (float32 weights and gradients, autocast's bf16 copy of
-   * each weight made in every forward) */
-  bool amp;
+  precision_kind precision; /* scopes layer and model (--precision) */
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

@@ -992,7 +992,7 @@ expect_error "an unknown placement" "option '--placement': expected an order of 
 expect_error "--placement at the attention scope" "option '--placement': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --placement sp,tp,dp
 
-expect_error "an unknown precision recipe" "option '--precision': expected megatron or amp" \
+expect_error "an unknown precision recipe" "option '--precision': expected megatron, amp or bf16" \
   --topology h100x8 --model llama3-8b --scope model --precision fp8
 expect_error "--precision at the attention scope" "option '--precision': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --precision amp

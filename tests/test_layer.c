@@ -790,7 +790,7 @@ static void test_amp(void) {
         workload w = model8b(2, 2, 1, L, 16384);
         w.recompute = (recompute_kind)rc;
         w.pass = (pass_kind)pass;
-        w.amp = amp;
+        w.precision = amp ? PRECISION_AMP : PRECISION_MEGATRON;
         plan *p = layer_build(&sched_zigzag, &w, t, true, false);
         unsigned casts = 0;
         for (guint i = 0; i < p->tasks->len; i++) {
@@ -813,6 +813,50 @@ static void test_amp(void) {
       CU_ASSERT_CLOSE(bytes[1][0], 2 * bytes[0][0], 1e-12);
       if (pass != PASS_FWD) CU_ASSERT_CLOSE(bytes[1][1], bytes[0][1] * 8 / 12, 1e-12);
     }
+  topo_free(t);
+}
+
+/* Unfused (plain PyTorch) layers save what autograd keeps besides the
+ * ops' outputs: each RMSNorm's float32 input and normalized rows (local
+ * tokens x hidden x (4 + 2) bytes), SiLU's output (T x ffn/tp x 2) and the
+ * out projection's contiguous input (T x heads x head dim / tp x 2); fused
+ * layers none of them.  Pure bf16 keeps bf16 gradients (half the float32
+ * main grads) and Adam's moments in bf16 (4 bytes a parameter). */
+static void test_unfused_saved_and_bf16(void) {
+  topology *t = ideal(4);
+  double T = 16384, h = 4096, f = 14336, q = 32 * 128, tp = 2, sp = 2, local = T / sp / tp;
+  for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++)
+    for (int unfused = 0; unfused <= 1; unfused++) {
+      workload w = llama8b((uint32_t)sp, (uint32_t)tp, (uint64_t)T, (pass_kind)pass);
+      w.unfused = unfused;
+      plan *p = layer_build(&sched_ring, &w, t, true, false);
+      double Tg = T / sp; /* the TP group's tokens */
+      CU_ASSERT_CLOSE(buf_bytes(p, "norm_fp32", 0), unfused ? 2 * local * h * 6 : 0, 1e-12);
+      CU_ASSERT_CLOSE(buf_bytes(p, "silu_out", 0), unfused ? Tg * f / tp * 2 : 0, 1e-12);
+      CU_ASSERT_CLOSE(buf_bytes(p, "attn_out_t", 0), unfused ? Tg * q / tp * 2 : 0, 1e-12);
+      exec_opts o = {0};
+      exec_result *r = exec_run(p, t, &o);
+      CU_ASSERT_EQUAL(r->mem_errors, 0);
+      exec_result_free(r);
+      plan_free(p);
+    }
+  double grads[2] = {0}, states[2] = {0};
+  for (int bf16 = 0; bf16 <= 1; bf16++) {
+    workload w = model8b(2, 2, 1, 2, 16384);
+    w.precision = bf16 ? PRECISION_BF16 : PRECISION_MEGATRON;
+    plan *p = layer_build(&sched_ring, &w, t, true, false);
+    grads[bf16] = buf_bytes(p, "main_grad", 0);
+    states[bf16] = buf_bytes(p, "optimizer_states", 0);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    CU_ASSERT(layer_resident_bytes(&w) <= r->peak_bytes);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  CU_ASSERT(grads[0] > 0);
+  CU_ASSERT_CLOSE(grads[1], grads[0] / 2, 1e-12);
+  CU_ASSERT_CLOSE(states[1], states[0] * 4 / 12, 1e-12);
   topo_free(t);
 }
 
@@ -869,6 +913,7 @@ int main(void) {
                              TEST(test_model_owns_attention_buffers),
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
                              TEST(test_view),            TEST(test_micro_batches), TEST(test_placement), TEST(test_amp),
+                             TEST(test_unfused_saved_and_bf16),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
