@@ -68,8 +68,9 @@ layer "TP 2 on H200" topologies/h200x2-tool.json calibration/h200x2-layer/tp/lay
 # (--precision bf16 as the measured layer's bf16 .grad; plain PyTorch's
 # saved tensors under --elementwise unfused): one GPU 2.8% / 7.1% (the
 # forward -4..-7%: ops' own temporaries), Ulysses SP 2 2.0% / 5.5%, TP 2
-# 8.1% / 12.4% (the measured program's Linear saves the gathered input,
-# Megatron's, which the model follows, the local shard)
+# with Megatron's column-parallel linears 3.2% / 7.0% (calibration/
+# h200x2-layer/tp, whose plain Linear saves the gathered input: 8.1% /
+# 12.4%)
 layer_memory() { # label, topology, records, median, max
   python3 scripts/validate_layer.py --sim "$B/tasp-sim" --summary "$2" "$3" \
     > "${TMPDIR:-/tmp}/fidelity.$$"
@@ -83,7 +84,12 @@ layer_memory() { # label, topology, records, median, max
 layer_memory "H100" topologies/h100x8.json calibration/h100x1-layer/layer-n1.jsonl 3.5 8
 layer_memory "Ulysses SP 2 on H200" topologies/h200x2-tool.json \
   calibration/h200x2-layer/ulysses/layer-n2.jsonl 2.5 6.5
-layer_memory "TP 2 on H200" topologies/h200x2-tool.json calibration/h200x2-layer/tp/layer-n2.jsonl 9 13.5
+layer_memory "TP 2 on H200" topologies/h200x2-tool.json \
+  calibration/h200x2-layer/tp-megatron/layer-n2.jsonl 4 8
+# the same TP 2 layer measured with Megatron's column-parallel linears
+# (calibration/h200x2-layer/tp-megatron): time 1.1% / 4.7%
+layer "TP 2 (Megatron's linears) on H200" topologies/h200x2-tool.json \
+  calibration/h200x2-layer/tp-megatron/layer-n2.jsonl 2.5 7
 # Ulysses, all-gather CP and TokenRing on 2 H200 (calibration/h200x2-sp):
 # median within 5% and every pass within 15%
 check_from_3k ulysses/allgather/tokenring topologies/h200x2-tool.json \

@@ -4,8 +4,9 @@ The program is a Llama-style layer as plain PyTorch runs it (the "unfused"
 element-wise recipe of tasp-sim's `--elementwise unfused`), with Megatron's
 tensor parallelism and sequence parallelism (Korthikanti et al. 2022,
 arXiv 2205.05198, section 4.2.2: the sequence is all-gathered before the
-column-parallel QKV and FC1 and reduce-scattered after the row-parallel out
-projection and FC2) or DeepSpeed-Ulysses sequence parallelism (Jacobs et
+column-parallel QKV and FC1, which save only the local shard and gather it
+again in backward as Megatron's linear layers do, and reduce-scattered
+after the row-parallel out projection and FC2) or DeepSpeed-Ulysses sequence parallelism (Jacobs et
 al. 2023, arXiv 2309.14509: all-to-all from sequence to heads around the
 attention):
 
@@ -77,6 +78,39 @@ class _Scatter(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return _Gather.forward(ctx, g)
+
+
+def _gather(x):
+    n = dist.get_world_size()
+    out = torch.empty((x.shape[0] * n,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
+    dist.all_gather_into_tensor(out, x.contiguous())
+    return out
+
+
+class _GatherLinear(torch.autograd.Function):
+    """A column-parallel linear under sequence parallelism as Megatron runs
+    it (megatron/core/tensor_parallel/layers.py,
+    LinearWithGradAccumulationAndAsyncCommunication with sequence_parallel):
+    the input all-gathered along the sequence for the GEMM, only the local
+    shard saved, gathered again in backward for the weight gradient, the
+    input's gradient reduce-scattered."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return F.linear(_gather(x), w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        total = _gather(x)
+        gi = g @ w
+        n = dist.get_world_size()
+        dx = torch.empty((gi.shape[0] // n,) + tuple(gi.shape[1:]), dtype=gi.dtype,
+                         device=gi.device)
+        dist.reduce_scatter_tensor(dx, gi.contiguous())
+        dw = g.reshape(-1, g.shape[-1]).t() @ total.reshape(-1, total.shape[-1])
+        return dx, dw
 
 
 def _a2a(x, scatter_dim, gather_dim):
@@ -191,9 +225,7 @@ class Layer:
         tp = self.tp > 1
         uly = self.sp_kind == "ulysses" and self.sp > 1
         h = rms_norm(x, self.ln1)
-        if tp:
-            h = _Gather.apply(h)
-        qkv = F.linear(h, self.wqkv)
+        qkv = _GatherLinear.apply(h, self.wqkv) if tp else F.linear(h, self.wqkv)
         q, k, v = qkv.split([self.hq * d, self.hkv * d, self.hkv * d], dim=-1)
         q = q.view(q.shape[0], self.hq, d)
         k = k.view(k.shape[0], self.hkv, d)
@@ -210,9 +242,8 @@ class Layer:
             o = _Scatter.apply(o)
         x = x + o
         h = rms_norm(x, self.ln2)
-        if tp:
-            h = _Gather.apply(h)
-        h = F.linear(swiglu(F.linear(h, self.w13)), self.w2)
+        h = _GatherLinear.apply(h, self.w13) if tp else F.linear(h, self.w13)
+        h = F.linear(swiglu(h), self.w2)
         if tp:
             h = _Scatter.apply(h)
         return x + h
