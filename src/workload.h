@@ -22,6 +22,14 @@ typedef enum { SCOPE_ATTENTION, SCOPE_LAYER, SCOPE_MODEL, SCOPE_KINDS } scope_ki
 /* Activation recomputation (--recompute, layer.h). */
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 
+/* One scheduler option's value (sched.h): COUNT and FLAG in num (0:
+ * unset, the scheduler's default / false), TEXT in text (NULL: unset). */
+typedef struct {
+  uint32_t num;
+  const char *text;
+} workload_opt;
+#define WORKLOAD_MAX_OPTS 8
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -32,13 +40,10 @@ typedef struct {
   const char *dtype;
   bool causal;
   pass_kind pass;
-  /* TASP's cycles as given by the user ("0-1-2-3,0-3-2-1"), NULL: found by
-   * tasp-sim.  To reproduce a particular implementation's labelling. */
-  const char *tasp_cycles;
-  /* USP's Ulysses degree (0: the scheduler's default) and whether Ulysses
-   * moves Q, K and V in one fused all-to-all instead of three calls. */
-  uint32_t ulysses;
-  bool ulysses_fused;
+  /* The schedulers' own options (sched.h's sched_opt), each in the slot
+   * of its index among them (sched_option_index): a number, or a text
+   * (NULL: unset), owned by whoever set it (the scenario). */
+  workload_opt opts[WORKLOAD_MAX_OPTS];
   /* The layer a scheduler builds, and the model's layers of each kind
    * (layers.h): a point's times are the sum over the model's layers. */
   attn_kind attention;

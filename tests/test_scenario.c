@@ -205,7 +205,8 @@ static void t_bounds(void) {
   scenario_free(s);
   batch.seq = "16K,32K";
   expect_error(NULL, batch, "option '--seq': batch 65536 x 32K tokens is");
-  scenario_overrides usp = {.topology = "h100x8", .seq = "32K", .usp_ulysses = "16385"};
+  scenario_overrides usp = {.topology = "h100x8", .seq = "32K", 
+                            .sched_opts = (char *[]){"usp_ulysses=16385", NULL}};
   expect_error(NULL, usp, "option '--usp-ulysses': expected a whole number from 1 to 16384");
 }
 
@@ -252,7 +253,7 @@ static void t_na_points(void) {
   /* bad input stays an error even beside points that run: malformed
    * given cycles, a scheduler that does not run the layers */
   scenario_overrides cyc = {.topology = "h200x4", .seq = "6K", .sp = "4", .sched = "ring,tasp",
-                            .tasp_cycles = "0-1-2,0-3-2-1"};
+                            .sched_opts = (char *[]){"tasp_cycles=0-1-2,0-3-2-1", NULL}};
   expect_error(NULL, cyc, "option '--tasp-cycles': tasp at seq_len 6K, SP 4: ");
   scenario_overrides lin = {.topology = "h100x8", .seq = "32K", .sched = "ring,tasp",
                             .attention = "linear"};

@@ -232,7 +232,7 @@ static void check_ulysses_family(const plan *p, const workload *w, uint32_t u) {
   for (guint i = 0; i < p->tasks->len; i++)
     calls += plan_task_at(p, i)->kind == TASK_COMM &&
              plan_task_at(p, i)->api == COMM_ALL_TO_ALL;
-  unsigned per_dir = u < 2 ? 0 : w->ulysses_fused ? 2 : 4;
+  unsigned per_dir = u < 2 ? 0 : sched_opt_num(w, &ulysses_opt_fused) ? 2 : 4;
   CU_ASSERT_EQUAL(calls, per_dir * (w->pass == PASS_FWDBWD ? 2 : 1));
 }
 
@@ -410,7 +410,8 @@ static void check_lasp2(const plan *p, const workload *w) {
 }
 
 static uint32_t usp_degree(const workload *w, const topology *t) {
-  return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
+  uint32_t u = sched_opt_num(w, &usp_opt_ulysses);
+  return u ? u : ulysses_default_degree(w, t);
 }
 
 /* Memory balance: every buffer the plan declares is used, read only after
@@ -445,7 +446,8 @@ static void check_memory(const sched_ops *s, const topology *t, const workload *
 
 /* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
 static void check_sched_w(const sched_ops *s, topology *t, workload w) {
-  g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus, w.ulysses,
+  g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus,
+                                          sched_opt_num(&w, &usp_opt_ulysses),
                                           w.causal ? "causal" : "full", pass_name(w.pass),
                                           w.attention == ATTN_LINEAR ? "linear" : "softmax");
   g_autoptr(GError) err = NULL;
@@ -544,7 +546,7 @@ static void t_tasp_given_cycles(void) {
     topology *t = complete_topo(n);
     for (int causal = 0; causal < 2; causal++) {
       workload w = shape(n, 2 * n * 12, causal, PASS_FWDBWD);
-      w.tasp_cycles = cases[c].spec;
+      sched_opt_set_text(&w, sched_option_find("tasp_cycles"), cases[c].spec);
       g_autoptr(GError) err = NULL;
       CU_ASSERT_TRUE(sched_tasp.check(&w, t, &err));
       plan *p = expanded(sched_tasp.build(&w, t, true));
@@ -594,11 +596,11 @@ static void t_ulysses_variants(void) {
           workload w = shape(n, 3 * 2 * (uint64_t)n * (n - 1), c, PASS_FWDBWD);
           w.heads = 2 * n;
           w.kv_heads = fused ? n : 1; /* divides, or replicated */
-          w.ulysses = u;
-          w.ulysses_fused = fused;
+          sched_opt_set_num(&w, &usp_opt_ulysses, u);
+          sched_opt_set_num(&w, &ulysses_opt_fused, (uint32_t)fused);
           check_sched_w(&sched_usp, t, w);
           check_sched_w(&sched_usp_zigzag, t, w);
-          w.ulysses = 0; /* default: the node */
+          sched_opt_set_num(&w, &usp_opt_ulysses, 0); /* default: the node */
           check_sched_w(&sched_usp, t, w);
           CU_ASSERT_EQUAL(ulysses_default_degree(&w, t), u);
           check_sched_w(&sched_ulysses, t, w);

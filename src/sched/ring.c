@@ -105,8 +105,18 @@ static plan *zigzag_build(const workload *w, const topology *t, bool record_segs
 }
 
 const sched_ops sched_ring = {
-    "ring", "RingAttention: contiguous chunks, KV passed around one ring", ring_check,
-    ring_build, SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR)};
+    .name = "ring",
+    .summary = "RingAttention: contiguous chunks, KV passed around one ring",
+    .check = ring_check,
+    .build = ring_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {1.2, 0, 3, 3, 0, 2, 0, 2.5, 3, 8}};
 const sched_ops sched_zigzag = {
-    "zigzag", "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
-    zigzag_check, zigzag_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "zigzag",
+    .summary = "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
+    .check = zigzag_check,
+    .build = zigzag_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {2.1, 0, 3, 3, 0, 2, 0, 3, 3, 8}};

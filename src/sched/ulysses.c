@@ -95,7 +95,7 @@ static int64_t move_qkv(plan *p, const workload *w, uint32_t u, uint32_t step, b
                         const ulysses_bufs *held, ulysses_bufs *got) {
   double kv = ulysses_kv_heads(w, u), e = w->elem_bytes;
   uint32_t id;
-  if (w->ulysses_fused) {
+  if (sched_opt_num(w, &ulysses_opt_fused)) {
     after = a2a(p, w, u, step, w->heads + 2 * kv, e, scatter, grads, after, src, nsrc, held, &id);
     if (got) add(got, id);
     return after;
@@ -221,6 +221,20 @@ static plan *ulysses_build(const workload *w, const topology *t, bool record_seg
   return p;
 }
 
+const sched_opt ulysses_opt_fused = {
+    .key = "ulysses_fused",
+    .in_model = true,
+    .type = SCHED_OPT_FLAG,
+    .help = "Ulysses moves Q, K and V in one all-to-all instead of three calls"};
+
+static const sched_opt *const ulysses_opts[] = {&ulysses_opt_fused, NULL};
+
 const sched_ops sched_ulysses = {
-    "ulysses", "DeepSpeed-Ulysses: all-to-all to heads x whole sequence, attention, back",
-    ulysses_check, ulysses_build, SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR)};
+    .name = "ulysses",
+    .summary = "DeepSpeed-Ulysses: all-to-all to heads x whole sequence, attention, back",
+    .check = ulysses_check,
+    .build = ulysses_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR),
+    .opts = ulysses_opts,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0, 0, 6, 6, 0, 4, 0, 0, 0, 10}};
