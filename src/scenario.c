@@ -632,15 +632,16 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
         return bad(err, o, "\"all\" names every scheduler that runs the model's layers; give "
                    "it alone");
       for (const sched_ops *const *a = sched_all(); *a; a++)
-        if (sched_check_attention(*a, &s->model, NULL)) g_ptr_array_add(s->scheds, (gpointer)*a);
+        if (!(*a)->alias_of && sched_check_attention(*a, &s->model, NULL))
+          g_ptr_array_add(s->scheds, (gpointer)*a); /* an alias runs as what it names */
       continue;
     }
     const sched_ops *so = sched_find(items->pdata[i]);
     if (!so) {
       g_autofree char *names = sched_names();
-      const char *cands[16];
+      const char *cands[64];
       guint n = 0;
-      for (const sched_ops *const *a = sched_all(); *a && n < 16; a++) cands[n++] = (*a)->name;
+      for (const sched_ops *const *a = sched_all(); *a && n < 64; a++) cands[n++] = (*a)->name;
       const char *near = names_nearest(items->pdata[i], cands, n);
       return bad(err, o, "unknown scheduler \"%s\"%s%s%s; expected one of: %s, or all",
                  (char *)items->pdata[i], near ? " (did you mean " : "", near ? near : "",

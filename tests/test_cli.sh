@@ -250,7 +250,7 @@ check "--help's summary names all $(wc -l < "$tmp/scheds") schedulers or none (n
   "[ $named -eq 0 ] || [ $named -eq \$(wc -l < $tmp/scheds) ]"
 "$sim" --list > "$tmp/list"
 check "--list: every scheduler, every bundled topology and every bundled model" \
-  "[ \$(grep -c '^  ' $tmp/list) -eq \$((12 + \$(ls topologies/*.json | wc -l) + \$(ls models/*.json | wc -l))) ]"
+  "[ \$(grep -c '^  ' $tmp/list) -eq \$((18 + \$(ls topologies/*.json | wc -l) + \$(ls models/*.json | wc -l))) ]"
 "$sim" --topology h100x8x2 --dump-topology --set generator.nic_gbps=25 --set compute.table_scale=0.5 > "$tmp/dump"
 check "--dump-topology: channels by kind with capacities, costs with defaults, compute model, --set applied" \
   "grep -q '^  nic  *32 channels, 25 GB/s each, latency 2.5 us' $tmp/dump && grep -q 'p2p_launch_us 15, p2p_msg_us 0' $tmp/dump && grep -q 'table of 28 full and 28 causal kernels, table_scale 0.5, aspect_table 27 kernels,' $tmp/dump"
@@ -764,7 +764,7 @@ check "a point no scheduler (nor the ring baseline) can run: said, the rest runs
 # --sched all: every scheduler that runs the model's layers
 "$sim" --topology h100x8 --sched all --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, softmax layers" \
-  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h ' ]"
+  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring ' ]"
 "$sim" --topology h100x8 --sched all --attention linear --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, linear layers" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp lasp2 lasp2h ' ]"
 "$sim" tests/data/scen_hybrid.json --sched all --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"

@@ -172,6 +172,24 @@ static void t_sweep_lists(void) {
   for (guint k = 0; k < s->scheds->len; k++)
     CU_ASSERT_TRUE(sched_check_attention(s->scheds->pdata[k], &s->model, NULL));
   scenario_free(s);
+  /* softmax: every method once, TransformerEngine's names (aliases of
+   * schedulers already there) left out */
+  all.attention = NULL;
+  s = scenario_load(NULL, &all, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  guint methods = 0;
+  for (const sched_ops *const *a = sched_all(); *a; a++)
+    methods += !(*a)->alias_of && (!(*a)->attention || ((*a)->attention & SCHED_RUNS(ATTN_SOFTMAX)));
+  CU_ASSERT_EQUAL(s->scheds->len, methods);
+  bool stripe = false, dring = false;
+  for (guint k = 0; k < s->scheds->len; k++) {
+    const sched_ops *so = s->scheds->pdata[k];
+    CU_ASSERT_PTR_NULL(so->alias_of);
+    stripe |= so == &sched_stripe;
+    dring |= so == &sched_double_ring;
+  }
+  CU_ASSERT_TRUE(stripe && dring);
+  scenario_free(s);
 }
 
 /* Bounds: at the bound is accepted, one past it refused. */

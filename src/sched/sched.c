@@ -10,7 +10,9 @@ static const sched_ops *const all[] = {&sched_ring,      &sched_zigzag,    &sche
                                        &sched_tasp_mkm,  &sched_ulysses,   &sched_usp,
                                        &sched_usp_zigzag, &sched_tokenring, &sched_allgather,
                                        &sched_lasp,      &sched_lasp2,     &sched_lasp2h,
-                                       NULL};
+                                       &sched_stripe,    &sched_double_ring,
+                                       &sched_te_p2p,    &sched_te_all_gather, &sched_te_a2a,
+                                       &sched_te_a2a_p2p, NULL};
 
 const sched_ops *const *sched_all(void) { return all; }
 

@@ -205,5 +205,11 @@ extern const sched_ops sched_allgather;
 extern const sched_ops sched_lasp;
 extern const sched_ops sched_lasp2;
 extern const sched_ops sched_lasp2h;
+extern const sched_ops sched_stripe;
+extern const sched_ops sched_double_ring;
+extern const sched_ops sched_te_p2p;
+extern const sched_ops sched_te_all_gather;
+extern const sched_ops sched_te_a2a;
+extern const sched_ops sched_te_a2a_p2p;
 
 #endif
