@@ -38,6 +38,10 @@ static GOptionEntry *option_table(cli_opts *o) {
        "TYPE"},
       {"mask", 0, 0, G_OPTION_ARG_STRING, &o->mask,
        "full, causal, or both (full,causal; default " SCENARIO_DEFAULT_MASK ")", "MASK"},
+      {"docs", 0, 0, G_OPTION_ARG_STRING, &o->docs,
+       "Packed documents: their lengths in the sequence (2K,59K,4K,63K; K = 1024), adding up "
+       "to it; the mask holds within each document (ring, zigzag, p2p; the others refuse)",
+       "LIST"},
       {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass,
        "fwd, bwd or fwdbwd, or a list (default " SCENARIO_DEFAULT_PASS ")", "PASS"},
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
@@ -242,7 +246,7 @@ void cli_opts_clear(cli_opts *o) {
                    &o->grad_dtype, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
-                   &o->recompute, &o->micro_batches};
+                   &o->recompute, &o->micro_batches, &o->docs};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
   for (size_t i = 0; i < G_N_ELEMENTS(o->opt_text); i++) g_clear_pointer(&o->opt_text[i], g_free);
@@ -259,7 +263,7 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .set = o->set, .attention = o->attention, .strict = o->strict,
                               .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
-                              .micro_batches = o->micro_batches};
+                              .micro_batches = o->micro_batches, .docs = o->docs};
 }
 
 char *cli_help(void) {

@@ -21,6 +21,7 @@ typedef struct {
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
   char *scope, *tp, *elementwise, *dp, *zero, *recompute, *micro_batches; /* the scopes' */
+  char *docs;           /* --docs */
   /* The schedulers' own options (sched.h), by their index among them:
    * text as given (owned; NULL: not given), or a flag given; and those
    * given as "key=value" for the scenario (owned, NULL-terminated). */

@@ -155,6 +155,51 @@ static const char *given_opt(const scenario_overrides *ov, const sched_opt *o) {
   return NULL;
 }
 
+/* Packed documents: --docs (a comma list) or model.docs (an array, or
+ * one such list as a string), each a length as --seq reads it. */
+static bool load_docs(scenario *s, json_object *model, const scenario_overrides *ov,
+                      GError **err) {
+  g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
+  origin o = {"command line", "--docs"};
+  json_object *v = NULL;
+  if (ov->docs) {
+    g_auto(GStrv) parts = g_strsplit(ov->docs, ",", -1);
+    for (char **p = parts; *p; p++) g_ptr_array_add(items, g_strdup(g_strstrip(*p)));
+  } else if (model && json_object_object_get_ex(model, "docs", &v)) {
+    o = (origin){s->file, "model.docs"};
+    if (json_object_is_type(v, json_type_string)) {
+      g_auto(GStrv) parts = g_strsplit(json_object_get_string(v), ",", -1);
+      for (char **p = parts; *p; p++) g_ptr_array_add(items, g_strdup(g_strstrip(*p)));
+    } else if (json_object_is_type(v, json_type_array)) {
+      for (size_t i = 0; i < json_object_array_length(v); i++) {
+        json_object *it = json_object_array_get_idx(v, i);
+        if (json_object_is_type(it, json_type_int))
+          g_ptr_array_add(items, g_strdup_printf("%" G_GINT64_FORMAT, json_object_get_int64(it)));
+        else if (json_object_is_type(it, json_type_string))
+          g_ptr_array_add(items, g_strdup(json_object_get_string(it)));
+        else
+          return bad(err, o, "item %zu: expected a length (4096 or \"4K\")", i + 1);
+      }
+    } else {
+      return bad(err, o, "expected the documents' lengths: an array, or a comma list \"2K,59K\"");
+    }
+  } else {
+    return true;
+  }
+  if (items->len == 0) return bad(err, o, "expected at least one document");
+  s->docs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  for (guint i = 0; i < items->len; i++) {
+    uint64_t len;
+    if (!size_parse(items->pdata[i], &len) || len > SCENARIO_MAX_SEQ)
+      return bad(err, o, "document %u: expected a length from 1 to 1G tokens (4096, 4K), got "
+                 "\"%s\"", i + 1, (char *)items->pdata[i]);
+    g_array_append_val(s->docs, len);
+  }
+  s->model.docs = (const uint64_t *)s->docs->data;
+  s->model.n_docs = s->docs->len;
+  return true;
+}
+
 /* The schedulers' own options (sched.h): each from the command line,
  * else from the file (model.KEY or KEY at the top), else unset. */
 static bool load_sched_opts(scenario *s, json_object *root, json_object *model,
@@ -317,7 +362,7 @@ static bool model_source(scenario *s, json_object *root, const scenario_override
     static const char *const fields[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
                                          "grad_dtype", "name", "attention", "layers", "decay",
                                          "linear_block", "preset", "hidden", "ffn", "vocab",
-                                         NULL};
+                                         "docs", NULL};
     g_autofree const char **keys = keys_with_options(fields, true);
     json_where mw = {file, "model", NULL};
     if (!json_check_keys(*model, mw, keys, err) ||
@@ -378,7 +423,7 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
     if (!json_get_string(model, mw, "name", false, NULL, &n, err)) return false;
     s->model_name = g_strdup(n);
   }
-  if (!load_sched_opts(s, root, model, ov, err)) return false;
+  if (!load_sched_opts(s, root, model, ov, err) || !load_docs(s, model, ov, err)) return false;
   bool kv_given = ov->kv_heads || (arch && json_object_object_get_ex(arch, "kv_heads", NULL));
   if (!kv_given && !ov->heads && !model && !has_preset)
     m->kv_heads = 8;
@@ -723,6 +768,7 @@ static origin blame(const scenario *s, const scenario_overrides *ov, const GErro
   switch (e->code) {
     case TASP_ERROR_SP: return from(s, ov->sp, "--sp", "sp");
     case TASP_ERROR_TOPOLOGY: return from(s, ov->topology, "--topology", "topology");
+    case TASP_ERROR_DOCS: return from(s, ov->docs, "--docs", "model.docs");
     default: return from(s, ov->seq, "--seq", "seq_len");
   }
 }
@@ -732,7 +778,8 @@ static origin blame(const scenario *s, const scenario_overrides *ov, const GErro
  * no cycles over these links, a plan too large) rather than bad input
  * (malformed given cycles, layers the scheduler does not run). */
 static bool cannot_run(const GError *e) {
-  return e->code == TASP_ERROR_SEQ || e->code == TASP_ERROR_SP || e->code == TASP_ERROR_TOPOLOGY;
+  return e->code == TASP_ERROR_SEQ || e->code == TASP_ERROR_SP || e->code == TASP_ERROR_TOPOLOGY ||
+         e->code == TASP_ERROR_DOCS;
 }
 
 /* The check's words without the scheduler's name the row already shows. */
@@ -763,6 +810,17 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
     bool asked = !wanted[h] || (h && wanted[h] == wanted[0]);
     for (guint k = 0; k < s->scheds->len; k++) asked |= s->scheds->pdata[k] == wanted[h];
     if (!asked) g_ptr_array_add(hidden, (gpointer)wanted[h]);
+  }
+  /* packed documents fill each sequence exactly */
+  for (guint i = 0; s->docs && i < s->seqs->len; i++) {
+    uint64_t sum = 0, seq = g_array_index(s->seqs, uint64_t, i);
+    for (guint d = 0; d < s->docs->len; d++) sum += g_array_index(s->docs, uint64_t, d);
+    if (sum != seq) {
+      g_autofree char *a = size_format(sum), *b = size_format(seq);
+      return bad(err, from(s, ov->docs, "--docs", "model.docs"), "the documents add up to %s "
+                 "tokens, expected the sequence length %s (a packed sequence is its documents)",
+                 a, b);
+    }
   }
   /* the first objection to a shown point, as the error it was before
    * n/a rows: returned when no shown point can run */
@@ -872,6 +930,7 @@ void scenario_free(scenario *s) {
   g_free(s->file);
   g_free(s->name);
   for (size_t i = 0; i < G_N_ELEMENTS(s->opt_text); i++) g_free(s->opt_text[i]);
+  if (s->docs) g_array_free(s->docs, TRUE);
   g_free(s->model_name);
   g_free(s->model_file);
   topo_free(s->topo);

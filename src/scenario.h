@@ -68,6 +68,7 @@ typedef struct {
   const char *elementwise;   /* --elementwise: fused or unfused */
   const char *dp, *zero, *recompute; /* --dp, --zero, --recompute (scope model) */
   const char *micro_batches; /* --micro-batches (scope model) */
+  const char *docs;          /* --docs: packed documents' lengths, "2K,59K,4K,63K" */
 } scenario_overrides;
 
 typedef struct {
@@ -89,6 +90,7 @@ typedef struct {
   char *model_name;          /* the architecture's name (a preset's, or model.name); NULL: none */
   char *model_file;          /* the model file of --model or model.preset; NULL: none */
   char *opt_text[WORKLOAD_MAX_OPTS]; /* owned; the model's text options point here */
+  GArray *docs;              /* uint64: packed documents (model.docs points here); NULL: none */
   GArray *seqs;              /* uint64 */
   GArray *sps;               /* uint32 */
   GArray *masks;             /* gboolean causal */

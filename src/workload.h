@@ -44,6 +44,11 @@ typedef struct {
    * of its index among them (sched_option_index): a number, or a text
    * (NULL: unset), owned by whoever set it (the scenario). */
   workload_opt opts[WORKLOAD_MAX_OPTS];
+  /* Packed documents (--docs): their lengths in tokens, in sequence order,
+   * adding up to seq_len; the mask (causal or full) holds within each
+   * document, and no pair across two.  NULL: one document. */
+  const uint64_t *docs;
+  uint32_t n_docs;
   /* The layer a scheduler builds, and the model's layers of each kind
    * (layers.h): a point's times are the sum over the model's layers. */
   attn_kind attention;

@@ -567,11 +567,97 @@ static void t_model_errors(void) {
   }
 }
 
+/* The schedulers' own options come from their declarations: every one
+ * reaches the points from the command line (winning over the file) and
+ * from the file, and a bad value is refused naming the option. */
+static void t_sched_options(void) {
+  const sched_opt *const *opts = sched_options();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(opts[0]);
+  for (int i = 0; opts[i]; i++) {
+    const sched_opt *o = opts[i];
+    g_autofree char *users = sched_option_users(o);
+    CU_ASSERT(users[0] != '\0' && o->help && o->key);
+    CU_ASSERT_EQUAL(sched_option_index(o), i);
+    CU_ASSERT_PTR_EQUAL(sched_option_find(o->key), o);
+    if (o->type == SCHED_OPT_TEXT) continue; /* judged by the scheduler (test_sched, test_cli) */
+    /* its first user runs it: the value reaches every point */
+    g_auto(GStrv) first = g_strsplit(users, ",", 2);
+    g_autofree char *given = g_strconcat(o->key, o->type == SCHED_OPT_FLAG ? "=true" : "=2", NULL);
+    char *pairs[] = {given, NULL};
+    scenario_overrides ov = {.topology = "h100x8", .seq = "32K", .sp = "8", .sched = first[0],
+                             .sched_opts = pairs};
+    g_autoptr(GError) err = NULL;
+    scenario *s = scenario_load(NULL, &ov, &err);
+    if (!s) fprintf(stderr, "%s: %s\n", o->key, err->message);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    for (guint k = 0; k < s->points->len; k++)
+      CU_ASSERT_EQUAL(sched_opt_num(&g_array_index(s->points, scenario_point, k).w, o),
+                      o->type == SCHED_OPT_FLAG ? 1 : 2);
+    scenario_free(s);
+    /* the file's value, and the command line's over it */
+    g_autofree char *text = g_strdup_printf(
+        "{\"topology\": \"h100x8\", \"seq_len\": \"32K\", \"sp\": 8, \"schedulers\": \"%s\", "
+        "%s%s\": %s%s}", first[0], o->in_model ? "\"model\": {\"" : "\"", o->key,
+        o->type == SCHED_OPT_FLAG ? "false" : "4", o->in_model ? "}" : "");
+    g_autofree char *file = tmp_file(text);
+    scenario_overrides none = {0};
+    s = scenario_load(file, &none, &err);
+    if (!s) fprintf(stderr, "%s: %s\n", o->key, err->message);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(sched_opt_num(&g_array_index(s->points, scenario_point, 0).w, o),
+                    o->type == SCHED_OPT_FLAG ? 0 : 4);
+    scenario_free(s);
+    s = scenario_load(file, &ov, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(sched_opt_num(&g_array_index(s->points, scenario_point, 0).w, o),
+                    o->type == SCHED_OPT_FLAG ? 1 : 2);
+    scenario_free(s);
+    remove(file);
+    if (o->type != SCHED_OPT_COUNT) continue;
+    g_autofree char *zero = g_strconcat(o->key, "=0", NULL);
+    pairs[0] = zero;
+    g_autofree char *want = g_strdup_printf("option '%s': expected a whole number from 1 to %u, "
+                                            "got \"0\"", sched_option_flag(o), o->max);
+    expect_error(NULL, ov, want);
+  }
+}
+
+/* Packed documents from a file (model.docs) reach every point; the
+ * command line's --docs wins; a document list that does not fill the
+ * sequence is refused naming the field. */
+static void t_docs(void) {
+  g_autofree char *file = tmp_file("{\"topology\": \"h100x8\", \"seq_len\": \"128K\", "
+                                   "\"schedulers\": [\"ring\", \"zigzag\"], \"model\": {\"docs\": "
+                                   "[65536, \"32K\", \"32K\"]}}");
+  scenario_overrides none = {0};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(file, &none, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  for (guint i = 0; i < s->points->len; i++) {
+    const workload *w = &g_array_index(s->points, scenario_point, i).w;
+    CU_ASSERT_EQUAL_FATAL(w->n_docs, 3);
+    CU_ASSERT_EQUAL(w->docs[0], 65536);
+    CU_ASSERT_EQUAL(w->docs[2], 32768);
+  }
+  scenario_free(s);
+  scenario_overrides cli = {.docs = "96K,32K"};
+  s = scenario_load(file, &cli, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(g_array_index(s->points, scenario_point, 0).w.n_docs, 2);
+  scenario_free(s);
+  scenario_overrides seq = {.seq = "64K"};
+  g_autofree char *want = g_strdup_printf("%s: field 'model.docs': the documents add up to 128K "
+                                          "tokens, expected the sequence length 64K", file);
+  expect_error(file, seq, want);
+  remove(file);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_h100x8_points), TEST(t_overrides),
                                     TEST(t_topology_only), TEST(t_errors), TEST(t_layers),
                                     TEST(t_sweep_lists), TEST(t_bounds), TEST(t_na_points),
                                     TEST(t_model_presets), TEST(t_model_option),
-                                    TEST(t_model_in_file), TEST(t_model_errors), {NULL, NULL}};
+                                    TEST(t_model_in_file), TEST(t_model_errors),
+                                    TEST(t_sched_options), TEST(t_docs), {NULL, NULL}};
   return test_run("scenario", cases);
 }

@@ -693,6 +693,82 @@ static void t_te_aliases(void) {
   topo_free(t);
 }
 
+/* Packed documents: every (query, key) pair within a document computed
+ * exactly once (keys at or before the query under a causal mask), none
+ * across two, for random document lists; forward and backward. */
+static void check_doc_coverage(const plan *p, const workload *w, bool backward) {
+  uint64_t S = w->seq_len;
+  g_autofree uint32_t *doc = g_new(uint32_t, S);
+  for (uint32_t d = 0, t = 0; d < w->n_docs; d++)
+    for (uint64_t i = 0; i < w->docs[d]; i++) doc[t++] = d;
+  g_autofree uint32_t *seen = g_new0(uint32_t, S * S);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || t->op.backward != backward) continue;
+    CU_ASSERT_EQUAL(t->op.heads, w->heads);
+    const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off), *k = q + t->n_qseg;
+    for (uint32_t a = 0; a < t->n_qseg; a++)
+      for (uint32_t b = 0; b < t->n_kseg; b++)
+        for (uint64_t x = q[a].start; x < q[a].start + q[a].len; x++)
+          for (uint64_t y = k[b].start; y < k[b].start + k[b].len; y++)
+            if (!t->op.causal || y <= x) seen[x * S + y]++;
+  }
+  unsigned wrong = 0;
+  for (uint64_t x = 0; x < S; x++)
+    for (uint64_t y = 0; y < S; y++)
+      wrong += seen[x * S + y] != (uint32_t)(doc[x] == doc[y] && (!w->causal || y <= x));
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
+static void t_docs_cover_mask(void) {
+  GRand *rng = g_rand_new_with_seed(23);
+  const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p};
+  for (int iter = 0; iter < 12; iter++)
+    for (size_t s = 0; s < G_N_ELEMENTS(runs); s++) {
+      uint32_t n = (uint32_t)g_rand_int_range(rng, 2, 5), parts = 2 * n;
+      uint32_t nd = (uint32_t)g_rand_int_range(rng, 1, 6);
+      uint64_t docs[6], seq = 0;
+      for (uint32_t d = 0; d < nd; d++) seq += docs[d] = parts * (uint64_t)g_rand_int_range(rng, 1, 5);
+      topology *t = complete_topo(n);
+      for (int c = 0; c < 2; c++) {
+        workload w = shape(n, seq, c, PASS_FWDBWD);
+        w.docs = docs;
+        w.n_docs = nd;
+        g_autoptr(GError) err = NULL;
+        CU_ASSERT_TRUE_FATAL(sched_check(runs[s], &w, t, &err));
+        plan *p = expanded(runs[s]->build(&w, t, true));
+        check_doc_coverage(p, &w, false);
+        check_doc_coverage(p, &w, true);
+        check_generic(p, &w);
+        plan_free(p);
+      }
+      topo_free(t);
+    }
+  g_rand_free(rng);
+  /* the others refuse, naming those that run documents; ring and zigzag
+   * refuse documents that do not cut into their pieces */
+  topology *t = complete_topo(4);
+  uint64_t docs[] = {16, 48};
+  workload w = shape(4, 64, true, PASS_FWD);
+  w.docs = docs;
+  w.n_docs = 2;
+  w.heads = 8;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if ((*s)->docs || !sched_check_attention(*s, &w, NULL)) continue;
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
+    CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, p2p"));
+  }
+  docs[0] = 12;
+  docs[1] = 52;
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_TRUE(sched_check(&sched_ring, &w, t, &err)); /* 12 and 52 cut into 4 */
+  CU_ASSERT_FALSE(sched_check(&sched_zigzag, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "document 1 (12 tokens) does not divide into 8"));
+  topo_free(t);
+}
+
 static void t_all_schedulers_cover_mask(void) {
   for (const sched_ops *const *s = sched_all(); *s; s++)
     for (uint32_t n = 2; n <= 8; n++)
@@ -969,7 +1045,7 @@ static void t_ring_linear_grad_bytes(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
-                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases),
+                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),

@@ -181,12 +181,49 @@ bool sched_check_attention(const sched_ops *s, const workload *w, GError **err) 
 
 bool sched_check(const sched_ops *s, const workload *w, const topology *t, GError **err) {
   if (!sched_check_attention(s, w, err)) return false;
+  if (w->docs && !s->docs) return sched_check_docs(s, w, 1, "", err);
   for (int k = 0; k < ATTN_KINDS; k++) {
     if (!layers_count(w, (attn_kind)k)) continue;
     workload one = layers_one(w, (attn_kind)k);
     if (!s->check(&one, t, err)) return false;
   }
   return true;
+}
+
+bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
+                      GError **err) {
+  if (!w->docs) return true;
+  if (!s->docs) {
+    GString *who = g_string_new(NULL);
+    for (const sched_ops *const *o = all; *o; o++)
+      if ((*o)->docs) g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
+    g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                "%s does not run packed documents (--docs) yet; schedulers that do: %s",
+                s->name, who->str);
+    g_string_free(who, TRUE);
+    return false;
+  }
+  uint64_t pieces = parts * w->gpus;
+  for (uint32_t d = 0; d < w->n_docs; d++)
+    if (w->docs[d] % pieces) {
+      g_autofree char *len = size_format(w->docs[d]);
+      g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                  "document %u (%s tokens) does not divide into %" G_GUINT64_FORMAT " equal "
+                  "pieces (%s; pad it to a multiple of %" G_GUINT64_FORMAT ")", d + 1, len,
+                  pieces, why, pieces);
+      return false;
+    }
+  return true;
+}
+
+uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t r, bool zigzag,
+                          plan_seg out[2]) {
+  uint64_t start = 0;
+  for (uint32_t d = 0; d < doc; d++) start += w->docs[d];
+  plan_seg piece[2];
+  uint32_t n = sched_layout(w->docs[doc], a, r, zigzag, piece);
+  for (uint32_t i = 0; i < n; i++) out[i] = (plan_seg){start + piece[i].start, piece[i].len};
+  return n;
 }
 
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err) {

@@ -75,6 +75,9 @@ typedef struct sched_ops {
    * (TransformerEngine's cp_comm_type): runs its plan; --sched all runs
    * that one, not the alias.  NULL: a method of its own. */
   const struct sched_ops *alias_of;
+  /* Runs packed documents (workload.docs) with its variable-length
+   * layout; false: refused with a message naming those that do. */
+  bool docs;
 } sched_ops;
 
 #define SCHED_RUNS(kind) (1u << (kind))
@@ -118,6 +121,19 @@ bool sched_check_attention(const sched_ops *s, const workload *w, GError **err);
 /* sched_check_attention, then s->check on one layer of each kind: the
  * check callers make. */
 bool sched_check(const sched_ops *s, const workload *w, const topology *t, GError **err);
+
+/* Packed documents: where w has them, refused (TASP_ERROR_DOCS, naming the
+ * schedulers that run them) unless s runs them, and every document must
+ * divide into `parts` equal pieces per GPU (the variable-length layouts
+ * cut each document so, `why`). */
+bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
+                      GError **err);
+/* The pieces of document `doc` that rank a of r holds: its a-th of r
+ * equal pieces (ring_flash_attn_varlen_func's layout), or (zigzag) its
+ * a-th and (2r-1-a)-th of 2r (zigzag_ring_flash_attn_varlen_func's).
+ * Returns how many. */
+uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t r, bool zigzag,
+                          plan_seg out[2]);
 
 /* Shared checks: sequence divisible into `parts` equal pieces per GPU
  * group, with at least one token per piece. */

@@ -57,6 +57,7 @@ const sched_ops sched_te_p2p = {
     .check = p2p_check,
     .build = p2p_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    .docs = true,
     .alias_of = &sched_zigzag};
 const sched_ops sched_te_all_gather = {
     .name = "all_gather",
