@@ -32,35 +32,38 @@ static bool has_size(const sched_size *z) {
 #define SLACK 32.0
 
 bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
+  /* an alias's plan is its scheduler's */
   const sched_ops *so = pt->sched->alias_of ? pt->sched->alias_of : pt->sched;
   const sched_size *z = &so->size;
-  if (has_size(z)) {
-    double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
-    bool causal = pt->w.causal;
-    out->tasks = passes * ((causal ? z->t2c : z->t2f) * p * p + (causal ? z->t1c : z->t1f) * p) +
-                 SLACK;
-    out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
-    out->spans = passes * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
-    if (pt->w.scope != SCOPE_ATTENTION) {
-      /* the layer and model scopes (layer.h): the scheduler's plan
-       * expanded (a lockstep task one per GPU: as many as its spans),
-       * appended per layer (twice with full recomputation), TP rank and
-       * replica, and the layer's own ops and collectives on every GPU */
-      double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
-                      (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
-                      (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
-                      (pt->w.scope == SCOPE_MODEL && pt->w.micro_batches > 1
-                           ? pt->w.micro_batches : 1);
-      out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
-      out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
-      out->spans = out->tasks;
-    }
-    /* a transfer starts and ends its flow on the two ports it crosses
-     * (measured: at most 4 rate changes per transfer) */
-    out->rates = 4 * out->xfers;
-    return true;
+  if (!has_size(z)) return false;
+  double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
+  bool causal = pt->w.causal;
+  /* packed documents: a kernel and a merge per piece pair of each
+   * document a step holds (ring.c): at most four pairs per document
+   * (zigzag's two pieces against two, a full mask) */
+  double docs = pt->w.docs ? 4.0 * pt->w.n_docs : 1;
+  out->tasks = passes * docs * ((causal ? z->t2c : z->t2f) * p * p +
+                                (causal ? z->t1c : z->t1f) * p) + SLACK;
+  out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
+  out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
+  if (pt->w.scope != SCOPE_ATTENTION) {
+    /* the layer and model scopes (layer.h): the scheduler's plan
+     * expanded (a lockstep task one per GPU: as many as its spans),
+     * appended per layer (twice with full recomputation), TP rank and
+     * replica, and the layer's own ops and collectives on every GPU */
+    double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
+                    (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
+                    (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
+                    (pt->w.scope == SCOPE_MODEL && pt->w.micro_batches > 1
+                         ? pt->w.micro_batches : 1);
+    out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
+    out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
+    out->spans = out->tasks;
   }
-  return false;
+  /* a transfer starts and ends its flow on the two ports it crosses
+   * (measured: at most 4 rate changes per transfer) */
+  out->rates = 4 * out->xfers;
+  return true;
 }
 
 static double trace_bytes(const budget_counts *k) {
