@@ -773,7 +773,7 @@ check "--sched all, a hybrid model: those that run both kinds" "[ \"\$(cat $tmp/
 # n/a rows that say why; the lengths must fill the sequence.
 "$sim" --topology h100x8 --sched all --seq 128K --sp 8 --docs 2K,59K,4K,63K --mask causal --pass fwdbwd --csv - -q > "$tmp/docs.csv"
 check "--docs: every method ranked on a packed batch, those without documents n/a" \
-  "[ \$? -eq 0 ] && col $tmp/docs.csv tasp 8 131072 status 'n/a: tasp does not run packed documents (--docs) yet; schedulers that do: ring, zigzag, p2p' && [ \"\$(field $tmp/docs.csv 2 status)\" = ok ] && [ \"\$(field $tmp/docs.csv 2 scheduler)\" = zigzag ]"
+  "[ \$? -eq 0 ] && col $tmp/docs.csv tasp 8 131072 status 'n/a: tasp does not run packed documents (--docs) yet; schedulers that do: ring, zigzag, ulysses, p2p, a2a' && [ \"\$(field $tmp/docs.csv 2 status)\" = ok ] && [ \"\$(field $tmp/docs.csv 2 scheduler)\" = zigzag ]"
 "$sim" --topology h100x8 --sched zigzag --seq 128K --sp 8 --mask causal --pass fwdbwd --csv - -q > "$tmp/nodocs.csv"
 check "--docs: zigzag on packed documents computes less than on one 128K document" \
   "python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not 0 < b < a)' \$(field $tmp/nodocs.csv 1 compute_ms) \$(field $tmp/docs.csv 2 compute_ms)"

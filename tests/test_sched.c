@@ -701,28 +701,32 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
   g_autofree uint32_t *doc = g_new(uint32_t, S);
   for (uint32_t d = 0, t = 0; d < w->n_docs; d++)
     for (uint64_t i = 0; i < w->docs[d]; i++) doc[t++] = d;
-  g_autofree uint32_t *seen = g_new0(uint32_t, S * S);
+  uint64_t H = w->heads;
+  g_autofree uint32_t *seen = g_new0(uint32_t, H * S * S);
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
     if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || t->op.backward != backward) continue;
-    CU_ASSERT_EQUAL(t->op.heads, w->heads);
+    CU_ASSERT_FATAL(t->op.head_off + t->op.heads <= H);
     const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off), *k = q + t->n_qseg;
-    for (uint32_t a = 0; a < t->n_qseg; a++)
-      for (uint32_t b = 0; b < t->n_kseg; b++)
-        for (uint64_t x = q[a].start; x < q[a].start + q[a].len; x++)
-          for (uint64_t y = k[b].start; y < k[b].start + k[b].len; y++)
-            if (!t->op.causal || y <= x) seen[x * S + y]++;
+    for (uint64_t h = t->op.head_off; h < t->op.head_off + t->op.heads; h++)
+      for (uint32_t a = 0; a < t->n_qseg; a++)
+        for (uint32_t b = 0; b < t->n_kseg; b++)
+          for (uint64_t x = q[a].start; x < q[a].start + q[a].len; x++)
+            for (uint64_t y = k[b].start; y < k[b].start + k[b].len; y++)
+              if (!t->op.causal || y <= x) seen[(h * S + x) * S + y]++;
   }
   unsigned wrong = 0;
-  for (uint64_t x = 0; x < S; x++)
-    for (uint64_t y = 0; y < S; y++)
-      wrong += seen[x * S + y] != (uint32_t)(doc[x] == doc[y] && (!w->causal || y <= x));
+  for (uint64_t h = 0; h < H; h++)
+    for (uint64_t x = 0; x < S; x++)
+      for (uint64_t y = 0; y < S; y++)
+        wrong += seen[(h * S + x) * S + y] != (uint32_t)(doc[x] == doc[y] && (!w->causal || y <= x));
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
-  const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p};
+  const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
+                             &sched_te_a2a};
   for (int iter = 0; iter < 12; iter++)
     for (size_t s = 0; s < G_N_ELEMENTS(runs); s++) {
       uint32_t n = (uint32_t)g_rand_int_range(rng, 2, 5), parts = 2 * n;
@@ -732,6 +736,7 @@ static void t_docs_cover_mask(void) {
       topology *t = complete_topo(n);
       for (int c = 0; c < 2; c++) {
         workload w = shape(n, seq, c, PASS_FWDBWD);
+        if (ulysses_family(runs[s])) w.heads = 2 * n;
         w.docs = docs;
         w.n_docs = nd;
         g_autoptr(GError) err = NULL;
@@ -758,7 +763,7 @@ static void t_docs_cover_mask(void) {
     g_autoptr(GError) err = NULL;
     CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
     CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, p2p"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, p2p, a2a"));
   }
   docs[0] = 12;
   docs[1] = 52;

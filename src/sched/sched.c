@@ -204,7 +204,7 @@ bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, con
     return false;
   }
   uint64_t pieces = parts * w->gpus;
-  for (uint32_t d = 0; d < w->n_docs; d++)
+  for (uint32_t d = 0; parts && d < w->n_docs; d++)
     if (w->docs[d] % pieces) {
       g_autofree char *len = size_format(w->docs[d]);
       g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,

@@ -125,7 +125,7 @@ bool sched_check(const sched_ops *s, const workload *w, const topology *t, GErro
 /* Packed documents: where w has them, refused (TASP_ERROR_DOCS, naming the
  * schedulers that run them) unless s runs them, and every document must
  * divide into `parts` equal pieces per GPU (the variable-length layouts
- * cut each document so, `why`). */
+ * cut each document so, `why`; 0: any length will do). */
 bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
                       GError **err);
 /* The pieces of document `doc` that rank a of r holds: its a-th of r

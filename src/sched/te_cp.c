@@ -73,6 +73,7 @@ const sched_ops sched_te_a2a = {
     .build = a2a_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = a2a_opts,
+    .docs = true,
     .alias_of = &sched_ulysses};
 const sched_ops sched_te_a2a_p2p = {
     .name = "a2a+p2p",
