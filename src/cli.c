@@ -40,7 +40,9 @@ static GOptionEntry *option_table(cli_opts *o) {
        "full, causal, or both (full,causal; default " SCENARIO_DEFAULT_MASK ")", "MASK"},
       {"docs", 0, 0, G_OPTION_ARG_STRING, &o->docs,
        "Packed documents: their lengths in the sequence (2K,59K,4K,63K; K = 1024), adding up "
-       "to it; the mask holds within each document (ring, zigzag, ulysses and their "
+       "to it, or drawn to fill it (lognormal:mean=8K,sigma=1.0,seed=1 or "
+       "uniform:min=1K,max=16K,seed=1; pad=P rounds each up to a multiple of P); the mask "
+       "holds within each document (ring, zigzag, ulysses and their "
        "TransformerEngine names; the others refuse)",
        "LIST"},
       {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "docs.h"
 #include "names.h"
 #include "layer.h"
 #include "layers.h"
@@ -155,48 +156,40 @@ static const char *given_opt(const scenario_overrides *ov, const sched_opt *o) {
   return NULL;
 }
 
-/* Packed documents: --docs (a comma list) or model.docs (an array, or
- * one such list as a string), each a length as --seq reads it. */
+/* Packed documents: --docs or model.docs (an array of lengths, or the
+ * text --docs takes), read by docs.h; each sequence's are made by expand. */
 static bool load_docs(scenario *s, json_object *model, const scenario_overrides *ov,
                       GError **err) {
-  g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
   origin o = {"command line", "--docs"};
+  g_autofree char *text = NULL;
   json_object *v = NULL;
   if (ov->docs) {
-    g_auto(GStrv) parts = g_strsplit(ov->docs, ",", -1);
-    for (char **p = parts; *p; p++) g_ptr_array_add(items, g_strdup(g_strstrip(*p)));
+    text = g_strdup(ov->docs);
   } else if (model && json_object_object_get_ex(model, "docs", &v)) {
     o = (origin){s->file, "model.docs"};
     if (json_object_is_type(v, json_type_string)) {
-      g_auto(GStrv) parts = g_strsplit(json_object_get_string(v), ",", -1);
-      for (char **p = parts; *p; p++) g_ptr_array_add(items, g_strdup(g_strstrip(*p)));
-    } else if (json_object_is_type(v, json_type_array)) {
+      text = g_strdup(json_object_get_string(v));
+    } else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
+      GString *t = g_string_new(NULL);
       for (size_t i = 0; i < json_object_array_length(v); i++) {
         json_object *it = json_object_array_get_idx(v, i);
-        if (json_object_is_type(it, json_type_int))
-          g_ptr_array_add(items, g_strdup_printf("%" G_GINT64_FORMAT, json_object_get_int64(it)));
-        else if (json_object_is_type(it, json_type_string))
-          g_ptr_array_add(items, g_strdup(json_object_get_string(it)));
-        else
+        if (!json_object_is_type(it, json_type_int) && !json_object_is_type(it, json_type_string)) {
+          g_string_free(t, TRUE);
           return bad(err, o, "item %zu: expected a length (4096 or \"4K\")", i + 1);
+        }
+        g_string_append_printf(t, "%s%s", i ? "," : "", json_object_get_string(it));
       }
+      text = g_string_free(t, FALSE);
     } else {
-      return bad(err, o, "expected the documents' lengths: an array, or a comma list \"2K,59K\"");
+      return bad(err, o, "expected the documents' lengths (an array, or \"2K,59K\") or a "
+                 "distribution (\"lognormal:mean=8K,sigma=1.0,seed=1\")");
     }
   } else {
     return true;
   }
-  if (items->len == 0) return bad(err, o, "expected at least one document");
-  s->docs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-  for (guint i = 0; i < items->len; i++) {
-    uint64_t len;
-    if (!size_parse(items->pdata[i], &len) || len > SCENARIO_MAX_SEQ)
-      return bad(err, o, "document %u: expected a length from 1 to 1G tokens (4096, 4K), got "
-                 "\"%s\"", i + 1, (char *)items->pdata[i]);
-    g_array_append_val(s->docs, len);
-  }
-  s->model.docs = (const uint64_t *)s->docs->data;
-  s->model.n_docs = s->docs->len;
+  g_autofree char *why = NULL;
+  s->docs_spec = docs_parse(text, &why);
+  if (!s->docs_spec) return bad(err, o, "%s", why);
   return true;
 }
 
@@ -811,16 +804,12 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
     for (guint k = 0; k < s->scheds->len; k++) asked |= s->scheds->pdata[k] == wanted[h];
     if (!asked) g_ptr_array_add(hidden, (gpointer)wanted[h]);
   }
-  /* packed documents fill each sequence exactly */
-  for (guint i = 0; s->docs && i < s->seqs->len; i++) {
-    uint64_t sum = 0, seq = g_array_index(s->seqs, uint64_t, i);
-    for (guint d = 0; d < s->docs->len; d++) sum += g_array_index(s->docs, uint64_t, d);
-    if (sum != seq) {
-      g_autofree char *a = size_format(sum), *b = size_format(seq);
-      return bad(err, from(s, ov->docs, "--docs", "model.docs"), "the documents add up to %s "
-                 "tokens, expected the sequence length %s (a packed sequence is its documents)",
-                 a, b);
-    }
+  /* each sequence's packed documents (a list must fill it exactly) */
+  for (guint i = 0; s->docs_spec && i < s->seqs->len; i++) {
+    g_autofree char *why = NULL;
+    GArray *d = docs_for(s->docs_spec, g_array_index(s->seqs, uint64_t, i), &why);
+    if (!d) return bad(err, from(s, ov->docs, "--docs", "model.docs"), "%s", why);
+    g_ptr_array_add(s->docs, d);
   }
   /* the first objection to a shown point, as the error it was before
    * n/a rows: returned when no shown point can run */
@@ -834,6 +823,11 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
           w.causal = g_array_index(s->masks, gboolean, a);
           w.pass = g_array_index(s->passes, pass_kind, b);
           w.seq_len = g_array_index(s->seqs, uint64_t, i);
+          if (s->docs_spec) {
+            const GArray *d = s->docs->pdata[i];
+            w.docs = (const uint64_t *)(void *)d->data;
+            w.n_docs = d->len;
+          }
           w.gpus = g_array_index(s->sps, uint32_t, j);
           for (guint k = 0; k < s->scheds->len + hidden->len; k++) {
             scenario_point p = {w, NULL, false, NULL};
@@ -898,6 +892,7 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
   s->passes = g_array_new(FALSE, FALSE, sizeof(pass_kind));
   s->scheds = g_ptr_array_new();
   s->points = g_array_new(FALSE, FALSE, sizeof(scenario_point));
+  s->docs = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
   g_autoptr(json_object) root = NULL;
   bool ok = true;
   if (file) {
@@ -930,7 +925,8 @@ void scenario_free(scenario *s) {
   g_free(s->file);
   g_free(s->name);
   for (size_t i = 0; i < G_N_ELEMENTS(s->opt_text); i++) g_free(s->opt_text[i]);
-  if (s->docs) g_array_free(s->docs, TRUE);
+  g_ptr_array_free(s->docs, TRUE);
+  docs_spec_free(s->docs_spec);
   g_free(s->model_name);
   g_free(s->model_file);
   topo_free(s->topo);

@@ -90,7 +90,8 @@ typedef struct {
   char *model_name;          /* the architecture's name (a preset's, or model.name); NULL: none */
   char *model_file;          /* the model file of --model or model.preset; NULL: none */
   char *opt_text[WORKLOAD_MAX_OPTS]; /* owned; the model's text options point here */
-  GArray *docs;              /* uint64: packed documents (model.docs points here); NULL: none */
+  struct docs_spec *docs_spec; /* --docs / model.docs (docs.h); NULL: none */
+  GPtrArray *docs;           /* per sequence length, its documents (GArray of uint64) */
   GArray *seqs;              /* uint64 */
   GArray *sps;               /* uint32 */
   GArray *masks;             /* gboolean causal */

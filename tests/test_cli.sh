@@ -777,9 +777,14 @@ check "--docs: every method ranked on a packed batch, those without documents n/
 "$sim" --topology h100x8 --sched zigzag --seq 128K --sp 8 --mask causal --pass fwdbwd --csv - -q > "$tmp/nodocs.csv"
 check "--docs: zigzag on packed documents computes less than on one 128K document" \
   "python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not 0 < b < a)' \$(field $tmp/nodocs.csv 1 compute_ms) \$(field $tmp/docs.csv 2 compute_ms)"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=1,pad=16 --csv - -q > "$tmp/ln1.csv"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=1,pad=16 --csv - -q --jobs 1 > "$tmp/ln2.csv"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=2,pad=16 --csv - -q > "$tmp/ln3.csv"
+check "--docs lognormal: the same for a seed and any --jobs, another seed another batch" \
+  "[ \$(grep -c ',ok,' $tmp/ln1.csv) -eq 4 ] && cmp -s $tmp/ln1.csv $tmp/ln2.csv && ! cmp -s $tmp/ln1.csv $tmp/ln3.csv"
 expect_error "--docs not adding up to the sequence" "option '--docs': the documents add up to 64K tokens, expected the sequence length 128K" \
   --topology h100x8 --sched ring --seq 128K --docs 32K,32K
-expect_error "--docs with a bad length" "option '--docs': document 2: expected a length from 1 to 1G tokens (4096, 4K), got \"x\"" \
+expect_error "--docs with a bad length" "option '--docs': document 2: expected a length from 1 to 1G tokens (4096, 4K), or lognormal:... or uniform:..., got \"x\"" \
   --topology h100x8 --sched ring --seq 128K --docs 64K,x
 expect_error "--docs a scheduler does not run, --strict" "option '--docs': usp at seq_len 128K, SP 8: usp does not run packed documents" \
   --topology h100x8 --sched ring,usp --seq 128K --docs 64K,64K --strict

@@ -4,6 +4,7 @@
 #include <glib/gstdio.h>
 #include <unistd.h>
 
+#include "docs.h"
 #include "jsonio.h"
 #include "layers.h"
 #include "model.h"
@@ -652,12 +653,64 @@ static void t_docs(void) {
   remove(file);
 }
 
+/* Document lengths drawn from a distribution: they fill the sequence, are
+ * padded, follow the distribution's mean, and are the same for a seed. */
+static void t_docs_distributions(void) {
+  char *why = NULL;
+  uint64_t seq = 64ull << 20;
+  docs_spec *ln = docs_parse("lognormal:mean=8K,sigma=1.0,seed=7,pad=16", &why);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ln);
+  GArray *a = docs_for(ln, seq, &why), *b = docs_for(ln, seq, &why);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  uint64_t sum = 0;
+  for (guint i = 0; i < a->len; i++) {
+    uint64_t len = g_array_index(a, uint64_t, i);
+    CU_ASSERT(len > 0 && len % 16 == 0);
+    sum += len;
+  }
+  CU_ASSERT_EQUAL(sum, seq);
+  /* the mean of about 8K draws (the last one cut) within 5% of 8K: the
+   * standard error is 8K x sqrt(e - 1) / sqrt(8K), 1.5% */
+  CU_ASSERT(fabs((double)seq / a->len - 8192) < 0.05 * 8192);
+  CU_ASSERT_EQUAL(a->len, b->len);
+  CU_ASSERT(memcmp(a->data, b->data, a->len * sizeof(uint64_t)) == 0);
+  g_array_unref(a);
+  g_array_unref(b);
+  docs_spec_free(ln);
+  docs_spec *un = docs_parse("uniform:min=1K,max=3K,seed=1", &why);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(un);
+  a = docs_for(un, seq, &why);
+  for (guint i = 0; i + 1 < a->len; i++)
+    CU_ASSERT(g_array_index(a, uint64_t, i) >= 1024 && g_array_index(a, uint64_t, i) <= 3072);
+  CU_ASSERT(fabs((double)seq / a->len - 2048) < 0.02 * 2048);
+  g_array_unref(a);
+  docs_spec_free(un);
+  static const char *const bad[][2] = {
+      {"lognormal:mean=8K,sigma=1", "lognormal: expected mean=, sigma= and seed="},
+      {"lognormal:mean=8K,sigma=-1,seed=1", "lognormal: sigma: expected a number from 0 to 10"},
+      {"uniform:min=4K,max=1K,seed=1", "uniform: min is above max"},
+      {"uniform:min=1K,max=4K,seed=1,mean=3", "uniform: unknown key \"mean\""},
+      {"uniform:min=1K,max=4K,seed=1,seed=2", "uniform: seed is given twice"},
+      {"2K,x", "document 2: expected a length"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *msg = NULL;
+    CU_ASSERT_PTR_NULL(docs_parse(bad[i][0], &msg));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(msg);
+    if (!strstr(msg, bad[i][1])) fprintf(stderr, "%s: %s\n", bad[i][0], msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, bad[i][1]));
+  }
+  scenario_overrides pad = {.topology = "h100x8", .seq = "128K", .sched = "ring",
+                            .docs = "uniform:min=1K,max=4K,seed=1,pad=3"};
+  expect_error(NULL, pad, "option '--docs': pad=3 does not divide the sequence length 128K");
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_h100x8_points), TEST(t_overrides),
                                     TEST(t_topology_only), TEST(t_errors), TEST(t_layers),
                                     TEST(t_sweep_lists), TEST(t_bounds), TEST(t_na_points),
                                     TEST(t_model_presets), TEST(t_model_option),
                                     TEST(t_model_in_file), TEST(t_model_errors),
-                                    TEST(t_sched_options), TEST(t_docs), {NULL, NULL}};
+                                    TEST(t_sched_options), TEST(t_docs),
+                                    TEST(t_docs_distributions), {NULL, NULL}};
   return test_run("scenario", cases);
 }
