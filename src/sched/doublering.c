@@ -68,7 +68,8 @@ static void dring_xfers(const void *self, rotate_emit *e, uint32_t step) {
   if (w->gpus < 2) return;
   double bytes = workload_kv_bytes(w, (double)w->seq_len / w->gpus);
   /* the last hop of a round crosses to the next window */
-  if ((step + 1) % d->inner == 0) rotate_xfer_pairs(e, d->across, w->gpus, d->across_pattern, bytes, 1);
+  if ((step + 1) % d->inner == 0)
+    rotate_xfer_pairs(e, d->across, w->gpus, d->across_pattern, bytes, 1);
   else rotate_xfer_all(e, bytes, 1);
 }
 

@@ -27,7 +27,7 @@
  * --set machinery's reading), so a value means on the command line what
  * it means in a file. */
 typedef enum {
-  SCHED_OPT_COUNT, /* a whole number from 1 to max (sizes: 4, 1K); unset: 0, the scheduler's default */
+  SCHED_OPT_COUNT, /* a whole number from 1 to max (sizes: 4, 1K); unset: 0, the default */
   SCHED_OPT_FLAG,  /* true or false; on the command line, given: true */
   SCHED_OPT_TEXT,  /* a string the scheduler's check judges; unset: NULL */
 } sched_opt_type;
