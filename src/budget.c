@@ -15,68 +15,54 @@
 #include "jsonio.h"
 #include "sizes.h"
 
-/* Per pass, in the SP degree P: tasks t2 P^2 + t1 P, transfers x3 P^3 +
- * x2 P^2 + x1 P, trace spans s2 P^2 + s1 P; t2, t1 and s2 under a causal
- * mask (c) and a full one (f), where the ring family's steps are
- * lockstep tasks, one for all GPUs.  Upper fits of the counts the
- * schedulers' plans have at P = 8, 16, 32 (tests/test_budget.c checks
- * them at 8 and 32): a causal ring is about P^2 kernels, merges and
- * transfers; TASP moves every chunk over P - 1 cycles (P^3 transfers);
- * Ulysses's and USP's all-to-alls are P^2 transfers in a few tasks per
- * GPU; LASP hands one state along the chain (P transfers). */
-typedef struct {
-  const char *name;
-  double t2c, t2f, t1c, t1f, x3, x2, x1, s2c, s2f, s1;
-} sched_size;
+/* Each scheduler's size coefficients are its own (sched.h's sched_size,
+ * in its file): upper fits of the counts the schedulers' plans have at
+ * P = 8, 16, 32 (tests/test_budget.c checks them at 8 and 32).  A causal
+ * ring is about P^2 kernels, merges and transfers; TASP moves every chunk
+ * over P - 1 cycles (P^3 transfers); Ulysses's and USP's all-to-alls are
+ * P^2 transfers in a few tasks per GPU; LASP hands one state along the
+ * chain (P transfers). */
 
-static const sched_size sizes[] = {
-    /* name        t2c  t2f  t1c  t1f  x3  x2   x1  s2c  s2f  s1 */
-    {"ring",       1.2, 0,   3,   3,   0,  2,   0,  2.5, 3,   8},
-    {"zigzag",     2.1, 0,   3,   3,   0,  2,   0,  3,   3,   8},
-    {"tasp",       3.7, 0,   3,   3,   2,  0,   0,  4.6, 3,   8},
-    {"tasp-mkm",   3.3, 0,   3,   3,   0,  16,  0,  4.2, 3,   8},
-    {"tokenring",  2.2, 2.2, 3,   3,   0,  2,   0,  4,   4,   8},
-    {"ulysses",    0,   0,   6,   6,   0,  4,   0,  0,   0,   10},
-    {"usp",        0.5, 0.5, 12,  12,  0,  3.5, 0,  1.2, 1.2, 20},
-    {"usp-zigzag", 0.5, 0.5, 12,  12,  0,  3.5, 0,  1.2, 1.2, 20},
-    {"allgather",  0,   0,   5.1, 2.1, 0,  0.5, 0,  0,   0,   6},
-    {"lasp",       0,   0,   8,   8,   0,  0,   2,  0,   0,   8},
-    {"lasp2",      0,   0,   6,   3.2, 0,  0.5, 0,  0,   0,   7},
-    {"lasp2h",     0,   0,   6,   3.2, 0,  0.5, 0,  0,   0,   7},
-};
+static bool has_size(const sched_size *z) {
+  static const sched_size none;
+  return memcmp(z, &none, sizeof none) != 0;
+}
 
 /* Room for the few tasks, transfers and spans any plan has whatever P. */
 #define SLACK 32.0
 
 bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
-  for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
-    const sched_size *z = &sizes[i];
-    if (strcmp(z->name, pt->sched->name)) continue;
-    double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
-    bool causal = pt->w.causal;
-    out->tasks = passes * ((causal ? z->t2c : z->t2f) * p * p + (causal ? z->t1c : z->t1f) * p) +
-                 SLACK;
-    out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
-    out->spans = passes * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
-    if (pt->w.scope != SCOPE_ATTENTION) {
-      /* the layer and model scopes (layer.h): the scheduler's plan
-       * expanded (a lockstep task one per GPU: as many as its spans),
-       * appended per layer (twice with full recomputation), TP rank and
-       * replica, and the layer's own ops and collectives on every GPU */
-      double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
-                      (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
-                      (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
-                      layer_micro_batches(&pt->w);
-      out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
-      out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
-      out->spans = out->tasks;
-    }
-    /* a transfer starts and ends its flow on the two ports it crosses
-     * (measured: at most 4 rate changes per transfer) */
-    out->rates = 4 * out->xfers;
-    return true;
+  /* an alias's plan is its scheduler's */
+  const sched_ops *so = pt->sched->alias_of ? pt->sched->alias_of : pt->sched;
+  const sched_size *z = &so->size;
+  if (!has_size(z)) return false;
+  double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
+  bool causal = pt->w.causal;
+  /* packed documents: a kernel and a merge per piece pair of each
+   * document a step holds (ring.c): at most four pairs per document
+   * (zigzag's two pieces against two, a full mask) */
+  double docs = pt->w.docs ? 4.0 * pt->w.n_docs : 1;
+  out->tasks = passes * docs * ((causal ? z->t2c : z->t2f) * p * p +
+                                (causal ? z->t1c : z->t1f) * p) + SLACK;
+  out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
+  out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
+  if (pt->w.scope != SCOPE_ATTENTION) {
+    /* the layer and model scopes (layer.h): the scheduler's plan
+     * expanded (a lockstep task one per GPU: as many as its spans),
+     * appended per layer (twice with full recomputation), TP rank and
+     * replica, and the layer's own ops and collectives on every GPU */
+    double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
+                    (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
+                    (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
+                    layer_micro_batches(&pt->w);
+    out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
+    out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
+    out->spans = out->tasks;
   }
-  return false;
+  /* a transfer starts and ends its flow on the two ports it crosses
+   * (measured: at most 4 rate changes per transfer) */
+  out->rates = 4 * out->xfers;
+  return true;
 }
 
 static double trace_bytes(const budget_counts *k) {

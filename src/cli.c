@@ -38,13 +38,15 @@ static GOptionEntry *option_table(cli_opts *o) {
        "TYPE"},
       {"mask", 0, 0, G_OPTION_ARG_STRING, &o->mask,
        "full, causal, or both (full,causal; default " SCENARIO_DEFAULT_MASK ")", "MASK"},
+      {"docs", 0, 0, G_OPTION_ARG_STRING, &o->docs,
+       "Packed documents: their lengths in the sequence (2K,59K,4K,63K; K = 1024), adding up "
+       "to it, or drawn to fill it (lognormal:mean=8K,sigma=1.0,seed=1 or "
+       "uniform:min=1K,max=16K,seed=1; pad=P rounds each up to a multiple of P); the mask "
+       "holds within each document (ring, zigzag, ulysses and their "
+       "TransformerEngine names; the others refuse)",
+       "LIST"},
       {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass,
        "fwd, bwd or fwdbwd, or a list (default " SCENARIO_DEFAULT_PASS ")", "PASS"},
-      {"usp-ulysses", 0, 0, G_OPTION_ARG_STRING, &o->usp_ulysses,
-       "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the largest "
-       "that fits in a node and divides the heads", "N"},
-      {"ulysses-fused", 0, 0, G_OPTION_ARG_NONE, &o->ulysses_fused,
-       "Ulysses moves Q, K and V in one all-to-all instead of three calls", NULL},
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
        "softmax or linear: the attention of every layer of the model", "KIND"},
       {"scope", 0, 0, G_OPTION_ARG_STRING, &o->scope,
@@ -77,8 +79,9 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},
-      {"tasp-cycles", 0, 0, G_OPTION_ARG_STRING, &o->tasp_cycles,
-       "TASP's cycles as vertex orders, instead of the ones tasp-sim finds", "0-1-2-3,0-3-2-1"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  /* then the schedulers' own options, as they declare them */
+  GOptionEntry tail[] = {
       {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &o->set,
        "Override a topology field, read as in the file (generator.nic_gbps=100Gb/s); a comma "
        "list sweeps it (generator.nic_gbps=100Gb/s,400Gb/s)", "KEY=VALUE"},
@@ -123,7 +126,37 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"version", 0, 0, G_OPTION_ARG_NONE, &o->version, "Print the version", NULL},
       {"help", 'h', 0, G_OPTION_ARG_NONE, &o->help, "Show this help", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  return g_memdup2(entries, sizeof entries);
+  GArray *all = g_array_new(TRUE, TRUE, sizeof(GOptionEntry));
+  g_array_append_vals(all, entries, G_N_ELEMENTS(entries) - 1);
+  const sched_opt *const *opts = sched_options();
+  for (int i = 0; opts[i]; i++) {
+    g_autofree char *users = sched_option_users(opts[i]);
+    g_autofree char *help = g_strdup_printf("%s (%s; scenario key %s)", opts[i]->help, users,
+                                            sched_option_field(opts[i]));
+    bool flag = opts[i]->type == SCHED_OPT_FLAG;
+    /* the text lives as long as the program, as GLib's option table needs */
+    GOptionEntry e = {sched_option_flag(opts[i]) + 2, 0, 0,
+                      flag ? G_OPTION_ARG_NONE : G_OPTION_ARG_STRING,
+                      flag ? (gpointer)&o->opt_flag[i] : (gpointer)&o->opt_text[i],
+                      g_intern_string(help), opts[i]->metavar};
+    g_array_append_val(all, e);
+  }
+  g_array_append_vals(all, tail, G_N_ELEMENTS(tail));
+  return (GOptionEntry *)g_array_free(all, FALSE);
+}
+
+/* The schedulers' options given, as "key=value" for the scenario. */
+static char **given_sched_opts(const cli_opts *o) {
+  GPtrArray *a = g_ptr_array_new();
+  const sched_opt *const *opts = sched_options();
+  for (int i = 0; opts[i]; i++) {
+    if (opts[i]->type == SCHED_OPT_FLAG && o->opt_flag[i])
+      g_ptr_array_add(a, g_strconcat(opts[i]->key, "=true", NULL));
+    else if (opts[i]->type != SCHED_OPT_FLAG && o->opt_text[i])
+      g_ptr_array_add(a, g_strconcat(opts[i]->key, "=", o->opt_text[i], NULL));
+  }
+  g_ptr_array_add(a, NULL);
+  return (char **)g_ptr_array_free(a, FALSE);
 }
 
 static GOptionContext *context(cli_opts *o) {
@@ -181,6 +214,7 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
     return false;
   }
   if (!check_utf8(o, err)) return false;
+  o->sched_opts = given_sched_opts(o);
   guint rest = g_strv_length(args);
   if (rest > 2) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT,
@@ -222,14 +256,16 @@ bool cli_parse(int argc, char **argv, cli_opts *o, GError **err) {
 
 void cli_opts_clear(cli_opts *o) {
   char **strs[] = {&o->topology, &o->sched, &o->seq, &o->sp, &o->heads, &o->kv_heads,
-                   &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass, &o->tasp_cycles,
-                   &o->grad_dtype, &o->usp_ulysses, &o->attention, &o->model, &o->csv, &o->trace,
+                   &o->head_dim, &o->batch, &o->dtype, &o->mask, &o->pass,
+                   &o->grad_dtype, &o->attention, &o->model, &o->csv, &o->trace,
                    &o->links, &o->memory, &o->shard, &o->baseline,
                    &o->scenario, &o->scope, &o->tp, &o->elementwise, &o->dp, &o->zero,
                    &o->recompute, &o->micro_batches, &o->placement,
-                   &o->precision, &o->global_batch_tokens};
+                   &o->precision, &o->global_batch_tokens, &o->docs};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
+  for (size_t i = 0; i < G_N_ELEMENTS(o->opt_text); i++) g_clear_pointer(&o->opt_text[i], g_free);
+  g_clear_pointer(&o->sched_opts, g_strfreev);
 }
 
 scenario_overrides cli_overrides(const cli_opts *o) {
@@ -238,14 +274,13 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .dtype = o->dtype, .grad_dtype = o->grad_dtype,
                               .heads = o->heads, .kv_heads = o->kv_heads,
                               .head_dim = o->head_dim, .batch = o->batch, .model = o->model,
-                              .tasp_cycles = o->tasp_cycles, .usp_ulysses = o->usp_ulysses,
-                              .ulysses_fused = o->ulysses_fused, .baseline = o->baseline,
+                              .sched_opts = o->sched_opts, .baseline = o->baseline,
                               .set = o->set, .attention = o->attention, .strict = o->strict,
                               .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
                               .micro_batches = o->micro_batches, .placement = o->placement,
                               .precision = o->precision,
-                              .global_batch_tokens = o->global_batch_tokens};
+                              .global_batch_tokens = o->global_batch_tokens, .docs = o->docs};
 }
 
 char *cli_help(void) {

@@ -16,13 +16,19 @@
 typedef struct {
   /* strings as given, owned; NULL where not given */
   char *topology, *sched, *seq, *sp, *heads, *kv_heads, *head_dim, *batch, *dtype, *mask,
-      *pass, *tasp_cycles, *grad_dtype, *usp_ulysses, *attention, *model;
+      *pass, *grad_dtype, *attention, *model;
   char *csv, *trace, *links, *memory, *shard, *baseline;
   char **set;           /* --set KEY=VALUE, repeated; NULL-terminated or NULL */
   char *scenario;       /* the one positional argument, or NULL */
   char *scope, *tp, *elementwise, *dp, *zero, *recompute, *micro_batches, *placement,
       *precision, *global_batch_tokens; /* the scopes' */
-  gboolean ulysses_fused;
+  char *docs;           /* --docs */
+  /* The schedulers' own options (sched.h), by their index among them:
+   * text as given (owned; NULL: not given), or a flag given; and those
+   * given as "key=value" for the scenario (owned, NULL-terminated). */
+  char *opt_text[SCHED_MAX_OPTS];
+  gboolean opt_flag[SCHED_MAX_OPTS];
+  char **sched_opts;
   gboolean strict;      /* a point a scheduler cannot run is an error (exit 2), not an n/a row */
   gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, alone, links_summary,
       per_flow;

@@ -21,7 +21,8 @@ enum {
   TASP_ERROR_SEQ = 3,      /* the sequence length (with the SP degree) */
   TASP_ERROR_SP = 4,       /* the SP degree */
   TASP_ERROR_TOPOLOGY = 5, /* the topology's links */
-  TASP_ERROR_CYCLES = 6,   /* the given tasp_cycles */
+  TASP_ERROR_DOCS = 7,     /* the packed documents (--docs) */
+  TASP_ERROR_OPTION = 6,   /* a scheduler's own option, whose key starts the message */
 };
 
 /* What the reader of a document knows beyond its text: the fields the

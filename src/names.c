@@ -16,8 +16,14 @@ GPtrArray *names_topologies(void) { return json_dir_list(topology_dir()); }
 
 void names_list(FILE *f) {
   fputs("Schedulers:\n", f);
-  for (const sched_ops *const *s = sched_all(); *s; s++)
-    fprintf(f, "  %-12s %s\n", (*s)->name, (*s)->summary);
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    /* its own options (--help says what they do) */
+    g_autoptr(GString) opts = g_string_new(NULL);
+    for (const sched_opt *const *o = (*s)->opts; o && *o; o++)
+      g_string_append_printf(opts, "%s%s%s%s", opts->len ? ", " : " [", sched_option_flag(*o),
+                             (*o)->metavar ? " " : "", (*o)->metavar ? (*o)->metavar : "");
+    fprintf(f, "  %-12s %s%s%s\n", (*s)->name, (*s)->summary, opts->str, opts->len ? "]" : "");
+  }
   fputs("Bundled topologies (--topology NAME):\n", f);
   g_autoptr(GPtrArray) t = names_topologies();
   for (guint i = 0; i < t->len; i++) {

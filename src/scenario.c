@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "docs.h"
 #include "names.h"
 #include "layer.h"
 #include "layers.h"
@@ -130,6 +131,85 @@ static bool model_string(json_object *model, const char *file, const char *key,
     *o = (origin){file, path};
     if (!json_object_is_type(v, json_type_string)) return bad(err, *o, "expected a string");
     *out = json_object_get_string(v);
+  }
+  return true;
+}
+
+/* The allowed keys of an object: `fields`, and the keys of the
+ * schedulers' options that sit in it (in the model object, or at the
+ * top).  The array is owned; the strings are not. */
+static const char **keys_with_options(const char *const *fields, bool in_model) {
+  GPtrArray *k = g_ptr_array_new();
+  for (const char *const *f = fields; *f; f++) g_ptr_array_add(k, (gpointer)*f);
+  for (const sched_opt *const *o = sched_options(); *o; o++)
+    if ((*o)->in_model == in_model) g_ptr_array_add(k, (gpointer)(*o)->key);
+  g_ptr_array_add(k, NULL);
+  return (const char **)g_ptr_array_free(k, FALSE);
+}
+
+/* The value the command line gives option o ("key=value" in
+ * ov->sched_opts), NULL: none. */
+static const char *given_opt(const scenario_overrides *ov, const sched_opt *o) {
+  size_t n = strlen(o->key);
+  for (char *const *a = ov->sched_opts; a && *a; a++)
+    if (!strncmp(*a, o->key, n) && (*a)[n] == '=') return *a + n + 1;
+  return NULL;
+}
+
+/* Packed documents: --docs or model.docs (an array of lengths, or the
+ * text --docs takes), read by docs.h; each sequence's are made by expand. */
+static bool load_docs(scenario *s, json_object *model, const scenario_overrides *ov,
+                      GError **err) {
+  origin o = {"command line", "--docs"};
+  g_autofree char *text = NULL;
+  json_object *v = NULL;
+  if (ov->docs) {
+    text = g_strdup(ov->docs);
+  } else if (model && json_object_object_get_ex(model, "docs", &v)) {
+    o = (origin){s->file, "model.docs"};
+    if (json_object_is_type(v, json_type_string)) {
+      text = g_strdup(json_object_get_string(v));
+    } else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
+      GString *t = g_string_new(NULL);
+      for (size_t i = 0; i < json_object_array_length(v); i++) {
+        json_object *it = json_object_array_get_idx(v, i);
+        if (!json_object_is_type(it, json_type_int) && !json_object_is_type(it, json_type_string)) {
+          g_string_free(t, TRUE);
+          return bad(err, o, "item %zu: expected a length (4096 or \"4K\")", i + 1);
+        }
+        g_string_append_printf(t, "%s%s", i ? "," : "", json_object_get_string(it));
+      }
+      text = g_string_free(t, FALSE);
+    } else {
+      return bad(err, o, "expected the documents' lengths (an array, or \"2K,59K\") or a "
+                 "distribution (\"lognormal:mean=8K,sigma=1.0,seed=1\")");
+    }
+  } else {
+    return true;
+  }
+  g_autofree char *why = NULL;
+  s->docs_spec = docs_parse(text, &why);
+  if (!s->docs_spec) return bad(err, o, "%s", why);
+  return true;
+}
+
+/* The schedulers' own options (sched.h): each from the command line,
+ * else from the file (model.KEY or KEY at the top), else unset. */
+static bool load_sched_opts(scenario *s, json_object *root, json_object *model,
+                            const scenario_overrides *ov, GError **err) {
+  const sched_opt *const *opts = sched_options();
+  for (int i = 0; opts[i]; i++) {
+    const sched_opt *o = opts[i];
+    const char *given = given_opt(ov, o);
+    json_object *src = o->in_model ? model : root, *v = NULL;
+    if (!given && !(src && json_object_object_get_ex(src, o->key, &v))) continue;
+    origin where = given ? (origin){"command line", sched_option_flag(o)}
+                         : (origin){s->file, sched_option_field(o)};
+    workload_opt val = {0, NULL};
+    g_autofree char *why = NULL;
+    if (!sched_opt_value(o, given, v, &val, &why)) return bad(err, where, "%s", why);
+    if (val.text) val.text = s->opt_text[i] = g_strdup(val.text);
+    s->model.opts[i] = val;
   }
   return true;
 }
@@ -272,11 +352,11 @@ static bool model_source(scenario *s, json_object *root, const scenario_override
     }
   }
   if (*model) {
-    static const char *const keys[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
-                                       "grad_dtype", "name", "usp_ulysses",
-                                       "ulysses_fused", "attention", "layers", "decay",
-                                       "linear_block", "preset", "hidden", "ffn", "vocab",
-                                       NULL};
+    static const char *const fields[] = {"batch", "heads", "kv_heads", "head_dim", "dtype",
+                                         "grad_dtype", "name", "attention", "layers", "decay",
+                                         "linear_block", "preset", "hidden", "ffn", "vocab",
+                                         "docs", NULL};
+    g_autofree const char **keys = keys_with_options(fields, true);
     json_where mw = {file, "model", NULL};
     if (!json_check_keys(*model, mw, keys, err) ||
         !json_get_string(*model, mw, "preset", false, NULL, &name, err))
@@ -336,16 +416,7 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
     if (!json_get_string(model, mw, "name", false, NULL, &n, err)) return false;
     s->model_name = g_strdup(n);
   }
-  if (!shape_field(model, file, "usp_ulysses", ov->usp_ulysses, "--usp-ulysses", 0,
-                   SCENARIO_MAX_SP, &m->ulysses, err))
-    return false;
-  m->ulysses_fused = ov->ulysses_fused;
-  json_object *fused;
-  if (!m->ulysses_fused && model && json_object_object_get_ex(model, "ulysses_fused", &fused)) {
-    if (!json_object_is_type(fused, json_type_boolean))
-      return bad(err, (origin){file, "model.ulysses_fused"}, "expected true or false");
-    m->ulysses_fused = json_object_get_boolean(fused);
-  }
+  if (!load_sched_opts(s, root, model, ov, err) || !load_docs(s, model, ov, err)) return false;
   bool kv_given = ov->kv_heads || (arch && json_object_object_get_ex(arch, "kv_heads", NULL));
   if (!kv_given && !ov->heads && !model && !has_preset)
     m->kv_heads = 8;
@@ -362,7 +433,6 @@ static bool load_model(scenario *s, json_object *root, const scenario_overrides 
   if (!strcmp(grad, "fp32")) m->grad_bytes = 4;
   else if (!strcmp(grad, "bf16") || !strcmp(grad, "fp16")) m->grad_bytes = 2;
   else return bad(err, og, "expected fp32, bf16 or fp16, got \"%s\"", grad);
-  m->tasp_cycles = s->tasp_cycles;
   if (!load_layers(model, arch, file, ov, has_preset ? &preset : NULL, m, err)) return false;
   bool heads_given = ov->heads || (arch && json_object_object_get_ex(arch, "heads", NULL));
   if (has_preset && !kv_given && heads_given &&
@@ -671,15 +741,16 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
         return bad(err, o, "\"all\" names every scheduler that runs the model's layers; give "
                    "it alone");
       for (const sched_ops *const *a = sched_all(); *a; a++)
-        if (sched_check_attention(*a, &s->model, NULL)) g_ptr_array_add(s->scheds, (gpointer)*a);
+        if (!(*a)->alias_of && sched_check_attention(*a, &s->model, NULL))
+          g_ptr_array_add(s->scheds, (gpointer)*a); /* an alias runs as what it names */
       continue;
     }
     const sched_ops *so = sched_find(items->pdata[i]);
     if (!so) {
       g_autofree char *names = sched_names();
-      const char *cands[16];
+      const char *cands[64];
       guint n = 0;
-      for (const sched_ops *const *a = sched_all(); *a && n < 16; a++) cands[n++] = (*a)->name;
+      for (const sched_ops *const *a = sched_all(); *a && n < 64; a++) cands[n++] = (*a)->name;
       const char *near = names_nearest(items->pdata[i], cands, n);
       return bad(err, o, "unknown scheduler \"%s\"%s%s%s; expected one of: %s, or all",
                  (char *)items->pdata[i], near ? " (did you mean " : "", near ? near : "",
@@ -688,21 +759,26 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
     if (!once(seen, g_strdup(so->name), items->pdata[i], o, err)) return false;
     g_ptr_array_add(s->scheds, (gpointer)so);
   }
-  /* given cycles are used by tasp only (tasp-mkm makes its own from the
-   * nodes); with no tasp among the schedulers they would be ignored */
-  if (s->tasp_cycles) {
+  /* an option some schedulers read (TASP's cycles), given where none of
+   * the run's schedulers does, would be ignored: refused */
+  const sched_opt *const *opts = sched_options();
+  for (int i = 0; opts[i]; i++) {
+    const sched_opt *op = opts[i];
+    if (!op->ignored_noun || !s->model.opts[i].text) continue;
     bool used = false;
-    for (guint k = 0; k < s->scheds->len; k++) used |= s->scheds->pdata[k] == &sched_tasp;
-    if (!used) {
-      g_autoptr(GString) names = g_string_new(NULL);
-      for (guint k = 0; k < s->scheds->len; k++)
-        g_string_append_printf(names, "%s%s", k ? ", " : "",
-                               ((const sched_ops *)s->scheds->pdata[k])->name);
-      origin oc = ov->tasp_cycles ? (origin){"command line", "--tasp-cycles"}
-                                  : (origin){s->file, "tasp_cycles"};
-      return bad(err, oc, "only scheduler tasp uses given cycles, and the schedulers here (%s) "
-                 "would ignore them; add tasp or leave the cycles out", names->str);
-    }
+    for (guint k = 0; k < s->scheds->len; k++) used |= sched_uses_option(s->scheds->pdata[k], op);
+    if (used) continue;
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (guint k = 0; k < s->scheds->len; k++)
+      g_string_append_printf(names, "%s%s", k ? ", " : "",
+                             ((const sched_ops *)s->scheds->pdata[k])->name);
+    g_autofree char *users = sched_option_users(op);
+    bool one = !strchr(users, ',');
+    origin oc = given_opt(ov, op) ? (origin){"command line", sched_option_flag(op)}
+                                  : (origin){s->file, sched_option_field(op)};
+    return bad(err, oc, "only scheduler%s %s use%s given %s, and the schedulers here (%s) "
+               "would ignore them; add %s or leave the %s out", one ? "" : "s", users,
+               one ? "s" : "", op->ignored_noun, names->str, users, op->ignored_noun);
   }
   return true;
 }
@@ -739,12 +815,24 @@ static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov
   return true;
 }
 
+/* The scheduler's option a check refused (TASP_ERROR_OPTION: its key
+ * starts the message), NULL: none. */
+static const sched_opt *refused_option(const GError *e) {
+  for (const sched_opt *const *o = sched_options(); *o; o++) {
+    size_t n = strlen((*o)->key);
+    if (!strncmp(e->message, (*o)->key, n) && e->message[n] == ':') return *o;
+  }
+  return NULL;
+}
+
 /* The input a scheduler's check failed on, by its error code. */
-static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
-  switch (code) {
+static origin blame(const scenario *s, const scenario_overrides *ov, const GError *e) {
+  const sched_opt *o = e->code == TASP_ERROR_OPTION ? refused_option(e) : NULL;
+  if (o) return from(s, given_opt(ov, o), sched_option_flag(o), sched_option_field(o));
+  switch (e->code) {
     case TASP_ERROR_SP: return from(s, ov->sp, "--sp", "sp");
     case TASP_ERROR_TOPOLOGY: return from(s, ov->topology, "--topology", "topology");
-    case TASP_ERROR_CYCLES: return from(s, ov->tasp_cycles, "--tasp-cycles", "tasp_cycles");
+    case TASP_ERROR_DOCS: return from(s, ov->docs, "--docs", "model.docs");
     default: return from(s, ov->seq, "--seq", "seq_len");
   }
 }
@@ -754,7 +842,8 @@ static origin blame(const scenario *s, const scenario_overrides *ov, int code) {
  * no cycles over these links, a plan too large) rather than bad input
  * (malformed given cycles, layers the scheduler does not run). */
 static bool cannot_run(const GError *e) {
-  return e->code == TASP_ERROR_SEQ || e->code == TASP_ERROR_SP || e->code == TASP_ERROR_TOPOLOGY;
+  return e->code == TASP_ERROR_SEQ || e->code == TASP_ERROR_SP || e->code == TASP_ERROR_TOPOLOGY ||
+         e->code == TASP_ERROR_DOCS;
 }
 
 /* The check's words without the scheduler's name the row already shows. */
@@ -786,6 +875,13 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
     for (guint k = 0; k < s->scheds->len; k++) asked |= s->scheds->pdata[k] == wanted[h];
     if (!asked) g_ptr_array_add(hidden, (gpointer)wanted[h]);
   }
+  /* each sequence's packed documents (a list must fill it exactly) */
+  for (guint i = 0; s->docs_spec && i < s->seqs->len; i++) {
+    g_autofree char *why = NULL;
+    GArray *d = docs_for(s->docs_spec, g_array_index(s->seqs, uint64_t, i), &why);
+    if (!d) return bad(err, from(s, ov->docs, "--docs", "model.docs"), "%s", why);
+    g_ptr_array_add(s->docs, d);
+  }
   /* the first objection to a shown point, as the error it was before
    * n/a rows: returned when no shown point can run */
   g_autoptr(GError) first = NULL;
@@ -798,6 +894,11 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
           w.causal = g_array_index(s->masks, gboolean, a);
           w.pass = g_array_index(s->passes, pass_kind, b);
           w.seq_len = g_array_index(s->seqs, uint64_t, i);
+          if (s->docs_spec) {
+            const GArray *d = s->docs->pdata[i];
+            w.docs = (const uint64_t *)(void *)d->data;
+            w.n_docs = d->len;
+          }
           w.gpus = g_array_index(s->sps, uint32_t, j);
           for (guint k = 0; k < s->scheds->len + hidden->len; k++) {
             scenario_point p = {w, NULL, false, NULL};
@@ -835,7 +936,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             if (!can ||
                 (w.scope != SCOPE_ATTENTION &&
                  !sched_check_tasks(layer_tasks_estimate(&w), p.sched->name, &e))) {
-              origin o = blame(s, ov, e->code);
+              origin o = blame(s, ov, e);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;
               bad(&why, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,
@@ -873,27 +974,22 @@ scenario *scenario_load(const char *file, const scenario_overrides *ov, GError *
   s->passes = g_array_new(FALSE, FALSE, sizeof(pass_kind));
   s->scheds = g_ptr_array_new();
   s->points = g_array_new(FALSE, FALSE, sizeof(scenario_point));
+  s->docs = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
   g_autoptr(json_object) root = NULL;
   bool ok = true;
   if (file) {
     root = json_read_file(file, err);
     ok = root != NULL;
     if (ok) {
-      static const char *const keys[] = {"name", "description", "topology", "model", "seq_len",
-                                         "sp", "mask", "pass", "schedulers", "tasp_cycles",
-                                         "job", "search", NULL};
+      static const char *const fields[] = {"name", "description", "topology", "model",
+                                           "seq_len", "sp", "mask", "pass", "schedulers", "job", "search", NULL};
+      g_autofree const char **keys = keys_with_options(fields, false);
       json_where w = {file, "", NULL};
-      const char *name, *cycles;
+      const char *name;
       ok = json_check_keys(root, w, keys, err) &&
-           json_get_string(root, w, "name", false, NULL, &name, err) &&
-           json_get_string(root, w, "tasp_cycles", false, NULL, &cycles, err);
+           json_get_string(root, w, "name", false, NULL, &name, err);
       if (ok) s->name = g_strdup(name);
-      if (ok && cycles) s->tasp_cycles = g_strdup(cycles);
     }
-  }
-  if (ov->tasp_cycles) {
-    g_free(s->tasp_cycles);
-    s->tasp_cycles = g_strdup(ov->tasp_cycles);
   }
   ok = ok && load_model(s, root, ov, err) && load_job(s, root, ov, err) &&
        load_sweep(s, root, ov, err) &&
@@ -910,7 +1006,9 @@ void scenario_free(scenario *s) {
   if (!s) return;
   g_free(s->file);
   g_free(s->name);
-  g_free(s->tasp_cycles);
+  for (size_t i = 0; i < G_N_ELEMENTS(s->opt_text); i++) g_free(s->opt_text[i]);
+  g_ptr_array_free(s->docs, TRUE);
+  docs_spec_free(s->docs_spec);
   g_free(s->model_name);
   g_free(s->model_file);
   topo_free(s->topo);

@@ -55,9 +55,9 @@ typedef struct {
   const char *sched, *seq, *sp, *mask, *pass, *dtype, *grad_dtype;
   const char *heads, *kv_heads, *head_dim, *batch;
   const char *model;         /* --model: a preset name or a model file */
-  const char *tasp_cycles;
-  const char *usp_ulysses;   /* USP's Ulysses degree */
-  bool ulysses_fused;        /* one all-to-all for Q, K and V */
+  /* The schedulers' own options given (sched.h's sched_opt) as
+   * "key=value" (a flag: "key=true"), NULL-terminated, or NULL: none. */
+  char *const *sched_opts;
   const char *baseline;      /* best (NULL), ring or zigzag */
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
   const char *attention;     /* softmax or linear: every layer's attention */
@@ -71,6 +71,7 @@ typedef struct {
   const char *global_batch_tokens; /* --global-batch-tokens (scope model) */
   const char *placement;     /* --placement: tp,sp,dp (default) or another order */
   const char *precision;     /* --precision: megatron (default), amp or bf16 */
+  const char *docs;          /* --docs: packed documents' lengths, "2K,59K,4K,63K" */
 } scenario_overrides;
 
 typedef struct {
@@ -91,7 +92,9 @@ typedef struct {
   workload model;            /* shape; gpus and seq_len unset */
   char *model_name;          /* the architecture's name (a preset's, or model.name); NULL: none */
   char *model_file;          /* the model file of --model or model.preset; NULL: none */
-  char *tasp_cycles;         /* owned; model.tasp_cycles points here */
+  char *opt_text[WORKLOAD_MAX_OPTS]; /* owned; the model's text options point here */
+  struct docs_spec *docs_spec; /* --docs / model.docs (docs.h); NULL: none */
+  GPtrArray *docs;           /* per sequence length, its documents (GArray of uint64) */
   GArray *seqs;              /* uint64 */
   GArray *sps;               /* uint32 */
   GArray *masks;             /* gboolean causal */

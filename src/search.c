@@ -78,10 +78,14 @@ GPtrArray *search_ranked(const search_result *r) {
 
 /* ---- the space ---- */
 
-/* Whether a scheduler takes a Ulysses degree: all-to-all groups inside
- * it, rings across (USP, arXiv 2405.07719); its split is a dimension. */
+/* The Ulysses degree option (all-to-all groups inside SP, rings across:
+ * USP, arXiv 2405.07719): its values are a dimension for the schedulers
+ * that declare it. */
+static const sched_opt *ulysses_opt(void) { return sched_option_find("usp_ulysses"); }
+
 static bool takes_ulysses(const sched_ops *s) {
-  return s == &sched_usp || s == &sched_usp_zigzag;
+  const sched_opt *o = ulysses_opt();
+  return o && sched_uses_option(s, o);
 }
 
 static GArray *divisors(uint32_t n) {
@@ -200,7 +204,7 @@ static workload config_workload(const space *sp, const sched_ops *s, const searc
   w.zero = c->zero;
   w.recompute = c->recompute;
   w.micro_batches = c->micro_batches;
-  w.ulysses = c->ulysses;
+  if (c->ulysses) sched_opt_set_num(&w, ulysses_opt(), c->ulysses);
   w.placement = c->placement;
   (void)s;
   return w;

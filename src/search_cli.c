@@ -170,8 +170,10 @@ static bool parse_u32(const char *text, const char *option, uint32_t lo, uint32_
 static GPtrArray *methods(const char *list, const workload *model, GError **err) {
   g_autoptr(GPtrArray) out = g_ptr_array_new();
   if (!list) {
+    /* as --sched all: aliases (TransformerEngine's names) run another's plan */
     for (const sched_ops *const *s = sched_all(); *s; s++)
-      if (sched_check_attention(*s, model, NULL)) g_ptr_array_add(out, (gpointer)*s);
+      if (!(*s)->alias_of && sched_check_attention(*s, model, NULL))
+        g_ptr_array_add(out, (gpointer)*s);
     return g_steal_pointer(&out);
   }
   g_auto(GStrv) names = g_strsplit(list, ",", -1);

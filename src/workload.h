@@ -43,6 +43,14 @@ typedef enum {
  * plain PyTorch trains it). */
 typedef enum { PRECISION_MEGATRON, PRECISION_AMP, PRECISION_BF16, PRECISION_KINDS } precision_kind;
 
+/* One scheduler option's value (sched.h): COUNT and FLAG in num (0:
+ * unset, the scheduler's default / false), TEXT in text (NULL: unset). */
+typedef struct {
+  uint32_t num;
+  const char *text;
+} workload_opt;
+#define WORKLOAD_MAX_OPTS 8
+
 typedef struct {
   uint32_t gpus;       /* SP degree N */
   uint64_t seq_len;    /* S, tokens of the whole sequence */
@@ -53,13 +61,15 @@ typedef struct {
   const char *dtype;
   bool causal;
   pass_kind pass;
-  /* TASP's cycles as given by the user ("0-1-2-3,0-3-2-1"), NULL: found by
-   * tasp-sim.  To reproduce a particular implementation's labelling. */
-  const char *tasp_cycles;
-  /* USP's Ulysses degree (0: the scheduler's default) and whether Ulysses
-   * moves Q, K and V in one fused all-to-all instead of three calls. */
-  uint32_t ulysses;
-  bool ulysses_fused;
+  /* The schedulers' own options (sched.h's sched_opt), each in the slot
+   * of its index among them (sched_option_index): a number, or a text
+   * (NULL: unset), owned by whoever set it (the scenario). */
+  workload_opt opts[WORKLOAD_MAX_OPTS];
+  /* Packed documents (--docs): their lengths in tokens, in sequence order,
+   * adding up to seq_len; the mask (causal or full) holds within each
+   * document, and no pair across two.  NULL: one document. */
+  const uint64_t *docs;
+  uint32_t n_docs;
   /* The layer a scheduler builds, and the model's layers of each kind
    * (layers.h): a point's times are the sum over the model's layers. */
   attn_kind attention;

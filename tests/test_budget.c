@@ -107,8 +107,38 @@ static void t_check_refuses_and_narrows(void) {
   CU_ASSERT(budget_limit(&limit, NULL) && limit > 0);
 }
 
+/* Packed documents multiply the kernels a step runs: the counts still
+ * bound the plans of the schedulers that run them. */
+static void t_counts_bound_documents(void) {
+  static const char *const masks[] = {"causal", "full"}, *const passes[] = {"fwd", "fwdbwd"};
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!(*s)->docs) continue;
+    for (int m = 0; m < 2; m++)
+      for (int p = 0; p < 2; p++) {
+        scenario_overrides ov = {.topology = "h100x8x8", .sched = (*s)->name, .sp = "16",
+                                 .seq = "64K", .mask = masks[m], .pass = passes[p],
+                                 .docs = "2K,30K,1K,7K,24K"};
+        g_autoptr(GError) err = NULL;
+        scenario *sc = scenario_load(NULL, &ov, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+        const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
+        budget_counts k;
+        CU_ASSERT_FATAL(budget_counts_of(pt, &k));
+        plan *pl = pt->sched->build(&pt->w, sc->topo, false);
+        CU_ASSERT(pl->tasks->len > 5 * 16); /* more than one kernel a step */
+        if (pl->tasks->len > k.tasks)
+          fprintf(stderr, "%s %s %s: %u tasks, estimate %.0f\n", (*s)->name, masks[m], passes[p],
+                  pl->tasks->len, k.tasks);
+        CU_ASSERT(pl->tasks->len <= k.tasks);
+        plan_free(pl);
+        scenario_free(sc);
+      }
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_counts_bound_every_scheduler),
+                                    TEST(t_counts_bound_documents),
                                     TEST(t_check_refuses_and_narrows), {NULL, NULL}};
   return test_run("budget", cases);
 }

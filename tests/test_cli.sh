@@ -243,7 +243,7 @@ check "--help's summary names all $(wc -l < "$tmp/scheds") schedulers or none (n
   "[ $named -eq 0 ] || [ $named -eq \$(wc -l < $tmp/scheds) ]"
 "$sim" --list > "$tmp/list"
 check "--list: every scheduler, every bundled topology and every bundled model" \
-  "[ \$(grep -c '^  ' $tmp/list) -eq \$((12 + \$(ls topologies/*.json | wc -l) + \$(ls models/*.json | wc -l))) ]"
+  "[ \$(grep -c '^  ' $tmp/list) -eq \$((18 + \$(ls topologies/*.json | wc -l) + \$(ls models/*.json | wc -l))) ]"
 "$sim" --topology h100x8x2 --dump-topology --set generator.nic_gbps=25 --set compute.table_scale=0.5 > "$tmp/dump"
 check "--dump-topology: channels by kind with capacities, costs with defaults, compute model, --set applied" \
   "grep -q '^  nic  *32 channels, 25 GB/s each, latency 2.5 us' $tmp/dump && grep -q 'p2p_launch_us 15, p2p_msg_us 0' $tmp/dump && grep -q 'table of 28 full and 28 causal kernels, table_scale 0.5, aspect_table 27 kernels,' $tmp/dump"
@@ -757,11 +757,30 @@ check "a point no scheduler (nor the ring baseline) can run: said, the rest runs
 # --sched all: every scheduler that runs the model's layers
 "$sim" --topology h100x8 --sched all --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, softmax layers" \
-  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h ' ]"
+  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring ' ]"
 "$sim" --topology h100x8 --sched all --attention linear --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, linear layers" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp lasp2 lasp2h ' ]"
 "$sim" tests/data/scen_hybrid.json --sched all --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, a hybrid model: those that run both kinds" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp2h ' ]"
+# Packed documents (--docs): ring, zigzag and p2p run them; the others are
+# n/a rows that say why; the lengths must fill the sequence.
+"$sim" --topology h100x8 --sched all --seq 128K --sp 8 --docs 2K,59K,4K,63K --mask causal --pass fwdbwd --csv - -q > "$tmp/docs.csv"
+check "--docs: every method ranked on a packed batch, those without documents n/a" \
+  "[ \$? -eq 0 ] && col $tmp/docs.csv tasp 8 131072 status 'n/a: tasp does not run packed documents (--docs) yet; schedulers that do: ring, zigzag, ulysses, p2p, a2a' && [ \"\$(field $tmp/docs.csv 2 status)\" = ok ] && [ \"\$(field $tmp/docs.csv 2 scheduler)\" = zigzag ]"
+"$sim" --topology h100x8 --sched zigzag --seq 128K --sp 8 --mask causal --pass fwdbwd --csv - -q > "$tmp/nodocs.csv"
+check "--docs: zigzag on packed documents computes less than on one 128K document" \
+  "python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not 0 < b < a)' \$(field $tmp/nodocs.csv 1 compute_ms) \$(field $tmp/docs.csv 2 compute_ms)"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=1,pad=16 --csv - -q > "$tmp/ln1.csv"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=1,pad=16 --csv - -q --jobs 1 > "$tmp/ln2.csv"
+"$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=2,pad=16 --csv - -q > "$tmp/ln3.csv"
+check "--docs lognormal: the same for a seed and any --jobs, another seed another batch" \
+  "[ \$(grep -c ',ok,' $tmp/ln1.csv) -eq 4 ] && cmp -s $tmp/ln1.csv $tmp/ln2.csv && ! cmp -s $tmp/ln1.csv $tmp/ln3.csv"
+expect_error "--docs not adding up to the sequence" "option '--docs': the documents add up to 64K tokens, expected the sequence length 128K" \
+  --topology h100x8 --sched ring --seq 128K --docs 32K,32K
+expect_error "--docs with a bad length" "option '--docs': document 2: expected a length from 1 to 1G tokens (4096, 4K), or lognormal:... or uniform:..., got \"x\"" \
+  --topology h100x8 --sched ring --seq 128K --docs 64K,x
+expect_error "--docs a scheduler does not run, --strict" "option '--docs': usp at seq_len 128K, SP 8: usp does not run packed documents" \
+  --topology h100x8 --sched ring,usp --seq 128K --docs 64K,64K --strict
 expect_error "--sched all with others refused" "option '--sched': \"all\" names every scheduler" \
   --topology h100x8 --sched all,ring --seq 32K
 "$sim" --help > "$tmp/help"

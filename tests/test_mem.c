@@ -366,7 +366,7 @@ static void t_usp_one_ring_rank_backward(void) {
   double u, lse;
   topology *t = switch_topo(2, 100e9);
   workload w = mha(2, false, PASS_BWD, &u, &lse);
-  w.ulysses = 2;
+  sched_opt_set_num(&w, &usp_opt_ulysses, 2);
   exec_result *r = run_sched(&sched_usp, &w, t);
   CU_ASSERT_CLOSE(r->peak_bytes, 19 * u + 2 * lse, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "dk, dv (float32)", NULL), 4 * u, 0);
@@ -461,7 +461,7 @@ static void t_usp_contiguous_kv(void) {
   for (pass_kind ps = PASS_FWD; ps <= PASS_BWD; ps++) {
     double u, lse;
     workload w = mha(2, false, ps, &u, &lse);
-    w.ulysses = 1;
+    sched_opt_set_num(&w, &usp_opt_ulysses, 1);
     exec_result *r = run_sched(&sched_usp, &w, t);
     CU_ASSERT_CLOSE(r->peak_bytes, ps == PASS_FWD ? 16 * u + 2 * lse : 26 * u + lse, 1e-12);
     const char *name = ps == PASS_FWD ? "k, v made contiguous (ring_flash_attn)"
@@ -483,7 +483,7 @@ static void t_usp_saves_ring_output(void) {
   topology *t = switch_topo(2, 100e9);
   double u, lse;
   workload w = mha(2, false, PASS_FWDBWD, &u, &lse);
-  w.ulysses = 2;
+  sched_opt_set_num(&w, &usp_opt_ulysses, 2);
   exec_result *r = run_sched(&sched_usp, &w, t);
   CU_ASSERT_CLOSE(r->peak_bytes, 19 * u + 2 * lse, 1e-12);
   CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "ring out, lse on H/u heads", NULL), u + lse, 0);

@@ -4,6 +4,7 @@
 #include <glib/gstdio.h>
 #include <unistd.h>
 
+#include "docs.h"
 #include "jsonio.h"
 #include "layers.h"
 #include "model.h"
@@ -172,6 +173,24 @@ static void t_sweep_lists(void) {
   for (guint k = 0; k < s->scheds->len; k++)
     CU_ASSERT_TRUE(sched_check_attention(s->scheds->pdata[k], &s->model, NULL));
   scenario_free(s);
+  /* softmax: every method once, TransformerEngine's names (aliases of
+   * schedulers already there) left out */
+  all.attention = NULL;
+  s = scenario_load(NULL, &all, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  guint methods = 0;
+  for (const sched_ops *const *a = sched_all(); *a; a++)
+    methods += !(*a)->alias_of && (!(*a)->attention || ((*a)->attention & SCHED_RUNS(ATTN_SOFTMAX)));
+  CU_ASSERT_EQUAL(s->scheds->len, methods);
+  bool stripe = false, dring = false;
+  for (guint k = 0; k < s->scheds->len; k++) {
+    const sched_ops *so = s->scheds->pdata[k];
+    CU_ASSERT_PTR_NULL(so->alias_of);
+    stripe |= so == &sched_stripe;
+    dring |= so == &sched_double_ring;
+  }
+  CU_ASSERT_TRUE(stripe && dring);
+  scenario_free(s);
 }
 
 /* Bounds: at the bound is accepted, one past it refused. */
@@ -205,7 +224,8 @@ static void t_bounds(void) {
   scenario_free(s);
   batch.seq = "16K,32K";
   expect_error(NULL, batch, "option '--seq': batch 65536 x 32K tokens is");
-  scenario_overrides usp = {.topology = "h100x8", .seq = "32K", .usp_ulysses = "16385"};
+  scenario_overrides usp = {.topology = "h100x8", .seq = "32K", 
+                            .sched_opts = (char *[]){"usp_ulysses=16385", NULL}};
   expect_error(NULL, usp, "option '--usp-ulysses': expected a whole number from 1 to 16384");
 }
 
@@ -252,7 +272,7 @@ static void t_na_points(void) {
   /* bad input stays an error even beside points that run: malformed
    * given cycles, a scheduler that does not run the layers */
   scenario_overrides cyc = {.topology = "h200x4", .seq = "6K", .sp = "4", .sched = "ring,tasp",
-                            .tasp_cycles = "0-1-2,0-3-2-1"};
+                            .sched_opts = (char *[]){"tasp_cycles=0-1-2,0-3-2-1", NULL}};
   expect_error(NULL, cyc, "option '--tasp-cycles': tasp at seq_len 6K, SP 4: ");
   scenario_overrides lin = {.topology = "h100x8", .seq = "32K", .sched = "ring,tasp",
                             .attention = "linear"};
@@ -548,11 +568,149 @@ static void t_model_errors(void) {
   }
 }
 
+/* The schedulers' own options come from their declarations: every one
+ * reaches the points from the command line (winning over the file) and
+ * from the file, and a bad value is refused naming the option. */
+static void t_sched_options(void) {
+  const sched_opt *const *opts = sched_options();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(opts[0]);
+  for (int i = 0; opts[i]; i++) {
+    const sched_opt *o = opts[i];
+    g_autofree char *users = sched_option_users(o);
+    CU_ASSERT(users[0] != '\0' && o->help && o->key);
+    CU_ASSERT_EQUAL(sched_option_index(o), i);
+    CU_ASSERT_PTR_EQUAL(sched_option_find(o->key), o);
+    if (o->type == SCHED_OPT_TEXT) continue; /* judged by the scheduler (test_sched, test_cli) */
+    /* its first user runs it: the value reaches every point */
+    g_auto(GStrv) first = g_strsplit(users, ",", 2);
+    g_autofree char *given = g_strconcat(o->key, o->type == SCHED_OPT_FLAG ? "=true" : "=2", NULL);
+    char *pairs[] = {given, NULL};
+    scenario_overrides ov = {.topology = "h100x8", .seq = "32K", .sp = "8", .sched = first[0],
+                             .sched_opts = pairs};
+    g_autoptr(GError) err = NULL;
+    scenario *s = scenario_load(NULL, &ov, &err);
+    if (!s) fprintf(stderr, "%s: %s\n", o->key, err->message);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    for (guint k = 0; k < s->points->len; k++)
+      CU_ASSERT_EQUAL(sched_opt_num(&g_array_index(s->points, scenario_point, k).w, o),
+                      o->type == SCHED_OPT_FLAG ? 1 : 2);
+    scenario_free(s);
+    /* the file's value, and the command line's over it */
+    g_autofree char *text = g_strdup_printf(
+        "{\"topology\": \"h100x8\", \"seq_len\": \"32K\", \"sp\": 8, \"schedulers\": \"%s\", "
+        "%s%s\": %s%s}", first[0], o->in_model ? "\"model\": {\"" : "\"", o->key,
+        o->type == SCHED_OPT_FLAG ? "false" : "4", o->in_model ? "}" : "");
+    g_autofree char *file = tmp_file(text);
+    scenario_overrides none = {0};
+    s = scenario_load(file, &none, &err);
+    if (!s) fprintf(stderr, "%s: %s\n", o->key, err->message);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(sched_opt_num(&g_array_index(s->points, scenario_point, 0).w, o),
+                    o->type == SCHED_OPT_FLAG ? 0 : 4);
+    scenario_free(s);
+    s = scenario_load(file, &ov, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(sched_opt_num(&g_array_index(s->points, scenario_point, 0).w, o),
+                    o->type == SCHED_OPT_FLAG ? 1 : 2);
+    scenario_free(s);
+    remove(file);
+    if (o->type != SCHED_OPT_COUNT) continue;
+    g_autofree char *zero = g_strconcat(o->key, "=0", NULL);
+    pairs[0] = zero;
+    g_autofree char *want = g_strdup_printf("option '%s': expected a whole number from 1 to %u, "
+                                            "got \"0\"", sched_option_flag(o), o->max);
+    expect_error(NULL, ov, want);
+  }
+}
+
+/* Packed documents from a file (model.docs) reach every point; the
+ * command line's --docs wins; a document list that does not fill the
+ * sequence is refused naming the field. */
+static void t_docs(void) {
+  g_autofree char *file = tmp_file("{\"topology\": \"h100x8\", \"seq_len\": \"128K\", "
+                                   "\"schedulers\": [\"ring\", \"zigzag\"], \"model\": {\"docs\": "
+                                   "[65536, \"32K\", \"32K\"]}}");
+  scenario_overrides none = {0};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(file, &none, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  for (guint i = 0; i < s->points->len; i++) {
+    const workload *w = &g_array_index(s->points, scenario_point, i).w;
+    CU_ASSERT_EQUAL_FATAL(w->n_docs, 3);
+    CU_ASSERT_EQUAL(w->docs[0], 65536);
+    CU_ASSERT_EQUAL(w->docs[2], 32768);
+  }
+  scenario_free(s);
+  scenario_overrides cli = {.docs = "96K,32K"};
+  s = scenario_load(file, &cli, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(g_array_index(s->points, scenario_point, 0).w.n_docs, 2);
+  scenario_free(s);
+  scenario_overrides seq = {.seq = "64K"};
+  g_autofree char *want = g_strdup_printf("%s: field 'model.docs': the documents add up to 128K "
+                                          "tokens, expected the sequence length 64K", file);
+  expect_error(file, seq, want);
+  remove(file);
+}
+
+/* Document lengths drawn from a distribution: they fill the sequence, are
+ * padded, follow the distribution's mean, and are the same for a seed. */
+static void t_docs_distributions(void) {
+  char *why = NULL;
+  uint64_t seq = 64ull << 20;
+  docs_spec *ln = docs_parse("lognormal:mean=8K,sigma=1.0,seed=7,pad=16", &why);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ln);
+  GArray *a = docs_for(ln, seq, &why), *b = docs_for(ln, seq, &why);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  uint64_t sum = 0;
+  for (guint i = 0; i < a->len; i++) {
+    uint64_t len = g_array_index(a, uint64_t, i);
+    CU_ASSERT(len > 0 && len % 16 == 0);
+    sum += len;
+  }
+  CU_ASSERT_EQUAL(sum, seq);
+  /* the mean of about 8K draws (the last one cut) within 5% of 8K: the
+   * standard error is 8K x sqrt(e - 1) / sqrt(8K), 1.5% */
+  CU_ASSERT(fabs((double)seq / a->len - 8192) < 0.05 * 8192);
+  CU_ASSERT_EQUAL(a->len, b->len);
+  CU_ASSERT(memcmp(a->data, b->data, a->len * sizeof(uint64_t)) == 0);
+  g_array_unref(a);
+  g_array_unref(b);
+  docs_spec_free(ln);
+  docs_spec *un = docs_parse("uniform:min=1K,max=3K,seed=1", &why);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(un);
+  a = docs_for(un, seq, &why);
+  for (guint i = 0; i + 1 < a->len; i++)
+    CU_ASSERT(g_array_index(a, uint64_t, i) >= 1024 && g_array_index(a, uint64_t, i) <= 3072);
+  CU_ASSERT(fabs((double)seq / a->len - 2048) < 0.02 * 2048);
+  g_array_unref(a);
+  docs_spec_free(un);
+  static const char *const bad[][2] = {
+      {"lognormal:mean=8K,sigma=1", "lognormal: expected mean=, sigma= and seed="},
+      {"lognormal:mean=8K,sigma=-1,seed=1", "lognormal: sigma: expected a number from 0 to 10"},
+      {"uniform:min=4K,max=1K,seed=1", "uniform: min is above max"},
+      {"uniform:min=1K,max=4K,seed=1,mean=3", "uniform: unknown key \"mean\""},
+      {"uniform:min=1K,max=4K,seed=1,seed=2", "uniform: seed is given twice"},
+      {"2K,x", "document 2: expected a length"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autofree char *msg = NULL;
+    CU_ASSERT_PTR_NULL(docs_parse(bad[i][0], &msg));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(msg);
+    if (!strstr(msg, bad[i][1])) fprintf(stderr, "%s: %s\n", bad[i][0], msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, bad[i][1]));
+  }
+  scenario_overrides pad = {.topology = "h100x8", .seq = "128K", .sched = "ring",
+                            .docs = "uniform:min=1K,max=4K,seed=1,pad=3"};
+  expect_error(NULL, pad, "option '--docs': pad=3 does not divide the sequence length 128K");
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_h100x8_points), TEST(t_overrides),
                                     TEST(t_topology_only), TEST(t_errors), TEST(t_layers),
                                     TEST(t_sweep_lists), TEST(t_bounds), TEST(t_na_points),
                                     TEST(t_model_presets), TEST(t_model_option),
-                                    TEST(t_model_in_file), TEST(t_model_errors), {NULL, NULL}};
+                                    TEST(t_model_in_file), TEST(t_model_errors),
+                                    TEST(t_sched_options), TEST(t_docs),
+                                    TEST(t_docs_distributions), {NULL, NULL}};
   return test_run("scenario", cases);
 }

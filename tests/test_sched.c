@@ -23,12 +23,18 @@ static topology *complete_topo(uint32_t n) {
   return t;
 }
 
+/* What an alias (TransformerEngine's names) runs. */
+static const sched_ops *target(const sched_ops *s) { return s->alias_of ? s->alias_of : s; }
+
 static bool ulysses_family(const sched_ops *s) {
+  s = target(s);
   return s == &sched_ulysses || s == &sched_usp || s == &sched_usp_zigzag;
 }
 
 static bool ring_family(const sched_ops *s) {
-  return s == &sched_ring || s == &sched_zigzag || s == &sched_tasp || s == &sched_tasp_mkm;
+  s = target(s);
+  return s == &sched_ring || s == &sched_zigzag || s == &sched_tasp || s == &sched_tasp_mkm ||
+         s == &sched_stripe || s == &sched_double_ring;
 }
 
 /* Heads: 2 query heads over 1 KV head; the Ulysses family needs them to
@@ -87,8 +93,11 @@ static unsigned wrong_blocks(const cover *c, const workload *w, uint64_t nb) {
   return wrong;
 }
 
+/* nominal: the kernels' nominal FLOPs (a causal kernel's counted as half
+ * its sq x sk) add up to the mask's; not so for striped attention, whose
+ * causal blocks all sit on a shifted diagonal (t_stripe_closed_form). */
 static void check_coverage(const plan *p, const workload *w, uint64_t g, const char *what,
-                           bool backward) {
+                           bool backward, bool nominal) {
   uint64_t nb = w->seq_len / g, H = w->heads;
   cover dq = {g_new0(uint32_t, H * nb * nb), g_new0(uint32_t, H * nb)};
   cover dkv = {g_new0(uint32_t, H * nb * nb), g_new0(uint32_t, H * nb)};
@@ -135,7 +144,8 @@ static void check_coverage(const plan *p, const workload *w, uint64_t g, const c
     double S = (double)w->seq_len;
     CU_ASSERT_DOUBLE_EQUAL(pairs, H * (w->causal ? S * (S + 1) / 2 : S * S), 0.5);
     /* nominal FLOPs: 4·B·H·D per pair, the causal diagonal counted half */
-    CU_ASSERT_CLOSE(flops, 4.0 * w->batch * H * w->head_dim * S * S / (w->causal ? 2 : 1), 1e-12);
+    if (nominal)
+      CU_ASSERT_CLOSE(flops, 4.0 * w->batch * H * w->head_dim * S * S / (w->causal ? 2 : 1), 1e-12);
   }
   g_free(dq.full);
   g_free(dq.diag);
@@ -232,7 +242,7 @@ static void check_ulysses_family(const plan *p, const workload *w, uint32_t u) {
   for (guint i = 0; i < p->tasks->len; i++)
     calls += plan_task_at(p, i)->kind == TASK_COMM &&
              plan_task_at(p, i)->api == COMM_ALL_TO_ALL;
-  unsigned per_dir = u < 2 ? 0 : w->ulysses_fused ? 2 : 4;
+  unsigned per_dir = u < 2 ? 0 : sched_opt_num(w, &ulysses_opt_fused) ? 2 : 4;
   CU_ASSERT_EQUAL(calls, per_dir * (w->pass == PASS_FWDBWD ? 2 : 1));
 }
 
@@ -410,7 +420,8 @@ static void check_lasp2(const plan *p, const workload *w) {
 }
 
 static uint32_t usp_degree(const workload *w, const topology *t) {
-  return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
+  uint32_t u = sched_opt_num(w, &usp_opt_ulysses);
+  return u ? u : ulysses_default_degree(w, t);
 }
 
 /* Memory balance: every buffer the plan declares is used, read only after
@@ -445,7 +456,8 @@ static void check_memory(const sched_ops *s, const topology *t, const workload *
 
 /* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
 static void check_sched_w(const sched_ops *s, topology *t, workload w) {
-  g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus, w.ulysses,
+  g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus,
+                                          sched_opt_num(&w, &usp_opt_ulysses),
                                           w.causal ? "causal" : "full", pass_name(w.pass),
                                           w.attention == ATTN_LINEAR ? "linear" : "softmax");
   g_autoptr(GError) err = NULL;
@@ -457,13 +469,16 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   uint64_t gran = 3;
   if ((s == &sched_tasp || s == &sched_tasp_mkm) && (w.gpus % 2 == 0 || t->gpus_per_node < w.gpus))
     gran = 1;
-  if (w.pass != PASS_BWD) check_coverage(p, &w, gran, what, false);
-  if (w.pass != PASS_FWD) check_coverage(p, &w, gran, what, true);
+  if (s == &sched_stripe) gran = 1; /* one token at stride N */
+  bool nominal = s != &sched_stripe;
+  if (w.pass != PASS_BWD) check_coverage(p, &w, gran, what, false, nominal);
+  if (w.pass != PASS_FWD) check_coverage(p, &w, gran, what, true, nominal);
   check_generic(p, &w);
   if (w.attention == ATTN_LINEAR) {
     if (w.pass != PASS_BWD) check_linear_flops(p, &w, s == &sched_lasp2h ? &sched_lasp2 : s, false);
     if (w.pass != PASS_FWD) check_linear_flops(p, &w, s == &sched_lasp2h ? &sched_lasp2 : s, true);
   }
+  s = target(s);
   if (s == &sched_lasp) check_lasp(p, &w);
   else if (s == &sched_lasp2 || (s == &sched_lasp2h && w.attention == ATTN_LINEAR))
     check_lasp2(p, &w);
@@ -544,7 +559,7 @@ static void t_tasp_given_cycles(void) {
     topology *t = complete_topo(n);
     for (int causal = 0; causal < 2; causal++) {
       workload w = shape(n, 2 * n * 12, causal, PASS_FWDBWD);
-      w.tasp_cycles = cases[c].spec;
+      sched_opt_set_text(&w, sched_option_find("tasp_cycles"), cases[c].spec);
       g_autoptr(GError) err = NULL;
       CU_ASSERT_TRUE(sched_tasp.check(&w, t, &err));
       plan *p = expanded(sched_tasp.build(&w, t, true));
@@ -556,13 +571,207 @@ static void t_tasp_given_cycles(void) {
         to_next |= x->src == 0 && x->dst == 1;
       }
       CU_ASSERT_TRUE(to_next);
-      check_coverage(p, &w, 1, "given cycles", false);
-      check_coverage(p, &w, 1, "given cycles", true);
+      check_coverage(p, &w, 1, "given cycles", false, true);
+      check_coverage(p, &w, 1, "given cycles", true, true);
       check_ring_family(p, &w);
       plan_free(p);
     }
     topo_free(t);
   }
+}
+
+/* Striped attention, in closed form: at step s GPU i attends the KV of
+ * j = (i - s) mod N in a causal c x c block, with its diagonal (c(c+1)/2
+ * pairs) where j <= i, without it (c(c-1)/2) where j > i; so GPU i
+ * computes (i+1) c(c+1)/2 + (N-1-i) c(c-1)/2 pairs, within c of every
+ * other GPU, and every hop goes to GPU i+1. */
+static void t_stripe_closed_form(void) {
+  uint32_t n = 8;
+  topology *t = complete_topo(n);
+  workload w = shape(n, 8 * 1024, true, PASS_FWD);
+  plan *p = sched_stripe.build(&w, t, false);
+  double c = (double)w.seq_len / n, pairs[8] = {0};
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *k = plan_task_at(p, i);
+    if (k->kind != TASK_COMPUTE || k->op.kind != OP_ATTN) continue;
+    uint32_t j = (k->gpu + n - k->step) % n;
+    CU_ASSERT_TRUE(k->op.causal);
+    CU_ASSERT_DOUBLE_EQUAL(k->op.pairs, j <= k->gpu ? c * (c + 1) / 2 : c * (c - 1) / 2, 0);
+    pairs[k->gpu] += k->op.pairs;
+  }
+  for (uint32_t g = 0; g < n; g++)
+    CU_ASSERT_DOUBLE_EQUAL(pairs[g], (g + 1) * c * (c + 1) / 2 + (n - 1 - g) * c * (c - 1) / 2, 0);
+  for (guint i = 0; i < p->xfers->len; i++) {
+    const plan_xfer *x = &g_array_index(p->xfers, plan_xfer, i);
+    if (x->src == PLAN_ALL) continue; /* a pattern: checked below */
+    CU_ASSERT_EQUAL(x->dst, (x->src + 1) % n);
+  }
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *k = plan_task_at(p, i);
+    const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
+    for (uint32_t a = 0; pi && a < pi->n_pairs; a++) {
+      const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off + a);
+      CU_ASSERT_EQUAL(pr->dst, (pr->src + 1) % n);
+    }
+  }
+  plan_free(p);
+  topo_free(t);
+}
+
+/* Double ring, in closed form: with inner rings of w = 4 of n = 8 GPUs,
+ * the forward's hops are inner ((b, p) to (b, p+1)) but the w-th, which
+ * goes across ((b, p) to (b+1, p+1)); every GPU holds every KV once; an
+ * inner size that does not divide the SP degree is refused naming the
+ * option; by default the inner ring is a node. */
+static void t_double_ring_closed_form(void) {
+  uint32_t n = 8, inner = 4;
+  topology *t = complete_topo(n);
+  t->gpus_per_node = inner;
+  workload w = shape(n, 2 * n * 6, true, PASS_FWD);
+  plan *p = sched_double_ring.build(&w, t, false);
+  CU_ASSERT_STRING_EQUAL(p->note->str, "double-ring: inner ring 4 x outer ring 2");
+  uint32_t across = 0, around = 0;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *k = plan_task_at(p, i);
+    const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
+    if (!pi) continue;
+    bool cross = (k->step + 1) % inner == 0;
+    CU_ASSERT_EQUAL(pi->n_pairs, n);
+    for (uint32_t a = 0; a < pi->n_pairs; a++) {
+      const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off + a);
+      uint32_t b = pr->src / inner, q = pr->src % inner;
+      CU_ASSERT_EQUAL(pr->dst, ((b + cross) % (n / inner)) * inner + (q + 1) % inner);
+      across += cross;
+      around += !cross;
+    }
+  }
+  CU_ASSERT_EQUAL(across, n);               /* one round boundary in n - 1 hops */
+  CU_ASSERT_EQUAL(around, n * (n - 2));
+  plan_free(p);
+  /* a given inner size: 2 divides 8; 3 does not */
+  sched_opt_set_num(&w, sched_option_find("double_ring_inner"), 2);
+  p = sched_double_ring.build(&w, t, false);
+  CU_ASSERT_STRING_EQUAL(p->note->str, "double-ring: inner ring 2 x outer ring 4");
+  plan_free(p);
+  sched_opt_set_num(&w, sched_option_find("double_ring_inner"), 3);
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_FALSE(sched_double_ring.check(&w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+  CU_ASSERT_EQUAL(err->code, TASP_ERROR_SP);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "inner ring's size 3 does not divide the SP "
+                                              "degree 8 (double_ring_inner)"));
+  topo_free(t);
+}
+
+/* TransformerEngine's cp_comm_type names run exactly the scheduler they
+ * name: the same tasks and the same bytes from every GPU. */
+static void t_te_aliases(void) {
+  uint32_t n = 4;
+  topology *t = complete_topo(n);
+  t->gpus_per_node = 2;
+  unsigned aliases = 0;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!(*s)->alias_of) continue;
+    aliases++;
+    for (int c = 0; c < 2; c++) {
+      workload w = shape(n, 2 * n * 6, c, PASS_FWDBWD);
+      w.heads = w.kv_heads = 2 * n;
+      plan *a = expanded((*s)->build(&w, t, false));
+      plan *b = expanded((*s)->alias_of->build(&w, t, false));
+      CU_ASSERT_EQUAL(a->tasks->len, b->tasks->len);
+      for (uint32_t g = 0; g < n; g++) CU_ASSERT_DOUBLE_EQUAL(sent_by(a, g), sent_by(b, g), 0);
+      CU_ASSERT(sent_by(a, 0) > 0);
+      plan_free(a);
+      plan_free(b);
+    }
+  }
+  CU_ASSERT_EQUAL(aliases, 4); /* p2p, all_gather, a2a, a2a+p2p */
+  CU_ASSERT_PTR_EQUAL(sched_find("a2a+p2p")->alias_of, &sched_usp_zigzag);
+  CU_ASSERT_PTR_EQUAL(sched_find("p2p")->alias_of, &sched_zigzag);
+  CU_ASSERT_PTR_EQUAL(sched_find("a2a")->alias_of, &sched_ulysses);
+  CU_ASSERT_PTR_EQUAL(sched_find("all_gather")->alias_of, &sched_allgather);
+  topo_free(t);
+}
+
+/* Packed documents: every (query, key) pair within a document computed
+ * exactly once (keys at or before the query under a causal mask), none
+ * across two, for random document lists; forward and backward. */
+static void check_doc_coverage(const plan *p, const workload *w, bool backward) {
+  uint64_t S = w->seq_len;
+  g_autofree uint32_t *doc = g_new(uint32_t, S);
+  for (uint32_t d = 0, t = 0; d < w->n_docs; d++)
+    for (uint64_t i = 0; i < w->docs[d]; i++) doc[t++] = d;
+  uint64_t H = w->heads;
+  g_autofree uint32_t *seen = g_new0(uint32_t, H * S * S);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || t->op.backward != backward) continue;
+    CU_ASSERT_FATAL(t->op.head_off + t->op.heads <= H);
+    const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off), *k = q + t->n_qseg;
+    for (uint64_t h = t->op.head_off; h < t->op.head_off + t->op.heads; h++)
+      for (uint32_t a = 0; a < t->n_qseg; a++)
+        for (uint32_t b = 0; b < t->n_kseg; b++)
+          for (uint64_t x = q[a].start; x < q[a].start + q[a].len; x++)
+            for (uint64_t y = k[b].start; y < k[b].start + k[b].len; y++)
+              if (!t->op.causal || y <= x) seen[(h * S + x) * S + y]++;
+  }
+  unsigned wrong = 0;
+  for (uint64_t h = 0; h < H; h++)
+    for (uint64_t x = 0; x < S; x++)
+      for (uint64_t y = 0; y < S; y++)
+        wrong += seen[(h * S + x) * S + y] != (uint32_t)(doc[x] == doc[y] && (!w->causal || y <= x));
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
+static void t_docs_cover_mask(void) {
+  GRand *rng = g_rand_new_with_seed(23);
+  const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
+                             &sched_te_a2a};
+  for (int iter = 0; iter < 12; iter++)
+    for (size_t s = 0; s < G_N_ELEMENTS(runs); s++) {
+      uint32_t n = (uint32_t)g_rand_int_range(rng, 2, 5), parts = 2 * n;
+      uint32_t nd = (uint32_t)g_rand_int_range(rng, 1, 6);
+      uint64_t docs[6], seq = 0;
+      for (uint32_t d = 0; d < nd; d++) seq += docs[d] = parts * (uint64_t)g_rand_int_range(rng, 1, 5);
+      topology *t = complete_topo(n);
+      for (int c = 0; c < 2; c++) {
+        workload w = shape(n, seq, c, PASS_FWDBWD);
+        if (ulysses_family(runs[s])) w.heads = 2 * n;
+        w.docs = docs;
+        w.n_docs = nd;
+        g_autoptr(GError) err = NULL;
+        CU_ASSERT_TRUE_FATAL(sched_check(runs[s], &w, t, &err));
+        plan *p = expanded(runs[s]->build(&w, t, true));
+        check_doc_coverage(p, &w, false);
+        check_doc_coverage(p, &w, true);
+        check_generic(p, &w);
+        plan_free(p);
+      }
+      topo_free(t);
+    }
+  g_rand_free(rng);
+  /* the others refuse, naming those that run documents; ring and zigzag
+   * refuse documents that do not cut into their pieces */
+  topology *t = complete_topo(4);
+  uint64_t docs[] = {16, 48};
+  workload w = shape(4, 64, true, PASS_FWD);
+  w.docs = docs;
+  w.n_docs = 2;
+  w.heads = 8;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if ((*s)->docs || !sched_check_attention(*s, &w, NULL)) continue;
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
+    CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, p2p, a2a"));
+  }
+  docs[0] = 12;
+  docs[1] = 52;
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_TRUE(sched_check(&sched_ring, &w, t, &err)); /* 12 and 52 cut into 4 */
+  CU_ASSERT_FALSE(sched_check(&sched_zigzag, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "document 1 (12 tokens) does not divide into 8"));
+  topo_free(t);
 }
 
 static void t_all_schedulers_cover_mask(void) {
@@ -594,11 +803,11 @@ static void t_ulysses_variants(void) {
           workload w = shape(n, 3 * 2 * (uint64_t)n * (n - 1), c, PASS_FWDBWD);
           w.heads = 2 * n;
           w.kv_heads = fused ? n : 1; /* divides, or replicated */
-          w.ulysses = u;
-          w.ulysses_fused = fused;
+          sched_opt_set_num(&w, &usp_opt_ulysses, u);
+          sched_opt_set_num(&w, &ulysses_opt_fused, (uint32_t)fused);
           check_sched_w(&sched_usp, t, w);
           check_sched_w(&sched_usp_zigzag, t, w);
-          w.ulysses = 0; /* default: the node */
+          sched_opt_set_num(&w, &usp_opt_ulysses, 0); /* default: the node */
           check_sched_w(&sched_usp, t, w);
           CU_ASSERT_EQUAL(ulysses_default_degree(&w, t), u);
           check_sched_w(&sched_ulysses, t, w);
@@ -682,6 +891,9 @@ static void t_balance(void) {
     double c = (double)w.seq_len / n;
     if (*s == &sched_ring) {
       for (uint32_t g = 0; g < n; g++) CU_ASSERT_DOUBLE_EQUAL(pairs[g], g * c * c + c * (c + 1) / 2, 0.5);
+    } else if (*s == &sched_stripe) {
+      /* a diagonal per step more on later GPUs (t_stripe_closed_form) */
+      for (uint32_t g = 1; g < n; g++) CU_ASSERT_DOUBLE_EQUAL(pairs[g] - pairs[0], g * c, 0.5);
     } else {
       /* balanced up to the diagonal's half-token terms */
       for (uint32_t g = 1; g < n; g++) CU_ASSERT(fabs(pairs[g] - pairs[0]) <= c);
@@ -949,7 +1161,8 @@ static void t_ring_linear_grad_bytes(void) {
 }
 
 int main(void) {
-  static const test_case cases[] = {TEST(t_all_schedulers_cover_mask),
+  static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
+                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),

@@ -142,5 +142,10 @@ static plan *build(const workload *w, const topology *t, bool record_segs) {
 }
 
 const sched_ops sched_lasp = {
-    "lasp", "LASP: the running linear-attention state travels the ring, rank by rank",
-    check, build, SCHED_RUNS(ATTN_LINEAR)};
+    .name = "lasp",
+    .summary = "LASP: the running linear-attention state travels the ring, rank by rank",
+    .check = check,
+    .build = build,
+    .attention = SCHED_RUNS(ATTN_LINEAR),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0, 0, 8, 8, 0, 0, 2, 0, 0, 8}};

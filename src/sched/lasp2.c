@@ -111,5 +111,10 @@ static plan *build(const workload *w, const topology *t, bool record_segs) {
 }
 
 const sched_ops sched_lasp2 = {
-    "lasp2", "LASP-2: one all-gather of the linear-attention states, local prefix sums",
-    check, build, SCHED_RUNS(ATTN_LINEAR)};
+    .name = "lasp2",
+    .summary = "LASP-2: one all-gather of the linear-attention states, local prefix sums",
+    .check = check,
+    .build = build,
+    .attention = SCHED_RUNS(ATTN_LINEAR),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0, 0, 6, 3.2, 0, 0.5, 0, 0, 0, 7}};

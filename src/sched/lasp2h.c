@@ -21,5 +21,10 @@ static plan *build(const workload *w, const topology *t, bool record_segs) {
 }
 
 const sched_ops sched_lasp2h = {
-    "lasp2h", "LASP-2H: linear layers as lasp2, softmax layers by the all-gather of K and V",
-    check, build, SCHED_RUNS(ATTN_LINEAR) | SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "lasp2h",
+    .summary = "LASP-2H: linear layers as lasp2, softmax layers by the all-gather of K and V",
+    .check = check,
+    .build = build,
+    .attention = SCHED_RUNS(ATTN_LINEAR) | SCHED_RUNS(ATTN_SOFTMAX),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0, 0, 6, 3.2, 0, 0.5, 0, 0, 0, 7}};

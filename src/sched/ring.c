@@ -15,6 +15,18 @@
  * (chunk j); j > i: the second half of the queries (chunk 2N-1-i) against
  * all of j's KV.  Every step past the first is half a full block.
  *
+ * Packed documents (--docs), as ring_flash_attn's varlen functions lay
+ * them out: every rank holds its 1/N of every document (ring:
+ * ring_flash_attn_varlen_func) or its two of 2N pieces of every document
+ * (zigzag: zigzag_ring_flash_attn_varlen_func, TransformerEngine's THD
+ * format), so each document is balanced as the whole sequence is.  At a
+ * step a GPU attends each of its pieces to the held pieces of the same
+ * document only: earlier pieces in full, its own causally, later ones
+ * skipped (a full mask: all of them).  Each piece pair is its own kernel,
+ * priced as the kernel over that document's tokens (the varlen kernel
+ * runs one call over cu_seqlens; which of the two its time follows is
+ * not measured here).
+ *
  * Ring on linear-attention layers, as the LASP papers compare it (arXiv
  * 2404.02882, 2502.07563): KV travels the ring exactly as above, and each
  * GPU applies the KV it holds by the right product, K^T V then Q times that
@@ -47,10 +59,32 @@ static bool ring_geom_alike(const void *self, uint32_t step) {
   return !g->w->causal;
 }
 
+/* Packed documents: each piece of rank a's against each held piece of
+ * rank src of the same document. */
+static void doc_kernels(const ring_geom *g, rotate_emit *e, uint32_t a, uint32_t src,
+                        uint32_t h0, uint32_t heads) {
+  const workload *w = g->w;
+  for (uint32_t d = 0; d < w->n_docs; d++) {
+    plan_seg q[2], k[2];
+    uint32_t nq = sched_doc_layout(w, d, a, g->ranks, g->zigzag, q);
+    uint32_t nk = sched_doc_layout(w, d, src, g->ranks, g->zigzag, k);
+    for (uint32_t i = 0; i < nq; i++)
+      for (uint32_t j = 0; j < nk; j++) {
+        bool after = k[j].start >= q[i].start + q[i].len, same = k[j].start == q[i].start;
+        if (w->causal && after) continue;
+        rotate_kernel_heads(e, h0, heads, w->causal && same, &q[i], 1, &k[j], 1);
+      }
+  }
+}
+
 static void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
   const ring_geom *g = self;
   uint32_t r = g->ranks, a = gpu / g->u, src = (a + r - step) % r;
   uint32_t heads = g->w->heads / g->u, h0 = (gpu % g->u) * heads;
+  if (g->w->docs) {
+    doc_kernels(g, e, a, src, h0, heads);
+    return;
+  }
   plan_seg q[2], k[2];
   uint32_t nq = sched_layout(g->w->seq_len, a, r, g->zigzag, q);
   uint32_t nk = sched_layout(g->w->seq_len, src, r, g->zigzag, k);
@@ -83,12 +117,21 @@ plan *ring_geom_build(const ring_geom *g, rotate_ops ops, bool record_segs) {
 
 static bool ring_check(const workload *w, const topology *t, GError **err) {
   (void)t;
-  return sched_check_divisible(w, 1, "ring gives every GPU an equal contiguous chunk", err);
+  if (w->docs && w->attention == ATTN_LINEAR) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                "ring runs packed documents (--docs) on softmax layers only");
+    return false;
+  }
+  return sched_check_docs(&sched_ring, w, 1, "ring_flash_attn_varlen_func gives every GPU 1/N "
+                          "of every document", err) &&
+         sched_check_divisible(w, 1, "ring gives every GPU an equal contiguous chunk", err);
 }
 
 static bool zigzag_check(const workload *w, const topology *t, GError **err) {
   (void)t;
-  return sched_check_divisible(w, 2, "zigzag cuts the sequence into 2N equal chunks", err);
+  return sched_check_docs(&sched_zigzag, w, 2, "zigzag_ring_flash_attn_varlen_func cuts every "
+                          "document into 2N pieces", err) &&
+         sched_check_divisible(w, 2, "zigzag cuts the sequence into 2N equal chunks", err);
 }
 
 static plan *build(const workload *w, bool record_segs, bool zigzag) {
@@ -107,8 +150,20 @@ static plan *zigzag_build(const workload *w, const topology *t, bool record_segs
 }
 
 const sched_ops sched_ring = {
-    "ring", "RingAttention: contiguous chunks, KV passed around one ring", ring_check,
-    ring_build, SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR)};
+    .name = "ring",
+    .summary = "RingAttention: contiguous chunks, KV passed around one ring",
+    .check = ring_check,
+    .build = ring_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR),
+    .docs = true,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {1.2, 0, 3, 3, 0, 2, 0, 2.5, 3, 8}};
 const sched_ops sched_zigzag = {
-    "zigzag", "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
-    zigzag_check, zigzag_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "zigzag",
+    .summary = "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
+    .check = zigzag_check,
+    .build = zigzag_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    .docs = true,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {2.1, 0, 3, 3, 0, 2, 0, 3, 3, 8}};

@@ -29,6 +29,12 @@ void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs) {
   plan_xfer_pattern(e->p, e->comm, (uint32_t)e->pattern, bytes * e->byte_scale, msgs);
 }
 
+void rotate_xfer_pairs(rotate_emit *e, const plan_pair *pairs, uint32_t n, int64_t *slot,
+                       double bytes, uint32_t msgs) {
+  if (*slot < 0) *slot = plan_pattern(e->p, pairs, n);
+  plan_xfer_pattern(e->p, e->comm, (uint32_t)*slot, bytes * e->byte_scale, msgs);
+}
+
 /* Whether the GPU (all GPUs: lockstep) being emitted has had a kernel in
  * this pass; then it has. */
 static bool started_once(rotate_emit *e) {

@@ -54,6 +54,11 @@ typedef struct {
 bool rotate_records_segs(const rotate_emit *e);
 /* A transfer of `bytes` in `msgs` messages along every one of ops.pairs. */
 void rotate_xfer_all(rotate_emit *e, double bytes, uint32_t msgs);
+/* The same along the pairs of another pattern of the plan, for hops that
+ * differ from step to step (double-ring: inner hops, then one across);
+ * registered once by the first call with `slot` < 0 (kept in *slot). */
+void rotate_xfer_pairs(rotate_emit *e, const plan_pair *pairs, uint32_t n, int64_t *slot,
+                       double bytes, uint32_t msgs);
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
                    const plan_seg *k, uint32_t nk);
 /* The same on the query heads [head_off, head_off + heads) only. */

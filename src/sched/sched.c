@@ -4,12 +4,15 @@
 #include <string.h>
 
 #include "layers.h"
+#include "sizes.h"
 
 static const sched_ops *const all[] = {&sched_ring,      &sched_zigzag,    &sched_tasp,
                                        &sched_tasp_mkm,  &sched_ulysses,   &sched_usp,
                                        &sched_usp_zigzag, &sched_tokenring, &sched_allgather,
                                        &sched_lasp,      &sched_lasp2,     &sched_lasp2h,
-                                       NULL};
+                                       &sched_stripe,    &sched_double_ring,
+                                       &sched_te_p2p,    &sched_te_all_gather, &sched_te_a2a,
+                                       &sched_te_a2a_p2p, NULL};
 
 const sched_ops *const *sched_all(void) { return all; }
 
@@ -24,6 +27,133 @@ char *sched_names(void) {
   for (const sched_ops *const *o = all; *o; o++)
     g_string_append_printf(s, "%s%s", o == all ? "" : ", ", (*o)->name);
   return g_string_free(s, FALSE);
+}
+
+/* The distinct options, as sched_all() declares them: computed on each
+ * call (a few schedulers of a few options each) so that no table needs
+ * building before threads read it. */
+static guint collect_options(const sched_opt **out) {
+  guint n = 0;
+  for (const sched_ops *const *s = all; *s; s++)
+    for (const sched_opt *const *o = (*s)->opts; o && *o; o++) {
+      guint i = 0;
+      while (i < n && out[i] != *o) i++;
+      if (i < n) continue;
+      g_assert(n < SCHED_MAX_OPTS); /* raise WORKLOAD_MAX_OPTS */
+      out[n++] = *o;
+    }
+  out[n] = NULL;
+  return n;
+}
+
+const sched_opt *const *sched_options(void) {
+  static const sched_opt *opts[SCHED_MAX_OPTS + 1];
+  static gsize done = 0;
+  if (g_once_init_enter(&done)) {
+    collect_options(opts);
+    g_once_init_leave(&done, 1);
+  }
+  return opts;
+}
+
+int sched_option_index(const sched_opt *o) {
+  const sched_opt *const *all_opts = sched_options();
+  for (int i = 0; all_opts[i]; i++)
+    if (all_opts[i] == o) return i;
+  return -1;
+}
+
+const sched_opt *sched_option_find(const char *key) {
+  for (const sched_opt *const *o = sched_options(); *o; o++)
+    if (!strcmp((*o)->key, key)) return *o;
+  return NULL;
+}
+
+const char *sched_option_flag(const sched_opt *o) {
+  g_autofree char *dashed = g_strdelimit(g_strconcat("--", o->key, NULL), "_", '-');
+  return g_intern_string(dashed);
+}
+
+const char *sched_option_field(const sched_opt *o) {
+  g_autofree char *path = g_strconcat(o->in_model ? "model." : "", o->key, NULL);
+  return g_intern_string(path);
+}
+
+bool sched_uses_option(const sched_ops *s, const sched_opt *o) {
+  for (const sched_opt *const *x = s->opts; x && *x; x++)
+    if (*x == o) return true;
+  return false;
+}
+
+char *sched_option_users(const sched_opt *o) {
+  GString *s = g_string_new(NULL);
+  for (const sched_ops *const *x = all; *x; x++)
+    if (sched_uses_option(*x, o)) g_string_append_printf(s, "%s%s", s->len ? ", " : "", (*x)->name);
+  return g_string_free(s, FALSE);
+}
+
+static workload_opt *slot(workload *w, const sched_opt *o) {
+  int i = sched_option_index(o);
+  g_assert(i >= 0); /* an option no registered scheduler declares */
+  return &w->opts[i];
+}
+
+static const workload_opt *cslot(const workload *w, const sched_opt *o) {
+  return slot((workload *)w, o);
+}
+
+uint32_t sched_opt_num(const workload *w, const sched_opt *o) { return cslot(w, o)->num; }
+const char *sched_opt_text(const workload *w, const sched_opt *o) { return cslot(w, o)->text; }
+void sched_opt_set_num(workload *w, const sched_opt *o, uint32_t v) { slot(w, o)->num = v; }
+void sched_opt_set_text(workload *w, const sched_opt *o, const char *text) {
+  slot(w, o)->text = text;
+}
+
+bool sched_opt_value(const sched_opt *o, const char *cli_text, json_object *v, workload_opt *out,
+                     char **why) {
+  switch (o->type) {
+    case SCHED_OPT_COUNT: {
+      /* the command line's text as the --set machinery reads a value: a
+       * JSON number, or a size in text (4, 1K) */
+      g_autoptr(json_object) parsed = cli_text ? json_parse_value(cli_text, "", NULL) : NULL;
+      json_object *x = cli_text ? parsed : v;
+      uint64_t n = 0;
+      bool ok = false;
+      if (x && json_object_is_type(x, json_type_int) && json_object_get_int64(x) >= 1) {
+        n = (uint64_t)json_object_get_int64(x);
+        ok = true;
+      } else if (cli_text && x && json_object_is_type(x, json_type_string)) {
+        ok = size_parse(json_object_get_string(x), &n);
+      }
+      if (!ok || n > o->max) {
+        *why = cli_text ? g_strdup_printf("expected a whole number from 1 to %u, got \"%s\"",
+                                          o->max, cli_text)
+                        : g_strdup_printf("expected a whole number from 1 to %u", o->max);
+        return false;
+      }
+      out->num = (uint32_t)n;
+      return true;
+    }
+    case SCHED_OPT_FLAG:
+      if (cli_text) {
+        out->num = 1; /* a flag given */
+        return true;
+      }
+      if (!json_object_is_type(v, json_type_boolean)) {
+        *why = g_strdup("expected true or false");
+        return false;
+      }
+      out->num = json_object_get_boolean(v);
+      return true;
+    case SCHED_OPT_TEXT:
+      if (!cli_text && !json_object_is_type(v, json_type_string)) {
+        *why = g_strdup("expected a string");
+        return false;
+      }
+      out->text = cli_text ? cli_text : json_object_get_string(v);
+      return true;
+  }
+  g_assert_not_reached();
 }
 
 static bool runs(const sched_ops *s, attn_kind k) {
@@ -51,12 +181,49 @@ bool sched_check_attention(const sched_ops *s, const workload *w, GError **err) 
 
 bool sched_check(const sched_ops *s, const workload *w, const topology *t, GError **err) {
   if (!sched_check_attention(s, w, err)) return false;
+  if (w->docs && !s->docs) return sched_check_docs(s, w, 1, "", err);
   for (int k = 0; k < ATTN_KINDS; k++) {
     if (!layers_count(w, (attn_kind)k)) continue;
     workload one = layers_one(w, (attn_kind)k);
     if (!s->check(&one, t, err)) return false;
   }
   return true;
+}
+
+bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
+                      GError **err) {
+  if (!w->docs) return true;
+  if (!s->docs) {
+    GString *who = g_string_new(NULL);
+    for (const sched_ops *const *o = all; *o; o++)
+      if ((*o)->docs) g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
+    g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                "%s does not run packed documents (--docs) yet; schedulers that do: %s",
+                s->name, who->str);
+    g_string_free(who, TRUE);
+    return false;
+  }
+  uint64_t pieces = parts * w->gpus;
+  for (uint32_t d = 0; parts && d < w->n_docs; d++)
+    if (w->docs[d] % pieces) {
+      g_autofree char *len = size_format(w->docs[d]);
+      g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                  "document %u (%s tokens) does not divide into %" G_GUINT64_FORMAT " equal "
+                  "pieces (%s; pad it to a multiple of %" G_GUINT64_FORMAT ")", d + 1, len,
+                  pieces, why, pieces);
+      return false;
+    }
+  return true;
+}
+
+uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t r, bool zigzag,
+                          plan_seg out[2]) {
+  uint64_t start = 0;
+  for (uint32_t d = 0; d < doc; d++) start += w->docs[d];
+  plan_seg piece[2];
+  uint32_t n = sched_layout(w->docs[doc], a, r, zigzag, piece);
+  for (uint32_t i = 0; i < n; i++) out[i] = (plan_seg){start + piece[i].start, piece[i].len};
+  return n;
 }
 
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err) {

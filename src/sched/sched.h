@@ -16,6 +16,46 @@
 #include "plan_buf.h"
 #include "topology.h"
 #include "workload.h"
+#include "jsonio.h"
+
+/* A scheduler's own option (USP's Ulysses degree, TASP's given cycles).
+ * The scheduler declares it in its file; the command line (--KEY with
+ * '-' for '_'), the scenario loader (KEY, in the model object or at the
+ * top), --help and --list read it from the registry.  Several schedulers
+ * may list the same option (one object): it is then one option.  Values
+ * are read as jsonio's json_parse_value reads a command-line value (the
+ * --set machinery's reading), so a value means on the command line what
+ * it means in a file. */
+typedef enum {
+  SCHED_OPT_COUNT, /* a whole number from 1 to max (sizes: 4, 1K); unset: 0, the default */
+  SCHED_OPT_FLAG,  /* true or false; on the command line, given: true */
+  SCHED_OPT_TEXT,  /* a string the scheduler's check judges; unset: NULL */
+} sched_opt_type;
+
+typedef struct sched_opt {
+  const char *key;     /* scenario key, "usp_ulysses"; option --usp-ulysses */
+  bool in_model;       /* the key sits in the scenario's model object */
+  sched_opt_type type;
+  uint32_t max;        /* COUNT: the largest value */
+  const char *metavar; /* --help's placeholder for the value, "N" */
+  const char *help;    /* --help's line (the schedulers that read it are added) */
+  /* TEXT: given while none of the run's schedulers reads it is an error
+   * (the value would be ignored), naming what it is, "cycles"; NULL: no
+   * such rule. */
+  const char *ignored_noun;
+} sched_opt;
+
+/* The most distinct options all schedulers together declare. */
+#define SCHED_MAX_OPTS WORKLOAD_MAX_OPTS
+
+/* Upper fits of the size of a scheduler's plans, per pass, in the SP
+ * degree P: tasks t2 P^2 + t1 P, transfers x3 P^3 + x2 P^2 + x1 P, trace
+ * spans s2 P^2 + s1 P; t2, t1 and s2 under a causal mask (c) and a full
+ * one (f).  budget.c reads them; tests/test_budget.c checks them against
+ * the plans built at P = 8 and 32. */
+typedef struct {
+  double t2c, t2f, t1c, t1f, x3, x2, x1, s2c, s2f, s1;
+} sched_size;
 
 typedef struct sched_ops {
   const char *name;
@@ -28,6 +68,16 @@ typedef struct sched_ops {
   /* The layers it runs: a bit (1u << attn_kind) per kind; 0: softmax
    * attention only.  build() gets one layer, of w->attention. */
   unsigned attention;
+  /* Its own options, NULL-terminated; NULL: none. */
+  const sched_opt *const *opts;
+  sched_size size;
+  /* Another scheduler this one is exactly, under a name users know
+   * (TransformerEngine's cp_comm_type): runs its plan; --sched all runs
+   * that one, not the alias.  NULL: a method of its own. */
+  const struct sched_ops *alias_of;
+  /* Runs packed documents (workload.docs) with its variable-length
+   * layout; false: refused with a message naming those that do. */
+  bool docs;
 } sched_ops;
 
 #define SCHED_RUNS(kind) (1u << (kind))
@@ -38,12 +88,52 @@ const sched_ops *const *sched_all(void);
 /* "ring, zigzag, tasp" */
 char *sched_names(void);
 
+/* Every distinct option the schedulers declare, in registry order,
+ * NULL-terminated (at most SCHED_MAX_OPTS), and an option's index there
+ * (its slot in workload.opts), -1: none. */
+const sched_opt *const *sched_options(void);
+int sched_option_index(const sched_opt *o);
+const sched_opt *sched_option_find(const char *key);
+/* "--usp-ulysses", and the scenario field "model.usp_ulysses" (interned
+ * strings: they live as long as the program). */
+const char *sched_option_flag(const sched_opt *o);
+const char *sched_option_field(const sched_opt *o);
+/* "usp, usp-zigzag": the schedulers that declare o. */
+char *sched_option_users(const sched_opt *o);
+/* Whether s declares o. */
+bool sched_uses_option(const sched_ops *s, const sched_opt *o);
+/* o's value in w: COUNT and FLAG as a number (0: unset / false), TEXT as
+ * its text (NULL: unset). */
+uint32_t sched_opt_num(const workload *w, const sched_opt *o);
+const char *sched_opt_text(const workload *w, const sched_opt *o);
+void sched_opt_set_num(workload *w, const sched_opt *o, uint32_t v);
+void sched_opt_set_text(workload *w, const sched_opt *o, const char *text);
+/* Read o's value: given on the command line as cli_text (read as
+ * jsonio's json_parse_value reads a --set value; a FLAG given is true),
+ * else v from a scenario file.  The text a TEXT option keeps points into
+ * cli_text or v.  FALSE with *why (owned) saying what was expected. */
+bool sched_opt_value(const sched_opt *o, const char *cli_text, json_object *v, workload_opt *out,
+                     char **why);
+
 /* Whether s runs every kind of layer in w's model; an error naming the
  * schedulers that do where not. */
 bool sched_check_attention(const sched_ops *s, const workload *w, GError **err);
 /* sched_check_attention, then s->check on one layer of each kind: the
  * check callers make. */
 bool sched_check(const sched_ops *s, const workload *w, const topology *t, GError **err);
+
+/* Packed documents: where w has them, refused (TASP_ERROR_DOCS, naming the
+ * schedulers that run them) unless s runs them, and every document must
+ * divide into `parts` equal pieces per GPU (the variable-length layouts
+ * cut each document so, `why`; 0: any length will do). */
+bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
+                      GError **err);
+/* The pieces of document `doc` that rank a of r holds: its a-th of r
+ * equal pieces (ring_flash_attn_varlen_func's layout), or (zigzag) its
+ * a-th and (2r-1-a)-th of 2r (zigzag_ring_flash_attn_varlen_func's).
+ * Returns how many. */
+uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t r, bool zigzag,
+                          plan_seg out[2]);
 
 /* Shared checks: sequence divisible into `parts` equal pieces per GPU
  * group, with at least one token per piece. */
@@ -131,5 +221,11 @@ extern const sched_ops sched_allgather;
 extern const sched_ops sched_lasp;
 extern const sched_ops sched_lasp2;
 extern const sched_ops sched_lasp2h;
+extern const sched_ops sched_stripe;
+extern const sched_ops sched_double_ring;
+extern const sched_ops sched_te_p2p;
+extern const sched_ops sched_te_all_gather;
+extern const sched_ops sched_te_a2a;
+extern const sched_ops sched_te_a2a_p2p;
 
 #endif

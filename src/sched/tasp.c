@@ -203,6 +203,19 @@ static uint32_t decompose_cached(decomp_kind kind, uint32_t n, uint32_t per_node
 
 /* The user's cycles ("0-1-2-3,0-3-2-1": each a vertex order over the n
  * GPUs), checked to be edge-disjoint Hamiltonian cycles over direct links. */
+/* --tasp-cycles (scenario key tasp_cycles): the cycles as the user gives
+ * them ("0-1-2-3,0-3-2-1"), to reproduce a particular implementation's
+ * labelling; unset: found by tasp-sim.  Only tasp reads them (tasp-mkm
+ * makes its own from the nodes). */
+static const sched_opt tasp_opt_cycles = {
+    .key = "tasp_cycles",
+    .type = SCHED_OPT_TEXT,
+    .metavar = "0-1-2-3,0-3-2-1",
+    .help = "TASP's cycles as vertex orders, instead of the ones tasp-sim finds",
+    .ignored_noun = "cycles"};
+
+static const sched_opt *const tasp_opts[] = {&tasp_opt_cycles, NULL};
+
 static bool given_cycles(const char *spec, uint32_t n, const uint8_t *adj, ham_decomp *d,
                          GError **err) {
   g_auto(GStrv) cycles = g_strsplit(spec, ",", -1);
@@ -264,8 +277,8 @@ static uint32_t tasp_decompose(const workload *w, const topology *t, bool nodes,
     if (deg < out_min) out_min = deg;
   }
   if (out_links) *out_links = out_min;
-  if (w->tasp_cycles && !nodes)
-    return given_cycles(w->tasp_cycles, n, adj, d, err) ? d->n_cycles : 0;
+  if (sched_opt_text(w, &tasp_opt_cycles) && !nodes)
+    return given_cycles(sched_opt_text(w, &tasp_opt_cycles), n, adj, d, err) ? d->n_cycles : 0;
   if (nodes && chains_nodes(w, t))
     return decompose_cached(DECOMP_NODES, n, t->gpus_per_node, 0, NULL, d);
   if (out_min == n - 1) return decompose_cached(DECOMP_COMPLETE, n, 0, 0, NULL, d);
@@ -291,7 +304,7 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
   uint32_t k = tasp_decompose(w, t, nodes, &d, NULL, &e);
   ham_clear(&d);
   if (e) {  /* only given cycles fail here */
-    e->code = TASP_ERROR_CYCLES;
+    e->code = TASP_ERROR_OPTION;
     g_propagate_error(err, g_steal_pointer(&e));
     return false;
   }
@@ -347,7 +360,7 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
                     .kv_name = "next sub-chunks (k, v)"};
   plan *p = rotate_build(&ops, &s, w, record_segs);
   bool complete_graph = links == n - 1;
-  if (w->tasp_cycles && !nodes)
+  if (sched_opt_text(w, &tasp_opt_cycles) && !nodes)
     g_string_printf(p->note, "tasp: the %u cycles given by tasp_cycles", k);
   else if (nodes && chains_nodes(w, t))
     g_string_printf(p->note, "tasp-mkm: (%u-K_%u-%u)^%u: %u edge-disjoint Hamiltonian cycles, "
@@ -388,8 +401,19 @@ static plan *mkm_build(const workload *w, const topology *t, bool record_segs) {
 }
 
 const sched_ops sched_tasp = {
-    "tasp", "TASP: Hamiltonian decomposition into concurrent rings, one all-to-all per step",
-    tasp_check, tasp_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "tasp",
+    .summary = "TASP: Hamiltonian decomposition into concurrent rings, one all-to-all per step",
+    .check = tasp_check,
+    .build = tasp_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    .opts = tasp_opts,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {3.7, 0, 3, 3, 2, 0, 0, 4.6, 3, 8}};
 const sched_ops sched_tasp_mkm = {
-    "tasp-mkm", "TASP over (m-K_m-m)^u: Hamiltonian paths in each node chained through the NICs",
-    mkm_check, mkm_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "tasp-mkm",
+    .summary = "TASP over (m-K_m-m)^u: Hamiltonian paths in each node chained through the NICs",
+    .check = mkm_check,
+    .build = mkm_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {3.3, 0, 3, 3, 0, 16, 0, 4.2, 3, 8}};

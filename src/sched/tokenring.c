@@ -238,5 +238,10 @@ static plan *tokenring_build(const workload *w, const topology *t, bool record_s
 }
 
 const sched_ops sched_tokenring = {
-    "tokenring", "TokenRing: KV stays, Q moves one hop a step, block outputs go straight home",
-    tokenring_check, tokenring_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "tokenring",
+    .summary = "TokenRing: KV stays, Q moves one hop a step, block outputs go straight home",
+    .check = tokenring_check,
+    .build = tokenring_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {2.2, 2.2, 3, 3, 0, 2, 0, 4, 4, 8}};

@@ -95,7 +95,7 @@ static int64_t move_qkv(plan *p, const workload *w, uint32_t u, uint32_t step, b
                         const ulysses_bufs *held, ulysses_bufs *got) {
   double kv = ulysses_kv_heads(w, u), e = w->elem_bytes;
   uint32_t id;
-  if (w->ulysses_fused) {
+  if (sched_opt_num(w, &ulysses_opt_fused)) {
     after = a2a(p, w, u, step, w->heads + 2 * kv, e, scatter, grads, after, src, nsrc, held, &id);
     if (got) add(got, id);
     return after;
@@ -165,7 +165,14 @@ void ulysses_kernel_bufs(plan *p, const workload *w, uint32_t u, bool backward,
 
 static bool ulysses_check(const workload *w, const topology *t, GError **err) {
   (void)t;
-  return ulysses_check_heads(w, w->gpus, "ulysses", err) &&
+  if (w->docs && w->attention == ATTN_LINEAR) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                "ulysses runs packed documents (--docs) on softmax layers only");
+    return false;
+  }
+  /* after the all-to-all a GPU holds whole documents: any length will do */
+  return sched_check_docs(&sched_ulysses, w, 0, "", err) &&
+         ulysses_check_heads(w, w->gpus, "ulysses", err) &&
          sched_check_divisible(w, 1, "ulysses gives every GPU an equal contiguous chunk", err);
 }
 
@@ -175,20 +182,26 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   uint32_t n = w->gpus, heads = w->heads / n;
   ulysses_bufs held = {{0}, 0}, res = {{0}, 0};
   int64_t ready = ulysses_scatter_heads(p, w, n, backward, 0, after, c->io, &held);
-  g_autofree uint32_t *ks = g_new(uint32_t, n);
+  /* packed documents: the kernel over each document (flash attention's
+   * varlen call over cu_seqlens, priced per document), one after another */
+  uint32_t m = w->docs ? w->n_docs : 1, nk = n * m;
+  g_autofree uint32_t *ks = g_new(uint32_t, nk);
   plan_seg all = {0, w->seq_len};
-  for (uint32_t g = 0; g < n; g++) {
-    plan_op shape = sched_shape(w, w->causal, backward);
-    shape.head_off = g * heads;
-    shape.heads = heads;
-    uint32_t k = w->attention == ATTN_LINEAR
-                     ? plan_linear(p, g, 0, &shape, OP_LIN_INTRA, &all, 1, &all, 1)
-                     : plan_attn(p, g, 0, &shape, &all, 1, &all, 1);
-    if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
-    if (w->attention == ATTN_LINEAR) sched_lin_intra_workspace(p, k);
-    ks[g] = k;
-  }
-  ulysses_kernel_bufs(p, w, n, backward, ks, n, &res, &held);
+  for (uint32_t g = 0; g < n; g++)
+    for (uint32_t d = 0; d < m; d++) {
+      plan_op shape = sched_shape(w, w->causal, backward);
+      shape.head_off = g * heads;
+      shape.heads = heads;
+      plan_seg doc[2], seg = all;
+      if (w->docs && sched_doc_layout(w, d, 0, 1, false, doc)) seg = doc[0];
+      uint32_t k = w->attention == ATTN_LINEAR
+                       ? plan_linear(p, g, 0, &shape, OP_LIN_INTRA, &seg, 1, &seg, 1)
+                       : plan_attn(p, g, 0, &shape, &seg, 1, &seg, 1);
+      if (ready >= 0) plan_dep(p, (uint32_t)ready, k);
+      if (w->attention == ATTN_LINEAR) sched_lin_intra_workspace(p, k);
+      ks[g * m + d] = k;
+    }
+  ulysses_kernel_bufs(p, w, n, backward, ks, nk, &res, &held);
   /* DeepSpeed's attention saves its head-scattered inputs, output and
    * log-sum-exp for backward (flash attention's autograd): forward hands
    * them on, backward's kernels read them and free them (a backward alone
@@ -208,7 +221,7 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
           plan_buf_saved_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/N heads");
     }
     for (uint32_t i = 0; i < c->io->n_keep; i++)
-      for (uint32_t g = 0; g < n; g++) plan_buf_reads(p, ks[g], c->io->keep[i]);
+      for (uint32_t k = 0; k < nk; k++) plan_buf_reads(p, ks[k], c->io->keep[i]);
   }
   return ulysses_gather_heads(p, w, n, backward, 1, &res, &held);
 }
@@ -221,6 +234,21 @@ static plan *ulysses_build(const workload *w, const topology *t, bool record_seg
   return p;
 }
 
+const sched_opt ulysses_opt_fused = {
+    .key = "ulysses_fused",
+    .in_model = true,
+    .type = SCHED_OPT_FLAG,
+    .help = "Ulysses moves Q, K and V in one all-to-all instead of three calls"};
+
+static const sched_opt *const ulysses_opts[] = {&ulysses_opt_fused, NULL};
+
 const sched_ops sched_ulysses = {
-    "ulysses", "DeepSpeed-Ulysses: all-to-all to heads x whole sequence, attention, back",
-    ulysses_check, ulysses_build, SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR)};
+    .name = "ulysses",
+    .summary = "DeepSpeed-Ulysses: all-to-all to heads x whole sequence, attention, back",
+    .check = ulysses_check,
+    .build = ulysses_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR),
+    .opts = ulysses_opts,
+    .docs = true,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0, 0, 6, 6, 0, 4, 0, 0, 0, 10}};

@@ -12,6 +12,13 @@
 
 #include "sched.h"
 
+/* --ulysses-fused (model.ulysses_fused): Ulysses moves Q, K and V in one
+ * all-to-all instead of three calls; ulysses's and usp's option.  And
+ * --usp-ulysses (model.usp_ulysses): USP's Ulysses degree (0: the
+ * default, ulysses_default_degree), declared by usp.c. */
+extern const sched_opt ulysses_opt_fused;
+extern const sched_opt usp_opt_ulysses;
+
 /* KV heads each Ulysses group spreads over its u GPUs: kv_heads, or u when
  * kv_heads < u (each KV head then replicated to u / kv_heads GPUs: a KV
  * head cannot be split, and every query head needs its KV head beside it). */

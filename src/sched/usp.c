@@ -14,8 +14,22 @@
 #include "ring.h"
 #include "ulysses.h"
 
+/* The most a Ulysses degree can be: the most GPUs a sequence may share
+ * (scenario.h's SCENARIO_MAX_SP). */
+const sched_opt usp_opt_ulysses = {
+    .key = "usp_ulysses",
+    .in_model = true,
+    .type = SCHED_OPT_COUNT,
+    .max = 16384,
+    .metavar = "N",
+    .help = "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the "
+            "largest that fits in a node and divides the heads"};
+
+static const sched_opt *const usp_opts[] = {&usp_opt_ulysses, &ulysses_opt_fused, NULL};
+
 static uint32_t degree(const workload *w, const topology *t) {
-  return w->ulysses ? w->ulysses : ulysses_default_degree(w, t);
+  uint32_t u = sched_opt_num(w, &usp_opt_ulysses);
+  return u ? u : ulysses_default_degree(w, t);
 }
 
 /* What the forward saves for the backward, and where the pass began. */
@@ -159,8 +173,20 @@ static plan *uspz_build(const workload *w, const topology *t, bool record_segs) 
 }
 
 const sched_ops sched_usp = {
-    "usp", "USP: Ulysses all-to-all inside a node x Ring across (--usp-ulysses)", usp_check,
-    usp_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "usp",
+    .summary = "USP: Ulysses all-to-all inside a node x Ring across",
+    .check = usp_check,
+    .build = usp_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    .opts = usp_opts,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0.5, 0.5, 12, 12, 0, 3.5, 0, 1.2, 1.2, 20}};
 const sched_ops sched_usp_zigzag = {
-    "usp-zigzag", "USP with Zigzag-Ring as its ring part (balanced causal)", uspz_check,
-    uspz_build, SCHED_RUNS(ATTN_SOFTMAX)};
+    .name = "usp-zigzag",
+    .summary = "USP with Zigzag-Ring as its ring part (balanced causal)",
+    .check = uspz_check,
+    .build = uspz_build,
+    .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    .opts = usp_opts,
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
+    .size = {0.5, 0.5, 12, 12, 0, 3.5, 0, 1.2, 1.2, 20}};
