@@ -51,7 +51,7 @@ def main():
                "--mask", "causal" if r["causal"] else "full", "--csv", "-", "--quiet"]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         row = next(csv.DictReader(io.StringIO(out)))
-        e = float(row["step_ms"]) / r["ms"] - 1
+        e = float(row["compute_ms"]) / r["ms"] - 1
         errs[family(r) + (row["confidence"],)].append(e)
         allerr.append(abs(e))
     print("| batch x heads (B x H/Hk) | head dim | confidence | kernels | median error | "
