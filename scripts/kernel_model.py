@@ -183,21 +183,32 @@ def makespan(one_head, heads, occ, u, sms, max_sim=2048):
     return prefix + t
 
 
+def tile_group(D):
+    """FlashAttention-2's kernel configuration by head dim (forward and
+    backward alike): 64 and under one tile, 65-128 another, above 128 the
+    8-warp kernels."""
+    return 0 if D <= 64 else 1 if D <= 128 else 2
+
+
 def tau(c, D, bwd):
-    """Seconds per (query, key) pair on one SM at its full rate: measured
-    per head dim (c["tau_fwd"], c["tau_bwd"]: {D: fs}), linear in D between
-    measured head dims, at the nearest one's FLOP rate beyond them."""
+    """Seconds per (query, key) pair on one SM at its full rate at head dim
+    D, from the times measured per head dim (c["tau_fwd"], c["tau_bwd"]:
+    {D: fs}) through their FLOP rates (D / time): the measured head dims of
+    D's own tile group where there are any (rate linear in D between them,
+    the nearest one's beyond), else all of them."""
     t = {int(k): v for k, v in c["tau_bwd" if bwd else "tau_fwd"].items()}
-    ds = sorted(t)
+    same = [d for d in t if tile_group(d) == tile_group(D)]
+    ds = sorted(same or t)
+    rate = {d: d / t[d] for d in ds}
     if D <= ds[0]:
-        return t[ds[0]] * D / ds[0] * 1e-15
-    if D >= ds[-1]:
-        return t[ds[-1]] * D / ds[-1] * 1e-15
-    hi = next(d for d in ds if d >= D)
-    lo = max(d for d in ds if d <= D)
-    if hi == lo:
-        return t[lo] * 1e-15
-    return (t[lo] + (t[hi] - t[lo]) * (D - lo) / (hi - lo)) * 1e-15
+        r = rate[ds[0]]
+    elif D >= ds[-1]:
+        r = rate[ds[-1]]
+    else:
+        hi = next(d for d in ds if d >= D)
+        lo = max(d for d in ds if d <= D)
+        r = rate[lo] if hi == lo else rate[lo] + (rate[hi] - rate[lo]) * (D - lo) / (hi - lo)
+    return D / r * 1e-15
 
 
 def predict(c, B, H, D, sq, sk, causal, bwd, sms, cache=None):
@@ -397,6 +408,8 @@ def main():
                 continue
             train = [k for k in data if not sel(k)]
             test = [k for k in data if sel(k)]
+            if not test or not train:
+                continue
             c = fit(train, a.sms)
             errs = errors(c, test, a.sms, a.min_tokens)
             allerr += errs

@@ -197,15 +197,34 @@ double kernel_model_makespan(const kernel_model *k, double bh, double head_dim, 
   return m;
 }
 
-/* Seconds per pair on one SM at head dim D (kernel_model.h). */
+/* FlashAttention-2's kernel configuration by head dim (the tiles above,
+ * forward and backward alike): up to 64, 65-128, and the 8-warp kernels
+ * above 128. */
+static int tile_group(double d) { return d <= 64 ? 0 : d <= 128 ? 1 : 2; }
+
+/* Seconds per pair on one SM at head dim D, from the measured head dims'
+ * FLOP rates (D / time): those of D's own tile group where measured (the
+ * rate linear in D between them, the nearest one's beyond), else all. */
 static double pair_s(const kernel_model *k, double d, bool backward) {
-  const double *v = k->pair_s[backward], *x = k->dims;
-  guint n = k->n_dims;
-  if (d <= x[0]) return v[0] * d / x[0];
-  if (d >= x[n - 1]) return v[n - 1] * d / x[n - 1];
-  guint i = 1;
-  while (x[i] < d) i++;
-  return v[i - 1] + (v[i] - v[i - 1]) * (d - x[i - 1]) / (x[i] - x[i - 1]);
+  double x[KERNEL_MODEL_MAX_DIMS], r[KERNEL_MODEL_MAX_DIMS];
+  guint n = 0;
+  for (int pass = 0; pass < 2 && n == 0; pass++)
+    for (guint i = 0; i < k->n_dims; i++)
+      if (pass == 1 || tile_group(k->dims[i]) == tile_group(d)) {
+        x[n] = k->dims[i];
+        r[n++] = k->dims[i] / k->pair_s[backward][i];
+      }
+  double rate;
+  if (d <= x[0]) {
+    rate = r[0];
+  } else if (d >= x[n - 1]) {
+    rate = r[n - 1];
+  } else {
+    guint i = 1;
+    while (x[i] < d) i++;
+    rate = r[i - 1] + (r[i] - r[i - 1]) * (d - x[i - 1]) / (x[i] - x[i - 1]);
+  }
+  return d / rate;
 }
 
 double kernel_model_s(const kernel_model *k, double bh, double head_dim, double sq, double sk,

@@ -23,8 +23,9 @@
  * equally.  A CTA's work is its (query, key) pairs plus two tiles (load
  * Q, write O).  The kernel's time: fixed + busy x (1 + slowdown x (1 -
  * exp(-busy / after))), busy = the makespan in pairs x the seconds one SM
- * takes per pair at head dim D (measured per head dim, linear in D
- * between, at the nearest one's FLOP rate beyond): a sustained kernel
+ * takes per pair at head dim D (measured per head dim; between and
+ * beyond them the FLOP rate of the measured head dims of D's own tile
+ * configuration, linear in D, else of all): a sustained kernel
  * runs at the clock the power limit holds, a short one at boost.
  *
  * Constants (scripts/kernel_model.py fits them to a kernel sweep; the
