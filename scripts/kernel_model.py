@@ -33,15 +33,22 @@ Q, writing O); the makespan in pairs times tau(D), the seconds one SM takes
 per pair at full rate, plus a fixed t0 (host issue and launch, as the
 sweep's CUDA-event time of one call includes them) is the kernel's time.
 
-Constants fitted per GPU (at most eight):
-  t0_fwd, t0_bwd     fixed time of a forward / backward call (s)
-  a, b, e            tau_fwd(D) = (a + b D + e D^2) 1e-15 s per pair and SM
-  rho, rho_d         tau_bwd(D) = tau_fwd(D) (rho + rho_d (D - 128) / 128)
-  u                  a lone CTA's share of an SM (forward, 2 CTAs per SM)
-(the prologue, 2 tiles, is held, not fitted).
+Constants per GPU:
+  fitted (5)  t0_fwd, t0_bwd   fixed time of a forward / backward call (s)
+              u                a lone CTA's share of an SM that fits two
+              theta, t_theta   sustained-load slowdown: busy x (1 + theta
+                               (1 - exp(-busy / t_theta)))
+  measured    tau_fwd, tau_bwd seconds per (query, key) pair on one SM at
+                               full rate, per head dim of the sweep (a
+                               least-squares value per head dim; between and
+                               beyond them the FLOP rate of the head dim's
+                               own tile configuration)
+(the prologue, 2 tiles, is held, not fitted).  A kernel timed in several
+runs takes its lowest median.
 
-    scripts/kernel_model.py fit SWEEP.jsonl [...] [--sms 132] [--leave-out FAMILY]
-    scripts/kernel_model.py check SWEEP.jsonl --constants JSON
+    scripts/kernel_model.py fit SWEEP.jsonl [...] [--sms 132] [--write TOPOLOGY ...]
+    scripts/kernel_model.py crossval SWEEP.jsonl [...]   # leave out whole shape families
+    scripts/kernel_model.py check SWEEP.jsonl [...] --topology TOPOLOGY   # its kernel_model
 """
 import argparse
 import heapq
@@ -137,7 +144,6 @@ def makespan(one_head, heads, occ, u, sms, max_sim=2048):
     n = len(one_head) * heads
     if occ == 1:
         u = 1.0
-    total = sum(one_head) * heads
     if n > max_sim:
         keep_heads = max(1, math.ceil(max_sim / len(one_head)))
         keep_heads = min(keep_heads, heads)
@@ -179,7 +185,6 @@ def makespan(one_head, heads, occ, u, sms, max_sim=2048):
         rem[s] = rs
         if rs:
             heapq.heappush(heap, (t + min(rs) / rate(len(rs)), s))
-    _ = total
     return prefix + t
 
 
@@ -339,9 +344,20 @@ def topology_object(c, sms, source):
     dims = sorted(int(d) for d in c["tau_fwd"])
     return {"source": source, "sms": sms, "lone_cta_share": c["u"],
             "sustained_slowdown": c["theta"], "sustained_after_us": round(c["t_theta"] * 1e6, 1),
-            "fwd_fixed_us": round(c["t0_fwd"] * 1e6, 2), "bwd_fixed_us": round(c["t0_bwd"] * 1e6, 2),
+            "fwd_fixed_us": round(c["t0_fwd"] * 1e6, 2),
+            "bwd_fixed_us": round(c["t0_bwd"] * 1e6, 2),
             "pair_time": [{"head_dim": d, "fwd_fs": round(c["tau_fwd"][str(d)], 1),
                            "bwd_fs": round(c["tau_bwd"][str(d)], 1)} for d in dims]}
+
+
+def from_topology(path):
+    """(SMs, constants) of a topology's compute.kernel_model."""
+    k = json.load(open(path))["compute"]["kernel_model"]
+    return k["sms"], {"u": k["lone_cta_share"], "theta": k["sustained_slowdown"],
+                      "t_theta": k["sustained_after_us"] * 1e-6,
+                      "t0_fwd": k["fwd_fixed_us"] * 1e-6, "t0_bwd": k["bwd_fixed_us"] * 1e-6,
+                      "tau_fwd": {str(p["head_dim"]): p["fwd_fs"] for p in k["pair_time"]},
+                      "tau_bwd": {str(p["head_dim"]): p["bwd_fs"] for p in k["pair_time"]}}
 
 
 def write_topology(path, obj):
@@ -379,7 +395,7 @@ def main():
     ap.add_argument("what", choices=("fit", "crossval", "check"))
     ap.add_argument("sweeps", nargs="+")
     ap.add_argument("--sms", type=int, default=132)
-    ap.add_argument("--constants", help="check: a JSON object of the constants")
+    ap.add_argument("--topology", help="check: the topology whose compute.kernel_model to use")
     ap.add_argument("--min-tokens", type=int, default=4096)
     ap.add_argument("--write", nargs="*", default=[],
                     help="fit: put the constants into these topology files")
@@ -418,8 +434,8 @@ def main():
             print(f"leave out {fam}: {summary(errs)}")
         print("all folds:", summary(allerr))
     else:
-        c = json.loads(a.constants)
-        print(summary(errors(c, data, a.sms, a.min_tokens)))
+        sms, c = from_topology(a.topology)
+        print(summary(errors(c, data, sms, a.min_tokens)))
 
 
 if __name__ == "__main__":

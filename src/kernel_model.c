@@ -6,7 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "sizes.h"
 
 /* FlashAttention-2's tiles on sm80/sm90 without dropout, by head dim
  * rounded up to 32 (index D / 32 - 1): query rows bm, keys bn, CTAs an SM

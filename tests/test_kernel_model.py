@@ -27,12 +27,7 @@ def check(name, cond):
 
 
 def constants(topo):
-    k = json.load(open(os.path.join(ROOT, topo)))["compute"]["kernel_model"]
-    return k["sms"], {"u": k["lone_cta_share"], "theta": k["sustained_slowdown"],
-                      "t_theta": k["sustained_after_us"] * 1e-6,
-                      "t0_fwd": k["fwd_fixed_us"] * 1e-6, "t0_bwd": k["bwd_fixed_us"] * 1e-6,
-                      "tau_fwd": {str(p["head_dim"]): p["fwd_fs"] for p in k["pair_time"]},
-                      "tau_bwd": {str(p["head_dim"]): p["bwd_fs"] for p in k["pair_time"]}}
+    return km.from_topology(os.path.join(ROOT, topo))
 
 
 def priced(topo, B, H, D, L, causal):
@@ -78,5 +73,26 @@ check("fit recovers the fixed costs", abs(got["t0_fwd"] / 30e-6 - 1) < 0.02 and
       abs(got["t0_bwd"] / 50e-6 - 1) < 0.02)
 check("fit recovers the per-pair times", all(
     abs(got[k][d] / truth[k][d] - 1) < 0.01 for k in ("tau_fwd", "tau_bwd") for d in ("64", "128")))
+# the sweep's plan (scripts/calibrate/kernel_sweep.py): bounded, and every
+# axis value at several values of the others; the rest listed unmeasured
+sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+import kernel_sweep as ks  # noqa: E402
+
+todo, skip = ks.plan()
+keys = [tuple(sorted(k.items())) for k in todo]
+check("each kernel planned once", len(set(keys)) == len(keys))
+check("every planned kernel within 16 GiB and 20 TFLOP", all(
+    ks.qkvo_bytes(k["B"], k["H"], k["Hk"], k["D"], k["sq"], k["sk"]) <= 16 * ks.GIB and
+    ks.flops(k["B"], k["H"], k["D"], k["sq"], k["sk"], k["causal"]) <= 20e12 for k in todo))
+check("every kernel of the grid planned or unmeasured with a reason",
+      len(todo) + len(skip) == len(ks.grid()) and all(k["unmeasured"] for k in skip))
+for axis, values in (("D", ks.HEAD_DIMS), ("sq", ks.LENGTHS)):
+    got = {k[axis] for k in todo}
+    check(f"every {axis} planned", set(values) <= got)
+check("B x H 1-256 and batch 4 planned", {k["B"] * k["H"] for k in todo} ==
+      {1, 2, 4, 8, 16, 32, 64, 128, 256} and any(k["B"] == 4 for k in todo))
+check("non-square kernels both ways", any(k["sk"] > k["sq"] for k in todo) and
+      any(k["sk"] < k["sq"] for k in todo))
+check("the order is shuffled, not by length", [k["sq"] for k in todo] != sorted(k["sq"] for k in todo))
 print(f"kernel_model: {'FAILED' if fails else 'ok'}")
 sys.exit(1 if fails else 0)

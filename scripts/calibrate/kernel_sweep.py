@@ -143,9 +143,9 @@ def main():
         for k in todo + skip:
             print(json.dumps(k))
         return
+    total = sum(flops(k["B"], k["H"], k["D"], k["sq"], k["sk"], k["causal"]) for k in todo)
     print(f"{len(todo)} kernels to time, {len(skip)} unmeasurable; "
-          f"{sum(flops(k['B'], k['H'], k['D'], k['sq'], k['sk'], k['causal']) for k in todo) / 1e12:.0f}"
-          " TFLOP forward in all")
+          f"{total / 1e12:.0f} TFLOP forward in all")
     for axis in ("D", "sq", "causal"):
         c = {}
         for k in todo:
