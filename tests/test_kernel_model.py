@@ -93,6 +93,7 @@ check("B x H 1-256 and batch 4 planned", {k["B"] * k["H"] for k in todo} ==
       {1, 2, 4, 8, 16, 32, 64, 128, 256} and any(k["B"] == 4 for k in todo))
 check("non-square kernels both ways", any(k["sk"] > k["sq"] for k in todo) and
       any(k["sk"] < k["sq"] for k in todo))
-check("the order is shuffled, not by length", [k["sq"] for k in todo] != sorted(k["sq"] for k in todo))
+check("the order is shuffled, not by length",
+      [k["sq"] for k in todo] != sorted(k["sq"] for k in todo))
 print(f"kernel_model: {'FAILED' if fails else 'ok'}")
 sys.exit(1 if fails else 0)
