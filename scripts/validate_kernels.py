@@ -2,11 +2,14 @@
 """Forward flash kernels predicted against a compute sweep's measurements.
 
 Reads the calibration tool's compute sweep (`--parts compute
---compute-heads ...`, e.g. calibration/h200x1-sweep/compute-n1.jsonl: square
+--compute-heads ...`, e.g. calibration/h200x1-sweep/compute-n1.jsonl) or
+kernel sweep (`--parts kernels`, calibration/h100x1-sweep: its square
+kernels; the non-square ones need a pass that runs them alone): square
 kernels over heads, head dims, batches and lengths, many beyond the
 kernel tables' shapes) and predicts each forward kernel as tasp-sim prices
-it: one GPU's ring pass (`--sp 1 --sched ring --pass fwd`, a single kernel,
-host issue included, as the sweep's CUDA-event time includes the launch),
+it: one GPU's ring pass (`--sp 1 --sched ring --pass fwd`, a single kernel;
+its compute_ms, the kernel's own price, which like the sweep's CUDA-event
+time includes its launch; the pass's step_ms adds the pass's host issue),
 grouped by shape family so that a family the tables do not hold shows as
 one line.  A measure of where the kernel model is blind, not a fit.
 
@@ -41,7 +44,8 @@ def main():
     ap.add_argument("--min-tokens", type=int, default=4096)
     a = ap.parse_args()
     recs = [json.loads(line) for line in open(a.sweep)]
-    recs = [r for r in recs if r["op"] == "attn_fwd" and r["sq"] >= a.min_tokens]
+    recs = [r for r in recs if r.get("op") in ("attn_fwd", "attn") and "ms" in r and
+            r["sq"] == r["sk"] and r["sq"] >= a.min_tokens]
     errs = defaultdict(list)
     allerr = []
     for r in recs:
@@ -51,7 +55,7 @@ def main():
                "--mask", "causal" if r["causal"] else "full", "--csv", "-", "--quiet"]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         row = next(csv.DictReader(io.StringIO(out)))
-        e = float(row["step_ms"]) / r["ms"] - 1
+        e = float(row["compute_ms"]) / r["ms"] - 1
         errs[family(r) + (row["confidence"],)].append(e)
         allerr.append(abs(e))
     print("| batch x heads (B x H/Hk) | head dim | confidence | kernels | median error | "

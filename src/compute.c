@@ -438,7 +438,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "linear_table", "aspect_table", "table_scale",
                                      "bwd_host_us", "linear_host_us", "copy_mixed_GBps",
                                      "comm_slowdown", "table_from", "gemm_table",
-                                     "gemm_efficiency", NULL};
+                                     "gemm_efficiency", "kernel_model", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -524,6 +524,13 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     g_autofree char *gpath = json_path_join(w.path, "gemm_table");
     if (!parse_points(gemm, w, gpath, parse_gemm_point, m, err)) return false;
     tidy_points(m->gemm_points);
+  }
+  json_object *mech = NULL;
+  if (!json_get_typed(obj, w, "kernel_model", false, json_type_object, &mech, err)) return false;
+  if (mech) {
+    g_autofree char *kpath = json_path_join(w.path, "kernel_model");
+    json_where wk = {w.file, kpath, w.doc};
+    if (!kernel_model_parse(mech, wk, &m->mech, err)) return false;
   }
   return parse_linear_table(obj, w, m, err);
 }
@@ -742,8 +749,15 @@ static double attn_lookup(const compute_model *m, double flops, double batch_hea
     int c = table_mask(m, causal);
     if (c != causal) mark(k, LK_EXTRAPOLATED, COMPUTE_BEYOND_MASK);
     const GArray *ref = m->aspect_points[c]->len ? m->aspect_points[c] : m->aspect_points[!c];
-    return table_s(m, m->points[c], ref, flops / m->table_scale, batch_heads, head_dim,
-                   log2(sk / sq), backward, k);
+    lookup_acc own = {LK_UNPRICED, 0};
+    double t = table_s(m, m->points[c], ref, flops / m->table_scale, batch_heads, head_dim,
+                       log2(sk / sq), backward, &own);
+    if (c != causal) own.level = LK_EXTRAPOLATED;
+    /* beyond the table: the kernel's mechanisms, where the topology has them */
+    if (m->mech.set && own.level == LK_EXTRAPOLATED)
+      t = kernel_model_s(&m->mech, batch_heads, head_dim, sq, sk, causal, backward);
+    mark(k, own.level, own.beyond);
+    return t;
   }
   mark(k, LK_ROOFLINE, 0);
   double t = flops / (m->peak_flops * m->efficiency);

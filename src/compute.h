@@ -28,6 +28,10 @@
  * faster when saturated: a kernel of F FLOPs takes the table's time of
  * F / k (the fixed costs of a small kernel stay the table's).
  * Backward: its own measured times where given, else a ratio to forward.
+ * Beyond the table (a lookup that would be `extrapolated` in any
+ * dimension), a topology with a `kernel_model` (kernel_model.h: CTAs in
+ * waves over the SMs, fitted to a kernel sweep) prices the kernel by its
+ * mechanisms instead; inside the table's range the table's times stand.
  *
  * Linear attention (OP_LIN_*): FLOPs and bytes per kind, forward and
  * backward (compute_op_flops, compute_op_bytes); priced by a measured
@@ -89,6 +93,7 @@
 #include <stdbool.h>
 
 #include "jsonio.h"
+#include "kernel_model.h"
 #include "plan.h"
 
 typedef struct {
@@ -177,6 +182,9 @@ typedef struct {
    * empty: roofline at gemm_efficiency of peak */
   GArray *gemm_points;
   double gemm_efficiency;
+  /* flash kernels from their mechanisms (compute.kernel_model): prices a
+   * kernel the table would extrapolate (kernel_model.h); unset: none */
+  kernel_model mech;
 } compute_model;
 
 void compute_model_init(compute_model *m);

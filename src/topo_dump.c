@@ -99,6 +99,11 @@ void topo_dump(FILE *f, const topology *t) {
     fprintf(f, "compute: roofline, peak_tflops %g, efficiency %g, launch_us %g%s, bwd_ratio %g\n",
             m->peak_flops * 1e-12, m->efficiency, m->launch_s * 1e6,
             dflt(t, "compute.launch_us"), m->bwd_ratio);
+  if (m->mech.set)
+    fprintf(f, "  kernel_model (beyond the table): %g SMs, lone CTA share %g, fixed %g/%g us "
+            "(fwd/bwd), sustained slowdown %g after %g us, per-pair times at %u head dims\n",
+            m->mech.sms, m->mech.lone_share, m->mech.fixed_s[0] * 1e6, m->mech.fixed_s[1] * 1e6,
+            m->mech.slowdown, m->mech.after_s * 1e6, m->mech.n_dims);
   fprintf(f, "  host_us %g%s per kernel (backward %g%s); linear host_us intra %g/%g, causal intra "
           "%g/%g, state %g/%g, apply %g/%g (fwd/bwd)\n", m->host_s * 1e6,
           dflt(t, "compute.host_us"), m->bwd_host_s * 1e6, dflt(t, "compute.bwd_host_us"),

@@ -12,6 +12,14 @@ static topology *load(const char *file) {
   return t;
 }
 
+/* The table's lookup alone: without the kernel model that prices what
+ * the table would extrapolate (t_mech_* test that). */
+static topology *load_table(const char *file) {
+  topology *t = load(file);
+  if (t) t->compute.mech.set = false;
+  return t;
+}
+
 static void t_roofline(void) {
   compute_model m;
   compute_model_init(&m);
@@ -219,7 +227,7 @@ static void t_table_monotone(void) {
   static const double dims[] = {32, 64, 96, 128, 256}, bhs[] = {1, 16, 32, 48, 64, 256};
   static const double aspects[] = {0.25, 0.5, 1, 1.5, 2, 4};
   for (const char *const *f = files; *f; f++) {
-    topology *t = load(*f);
+    topology *t = load_table(*f);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     unsigned bad = 0;
     for (int c = 0; c < 2; c++)
@@ -286,7 +294,7 @@ static double measured(json_object *table, double b, double d, double sq, bool c
  * 12-19% too fast).  Between measured values the time lies between their
  * curves; beyond them it follows the nearest; only the product B·H counts. */
 static void t_shape_lookup(void) {
-  topology *t = load("topologies/h100x8.json");
+  topology *t = load_table("topologies/h100x8.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   json_object *root = json_object_from_file("topologies/h100x8.json"), *comp = NULL, *table = NULL;
   CU_ASSERT_FATAL(root && json_object_object_get_ex(root, "compute", &comp) &&
@@ -334,7 +342,8 @@ static void t_shape_lookup(void) {
  * same kernels show on H200 (aspect_table), and a head dim of the H200
  * table without aspects takes its head dim 128's ratio. */
 static void t_aspect_ratio(void) {
-  topology *h100 = load("topologies/h100x8.json"), *h200 = load("topologies/h200x2-tool.json");
+  topology *h100 = load_table("topologies/h100x8.json");
+  topology *h200 = load_table("topologies/h200x2-tool.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(h100);
   CU_ASSERT_PTR_NOT_NULL_FATAL(h200);
   compute_model ref; /* the H200 kernels alone, as a table */
@@ -1146,6 +1155,169 @@ static void t_elemwise(void) {
   compute_model_clear(&m);
 }
 
+/* ---- the kernel model with mechanisms (kernel_model.h) ---- */
+
+/* A kernel model of 132 SMs, per-pair times of 1 fs at every head dim so
+ * that times are makespans, no fixed cost or sustained slowdown. */
+static kernel_model plain_mech(double share) {
+  kernel_model k = {0};
+  k.set = true;
+  k.sms = 132;
+  k.lone_share = share;
+  k.after_s = 1e-3;
+  k.n_dims = 1;
+  k.dims[0] = 128;
+  k.pair_s[0][0] = k.pair_s[1][0] = 1e-15;
+  return k;
+}
+
+/* FlashAttention-2 splits the keys only where the 64-row blocks leave
+ * most of the SMs' slots empty: 1 head of 8K tokens at head dim 128 runs
+ * as 2 splits (128 blocks, 264 slots), of 16K as one (256 blocks), and 1
+ * head of 4K at head dim 64 as 4 (64 blocks of 16 key blocks of 256). */
+static void t_mech_splits(void) {
+  kernel_model k = plain_mech(0.8);
+  CU_ASSERT_EQUAL(kernel_model_splits(&k, 1, 128, 8192, 8192), 2);
+  CU_ASSERT_EQUAL(kernel_model_splits(&k, 1, 128, 16384, 16384), 1);
+  CU_ASSERT_EQUAL(kernel_model_splits(&k, 1, 64, 4096, 4096), 4);
+  CU_ASSERT_EQUAL(kernel_model_splits(&k, 32, 128, 4096, 4096), 1);
+}
+
+/* Waves: at head dim 256 an SM holds one CTA, so 132 query blocks of 128
+ * rows run in one wave and 133 in two, against the same keys. */
+static void t_mech_waves(void) {
+  kernel_model k = plain_mech(0.8);
+  double one = kernel_model_makespan(&k, 1, 256, 132 * 128, 16384, false, false);
+  double two = kernel_model_makespan(&k, 1, 256, 133 * 128, 16384, false, false);
+  /* one wave: a CTA's 256 key blocks of 64 and 2 prologue tiles */
+  CU_ASSERT_CLOSE(one, (256 + 2) * 128.0 * 64, 1e-12);
+  CU_ASSERT_CLOSE(two, 2 * one, 1e-12);
+  /* a 4-warp kernel fits two CTAs an SM: 264 blocks still run in one
+   * wave, each at half the SM's rate; 132 alone at lone_cta_share */
+  double d128 = kernel_model_makespan(&k, 2, 128, 132 * 128, 16384, false, false);
+  double lone = kernel_model_makespan(&k, 1, 128, 132 * 128, 16384, false, false);
+  CU_ASSERT_CLOSE(d128, 2 * (256 + 2) * 128.0 * 64, 1e-12);
+  CU_ASSERT_CLOSE(lone, (256 + 2) * 128.0 * 64 / 0.8, 1e-12);
+}
+
+/* The causal tail: one head's causal CTAs are launched shortest first, so
+ * the longest ones (a full row of keys) end the kernel and it takes about
+ * as long as the full mask though it has half the work; over 64 heads the
+ * blocks even out and causal takes about half. */
+static void t_mech_causal_tail(void) {
+  kernel_model k = plain_mech(0.8);
+  double f1 = kernel_model_makespan(&k, 1, 128, 16384, 16384, false, false);
+  double c1 = kernel_model_makespan(&k, 1, 128, 16384, 16384, true, false);
+  double f64 = kernel_model_makespan(&k, 64, 128, 16384, 16384, false, false);
+  double c64 = kernel_model_makespan(&k, 64, 128, 16384, 16384, true, false);
+  CU_ASSERT(c1 / f1 > 0.9);
+  CU_ASSERT(c64 / f64 > 0.5 && c64 / f64 < 0.56);
+  /* backward walks key blocks longest first: no such tail */
+  double bf = kernel_model_makespan(&k, 4, 128, 16384, 16384, false, true);
+  double bc = kernel_model_makespan(&k, 4, 128, 16384, 16384, true, true);
+  CU_ASSERT(bc / bf < 0.6);
+  /* bottom-right alignment: queries of a half-length block see every key
+   * but their last rows' diagonal, more than half the square's work */
+  double half = kernel_model_makespan(&k, 64, 128, 8192, 16384, true, false);
+  CU_ASSERT(half > 0.7 * c64 && half < f64 / 2 * 1.05);
+}
+
+/* Many heads: the simulated part and the fluid before it agree, and the
+ * time is linear in the work once every SM is busy. */
+static void t_mech_many_heads(void) {
+  kernel_model k = plain_mech(0.8);
+  double a = kernel_model_makespan(&k, 1024, 128, 16384, 16384, false, false);
+  double b = kernel_model_makespan(&k, 2048, 128, 16384, 16384, false, false);
+  CU_ASSERT_CLOSE(b, 2 * a, 0.01);
+  CU_ASSERT_CLOSE(a, 1024 * 128 * (256 + 2) * 128.0 * 64 / 132, 0.01);
+}
+
+/* Inside the table the table's times stand (the model unused, confidence
+ * as before); beyond it the model prices the kernel, with the fixed cost
+ * and the per-pair time of the kernel's head dim. */
+static void t_mech_beyond_table(void) {
+  g_autoptr(GError) err = NULL;
+  topology *t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  compute_model *m = &t->compute;
+  CU_ASSERT_FATAL(m->mech.set);
+  kernel_model keep = m->mech;
+  double f = compute_attn_flops(1, 32, 128, 16384, 16384, false);
+  double in = compute_attn_s(m, f, 32, 128, 16384, 16384, false, false);
+  double fb = compute_attn_flops(1, 2, 256, 65536, 65536, true);
+  double beyond = compute_attn_s(m, fb, 2, 256, 65536, 65536, true, false);
+  double mech = kernel_model_s(&m->mech, 2, 256, 65536, 65536, true, false);
+  CU_ASSERT_CLOSE(beyond, mech, 1e-12);
+  m->mech.set = false;
+  CU_ASSERT_CLOSE(compute_attn_s(m, f, 32, 128, 16384, 16384, false, false), in, 1e-12);
+  CU_ASSERT(fabs(compute_attn_s(m, fb, 2, 256, 65536, 65536, true, false) / beyond - 1) > 0.01);
+  m->mech = keep;
+  /* the time: fixed + per-pair time x makespan x the sustained slowdown */
+  double busy = m->mech.pair_s[0][m->mech.n_dims - 1] *
+                kernel_model_makespan(&m->mech, 2, 256, 65536, 65536, true, false);
+  CU_ASSERT_CLOSE(mech, m->mech.fixed_s[0] +
+                  busy * (1 + m->mech.slowdown * (1 - exp(-busy / m->mech.after_s))), 1e-12);
+  topo_free(t);
+}
+
+/* Longer kernels take longer, but for FlashAttention-2's split-KV switch:
+ * a forward kernel whose split count rises with its length may run
+ * faster (1 head of head dim 64: 20% from 4.4K to 5.3K tokens; never by a
+ * quarter); the backward does not split. */
+static void t_mech_monotone(void) {
+  topology *t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  static const double dims[] = {64, 96, 128, 192, 256}, bhs[] = {1, 2, 8, 32, 256};
+  unsigned bad = 0, dips = 0;
+  for (int c = 0; c < 2; c++)
+    for (int bwd = 0; bwd < 2; bwd++)
+      for (size_t d = 0; d < G_N_ELEMENTS(dims); d++)
+        for (size_t h = 0; h < G_N_ELEMENTS(bhs); h++) {
+          double prev = 0;
+          for (double sq = 1024; sq <= 262144; sq *= 1.2) {
+            double s = kernel_model_s(&t->compute.mech, bhs[h], dims[d], sq, sq, c, bwd);
+            if (s < prev * (1 - 1e-12)) dips++;
+            if (!(s > 0) || s < prev * (bwd ? 1 - 1e-12 : 0.75)) {
+              if (bad++ < 5)
+                fprintf(stderr, "D %g B*H %g causal %d bwd %d: sq %g: %g < %g\n", dims[d],
+                        bhs[h], c, bwd, sq, s, prev);
+            }
+            prev = s;
+          }
+        }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT(dips > 0); /* the switch is there */
+  topo_free(t);
+}
+
+static void t_mech_errors(void) {
+  static const char *const bad[][2] = {
+      {"{\"sms\": 132, \"lone_cta_share\": 1.5, \"fwd_fixed_us\": 1, \"bwd_fixed_us\": 1, "
+       "\"pair_time\": [{\"head_dim\": 64, \"fwd_fs\": 1, \"bwd_fs\": 1}]}", "lone_cta_share"},
+      {"{\"sms\": 132, \"lone_cta_share\": 0.8, \"fwd_fixed_us\": 1, \"bwd_fixed_us\": 1, "
+       "\"pair_time\": []}", "pair_time"},
+      {"{\"sms\": 132, \"lone_cta_share\": 0.8, \"fwd_fixed_us\": 1, \"bwd_fixed_us\": 1, "
+       "\"pair_time\": [{\"head_dim\": 128, \"fwd_fs\": 1, \"bwd_fs\": 1}, "
+       "{\"head_dim\": 64, \"fwd_fs\": 1, \"bwd_fs\": 1}]}", "head_dim"},
+      {"{\"sms\": 132, \"lone_cta_share\": 0.8, \"fwd_fixed_us\": 1, \"bwd_fixed_us\": 1, "
+       "\"pair_time\": [{\"head_dim\": 64, \"fwd_fs\": 0, \"bwd_fs\": 1}]}", "fwd_fs"},
+      {"{\"sms\": 132, \"lone_cta_share\": 0.8, \"bwd_fixed_us\": 1, "
+       "\"pair_time\": [{\"head_dim\": 64, \"fwd_fs\": 1, \"bwd_fs\": 1}]}", "fwd_fixed_us"},
+      {"{\"sms\": 132, \"lone_cta_share\": 0.8, \"fwd_fixed_us\": 1, \"bwd_fixed_us\": 1, "
+       "\"sustained_slowdown\": 1, \"pair_time\": [{\"head_dim\": 64, \"fwd_fs\": 1, "
+       "\"bwd_fs\": 1}]}", "sustained_slowdown"},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(GError) err = NULL;
+    g_autoptr(json_object) o = json_parse_text(bad[i][0], strlen(bad[i][0]), "t.json", &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    kernel_model k;
+    json_where w = {"t.json", "compute.kernel_model", NULL};
+    CU_ASSERT_FALSE(kernel_model_parse(o, w, &k, &err));
+    CU_ASSERT(err && strstr(err->message, bad[i][1]) && strstr(err->message, "t.json"));
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_roofline), TEST(t_table_matches_measurements),
                                     TEST(t_table_monotone), TEST(t_shape_lookup),
@@ -1158,6 +1330,10 @@ int main(void) {
                                     TEST(t_conf_table_from_errors), TEST(t_layer_flops),
                                     TEST(t_layer_check), TEST(t_gemm_roofline),
                                     TEST(t_gemm_table), TEST(t_gemm_table_errors),
-                                    TEST(t_elemwise), {NULL, NULL}};
+                                    TEST(t_elemwise), TEST(t_mech_splits),
+                                    TEST(t_mech_waves), TEST(t_mech_causal_tail),
+                                    TEST(t_mech_many_heads), TEST(t_mech_beyond_table),
+                                    TEST(t_mech_monotone), TEST(t_mech_errors),
+                                    {NULL, NULL}};
   return test_run("compute", cases);
 }

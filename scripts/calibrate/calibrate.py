@@ -21,6 +21,12 @@ Every measurement is one JSON line (rank 0 writes them):
                      batch and chunk length instead, whose backward is
                      timed directly (the kernel the passes call: "bwd_ms",
                      also written as bwd_ms_est; fwd_bwd_ms is null)
+  kernels-nN.jsonl   (--parts kernels) the flash-kernel sweep of
+                     kernel_sweep.py: head dims 64-256, batch x heads
+                     1-256, 1K-256K tokens, full and causal, sk = sq / 2
+                     and 2 sq, forward and backward, bounded by memory and
+                     --compute-budget; shapes not timed are written as
+                     unmeasured with the reason
   overhead-nN.jsonl  host and GPU cost of the small operations, measured
                      apart: the host cost of issuing a call (wall clock, GPU
                      kept busy so the call never blocks) and its GPU cost
@@ -2703,7 +2709,12 @@ def main():
                     help="layer part: what the GPUs split: Megatron TP with sequence "
                          "parallelism, or Ulysses SP (one GPU: neither)")
     ap.add_argument("--compute-budget", type=float, default=1e9,
-                    help="compute sweep: seconds after which no new shape is started")
+                    help="compute and kernels sweeps: seconds after which no new shape is "
+                         "started")
+    ap.add_argument("--kernel-mem-gib", type=float, default=16.0,
+                    help="kernels part: largest Q, K, V, O of one kernel (GiB)")
+    ap.add_argument("--kernel-max-tflop", type=float, default=20.0,
+                    help="kernels part: largest forward kernel (nominal TFLOP; device time)")
     a = ap.parse_args()
     kinds = {"softmax": [("softmax", SCHEDULES)], "linear": [("linear", LINEAR_SCHEDULES)],
              "both": [("softmax", SCHEDULES), ("linear", LINEAR_SCHEDULES)]}[a.attention]
@@ -2781,6 +2792,13 @@ def main():
                                   a.compute_budget)
         elif part == "compute":
             measure_compute(out, n, B, H, D, a.max_tokens, a.iters)
+        elif part == "kernels":
+            import sys
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import kernel_sweep
+            todo, skip = kernel_sweep.plan(a.kernel_mem_gib, a.kernel_max_tflop)
+            kernel_sweep.measure(out, f"kernels-n{n}.jsonl", n, todo, skip, a.iters,
+                                 a.compute_budget, timed, flash, flash_bwd, torch)
         elif part == "overhead":
             measure_overhead(out, n, rank, B, H, D, a.max_tokens)
         elif part == "host":

@@ -1,0 +1,303 @@
+/* kernel_model: flash-attention kernels as CTAs in waves over the SMs (the
+ * model and its sources: kernel_model.h; scripts/kernel_model.py is the
+ * same model, which fits its constants). */
+#include "kernel_model.h"
+
+#include <math.h>
+#include <string.h>
+
+
+/* FlashAttention-2's tiles on sm80/sm90 without dropout, by head dim
+ * rounded up to 32 (index D / 32 - 1): query rows bm, keys bn, CTAs an SM
+ * holds (4-warp kernels two, the 8-warp ones of head dim > 128 one).
+ * flash_fwd_launch_template.h: run_mha_fwd_hdim{32..256};
+ * flash_bwd_launch_template.h: run_mha_bwd_hdim{32..256} (8 warps, one
+ * CTA an SM). */
+typedef struct {
+  double bm, bn, occ;
+} tile;
+static const tile fwd_tiles[8] = {{128, 128, 2}, {128, 128, 2}, {128, 64, 2}, {128, 64, 2},
+                                  {128, 64, 1},  {128, 64, 1},  {128, 64, 1}, {128, 64, 1}};
+static const tile bwd_tiles[8] = {{128, 128, 1}, {128, 128, 1}, {64, 128, 1}, {64, 128, 1},
+                                  {64, 64, 1},   {64, 64, 1},   {64, 64, 1},  {64, 64, 1}};
+/* tiles of work a CTA spends outside its key loop (load Q, write O) */
+#define PROLOGUE_TILES 2.0
+/* CTAs simulated one by one; before them, whole heads run as a fluid at
+ * every SM's full rate (they keep all SMs busy) */
+#define MAX_SIM_CTAS 2048
+
+static int dim_index(double head_dim) {
+  int i = (int)ceil(head_dim / 32) - 1;
+  return i < 0 ? 0 : i > 7 ? 7 : i;
+}
+
+/* The split-KV kernel's key block (flash_api.cpp set_params_splitkv). */
+static double split_bn(double head_dim) {
+  return head_dim <= 64 ? 256 : head_dim <= 128 ? 128 : 64;
+}
+
+/* FlashAttention-2's split count (flash_api.cpp, num_splits_heuristic):
+ * none when the 64-row blocks nearly fill two slots an SM; else the
+ * fewest splits whose wave efficiency (CTAs over slots, over its ceiling)
+ * is within 85% of the best, a count that shortens no split not taken. */
+static unsigned splits_of(double sms, double ctas64, double n_blocks) {
+  double slots = 2 * sms;
+  if (ctas64 >= 0.8 * slots) return 1;
+  unsigned most = (unsigned)fmin(128, fmin(slots, n_blocks));
+  double eff[129] = {0}, best = 0;
+  for (unsigned s = 1; s <= most; s++) {
+    if (s > 1 && ceil(n_blocks / s) == ceil(n_blocks / (s - 1))) continue;
+    double waves = ctas64 * s / slots;
+    eff[s] = waves / ceil(waves);
+    best = fmax(best, eff[s]);
+  }
+  for (unsigned s = 1; s <= most; s++)
+    if (eff[s] > 0 && eff[s] >= 0.85 * best) return s;
+  return 1;
+}
+
+unsigned kernel_model_splits(const kernel_model *k, double bh, double head_dim, double sq,
+                             double sk) {
+  return splits_of(k->sms, bh * ceil(sq / 64), ceil(sk / split_bn(head_dim)));
+}
+
+/* One head's CTAs in launch order, as pairs of work each; *occ the CTAs
+ * an SM holds.  Forward: query block fastest, then split; backward: key
+ * blocks. */
+static GArray *one_head(const kernel_model *k, double bh, double head_dim, double sq, double sk,
+                        bool causal, bool backward, double *occ) {
+  GArray *w = g_array_new(FALSE, FALSE, sizeof(double));
+  if (backward) {
+    tile t = bwd_tiles[dim_index(head_dim)];
+    *occ = t.occ;
+    double nq = ceil(sq / t.bm);
+    for (double n = 0; n < ceil(sk / t.bn); n++) {
+      double start = 0;
+      if (causal) start = fmin(nq, floor(fmax(0, n * t.bn - (sk - sq)) / t.bm));
+      double work = (nq - start + PROLOGUE_TILES) * t.bm * t.bn;
+      g_array_append_val(w, work);
+    }
+    return w;
+  }
+  tile t = fwd_tiles[dim_index(head_dim)];
+  unsigned ns = kernel_model_splits(k, bh, head_dim, sq, sk);
+  if (ns > 1) t = (tile){64, split_bn(head_dim), 2};
+  *occ = t.occ;
+  double nk = ceil(sk / t.bn), per = ceil(nk / ns);
+  for (unsigned s = 0; s < ns; s++) {
+    double lo = s * per, hi = fmin(nk, (s + 1) * per);
+    for (double m = 0; m < ceil(sq / t.bm); m++) {
+      double n_hi = hi;
+      if (causal) {
+        double last = (m + 1) * t.bm - 1 + sk - sq; /* the block's last row's last key */
+        n_hi = last >= 0 ? fmin(hi, floor(last / t.bn) + 1) : 0;
+      }
+      double work = (fmax(0, n_hi - lo) + PROLOGUE_TILES) * t.bm * t.bn;
+      g_array_append_val(w, work);
+    }
+  }
+  return w;
+}
+
+/* SMs by the time their next CTA ends (then by index: deterministic). */
+typedef struct {
+  double t;
+  guint sm;
+} sm_event;
+
+static bool before(sm_event a, sm_event b) { return a.t < b.t || (a.t == b.t && a.sm < b.sm); }
+
+static void heap_push(sm_event *h, guint *n, sm_event e) {
+  guint i = (*n)++;
+  h[i] = e;
+  while (i > 0 && before(h[i], h[(i - 1) / 2])) {
+    sm_event x = h[i];
+    h[i] = h[(i - 1) / 2];
+    h[(i - 1) / 2] = x;
+    i = (i - 1) / 2;
+  }
+}
+
+static sm_event heap_pop(sm_event *h, guint *n) {
+  sm_event top = h[0];
+  h[0] = h[--*n];
+  for (guint i = 0;;) {
+    guint l = 2 * i + 1, r = l + 1, m = i;
+    if (l < *n && before(h[l], h[m])) m = l;
+    if (r < *n && before(h[r], h[m])) m = r;
+    if (m == i) break;
+    sm_event x = h[i];
+    h[i] = h[m];
+    h[m] = x;
+    i = m;
+  }
+  return top;
+}
+
+/* Per-CTA rate on an SM holding n CTAs (its full rate 1). */
+static double cta_rate(double share, guint n) { return fmin(1.0, n * share) / n; }
+
+/* The pairs-time of `heads` copies of one head's CTAs in order over the
+ * SMs, processor sharing within an SM (at most 2 CTAs an SM). */
+static double makespan(const kernel_model *k, const GArray *one, double heads, double occ) {
+  const double *w = (const double *)one->data;
+  guint per = one->len, sms = (guint)k->sms;
+  if (per == 0 || heads <= 0 || sms == 0) return 0;
+  double share = occ > 1 ? k->lone_share : 1.0;
+  double one_total = 0;
+  for (guint i = 0; i < per; i++) one_total += w[i];
+  double keep = fmin(heads, ceil((double)MAX_SIM_CTAS / per));
+  double prefix = one_total * (heads - keep) / sms;
+  guint n = per * (guint)keep, next = 0, slots = occ > 1 ? 2 : 1;
+  double *rem = g_new0(double, (gsize)sms * 2), *last = g_new0(double, sms);
+  guint *held = g_new0(guint, sms), hn = 0;
+  sm_event *heap = g_new(sm_event, sms);
+  for (guint slot = 0; slot < slots; slot++)
+    for (guint s = 0; s < sms && next < n; s++) rem[2 * s + held[s]++] = w[next++ % per];
+  for (guint s = 0; s < sms; s++) {
+    if (!held[s]) continue;
+    double least = held[s] == 2 ? fmin(rem[2 * s], rem[2 * s + 1]) : rem[2 * s];
+    heap_push(heap, &hn, (sm_event){least / cta_rate(share, held[s]), s});
+  }
+  double t = 0;
+  while (hn) {
+    sm_event e = heap_pop(heap, &hn);
+    guint s = e.sm;
+    t = e.t;
+    double done = (t - last[s]) * cta_rate(share, held[s]);
+    last[s] = t;
+    for (guint j = 0; j < held[s]; j++) rem[2 * s + j] -= done;
+    /* the CTA that ended leaves; the next in launch order takes its slot */
+    guint end = held[s] == 2 && rem[2 * s + 1] < rem[2 * s] ? 1 : 0;
+    if (next < n) {
+      rem[2 * s + end] = w[next++ % per];
+    } else {
+      rem[2 * s + end] = rem[2 * s + held[s] - 1];
+      held[s]--;
+    }
+    if (!held[s]) continue;
+    double least = held[s] == 2 ? fmin(rem[2 * s], rem[2 * s + 1]) : rem[2 * s];
+    heap_push(heap, &hn, (sm_event){t + least / cta_rate(share, held[s]), s});
+  }
+  g_free(rem);
+  g_free(last);
+  g_free(held);
+  g_free(heap);
+  return prefix + t;
+}
+
+double kernel_model_makespan(const kernel_model *k, double bh, double head_dim, double sq,
+                             double sk, bool causal, bool backward) {
+  if (bh <= 0 || sq <= 0 || sk <= 0) return 0;
+  double occ;
+  GArray *one = one_head(k, bh, head_dim, sq, sk, causal, backward, &occ);
+  double m = makespan(k, one, bh, occ);
+  g_array_free(one, TRUE);
+  return m;
+}
+
+/* FlashAttention-2's kernel configuration by head dim (the tiles above,
+ * forward and backward alike): up to 64, 65-128, and the 8-warp kernels
+ * above 128. */
+static int tile_group(double d) { return d <= 64 ? 0 : d <= 128 ? 1 : 2; }
+
+/* Seconds per pair on one SM at head dim D, from the measured head dims'
+ * FLOP rates (D / time): those of D's own tile group where measured (the
+ * rate linear in D between them, the nearest one's beyond), else all. */
+static double pair_s(const kernel_model *k, double d, bool backward) {
+  double x[KERNEL_MODEL_MAX_DIMS], r[KERNEL_MODEL_MAX_DIMS];
+  guint n = 0;
+  for (int pass = 0; pass < 2 && n == 0; pass++)
+    for (guint i = 0; i < k->n_dims; i++)
+      if (pass == 1 || tile_group(k->dims[i]) == tile_group(d)) {
+        x[n] = k->dims[i];
+        r[n++] = k->dims[i] / k->pair_s[backward][i];
+      }
+  double rate;
+  if (d <= x[0]) {
+    rate = r[0];
+  } else if (d >= x[n - 1]) {
+    rate = r[n - 1];
+  } else {
+    guint i = 1;
+    while (x[i] < d) i++;
+    rate = r[i - 1] + (r[i] - r[i - 1]) * (d - x[i - 1]) / (x[i] - x[i - 1]);
+  }
+  return d / rate;
+}
+
+double kernel_model_s(const kernel_model *k, double bh, double head_dim, double sq, double sk,
+                      bool causal, bool backward) {
+  double busy = pair_s(k, head_dim, backward) *
+                kernel_model_makespan(k, bh, head_dim, sq, sk, causal, backward);
+  if (busy <= 0) return 0;
+  double sustained = 1 + k->slowdown * (1 - exp(-busy / k->after_s));
+  return k->fixed_s[backward] + busy * sustained;
+}
+
+/* ---- reading it ---- */
+
+static bool parse_dim(json_object *p, json_where w, kernel_model *k, GError **err) {
+  static const char *const keys[] = {"head_dim", "fwd_fs", "bwd_fs", NULL};
+  if (!json_object_is_type(p, json_type_object))
+    return json_fail(err, w, NULL, "expected an object {head_dim, fwd_fs, bwd_fs}");
+  if (!json_check_keys(p, w, keys, err)) return false;
+  uint32_t d;
+  double f, b;
+  if (!json_get_u32(p, w, "head_dim", true, 0, 1, &d, err) ||
+      !json_get_double(p, w, "fwd_fs", true, 0, JSON_POSITIVE, &f, err) ||
+      !json_get_double(p, w, "bwd_fs", true, 0, JSON_POSITIVE, &b, err))
+    return false;
+  if (k->n_dims && d <= k->dims[k->n_dims - 1])
+    return json_fail(err, w, "head_dim", "expected head dims in ascending order, got %u after %g",
+                     d, k->dims[k->n_dims - 1]);
+  k->dims[k->n_dims] = d;
+  k->pair_s[0][k->n_dims] = f * 1e-15;
+  k->pair_s[1][k->n_dims] = b * 1e-15;
+  k->n_dims++;
+  return true;
+}
+
+bool kernel_model_parse(json_object *obj, json_where w, kernel_model *k, GError **err) {
+  static const char *const keys[] = {"sms", "lone_cta_share", "sustained_slowdown",
+                                     "sustained_after_us", "fwd_fixed_us", "bwd_fixed_us",
+                                     "pair_time", "source", NULL};
+  memset(k, 0, sizeof *k);
+  if (!json_object_is_type(obj, json_type_object))
+    return json_fail(err, w, NULL, "expected an object (the kernel model's constants)");
+  if (!json_check_keys(obj, w, keys, err)) return false;
+  uint32_t sms;
+  double after_us, fwd_us, bwd_us;
+  if (!json_get_u32(obj, w, "sms", true, 0, 1, &sms, err) ||
+      !json_get_double(obj, w, "lone_cta_share", true, 0, JSON_POSITIVE, &k->lone_share, err) ||
+      !json_get_double(obj, w, "sustained_slowdown", false, 0, JSON_NONNEG, &k->slowdown, err) ||
+      !json_get_double(obj, w, "sustained_after_us", false, 1000, JSON_POSITIVE, &after_us, err) ||
+      !json_get_double(obj, w, "fwd_fixed_us", true, 0, JSON_NONNEG, &fwd_us, err) ||
+      !json_get_double(obj, w, "bwd_fixed_us", true, 0, JSON_NONNEG, &bwd_us, err))
+    return false;
+  if (sms > 100000) return json_fail(err, w, "sms", "expected at most 100000 SMs, got %u", sms);
+  if (k->lone_share > 1)
+    return json_fail(err, w, "lone_cta_share", "expected a fraction in (0, 1], got %g",
+                     k->lone_share);
+  if (k->slowdown >= 1)
+    return json_fail(err, w, "sustained_slowdown", "expected a fraction in [0, 1), got %g",
+                     k->slowdown);
+  json_object *dims;
+  if (!json_get_typed(obj, w, "pair_time", true, json_type_array, &dims, err)) return false;
+  size_t n = json_object_array_length(dims);
+  if (n < 1 || n > KERNEL_MODEL_MAX_DIMS)
+    return json_fail(err, w, "pair_time", "expected 1 to %d head dims, got %zu",
+                     KERNEL_MODEL_MAX_DIMS, n);
+  g_autofree char *dpath = json_path_join(w.path, "pair_time");
+  for (size_t i = 0; i < n; i++) {
+    g_autofree char *ipath = g_strdup_printf("%s[%zu]", dpath, i);
+    json_where wi = {w.file, ipath, w.doc};
+    if (!parse_dim(json_object_array_get_idx(dims, i), wi, k, err)) return false;
+  }
+  k->sms = sms;
+  k->after_s = after_us * 1e-6;
+  k->fixed_s[0] = fwd_us * 1e-6;
+  k->fixed_s[1] = bwd_us * 1e-6;
+  k->set = true;
+  return true;
+}
