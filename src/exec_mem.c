@@ -173,10 +173,13 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace) {
   for (uint32_t i = 0; i < nu; i++) m->use_off[plan_buf_use_at(p, i)->task + 1]++;
   for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
   g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
-  for (uint32_t i = 0; i < nu; i++) {
-    const plan_buf_use *u = plan_buf_use_at(p, i);
-    m->use_of[fill[u->task]++] = i;
-    each_inst(m, u, task_gpus(m, plan_task_at(p, u->task)), count_ref, 0);
+  for (uint32_t i = 0; i < nu; i++) m->use_of[fill[plan_buf_use_at(p, i)->task]++] = i;
+  /* the task's GPUs once per task, not per use */
+  for (guint t = 0; t < nt; t++) {
+    if (m->use_off[t] == m->use_off[t + 1]) continue;
+    uint32_t k = task_gpus(m, plan_task_at(p, t));
+    for (uint32_t i = m->use_off[t]; i < m->use_off[t + 1]; i++)
+      each_inst(m, plan_buf_use_at(p, m->use_of[i]), k, count_ref, 0);
   }
   for (uint32_t b = 0; b < nb; b++) {
     const plan_buf *pb = plan_buf_at(p, b);
