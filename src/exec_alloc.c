@@ -4,7 +4,11 @@
  * a segment's blocks are a doubly linked list in address order; each
  * pool's free blocks are a GTree ordered by (size, address), as the
  * allocator's BlockPool set is, so a best fit is one lower-bound lookup.
- * Segments get increasing addresses in the order they are made. */
+ * Segments get increasing addresses in the order they are made.  A block
+ * merged into its neighbour is dead: no handle names it any more, and its
+ * record is reused for the next block made (a list through `next`), so
+ * the records are as many as the blocks there are at once, not as many as
+ * were ever made (a 1,024-GPU causal ring makes thousands per GPU). */
 #include "exec_alloc.h"
 
 #include <glib.h>
@@ -20,6 +24,7 @@ typedef struct {
 struct exec_alloc {
   GArray *blocks;      /* block; [0] is the lookup key */
   GTree *free[2];      /* per pool (0 large, 1 small): free block ids */
+  uint32_t dead;       /* first dead record, NONE: none */
   uint64_t next_addr, reserved, peak, allocated;
 };
 
@@ -40,6 +45,7 @@ exec_alloc *exec_alloc_new(void) {
   exec_alloc *a = g_new0(exec_alloc, 1);
   a->blocks = g_array_new(FALSE, TRUE, sizeof(block));
   g_array_set_size(a->blocks, 1);
+  a->dead = NONE;
   for (int i = 0; i < 2; i++) a->free[i] = g_tree_new_with_data(by_size_addr, a);
   return a;
 }
@@ -63,6 +69,12 @@ uint64_t exec_alloc_segment_size(uint64_t rounded) {
 }
 
 static uint32_t add_block(exec_alloc *a, block b) {
+  uint32_t id = a->dead;
+  if (id != NONE) {
+    a->dead = blk(a, id)->next;
+    *blk(a, id) = b;
+    return id;
+  }
   g_array_append_val(a->blocks, b);
   return a->blocks->len - 1;
 }
@@ -113,6 +125,8 @@ static void merge(exec_alloc *a, uint32_t into, uint32_t from) {
   p->next = q->next;
   if (q->next != NONE) blk(a, q->next)->prev = into;
   q->dead = true;
+  q->next = a->dead;
+  a->dead = from;
 }
 
 void exec_alloc_release(exec_alloc *a, uint32_t id) {
@@ -138,3 +152,4 @@ void exec_alloc_release(exec_alloc *a, uint32_t id) {
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }
 uint64_t exec_alloc_peak_reserved(const exec_alloc *a) { return a->peak; }
 uint64_t exec_alloc_allocated(const exec_alloc *a) { return a->allocated; }
+uint32_t exec_alloc_records(const exec_alloc *a) { return a->blocks->len - 1; }

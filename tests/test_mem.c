@@ -678,6 +678,25 @@ static void t_alloc_reuse(void) {
   exec_alloc_free(a);
 }
 
+/* A block merged into its neighbour leaves a record that the next split
+ * reuses: a thousand rounds of splitting a cached block in two and merging
+ * it back hold three records, not two thousand, and the two live blocks of
+ * a round are always two different handles. */
+static void t_alloc_records_reused(void) {
+  exec_alloc *a = exec_alloc_new();
+  exec_alloc_release(a, exec_alloc_take(a, 100 * MIB));
+  for (int i = 0; i < 1000; i++) {
+    uint32_t y = exec_alloc_take(a, 60 * MIB), z = exec_alloc_take(a, 40 * MIB);
+    CU_ASSERT_NOT_EQUAL(y, z);
+    CU_ASSERT_EQUAL(exec_alloc_allocated(a), 100 * MIB);
+    exec_alloc_release(a, y);
+    exec_alloc_release(a, z);
+  }
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 100 * MIB);
+  CU_ASSERT_TRUE(exec_alloc_records(a) <= 3);
+  exec_alloc_free(a);
+}
+
 /* Fragmentation: two 40 MiB tensors in segments of their own; the first
  * freed, a 60 MiB request cannot use its 40 MiB: a new segment, 140 MiB
  * reserved for 100 MiB allocated. */
@@ -730,7 +749,7 @@ int main(void) {
                                     TEST(t_usp_saves_ring_output),
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
-                                    TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
+                                    TEST(t_alloc_records_reused), TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};
   return test_run("mem", cases);
 }
