@@ -1,6 +1,7 @@
 /* topology: bundled files load, generators build the right channels and
  * routes, explicit files are checked. */
 #include "net.h"
+#include "sim.h"
 #include "sweep.h"
 #include "topology.h"
 #include "testutil.h"
@@ -82,12 +83,29 @@ static void check_switched(topology *t, uint32_t per, uint32_t nics, double cap,
     }
 }
 
+/* The channels on routes among the first g GPUs (--links' rows),
+ * found from one peer per GPU on a switched topology: those of every
+ * pair, for every g. */
+static void check_available(const topology *t) {
+  for (uint32_t g = 1; g <= t->n_gpus; g++) {
+    g_autofree uint8_t *got = sim_channels_available(t, g);
+    g_autofree uint8_t *want = g_new0(uint8_t, t->channels->len);
+    for (uint32_t s = 0; s < g; s++)
+      for (uint32_t d = 0; d < g; d++) {
+        uint32_t r[TOPO_MAX_HOPS], n = topo_route_fill(t, s, d, r);
+        for (uint32_t h = 0; h < n; h++) want[r[h]] = 1;
+      }
+    CU_ASSERT_EQUAL(memcmp(got, want, t->channels->len), 0);
+  }
+}
+
 static void t_switched_routes(void) {
   topology *t = load_set("topologies/h100x8x4.json", "generator.nics_per_node=4");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT_EQUAL(t->n_gpus, 32);
   /* the file's flow_cap_gbps inside a node, no inter_node_flow_cap_gbps */
   check_switched(t, 8, 4, 256e9, 0);
+  check_available(t);
   topo_set_route_caps(t, 7e9);
   CU_ASSERT_EQUAL(topo_route_cap(t, 3, 30), 7e9);
   CU_ASSERT_EQUAL(topo_route_cap(t, 3, 4), 7e9);
@@ -95,10 +113,12 @@ static void t_switched_routes(void) {
   t = load("topologies/h100x8x4.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   check_switched(t, 8, 8, 256e9, 0);
+  check_available(t);
   topo_free(t);
   t = load_set("topologies/h100x8.json", "generator.gpus=24");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   check_switched(t, 24, 0, 256e9, 0);
+  check_available(t);
   topo_free(t);
 }
 
