@@ -17,8 +17,8 @@ build/tasp-bench scenarios/h100x8.json
 # ring and tasp, one NVSwitch domain and nodes of 8 over NIC rails, about
 # 1M tokens: N(N-1)*c so that tasp's N-1 pieces per chunk are even.
 echo
-echo "| sched  | topology  |  GPUs |    wall s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
-echo "|--------|-----------|-------|-----------|------------|-------------|----------|---------|---------|-----------|"
+echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
+echo "|------------|-----------|--------|--------|-------|-----------|------------|-------------|----------|---------|---------|-----------|"
 for sched in ring tasp; do
   for n in 8 16 32 64 128 256 512 1024; do
     c=$(( (1048576 + n * (n - 1) / 2) / (n * (n - 1)) )); [ "$c" -lt 1 ] && c=1
