@@ -45,11 +45,11 @@ static uint32_t check_n(uint32_t n, uint8_t *used, uint32_t *seen, uint32_t bad)
   return bad;
 }
 
-/* Beyond 1,024 to HAM_MAX_N, a sample: odd and even n, primes, powers of
- * two and their neighbours (every n would be O(n^3) in all). */
+/* Beyond 1,024 to HAM_MAX_N, a sample: odd and even n, a prime, powers of
+ * two and their neighbours, the largest (every n would be O(n^3) in all;
+ * n = 8,192 alone is two walks of 67M arcs). */
 static void t_sample_beyond_1024(void) {
-  static const uint32_t ns[] = {1025, 1026, 1031, 1536, 2047, 2048, 2049, 3001, 4096, 5000,
-                                8191, HAM_MAX_N};
+  static const uint32_t ns[] = {1025, 1031, 1536, 2047, 2048, 4097, HAM_MAX_N};
   g_autofree uint8_t *used = g_new(uint8_t, (size_t)HAM_MAX_N * HAM_MAX_N);
   g_autofree uint32_t *seen = g_new(uint32_t, HAM_MAX_N);
   uint32_t bad = 0;
