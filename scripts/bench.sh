@@ -17,8 +17,8 @@ build/tasp-bench scenarios/h100x8.json
 # ring and tasp, one NVSwitch domain and nodes of 8 over NIC rails, about
 # 1M tokens: N(N-1)*c so that tasp's N-1 pieces per chunk are even.
 echo
-echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
-echo "|------------|-----------|--------|--------|-------|-----------|------------|-------------|----------|---------|---------|-----------|"
+echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
+echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
 for sched in ring tasp; do
   for n in 8 16 32 64 128 256 512 1024; do
     c=$(( (1048576 + n * (n - 1) / 2) / (n * (n - 1)) )); [ "$c" -lt 1 ] && c=1
@@ -34,11 +34,12 @@ done
 # must divide among the GPUs; at most 1,024), lasp and lasp2 on linear
 # attention.  BENCH_GPUS lists the sizes (default 1024); a point that runs
 # past BENCH_TIMEOUT seconds (default 300) or is refused shows as such.
-# Then the growth exponent of wall time from the smallest size to each
-# larger one, log(wall ratio) / log(GPU ratio), where both ran.
+# Then the growth exponent of CPU time (the wall time of an unshared core)
+# from the smallest size to each larger one, log(ratio) / log(GPU ratio),
+# where both ran.
 echo
-echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
-echo "|------------|-----------|--------|--------|-------|-----------|------------|-------------|----------|---------|---------|-----------|"
+echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
+echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 for n in ${BENCH_GPUS:-1024}; do
@@ -57,7 +58,7 @@ for n in ${BENCH_GPUS:-1024}; do
     done
   done
 done
-awk -F'|' '{ gsub(/ /, ""); k = $2 " " $4 " " $5; n = $6 + 0; w = $7;
+awk -F'|' '{ gsub(/ /, ""); k = $2 " " $4 " " $5; n = $6 + 0; w = $8;
              if (w !~ /^[0-9.]+$/) next;
              if (!(k in n0)) { n0[k] = n; w0[k] = w; keys[++nk] = k }
              else if (n > n0[k] && w0[k] > 0 && w > 0)

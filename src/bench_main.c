@@ -63,7 +63,7 @@ static void bench_point(const char *topo, uint32_t gpus, const char *seq, const 
 }
 
 /* One point in a process of its own, as a row of the scaling table:
- * wall seconds, events, flows, bundles, max-min solves, the process's peak
+ * wall seconds, CPU seconds (user and system), events, flows, bundles, max-min solves, the process's peak
  * resident memory (plan, network and all), and the predicted step.
  * extra: KEY=VALUE words; pass, attention and heads set the workload,
  * anything else is a topology field (--set). */
@@ -81,13 +81,20 @@ static void bench_row(const char *sched, const char *topo, const char *gpus, con
     else sets[n_sets++] = extra[i];
   }
   ov.set = n_sets ? sets : NULL;
+  struct rusage ru0, ru;
+  getrusage(RUSAGE_SELF, &ru0);
   sim_result *r = run_one(&ov);
-  struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("| %-10s | %-9s | %-6s | %-6s | %5s | %9.3f | %10" G_GUINT64_FORMAT " | %11" G_GUINT64_FORMAT
+  /* CPU seconds of the process while the point ran: on a shared machine
+   * the wall time also counts the time other processes had the core */
+  double cpu = (double)(ru.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru.ru_stime.tv_sec -
+                        ru0.ru_stime.tv_sec) +
+               1e-6 * (double)(ru.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru.ru_stime.tv_usec -
+                               ru0.ru_stime.tv_usec);
+  printf("| %-10s | %-9s | %-6s | %-6s | %5s | %9.3f | %8.3f | %10" G_GUINT64_FORMAT " | %11" G_GUINT64_FORMAT
          " | %8" G_GUINT64_FORMAT " | %7" G_GUINT64_FORMAT " | %7.0f | %9.3f |\n",
-         sched, topo, mask, ov.pass ? ov.pass : "fwd", gpus, r->wall_s, r->r->events, r->r->flows,
-         r->r->bundles, r->r->solves, ru.ru_maxrss / 1024.0, r->r->step_s * 1e3);
+         sched, topo, mask, ov.pass ? ov.pass : "fwd", gpus, r->wall_s, cpu, r->r->events,
+         r->r->flows, r->r->bundles, r->r->solves, ru.ru_maxrss / 1024.0, r->r->step_s * 1e3);
   sim_result_free(r);
 }
 
