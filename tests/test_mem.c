@@ -586,7 +586,8 @@ static void t_phases(void) {
 /* plan_buf_use_on: a group that reads GPU 0's copy of a buffer on every
  * GPU, not GPU 1's: GPU 1's copy goes when its own copy task ends, before
  * GPU 1 makes a larger buffer; read on both, it would be held to the
- * group's end, and GPU 1's peak would hold both. */
+ * group's end, and GPU 1's peak would hold both.  GPU 0's copy is held to
+ * the group's end either way: beside what GPU 0 makes meanwhile. */
 static double use_on_peak(bool one) {
   topology *t = switch_topo(2, 1e9);
   plan *p = plan_new(2, false);
@@ -601,11 +602,13 @@ static double use_on_peak(bool one) {
   plan_dep(p, c1b, g);
   plan_dep(p, c0, g);
   plan_issue(p, g, NULL, -1, false);
+  plan_buf_out(p, plan_copy(p, 0, 0, 1e6), 1000, "z");
   if (one) plan_buf_use_on(p, g, x, 0, false, PLAN_BUF_DURING);
   else plan_buf_reads(p, g, x);
   plan_finish(p);
   exec_result *r = run(p, t, false);
   CU_ASSERT_EQUAL(r->mem_errors, 0);
+  CU_ASSERT_DOUBLE_EQUAL(r->gpu_peak_bytes[0], 1100, 0);
   double peak = r->gpu_peak_bytes[1];
   exec_result_free(r);
   plan_free(p);
