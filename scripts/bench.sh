@@ -17,8 +17,8 @@ build/tasp-bench scenarios/h100x8.json
 # ring and tasp, one NVSwitch domain and nodes of 8 over NIC rails, about
 # 1M tokens: N(N-1)*c so that tasp's N-1 pieces per chunk are even.
 echo
-echo "| sched  | topology  |  GPUs |    wall s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
-echo "|--------|-----------|-------|-----------|------------|-------------|----------|---------|---------|-----------|"
+echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
+echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
 for sched in ring tasp; do
   for n in 8 16 32 64 128 256 512 1024; do
     c=$(( (1048576 + n * (n - 1) / 2) / (n * (n - 1)) )); [ "$c" -lt 1 ] && c=1
@@ -27,6 +27,43 @@ for sched in ring tasp; do
     [ "$n" -ge 16 ] && build/tasp-bench --row $sched h100x8x32 $n $seq full generator.nodes=$((n / 8))
   done
 done
+
+# Every scheduler x full and causal x forward and forward+backward, one
+# point per process on one NVSwitch domain of N GPUs (h100x8 with
+# generator.gpus=N), 2,048 tokens per GPU; ulysses with N heads (its heads
+# must divide among the GPUs; at most 1,024), lasp and lasp2 on linear
+# attention.  BENCH_GPUS lists the sizes (default 1024); a point that runs
+# past BENCH_TIMEOUT seconds (default 300) or is refused shows as such.
+# Then the growth exponent of CPU time (the wall time of an unshared core)
+# from the smallest size to each larger one, log(ratio) / log(GPU ratio),
+# where both ran.
+echo
+echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
+echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+for n in ${BENCH_GPUS:-1024}; do
+  for sched in ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp lasp2 lasp2h; do
+    extra=""
+    case $sched in ulysses) extra="heads=$n" ;; lasp | lasp2) extra="attention=linear" ;; esac
+    for mask in full causal; do
+      for pass in fwd fwdbwd; do
+        rc=0
+        row=$(timeout "${BENCH_TIMEOUT:-300}" build/tasp-bench --row $sched h100x8 $n $((2048 * n)) \
+              $mask generator.gpus=$n pass=$pass $extra 2>/dev/null) || rc=$?
+        if [ "$rc" = 124 ]; then why="past ${BENCH_TIMEOUT:-300} s"; elif [ "$rc" != 0 ]; then why=refused; fi
+        [ "$rc" = 0 ] || row=$(printf '| %-10s | %-9s | %-6s | %-6s | %5s | %9s |' $sched h100x8 $mask $pass $n "$why")
+        echo "$row" | tee -a "$rows"
+      done
+    done
+  done
+done
+awk -F'|' '{ gsub(/ /, ""); k = $2 " " $4 " " $5; n = $6 + 0; w = $8;
+             if (w !~ /^[0-9.]+$/) next;
+             if (!(k in n0)) { n0[k] = n; w0[k] = w; keys[++nk] = k }
+             else if (n > n0[k] && w0[k] > 0 && w > 0)
+               growth[k] = growth[k] sprintf("  %d->%d: N^%.2f", n0[k], n, log(w / w0[k]) / log(n / n0[k])) }
+           END { for (i = 1; i <= nk; i++) if (keys[i] in growth) print "growth " keys[i] ":" growth[keys[i]] }' "$rows"
 
 # A 10,368-point sweep with backward passes on h100x8x4 (4 nodes of 8 over
 # NIC rails): 9 schedulers x full and causal x SP 8/16/32 x 16 sequence

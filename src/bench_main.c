@@ -63,20 +63,38 @@ static void bench_point(const char *topo, uint32_t gpus, const char *seq, const 
 }
 
 /* One point in a process of its own, as a row of the scaling table:
- * wall seconds, events, flows, bundles, max-min solves, the process's peak
- * resident memory (plan, network and all), and the predicted step. */
+ * wall seconds, CPU seconds (user and system), events, flows, bundles, max-min solves, the process's peak
+ * resident memory (plan, network and all), and the predicted step.
+ * extra: KEY=VALUE words; pass, attention and heads set the workload,
+ * anything else is a topology field (--set). */
 static void bench_row(const char *sched, const char *topo, const char *gpus, const char *seq,
-                      const char *mask, const char *set) {
-  char *sets[2] = {(char *)set, NULL};
+                      const char *mask, char **extra, int n_extra) {
+  g_autofree char **sets = g_new0(char *, n_extra + 1);
+  int n_sets = 0;
   scenario_overrides ov = {.topology = topo, .sched = sched, .seq = seq, .sp = gpus,
-                           .mask = mask, .set = set ? sets : NULL};
+                           .mask = mask, .strict = true};
+  for (int i = 0; i < n_extra; i++) {
+    const char *eq = strchr(extra[i], '=');
+    if (eq && g_str_has_prefix(extra[i], "pass=")) ov.pass = eq + 1;
+    else if (eq && g_str_has_prefix(extra[i], "attention=")) ov.attention = eq + 1;
+    else if (eq && g_str_has_prefix(extra[i], "heads=")) ov.heads = eq + 1;
+    else sets[n_sets++] = extra[i];
+  }
+  ov.set = n_sets ? sets : NULL;
+  struct rusage ru0, ru;
+  getrusage(RUSAGE_SELF, &ru0);
   sim_result *r = run_one(&ov);
-  struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("| %-6s | %-9s | %5s | %9.3f | %10" G_GUINT64_FORMAT " | %11" G_GUINT64_FORMAT
+  /* CPU seconds of the process while the point ran: on a shared machine
+   * the wall time also counts the time other processes had the core */
+  double cpu = (double)(ru.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru.ru_stime.tv_sec -
+                        ru0.ru_stime.tv_sec) +
+               1e-6 * (double)(ru.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru.ru_stime.tv_usec -
+                               ru0.ru_stime.tv_usec);
+  printf("| %-10s | %-9s | %-6s | %-6s | %5s | %9.3f | %8.3f | %10" G_GUINT64_FORMAT " | %11" G_GUINT64_FORMAT
          " | %8" G_GUINT64_FORMAT " | %7" G_GUINT64_FORMAT " | %7.0f | %9.3f |\n",
-         sched, topo, gpus, r->wall_s, r->r->events, r->r->flows,
-         r->r->bundles, r->r->solves, ru.ru_maxrss / 1024.0, r->r->step_s * 1e3);
+         sched, topo, mask, ov.pass ? ov.pass : "fwd", gpus, r->wall_s, cpu, r->r->events,
+         r->r->flows, r->r->bundles, r->r->solves, ru.ru_maxrss / 1024.0, r->r->step_s * 1e3);
   sim_result_free(r);
 }
 
@@ -103,10 +121,11 @@ static void bench_hamilton(uint32_t n) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--row") == 0) {
     if (argc < 7) {
-      fprintf(stderr, "usage: tasp-bench --row SCHED TOPOLOGY GPUS SEQ MASK [KEY=VALUE]\n");
+      fprintf(stderr, "usage: tasp-bench --row SCHED TOPOLOGY GPUS SEQ MASK [KEY=VALUE...]\n"
+                      "  (pass=, attention=, heads=: the workload; other keys: topology fields)\n");
       return 2;
     }
-    bench_row(argv[2], argv[3], argv[4], argv[5], argv[6], argc > 7 ? argv[7] : NULL);
+    bench_row(argv[2], argv[3], argv[4], argv[5], argv[6], argv + 7, argc - 7);
     return 0;
   }
   const char *scen = argc > 1 ? argv[1] : "scenarios/h100x8.json";

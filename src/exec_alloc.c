@@ -1,13 +1,23 @@
 /* exec_alloc: the caching allocator's segments and blocks (exec_alloc.h).
  *
- * Blocks are records in one array (index 0 is the search key of lookups);
- * a segment's blocks are a doubly linked list in address order; each
- * pool's free blocks are a GTree ordered by (size, address), as the
- * allocator's BlockPool set is, so a best fit is one lower-bound lookup.
- * Segments get increasing addresses in the order they are made. */
+ * Blocks are records in one array (index 0 unused); a segment's blocks
+ * are a doubly linked list in address order; each pool's free blocks are
+ * a sorted array of (size, address), the order of the allocator's
+ * BlockPool set, so a best fit is one binary search (lower bound).  A
+ * GPU's pool holds few free blocks at once (tens), so inserting and
+ * removing by moving the array's tail beats a balanced tree's nodes,
+ * which were two fifths of a 2,048-GPU ring's run.
+ * Segments get increasing addresses in the order they are made.  A block
+ * merged into its neighbour is dead: no handle names it any more, and its
+ * record is reused for the next block made (a list through `next`), so
+ * the records are as many as the blocks there are at once, not as many as
+ * were ever made (a 1,024-GPU causal ring makes thousands per GPU).
+ * A block freed while a stream still uses it (exec_alloc_release_after:
+ * recordStream) is pending: neither live nor in its pool until settled. */
 #include "exec_alloc.h"
 
 #include <glib.h>
+#include <string.h>
 
 #define NONE UINT32_MAX
 
@@ -19,9 +29,21 @@ typedef struct {
   double ready_s;      /* pending: when that use is done (GPU time) */
 } block;
 
+/* A free block in its pool's sorted array. */
+typedef struct {
+  uint64_t size, addr;
+  uint32_t id;
+} free_ent;
+
+typedef struct {
+  free_ent *v;
+  uint32_t n, cap;
+} free_set;
+
 struct exec_alloc {
-  GArray *blocks;      /* block; [0] is the lookup key */
-  GTree *free[2];      /* per pool (0 large, 1 small): free block ids */
+  GArray *blocks;      /* block; [0] unused (0: an empty tensor's handle) */
+  free_set free[2];    /* per pool (0 large, 1 small): free blocks by (size, addr) */
+  uint32_t dead;       /* first dead record, NONE: none */
   GArray *pending;     /* uint32 ids of pending blocks */
   uint64_t next_addr, reserved, peak, allocated;
 };
@@ -30,27 +52,54 @@ static block *blk(const exec_alloc *a, uint32_t id) {
   return &g_array_index(a->blocks, block, id);
 }
 
-static gint by_size_addr(gconstpointer x, gconstpointer y, gpointer data) {
-  const exec_alloc *a = data;
-  const block *p = blk(a, GPOINTER_TO_UINT(x) - 1), *q = blk(a, GPOINTER_TO_UINT(y) - 1);
-  if (p->size != q->size) return p->size < q->size ? -1 : 1;
-  return p->addr < q->addr ? -1 : p->addr > q->addr;
+/* The first entry of f not before (size, addr). */
+static uint32_t lower_bound(const free_set *f, uint64_t size, uint64_t addr) {
+  uint32_t lo = 0, hi = f->n;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    const free_ent *e = &f->v[mid];
+    if (e->size < size || (e->size == size && e->addr < addr)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
-static gpointer key(uint32_t id) { return GUINT_TO_POINTER(id + 1); }
+static void free_insert(exec_alloc *a, uint32_t id) {
+  const block *b = blk(a, id);
+  free_set *f = &a->free[b->small];
+  if (f->n == f->cap) {
+    f->cap = f->cap ? 2 * f->cap : 16;
+    f->v = g_renew(free_ent, f->v, f->cap);
+  }
+  uint32_t i = lower_bound(f, b->size, b->addr);
+  memmove(&f->v[i + 1], &f->v[i], (f->n - i) * sizeof *f->v);
+  f->v[i] = (free_ent){b->size, b->addr, id};
+  f->n++;
+}
+
+/* Block id leaves its pool's free set (its size and address as when it
+ * entered: callers remove before they resize). */
+static void free_remove(exec_alloc *a, uint32_t id) {
+  const block *b = blk(a, id);
+  free_set *f = &a->free[b->small];
+  uint32_t i = lower_bound(f, b->size, b->addr);
+  g_assert(i < f->n && f->v[i].id == id);
+  memmove(&f->v[i], &f->v[i + 1], (f->n - i - 1) * sizeof *f->v);
+  f->n--;
+}
 
 exec_alloc *exec_alloc_new(void) {
   exec_alloc *a = g_new0(exec_alloc, 1);
   a->blocks = g_array_new(FALSE, TRUE, sizeof(block));
   g_array_set_size(a->blocks, 1);
-  for (int i = 0; i < 2; i++) a->free[i] = g_tree_new_with_data(by_size_addr, a);
+  a->dead = NONE;
   a->pending = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   return a;
 }
 
 void exec_alloc_free(exec_alloc *a) {
   if (!a) return;
-  for (int i = 0; i < 2; i++) g_tree_destroy(a->free[i]);
+  for (int i = 0; i < 2; i++) g_free(a->free[i].v);
   g_array_free(a->pending, TRUE);
   g_array_free(a->blocks, TRUE);
   g_free(a);
@@ -68,6 +117,12 @@ uint64_t exec_alloc_segment_size(uint64_t rounded) {
 }
 
 static uint32_t add_block(exec_alloc *a, block b) {
+  uint32_t id = a->dead;
+  if (id != NONE) {
+    a->dead = blk(a, id)->next;
+    *blk(a, id) = b;
+    return id;
+  }
   g_array_append_val(a->blocks, b);
   return a->blocks->len - 1;
 }
@@ -75,9 +130,9 @@ static uint32_t add_block(exec_alloc *a, block b) {
 /* The smallest free block of the pool holding `size`, lowest address
  * among equals; NONE if none. */
 static uint32_t best_fit(exec_alloc *a, bool small, uint64_t size) {
-  *blk(a, 0) = (block){.addr = 0, .size = size};
-  GTreeNode *n = g_tree_lower_bound(a->free[small], key(0));
-  return n ? GPOINTER_TO_UINT(g_tree_node_key(n)) - 1 : NONE;
+  const free_set *f = &a->free[small];
+  uint32_t i = lower_bound(f, size, 0);
+  return i < f->n ? f->v[i].id : NONE;
 }
 
 uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
@@ -92,7 +147,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
     a->reserved += seg;
     if (a->reserved > a->peak) a->peak = a->reserved;
   } else {
-    g_tree_remove(a->free[small], key(id));
+    free_remove(a, id);
   }
   block *b = blk(a, id);
   uint64_t rest = b->size - size;
@@ -103,7 +158,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
     if (r.next != NONE) blk(a, r.next)->prev = rid;
     b->next = rid;
     b->size = size;
-    g_tree_insert(a->free[small], key(rid), key(rid));
+    free_insert(a, rid);
   }
   b->live = true;
   a->allocated += b->size;
@@ -118,9 +173,11 @@ static void merge(exec_alloc *a, uint32_t into, uint32_t from) {
   p->next = q->next;
   if (q->next != NONE) blk(a, q->next)->prev = into;
   q->dead = true;
+  q->next = a->dead;
+  a->dead = from;
 }
 
-/* Whether block id is a free block of the cache (in its pool's tree). */
+/* Whether block id is a free block of the cache (in its pool's set). */
 static bool cached(const exec_alloc *a, uint32_t id) {
   const block *b = blk(a, id);
   return !b->live && !b->pending;
@@ -130,18 +187,17 @@ static bool cached(const exec_alloc *a, uint32_t id) {
  * its free neighbours (free_block). */
 static void cache_block(exec_alloc *a, uint32_t id) {
   block *b = blk(a, id);
-  bool small = b->small;
   uint32_t next = b->next, prev = b->prev;
   if (next != NONE && cached(a, next)) {
-    g_tree_remove(a->free[small], key(next));
+    free_remove(a, next);
     merge(a, id, next);
   }
   if (prev != NONE && cached(a, prev)) {
-    g_tree_remove(a->free[small], key(prev));
+    free_remove(a, prev);
     merge(a, prev, id);
     id = prev;
   }
-  g_tree_insert(a->free[small], key(id), key(id));
+  free_insert(a, id);
 }
 
 void exec_alloc_release(exec_alloc *a, uint32_t id) {
@@ -189,3 +245,4 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }
 uint64_t exec_alloc_peak_reserved(const exec_alloc *a) { return a->peak; }
 uint64_t exec_alloc_allocated(const exec_alloc *a) { return a->allocated; }
+uint32_t exec_alloc_records(const exec_alloc *a) { return a->blocks->len - 1; }

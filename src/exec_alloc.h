@@ -76,6 +76,9 @@ uint64_t exec_alloc_reserved(const exec_alloc *a);
 uint64_t exec_alloc_peak_reserved(const exec_alloc *a);
 /* Bytes of live blocks, rounded as allocated (torch.cuda.memory_allocated). */
 uint64_t exec_alloc_allocated(const exec_alloc *a);
+/* Block records held (live, cached and dead-awaiting-reuse): bounded by
+ * the blocks there are at once (tests). */
+uint32_t exec_alloc_records(const exec_alloc *a);
 
 /* round_size and get_allocation_size, for tests. */
 uint64_t exec_alloc_round(uint64_t bytes);

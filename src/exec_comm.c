@@ -115,26 +115,36 @@ static void flow_kinds_clear(flow_kinds *f) {
 }
 
 /* Sorts group t's transfers into kinds; a member's id is its transfer's
- * index in the group. */
+ * index in the group.  Where the topology computes its routes (a switched
+ * generator's: no table to point into), each member's channels are written
+ * after the members, in the same block, freed with them. */
 static flow_kinds sort_kinds(exec_state *s, const plan_task *t) {
   uint32_t nx = plan_xfer_count(s->p, t);
+  bool computed = s->t->switched.on;
+  size_t room = computed ? (size_t)nx * TOPO_SWITCHED_HOPS : 0;
+  net_member *fm = g_malloc(nx * sizeof(net_member) + room * sizeof(uint32_t) + 1);
+  uint32_t *routes = (uint32_t *)(fm + nx);
   g_autofree flow_kind *kinds = g_new(flow_kind, nx);
   g_autofree net_member *m = g_new(net_member, nx);
   for (uint32_t i = 0; i < nx; i++) {
     plan_xfer x = plan_xfer_at(s->p, t, i);
-    size_t pair = (size_t)x.src * s->t->n_gpus + x.dst;
     /* a ring collective's edge is several NCCL channels, not one
      * connection (plan_coll.c), and pays the latency once per step */
-    double cap = plan_api_is_ring(t->api) ? 0 : s->t->route_cap_Bps[pair];
-    m[i].route = topo_route_chans(s->t, x.src, x.dst, &kinds[i].hops);
+    double cap = plan_api_is_ring(t->api) ? 0 : topo_route_cap(s->t, x.src, x.dst);
+    if (computed) {
+      m[i].route = &routes[(size_t)i * TOPO_SWITCHED_HOPS];
+      kinds[i].hops = topo_route_fill(s->t, x.src, x.dst, &routes[(size_t)i * TOPO_SWITCHED_HOPS]);
+    } else {
+      m[i].route = topo_route_chans(s->t, x.src, x.dst, &kinds[i].hops);
+    }
     m[i].id = i;
     kinds[i].bytes = x.bytes;
     kinds[i].cap = cap;
-    kinds[i].latency = s->t->route_latency_s[pair] * x.steps;
+    kinds[i].latency = topo_route_latency(s->t, x.src, x.dst) * x.steps;
   }
   groups g;
   groups_make(&g, kinds, sizeof *kinds, nx, flow_kind_hash, flow_kind_equal);
-  flow_kinds f = {.nk = g.n, .m = g_new(net_member, nx), .at = g.at};
+  flow_kinds f = {.nk = g.n, .m = fm, .at = g.at};
   f.kinds = g_new(flow_kind, f.nk);
   for (uint32_t k = 0; k < f.nk; k++) f.kinds[k] = kinds[g.order[g.at[k]]];
   for (uint32_t i = 0; i < nx; i++) f.m[i] = m[g.order[i]];

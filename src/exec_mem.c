@@ -71,22 +71,24 @@ struct exec_mem {
 
 /* The GPUs task t touches, into m->gpus; returns how many. */
 static uint32_t task_gpus(exec_mem *m, const plan_task *t) {
+  m->stamp_now++; /* m->stamp marks the task's GPUs (each_inst) */
   if (t->kind == TASK_COMPUTE) {
     if (t->gpu != PLAN_ALL) {
       m->gpus[0] = t->gpu;
+      m->stamp[t->gpu] = m->stamp_now;
       return 1;
     }
-    for (uint32_t g = 0; g < m->n; g++) m->gpus[g] = g;
+    for (uint32_t g = 0; g < m->n; g++) m->gpus[g] = g, m->stamp[g] = m->stamp_now;
     return m->n;
   }
   const plan_pattern_info *pi = plan_task_pattern(m->p, t);
   if (pi) {
     memcpy(m->gpus, &g_array_index(m->p->pattern_gpus, uint32_t, pi->gpu_off),
            pi->n_gpus * sizeof(uint32_t));
+    for (uint32_t i = 0; i < pi->n_gpus; i++) m->stamp[m->gpus[i]] = m->stamp_now;
     return pi->n_gpus;
   }
   uint32_t k = 0;
-  m->stamp_now++;
   for (uint32_t i = 0; i < t->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(m->p->xfers, plan_xfer, t->xfer_off + i);
     uint32_t g2[2] = {x->src, x->dst};
@@ -116,9 +118,13 @@ static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn
     fn(m, b, u, m->inst_off[u->buf], b->gpu, now);
     return;
   }
-  for (uint32_t i = 0; i < k; i++)
-    if (u->gpu == PLAN_ALL || u->gpu == m->gpus[i])
-      fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
+  if (u->gpu != PLAN_ALL) {
+    /* one GPU's copy, if the task touches that GPU (not a scan of the
+     * task's GPUs: a pattern group has a use per GPU) */
+    if (m->stamp[u->gpu] == m->stamp_now) fn(m, b, u, m->inst_off[u->buf] + u->gpu, u->gpu, now);
+    return;
+  }
+  for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
 }
 
 static void sample(exec_mem *m, uint32_t g, double now) {
@@ -215,10 +221,13 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   for (uint32_t i = 0; i < nu; i++) m->use_off[use_at(m, i)->task + 1]++;
   for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
   g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
-  for (uint32_t i = 0; i < nu; i++) {
-    const plan_buf_use *u = use_at(m, i);
-    m->use_of[fill[u->task]++] = i;
-    each_inst(m, u, task_gpus(m, plan_task_at(p, u->task)), count_ref, 0);
+  for (uint32_t i = 0; i < nu; i++) m->use_of[fill[use_at(m, i)->task]++] = i;
+  /* the task's GPUs once per task, not per use */
+  for (guint t = 0; t < nt; t++) {
+    if (m->use_off[t] == m->use_off[t + 1]) continue;
+    uint32_t k = task_gpus(m, plan_task_at(p, t));
+    for (uint32_t i = m->use_off[t]; i < m->use_off[t + 1]; i++)
+      each_inst(m, use_at(m, m->use_of[i]), k, count_ref, 0);
   }
   for (uint32_t b = 0; b < nb; b++) {
     const plan_buf *pb = plan_buf_at(p, b);

@@ -26,7 +26,7 @@ typedef struct {
   uint32_t heap_pos;  /* in the completion heap, or UINT32_MAX */
   uint32_t mark;      /* component search epoch */
   uint32_t stamp;     /* listing scratch */
-  uint64_t color;     /* make_uniform's scratch */
+  uint64_t color;     /* mix(id): its own colour in channel signatures */
   uint32_t local;     /* index inside the component being solved */
   uint8_t active;
   net_done_fn done;
@@ -57,9 +57,11 @@ typedef struct {
   entry *items;
   uint32_t n, alloc;
   double rate, bytes, busy_s, busy_since;
-  uint64_t sig;  /* solve scratch: capacity and bundles crossing it */
+  uint64_t sig;  /* capacity and bundles crossing it (sign_channels) */
   uint32_t mark, local;
+  uint32_t signed_at;  /* make_uniform round that last computed sig */
   uint8_t dirty;
+  uint8_t sig_ok;      /* sig is current: no bundle came or went since */
 } chan;
 
 struct net {
@@ -71,7 +73,7 @@ struct net {
   GArray *free_ids;   /* uint32 */
   idbuf dirty;        /* channel ids */
   gboolean resolve_pending, per_flow;
-  uint32_t epoch, stamp;
+  uint32_t epoch, stamp, sign_round;
   uint64_t started, bundles_started, solves;
   net_rate_fn rate_fn;
   void *rate_ctx;
@@ -227,6 +229,7 @@ static void chan_add(net *n, uint32_t id, uint32_t u) {
   }
   us->pos = ch->n;
   ch->items[ch->n++] = (entry){id, u};
+  ch->sig_ok = 0;
   if (ch->n == 1) ch->busy_since = engine_now(n->eng);
   mark_dirty(n, us->chan);
 }
@@ -237,11 +240,19 @@ static void chan_remove(net *n, uint32_t id, uint32_t u) {
   entry moved = ch->items[--ch->n];
   ch->items[us->pos] = moved;
   n->bundles[moved.b].uses[moved.u].pos = us->pos;
+  ch->sig_ok = 0;
   if (ch->n == 0) ch->busy_s += engine_now(n->eng) - ch->busy_since;
   mark_dirty(n, us->chan);
 }
 
 /* ---- bundles ---- */
+
+static uint64_t mix(uint64_t x) {  /* splitmix64's finaliser */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 
 static uint32_t bundle_alloc(net *n) {
   uint32_t id;
@@ -257,6 +268,7 @@ static uint32_t bundle_alloc(net *n) {
   }
   memset(&n->bundles[id], 0, sizeof(bundle));
   n->bundles[id].heap_pos = UINT32_MAX;
+  n->bundles[id].color = mix(id);
   n->bundles_started++;
   return id;
 }
@@ -302,6 +314,7 @@ static uint32_t bundle_new(net *n, const net_member *members, uint32_t count, bo
   b->members = members;
   b->own_members = own;
   b->count = count;
+  b->color = mix(id);
   return id;
 }
 
@@ -455,19 +468,16 @@ static void collect_component(net *n, uint32_t c0) {
   }
 }
 
-static uint64_t mix(uint64_t x) {  /* splitmix64's finaliser */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /* Each channel's signature: its capacity and how many flows of each
  * bundle (by colour) cross it, order-free (a sum of mixed words; two
- * different loads colliding is a 2^-64 chance). */
+ * different loads colliding is a 2^-64 chance).  Only channels whose
+ * bundles changed since their signature was made are signed again; they
+ * are marked with this round (signed_at). */
 static void sign_channels(net *n) {
+  n->sign_round++;
   for (guint i = 0; i < n->comp_chans.n; i++) {
     chan *ch = &n->chans[n->comp_chans.v[i]];
+    if (ch->sig_ok) continue;
     uint64_t capbits;
     memcpy(&capbits, &ch->cap, sizeof capbits);
     uint64_t s = mix(capbits);
@@ -476,7 +486,18 @@ static void sign_channels(net *n) {
       s += mix(n->bundles[e.b].color ^ mix(n->bundles[e.b].uses[e.u].mult));
     }
     ch->sig = s;
+    ch->sig_ok = 1;
+    ch->signed_at = n->sign_round;
   }
+}
+
+/* Whether bundle id crosses a channel signed this round: only then may it
+ * have stopped being uniform. */
+static bool bundle_resigned(const net *n, uint32_t id) {
+  const bundle *b = &n->bundles[id];
+  for (uint32_t u = 0; u < b->n_uses; u++)
+    if (n->chans[b->uses[u].chan].signed_at == n->sign_round) return true;
+  return false;
 }
 
 /* Whether, at every hop, the channels bundle id crosses are alike. */
@@ -516,7 +537,6 @@ static void bundle_split(net *n, uint32_t id) {
     uint32_t size = g.at[k + 1] - g.at[k];
     net_member *part = g_new(net_member, size);
     for (uint32_t j = 0; j < size; j++) part[j] = m[g.order[g.at[k] + j]];
-    like.color = (uint64_t)keys[g.order[g.at[k]]];
     uint32_t b = bundle_add(n, part, size, true, NULL, &like);
     n->bundles[b].mark = n->epoch;
   }
@@ -543,24 +563,29 @@ static void list_bundles(net *n) {
  * of a class carries as many flows of each bundle, every flow of a bundle
  * crosses channels of the same classes, so progressive filling gives all
  * flows of a bundle one rate and the bundle is one variable.  Parts of a
- * split bundle are coloured by the channels they cross and checked again
- * until none splits.  A component of single flows needs no check. */
+ * split bundle get colours of their own and are checked again until none
+ * splits.  A component of single flows needs no check.
+ * Incremental: a bundle left uniform by an earlier call stays so until a
+ * channel it crosses gains or loses a bundle (chan.sig_ok), so only those
+ * channels are signed again and only bundles crossing one are checked;
+ * the rest of a component (a 1,024-GPU TokenRing step's ports are all one
+ * component, solved at every hand-back's start and end) is not re-signed.
+ * The bundles checked, and split, are those a full check would split, in
+ * the same order: the same parts and the same solve. */
 static void make_uniform(net *n) {
   bool bundled = false;
   for (guint i = 0; i < n->comp_bundles.n && !bundled; i++)
     bundled = n->bundles[n->comp_bundles.v[i]].count > 1;
   if (!bundled) return;
-  for (guint i = 0; i < n->comp_bundles.n; i++) {
-    uint32_t id = n->comp_bundles.v[i];
-    n->bundles[id].color = mix(id);
-  }
   for (;;) {
     sign_channels(n);
     bool split = false;
     guint len = n->comp_bundles.n;
     for (guint i = 0; i < len; i++) {
       uint32_t id = n->comp_bundles.v[i];
-      if (!n->bundles[id].active || n->bundles[id].count == 1 || bundle_uniform(n, id)) continue;
+      if (!n->bundles[id].active || n->bundles[id].count == 1 || !bundle_resigned(n, id) ||
+          bundle_uniform(n, id))
+        continue;
       bundle_split(n, id);
       split = true;
     }

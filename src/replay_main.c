@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     topo_channel *ch = &g_array_index(t->channels, topo_channel, c);
     if (!g_strcmp0(ch->kind, "nvswitch_port")) ch->cap_Bps = port * 1e9;
   }
-  for (size_t p = 0; cap >= 0 && p < (size_t)t->n_gpus * t->n_gpus; p++) t->route_cap_Bps[p] = cap * 1e9;
+  if (cap >= 0) topo_set_route_caps(t, cap * 1e9);
   if (host >= 0) t->comm_host_s = host * 1e-6;
   if (launch >= 0) t->launch_s = launch * 1e-6;
   if (p2p_launch >= 0) t->p2p_launch_s = p2p_launch * 1e-6;

@@ -8,8 +8,33 @@
 #include "layer.h"
 #include "layers.h"
 
+/* A switched topology's routes are one channel of the sender's (its
+ * port, or its NIC's, by whether the peer shares its node) and one of the
+ * receiver's: the channels of all pairs among GPUs [0, gpus) are those of
+ * each GPU's routes to and from one peer of its node and one of another
+ * node, where it has such peers among them.  O(gpus), not the O(gpus^2)
+ * of every pair (three quarters of an 8,192-GPU all-gather point). */
+static void switched_available(const topology *t, uint32_t gpus, uint8_t *avail) {
+  uint32_t per = t->gpus_per_node, r[TOPO_MAX_HOPS];
+  for (uint32_t s = 0; s < gpus; s++) {
+    uint32_t first = s / per * per, last = MIN(first + per, gpus);
+    uint32_t peers[2], np = 0;
+    if (last - first >= 2) peers[np++] = s == first ? first + 1 : first; /* same node */
+    if (gpus > per) peers[np++] = s < per ? per : 0;                     /* another */
+    for (uint32_t k = 0; k < np; k++)
+      for (int way = 0; way < 2; way++) {
+        uint32_t n = way ? topo_route_fill(t, peers[k], s, r) : topo_route_fill(t, s, peers[k], r);
+        for (uint32_t h = 0; h < n; h++) avail[r[h]] = 1;
+      }
+  }
+}
+
 uint8_t *sim_channels_available(const topology *t, uint32_t gpus) {
   uint8_t *avail = g_new0(uint8_t, t->channels->len);
+  if (t->switched.on) {
+    switched_available(t, gpus, avail);
+    return avail;
+  }
   for (uint32_t i = 0; i < gpus; i++)
     for (uint32_t j = 0; j < gpus; j++) {
       uint32_t n;

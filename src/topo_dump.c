@@ -71,9 +71,10 @@ void topo_dump(FILE *f, const topology *t) {
   for (size_t p = 0; p < pairs; p++) {
     if (p / t->n_gpus == p % t->n_gpus) continue;
     bool seen = false;
-    for (unsigned i = 0; i < nc; i++) seen |= caps[i] == t->route_cap_Bps[p];
+    double cap = topo_route_cap(t, (uint32_t)(p / t->n_gpus), (uint32_t)(p % t->n_gpus));
+    for (unsigned i = 0; i < nc; i++) seen |= caps[i] == cap;
     if (seen) continue;
-    if (nc < 4) caps[nc++] = t->route_cap_Bps[p];
+    if (nc < 4) caps[nc++] = cap;
     else more = true;
   }
   fputs("per-flow caps on routes (GB/s, 0 = none):", f);

@@ -9,7 +9,7 @@
  *              its node's NIC for it into a non-blocking switch fabric and
  *              arrives through the peer's NIC.  By default every GPU has a
  *              NIC of its own ("rails"); with nics_per_node below
- *              gpus_per_node, consecutive GPUs share one (nic_for_gpu).
+ *              gpus_per_node, consecutive GPUs share one (topo_nic_for_gpu).
  * torus      - GPUs on a k-ary n-dimensional torus (TPU-like slices), one
  *              link per neighbour and direction, dimension-order routing. */
 #include "topology.h"
@@ -45,19 +45,15 @@ static bool gen_nvswitch(topology *t, json_object *g, json_where w, double cap, 
       !json_get_u32(g, w, "gpus", true, 0, 1, &t->n_gpus, err) ||
       !json_get_double(g, w, "port_gbps", true, 0, 0, &gbps, err) ||
       !json_get_double(g, w, "latency_us", false, 0, -1, &lat_us, err) ||
-      !topo_check_size(t->n_gpus, 2ull * t->n_gpus, 2, w, "gpus", err))
+      !topo_check_size(t->n_gpus, 2ull * t->n_gpus, 0, w, "gpus", err))
     return false;
   uint32_t n = t->n_gpus;
   t->gpus_per_node = n;
   add_ports(t, 0, n, gbps * 1e9, lat_us * 1e-6);
-  topo_routes_begin(t);
-  for (uint32_t s = 0; s < n; s++)
-    for (uint32_t d = 0; d < n; d++) {
-      uint32_t r[2] = {2 * s, 2 * d + 1};
-      topo_route(t, s, d, r, s == d ? 0 : 2, cap);
-      t->direct[(size_t)s * n + d] = s != d;
-    }
-  topo_routes_done(t);
+  /* GPU s to d: s's egress port (2 s), d's ingress (2 d + 1), computed
+   * (topology.c switched_route) */
+  t->switched.cap_Bps = t->switched.inter_cap_Bps = cap;
+  topo_routes_switched(t);
   return true;
 }
 
@@ -102,7 +98,7 @@ static bool gen_full_mesh(topology *t, json_object *g, json_where w, double cap,
  * A count that does not divide the GPUs is refused (gen_multi_node): which
  * GPUs share a NIC then depends on the board's PCI tree, which only the
  * user knows (explicit channels and routes say it). */
-static uint32_t nic_for_gpu(uint32_t local, uint32_t per, uint32_t nics) {
+uint32_t topo_nic_for_gpu(uint32_t local, uint32_t per, uint32_t nics) {
   return local / (per / nics);
 }
 
@@ -127,7 +123,7 @@ static bool gen_multi_node(topology *t, json_object *g, json_where w, double cap
     return json_fail(err, w, "nics_per_node", "expected a divisor of gpus_per_node (%u), so "
                      "that every NIC serves the same number of consecutive GPUs; got %u (for "
                      "another sharing, list the channels and routes explicitly)", per, nics);
-  if (!topo_check_size((uint64_t)nodes * per, 2ull * nodes * (per + nics), 2, w, "nodes", err))
+  if (!topo_check_size((uint64_t)nodes * per, 2ull * nodes * (per + nics), 0, w, "nodes", err))
     return false;
   uint32_t n = t->n_gpus = nodes * per;
   t->gpus_per_node = per;
@@ -146,20 +142,14 @@ static bool gen_multi_node(topology *t, json_object *g, json_where w, double cap
       topo_add_channel(t, tx, "nic", nic_gbps * 1e9, nic_lat_us * 1e-6 / 2);
       topo_add_channel(t, rx, "nic", nic_gbps * 1e9, nic_lat_us * 1e-6 / 2);
     }
-  topo_routes_begin(t);
-  for (uint32_t s = 0; s < n; s++)
-    for (uint32_t d = 0; d < n; d++) {
-      bool same = s / per == d / per;
-      uint32_t r[2];
-      if (same) { r[0] = 2 * s; r[1] = 2 * d + 1; }
-      else {
-        r[0] = nic0 + 2 * ((s / per) * nics + nic_for_gpu(s % per, per, nics));
-        r[1] = nic0 + 2 * ((d / per) * nics + nic_for_gpu(d % per, per, nics)) + 1;
-      }
-      topo_route(t, s, d, r, s == d ? 0 : 2, same ? cap : inter_cap);
-      t->direct[(size_t)s * n + d] = s != d;
-    }
-  topo_routes_done(t);
+  /* inside a node, s's egress port and d's ingress; across, the NIC of
+   * each (topo_nic_for_gpu), egress then ingress: computed (topology.c
+   * switched_route) */
+  t->switched.nic0 = nic0;
+  t->switched.nics = nics;
+  t->switched.cap_Bps = cap;
+  t->switched.inter_cap_Bps = inter_cap;
+  topo_routes_switched(t);
   return true;
 }
 

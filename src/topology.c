@@ -73,7 +73,67 @@ void topo_routes_done(topology *t) {
     if (t->route_off[p] < t->route_off[p - 1]) t->route_off[p] = t->route_off[p - 1];
 }
 
+void topo_routes_switched(topology *t) {
+  size_t n = t->n_gpus;
+  t->switched.on = true;
+  t->direct = g_malloc((size_t)n * n);
+  memset(t->direct, 1, n * n);
+  for (size_t g = 0; g < n; g++) t->direct[g * n + g] = 0;
+}
+
+/* A switched topology's route: inside a node, the sender's NVSwitch
+ * egress port (channel 2 src) and the receiver's ingress (2 dst + 1);
+ * across nodes, the NIC each GPU uses (topo_nic_for_gpu), egress then ingress. */
+static uint32_t switched_route(const topology *t, uint32_t src, uint32_t dst, uint32_t *out) {
+  if (src == dst) return 0;
+  uint32_t per = t->gpus_per_node, nics = t->switched.nics;
+  if (nics == 0 || src / per == dst / per) {
+    out[0] = 2 * src;
+    out[1] = 2 * dst + 1;
+  } else {
+    out[0] = t->switched.nic0 + 2 * ((src / per) * nics + topo_nic_for_gpu(src % per, per, nics));
+    out[1] = t->switched.nic0 + 2 * ((dst / per) * nics + topo_nic_for_gpu(dst % per, per, nics)) + 1;
+  }
+  return 2;
+}
+
+uint32_t topo_route_fill(const topology *t, uint32_t src, uint32_t dst, uint32_t *out) {
+  if (t->switched.on) return switched_route(t, src, dst, out);
+  uint32_t n;
+  const uint32_t *r = topo_route_chans(t, src, dst, &n);
+  if (n) memcpy(out, r, n * sizeof *r);
+  return n;
+}
+
+double topo_route_latency(const topology *t, uint32_t src, uint32_t dst) {
+  if (!t->switched.on) return t->route_latency_s[(size_t)src * t->n_gpus + dst];
+  uint32_t r[TOPO_MAX_HOPS], n = switched_route(t, src, dst, r);
+  double lat = 0; /* summed in hop order, as topo_route does */
+  for (uint32_t h = 0; h < n; h++) lat += topo_chan(t, r[h])->latency_s;
+  return lat;
+}
+
+double topo_route_cap(const topology *t, uint32_t src, uint32_t dst) {
+  if (!t->switched.on) return t->route_cap_Bps[(size_t)src * t->n_gpus + dst];
+  uint32_t per = t->gpus_per_node;
+  return t->switched.nics == 0 || src / per == dst / per ? t->switched.cap_Bps
+                                                         : t->switched.inter_cap_Bps;
+}
+
+void topo_set_route_caps(topology *t, double cap_Bps) {
+  if (t->switched.on) {
+    t->switched.cap_Bps = t->switched.inter_cap_Bps = cap_Bps;
+    return;
+  }
+  for (size_t p = 0; p < (size_t)t->n_gpus * t->n_gpus; p++) t->route_cap_Bps[p] = cap_Bps;
+}
+
 const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, uint32_t *n) {
+  if (t->switched.on) {
+    static _Thread_local uint32_t buf[TOPO_MAX_HOPS];
+    *n = switched_route(t, src, dst, buf);
+    return *n ? buf : NULL;
+  }
   size_t p = (size_t)src * t->n_gpus + dst;
   *n = t->route_off[p + 1] - t->route_off[p];
   /* an empty route (src == dst; every route of a 1-GPU topology, whose
@@ -82,22 +142,24 @@ const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, 
   return &g_array_index(t->route_chan, uint32_t, t->route_off[p]);
 }
 
-static double size_estimate(uint64_t n_gpus, uint64_t chans, double route_chans) {
+static double size_estimate(uint64_t n_gpus, uint64_t chans, double route_chans, bool stored) {
   /* per ordered pair: offset, latency, cap, direct flag, an explicit file's
-   * route index and a scheduler's adjacency, plus the route's channels; per
+   * route index and a scheduler's adjacency, plus the route's channels
+   * (computed routes: the direct flag and the adjacency only); per
    * channel: its record and names here, its counters in every run */
   double pairs = (double)n_gpus * (double)n_gpus;
-  return pairs * 26.0 + 4.0 * route_chans + (double)chans * 200.0;
+  return pairs * (stored ? 26.0 : 2.0) + 4.0 * route_chans + (double)chans * 200.0;
 }
 
 uint64_t topo_bytes(const topology *t) {
   return (uint64_t)size_estimate(t->n_gpus, t->channels->len,
-                                 t->route_chan ? (double)t->route_chan->len : 0);
+                                 t->route_chan ? (double)t->route_chan->len : 0,
+                                 !t->switched.on);
 }
 
 bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
                      const char *field, GError **err) {
-  double bytes = size_estimate(n_gpus, chans, (double)n_gpus * (double)n_gpus * hops);
+  double bytes = size_estimate(n_gpus, chans, (double)n_gpus * (double)n_gpus * hops, hops > 0);
   uint64_t cap = w.doc && w.doc->max_bytes ? MIN(w.doc->max_bytes, TOPO_MAX_BYTES)
                                            : TOPO_MAX_BYTES;
   if (bytes <= (double)cap) return true;
@@ -109,9 +171,9 @@ bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where 
           : g_strdup("");
   return json_fail(err, w, field,
                    "%" G_GUINT64_FORMAT " GPUs with %" G_GUINT64_FORMAT " channels need about "
-                   "%.1f GiB for their routes (one per ordered GPU pair) and channels; expected "
+                   "%.1f GiB for their %s (one per ordered GPU pair) and channels; expected "
                    "a topology within %llu GiB%s", n_gpus, chans, bytes / gib,
-                   TOPO_MAX_BYTES >> 30, held);
+                   hops ? "routes" : "direct-link flags", TOPO_MAX_BYTES >> 30, held);
 }
 
 const topo_channel *topo_chan(const topology *t, uint32_t c) {

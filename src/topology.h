@@ -1,5 +1,9 @@
 /* topology: the GPUs, the directed channels between them, and the route
- * every ordered GPU pair takes.
+ * every ordered GPU pair takes: stored per pair (explicit files, full
+ * meshes, tori), or, for the switched generators (nvswitch, multi_node),
+ * computed from their structure: a GPU's egress port and the peer's
+ * ingress port inside a node, the two NICs' across nodes.  A table per
+ * ordered pair is 2.1 GiB at 8,192 GPUs; the structure is a few words.
  *
  * Read from a topology file that either names a generator (nvswitch,
  * full_mesh, multi_node, torus) with its parameters or lists channels and
@@ -62,6 +66,13 @@ typedef struct topology {
   GArray *route_chan;      /* uint32 */
   double *route_latency_s; /* sum of the route's channel latencies */
   double *route_cap_Bps;   /* per-flow cap on the route, 0 = none */
+  /* Routes computed instead (the tables above NULL): the nvswitch and
+   * multi_node generators' (topo_gen.c); nics 0: one node */
+  struct {
+    bool on;
+    uint32_t nic0, nics;          /* first NIC channel, NICs per node */
+    double cap_Bps, inter_cap_Bps; /* per-flow caps inside a node, across */
+  } switched;
   /* torus-like topologies: direct neighbours (adjacency for TASP) */
   uint8_t *direct;         /* n*n: 1 when i->j is one hop on one link */
   double launch_s;         /* device-side fixed cost of one collective group */
@@ -110,7 +121,8 @@ typedef struct topology {
 double topo_usable_gib(const topology *t);
 
 /* Bytes a topology of n GPUs, `chans` channels and up to `hops` channels
- * per route needs (an estimate that errs high).  Above TOPO_MAX_BYTES, or
+ * per route needs (an estimate that errs high; hops 0: routes computed,
+ * not stored).  Above TOPO_MAX_BYTES, or
  * above w.doc->max_bytes where that is set (what a --set sweep's other
  * topologies left): an error naming field `field` of w and FALSE. */
 bool topo_check_size(uint64_t n_gpus, uint64_t chans, uint32_t hops, json_where w,
@@ -144,7 +156,25 @@ void topo_route(topology *t, uint32_t src, uint32_t dst, const uint32_t *chans, 
                 double cap_Bps);
 void topo_routes_done(topology *t);
 
+/* The most channels a route crosses (an explicit file's "via" lists), and
+ * a switched generator's routes (egress, ingress). */
+#define TOPO_MAX_HOPS 8
+#define TOPO_SWITCHED_HOPS 2
+/* The channels of the route src -> dst: written into out (room for
+ * TOPO_MAX_HOPS); returns how many (0: src == dst). */
+uint32_t topo_route_fill(const topology *t, uint32_t src, uint32_t dst, uint32_t *out);
+/* The same as a pointer: into the tables, or, where routes are computed,
+ * into this thread's buffer, valid until its next call (keep it: copy it,
+ * or use topo_route_fill). */
 const uint32_t *topo_route_chans(const topology *t, uint32_t src, uint32_t dst, uint32_t *n);
+/* Sum of the route's channel latencies; its per-flow cap (0: none). */
+double topo_route_latency(const topology *t, uint32_t src, uint32_t dst);
+double topo_route_cap(const topology *t, uint32_t src, uint32_t dst);
+/* Every route's per-flow cap set to cap_Bps (what-if tools). */
+void topo_set_route_caps(topology *t, double cap_Bps);
+/* Routes computed from the switched generators' structure (t->switched,
+ * set by the generator before); t->direct: every other GPU. */
+void topo_routes_switched(topology *t);
 const topo_channel *topo_chan(const topology *t, uint32_t c);
 
 /* Channel kinds that are the network between nodes ("nic", "ib", "roce",
@@ -169,6 +199,9 @@ void topo_fill_defaults(json_object *comm, json_object *compute, GPtrArray *used
 char *topo_defaults_note(const topology *t);
 
 /* Generators (topo_gen.c).  Each reads its "generator" object. */
+/* The NIC (0 .. nics-1 of its node) GPU `local` of a node of `per` sends
+ * and receives through (multi_node). */
+uint32_t topo_nic_for_gpu(uint32_t local, uint32_t per, uint32_t nics);
 bool topo_generate(topology *t, json_object *gen, json_where w, double flow_cap_Bps,
                    double inter_cap_Bps, GError **err);
 

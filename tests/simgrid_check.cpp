@@ -55,7 +55,9 @@ static topology *load(const check_case &c) {
   if (c.zero_latency) {
     for (guint i = 0; i < t->channels->len; i++)
       g_array_index(t->channels, topo_channel, i).latency_s = 0;
-    for (size_t p = 0; p < (size_t)t->n_gpus * t->n_gpus; p++) t->route_latency_s[p] = 0;
+    /* computed routes (switched generators) sum the channels' latencies */
+    for (size_t p = 0; t->route_latency_s && p < (size_t)t->n_gpus * t->n_gpus; p++)
+      t->route_latency_s[p] = 0;
   }
   return t;
 }
@@ -97,7 +99,7 @@ static double simgrid_time(const topology *t, const plan *p) {
       const uint32_t *r = topo_route_chans(t, s, d, &hops);
       std::vector<sg4::LinkInRoute> route;
       for (uint32_t h = 0; h < hops; h++) route.emplace_back(links[r[h]]);
-      double cap = t->route_cap_Bps[(size_t)s * t->n_gpus + d];
+      double cap = topo_route_cap(t, s, d);
       if (cap > 0) {
         if (!caps.count(cap))
           caps[cap] = zone->create_link("cap" + std::to_string(caps.size()), cap)

@@ -322,8 +322,8 @@ expect_error "--set nodes=2.5 refused as in a file" \
 expect_error "--set of a misspelt field names --set, not the file" \
   "command line: option '--set': comm.nic_GBps=25: unknown field; expected one of:" --topology h100x8x2 --set comm.nic_GBps=25
 expect_error "--set making the topology too large names --set and the estimate" \
-  "command line: option '--set': generator.nodes=1000: 8000 GPUs with 32000 channels need about 2.0 GiB" \
-  --topology h100x8x2 --set generator.nodes=1000
+  "command line: option '--set': generator.nodes=4000: 32000 GPUs with 128000 channels need about 1.9 GiB for their direct-link flags" \
+  --topology h100x8x2 --set generator.nodes=4000
 expect_error "--set past the generator's bound: the file's object named with the --set that did it" \
   "h100x8x2.json: field 'generator': at most 65536 GPUs (with option '--set' generator.nodes=100000)" \
   --topology h100x8x2 --set generator.nodes=100000
@@ -360,8 +360,8 @@ expect_error "--set 10^8 combinations refused before they are made, with the est
   "command line: option '--set': the lists give 100000000 combinations (100 x 100 x 100 x 100 values); expected at most 4096" \
   --topology h100x8 --set comm.launch_us=$l100 --set comm.p2p_msg_us=$l100 --set comm.host_us=$l100 --set comm.p2p_op_host_us=$l100
 expect_error "--set sweep: topologies held together past 1 GiB refused before the next is built" \
-  "option '--set': generator.nodes=513: 4104 GPUs with 16416 channels need about 0.5 GiB for their routes (one per ordered GPU pair) and channels; expected a topology within 1 GiB, less the 0.53 GiB the --set sweep's topologies loaded before it hold" \
-  --topology h100x8x2 --set generator.nodes=512,513 --sp 16 --seq 1M
+  "option '--set': generator.nodes=2101: 16808 GPUs with 67232 channels need about 0.5 GiB for their direct-link flags (one per ordered GPU pair) and channels; expected a topology within 1 GiB, less the 0.54 GiB the --set sweep's topologies loaded before it hold" \
+  --topology h100x8x2 --set generator.nodes=2100,2101 --sp 16 --seq 1M
 # the table's description line does not contradict the overrides
 "$sim" --topology h100x8x2 --set generator.nic_gbps=100Gb/s --sched ring --seq 128K --sp 16 > "$tmp/desc.txt"
 check "table header: the value as given and as understood, the file's description marked as before --set" \

@@ -586,7 +586,8 @@ static void t_phases(void) {
 /* plan_buf_use_on: a group that reads GPU 0's copy of a buffer on every
  * GPU, not GPU 1's: GPU 1's copy goes when its own copy task ends, before
  * GPU 1 makes a larger buffer; read on both, it would be held to the
- * group's end, and GPU 1's peak would hold both. */
+ * group's end, and GPU 1's peak would hold both.  GPU 0's copy is held to
+ * the group's end either way: beside what GPU 0 makes meanwhile. */
 static double use_on_peak(bool one) {
   topology *t = switch_topo(2, 1e9);
   plan *p = plan_new(2, false);
@@ -601,11 +602,13 @@ static double use_on_peak(bool one) {
   plan_dep(p, c1b, g);
   plan_dep(p, c0, g);
   plan_issue(p, g, NULL, -1, false);
+  plan_buf_out(p, plan_copy(p, 0, 0, 1e6), 1000, "z");
   if (one) plan_buf_use_on(p, g, x, 0, false, PLAN_BUF_DURING);
   else plan_buf_reads(p, g, x);
   plan_finish(p);
   exec_result *r = run(p, t, false);
   CU_ASSERT_EQUAL(r->mem_errors, 0);
+  CU_ASSERT_DOUBLE_EQUAL(r->gpu_peak_bytes[0], 1100, 0);
   double peak = r->gpu_peak_bytes[1];
   exec_result_free(r);
   plan_free(p);
@@ -773,6 +776,25 @@ static void t_alloc_reuse(void) {
   exec_alloc_free(a);
 }
 
+/* A block merged into its neighbour leaves a record that the next split
+ * reuses: a thousand rounds of splitting a cached block in two and merging
+ * it back hold three records, not two thousand, and the two live blocks of
+ * a round are always two different handles. */
+static void t_alloc_records_reused(void) {
+  exec_alloc *a = exec_alloc_new();
+  exec_alloc_release(a, exec_alloc_take(a, 100 * MIB));
+  for (int i = 0; i < 1000; i++) {
+    uint32_t y = exec_alloc_take(a, 60 * MIB), z = exec_alloc_take(a, 40 * MIB);
+    CU_ASSERT_NOT_EQUAL(y, z);
+    CU_ASSERT_EQUAL(exec_alloc_allocated(a), 100 * MIB);
+    exec_alloc_release(a, y);
+    exec_alloc_release(a, z);
+  }
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 100 * MIB);
+  CU_ASSERT_TRUE(exec_alloc_records(a) <= 3);
+  exec_alloc_free(a);
+}
+
 /* Fragmentation: two 40 MiB tensors in segments of their own; the first
  * freed, a 60 MiB request cannot use its 40 MiB: a new segment, 140 MiB
  * reserved for 100 MiB allocated. */
@@ -826,7 +848,7 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream),
-                                    TEST(t_starts_in_program_order),
+                                    TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};
   return test_run("mem", cases);

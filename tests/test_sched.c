@@ -949,6 +949,36 @@ static void t_tasp_all_to_all(void) {
   topo_free(t);
 }
 
+/* TASP under a causal mask without segments (what runs) counts per GPU
+ * and step the cycles that bring its first kernel's pieces, to declare a
+ * torch.cat gather of its keys where there are several; the plan with
+ * segments (each piece listed) gathers the same: the same buffers, GPU by
+ * GPU, in the same order. */
+static void t_tasp_causal_gathers(void) {
+  uint32_t n = 9;
+  topology *t = complete_topo(n);
+  workload w = shape(n, 2 * 9 * 8 * 4, true, PASS_FWDBWD);
+  plan *p = sched_tasp.build(&w, t, false), *q = sched_tasp.build(&w, t, true);
+  GString *a = g_string_new(NULL), *b = g_string_new(NULL);
+  unsigned gathers = 0;
+  for (int k = 0; k < 2; k++) {
+    const plan *x = k ? q : p;
+    for (uint32_t i = 0; i < plan_buf_count(x); i++) {
+      const plan_buf *pb = plan_buf_at(x, i);
+      if (strcmp(pb->name, "keys gathered (torch.cat)")) continue;
+      g_string_append_printf(k ? b : a, "%u:%g ", pb->gpu, pb->bytes);
+      gathers += !k;
+    }
+  }
+  CU_ASSERT_TRUE(gathers > n); /* more than the second halves' */
+  CU_ASSERT_STRING_EQUAL(a->str, b->str);
+  g_string_free(a, TRUE);
+  g_string_free(b, TRUE);
+  plan_free(p);
+  plan_free(q);
+  topo_free(t);
+}
+
 /* Bad sizes are refused with a message. */
 static void t_checks_refuse(void) {
   topology *t = complete_topo(8);
@@ -1164,7 +1194,7 @@ int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
                                     TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
-                                    TEST(t_tasp_all_to_all), TEST(t_checks_refuse),
+                                    TEST(t_tasp_all_to_all), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     TEST(t_ulysses_variants), TEST(t_ulysses_heads),
                                     TEST(t_collective_rings), TEST(t_kbc_flash_only), TEST(t_blind_to_hardware),

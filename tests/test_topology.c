@@ -1,6 +1,7 @@
 /* topology: bundled files load, generators build the right channels and
  * routes, explicit files are checked. */
 #include "net.h"
+#include "sim.h"
 #include "sweep.h"
 #include "topology.h"
 #include "testutil.h"
@@ -44,6 +45,80 @@ static void t_nvswitch_routes(void) {
   CU_ASSERT_STRING_EQUAL(topo_chan(t, r[1])->name, "gpu5.nvl.rx");
   topo_route_chans(t, 3, 3, &n);
   CU_ASSERT_EQUAL(n, 0);
+  topo_free(t);
+}
+
+/* The switched generators compute their routes (topology.c) instead of
+ * storing one per pair: every ordered pair of a two-NIC-sharing 4-node
+ * topology and of a NIC-per-GPU one gets the channels the generator named
+ * for it, the sum of their latencies and the flow cap of its kind. */
+static void check_switched(topology *t, uint32_t per, uint32_t nics, double cap, double inter) {
+  CU_ASSERT_TRUE(t->switched.on);
+  CU_ASSERT_PTR_NULL(t->route_off);
+  for (uint32_t s = 0; s < t->n_gpus; s++)
+    for (uint32_t d = 0; d < t->n_gpus; d++) {
+      uint32_t r[TOPO_MAX_HOPS], n = topo_route_fill(t, s, d, r), m;
+      const uint32_t *p = topo_route_chans(t, s, d, &m);
+      CU_ASSERT_EQUAL(t->direct[(size_t)s * t->n_gpus + d], s != d);
+      if (s == d) {
+        CU_ASSERT_EQUAL(n, 0);
+        CU_ASSERT_PTR_NULL(p);
+        continue;
+      }
+      CU_ASSERT_EQUAL_FATAL(n, 2);
+      CU_ASSERT_EQUAL(m, 2);
+      CU_ASSERT_TRUE(p[0] == r[0] && p[1] == r[1]);
+      bool same = s / per == d / per;
+      g_autofree char *tx = same ? g_strdup_printf("gpu%u.nvl.tx", s)
+                            : nics == per ? g_strdup_printf("gpu%u.nic.tx", s)
+                                          : g_strdup_printf("node%u.nic%u.tx", s / per, s % per / (per / nics));
+      g_autofree char *rx = same ? g_strdup_printf("gpu%u.nvl.rx", d)
+                            : nics == per ? g_strdup_printf("gpu%u.nic.rx", d)
+                                          : g_strdup_printf("node%u.nic%u.rx", d / per, d % per / (per / nics));
+      CU_ASSERT_STRING_EQUAL(topo_chan(t, r[0])->name, tx);
+      CU_ASSERT_STRING_EQUAL(topo_chan(t, r[1])->name, rx);
+      CU_ASSERT_EQUAL(topo_route_latency(t, s, d),
+                      0 + topo_chan(t, r[0])->latency_s + topo_chan(t, r[1])->latency_s);
+      CU_ASSERT_EQUAL(topo_route_cap(t, s, d), same ? cap : inter);
+    }
+}
+
+/* The channels on routes among the first g GPUs (--links' rows),
+ * found from one peer per GPU on a switched topology: those of every
+ * pair, for every g. */
+static void check_available(const topology *t) {
+  for (uint32_t g = 1; g <= t->n_gpus; g++) {
+    g_autofree uint8_t *got = sim_channels_available(t, g);
+    g_autofree uint8_t *want = g_new0(uint8_t, t->channels->len);
+    for (uint32_t s = 0; s < g; s++)
+      for (uint32_t d = 0; d < g; d++) {
+        uint32_t r[TOPO_MAX_HOPS], n = topo_route_fill(t, s, d, r);
+        for (uint32_t h = 0; h < n; h++) want[r[h]] = 1;
+      }
+    CU_ASSERT_EQUAL(memcmp(got, want, t->channels->len), 0);
+  }
+}
+
+static void t_switched_routes(void) {
+  topology *t = load_set("topologies/h100x8x4.json", "generator.nics_per_node=4");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->n_gpus, 32);
+  /* the file's flow_cap_gbps inside a node, no inter_node_flow_cap_gbps */
+  check_switched(t, 8, 4, 256e9, 0);
+  check_available(t);
+  topo_set_route_caps(t, 7e9);
+  CU_ASSERT_EQUAL(topo_route_cap(t, 3, 30), 7e9);
+  CU_ASSERT_EQUAL(topo_route_cap(t, 3, 4), 7e9);
+  topo_free(t);
+  t = load("topologies/h100x8x4.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  check_switched(t, 8, 8, 256e9, 0);
+  check_available(t);
+  topo_free(t);
+  t = load_set("topologies/h100x8.json", "generator.gpus=24");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  check_switched(t, 24, 0, 256e9, 0);
+  check_available(t);
   topo_free(t);
 }
 
@@ -543,7 +618,7 @@ static void t_sweep(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_bundled_load), TEST(t_nvswitch_routes),
-                                    TEST(t_mesh_and_multinode), TEST(t_torus),
+                                    TEST(t_mesh_and_multinode), TEST(t_switched_routes), TEST(t_torus),
                                     TEST(t_bad_files), TEST(t_explicit_file), TEST(t_one_gpu),
                                     TEST(t_size_cap), TEST(t_shared_nics),
                                     TEST(t_explicit_nodes_inferred), TEST(t_network_kinds),

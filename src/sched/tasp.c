@@ -35,8 +35,9 @@ typedef struct {
   uint32_t *order;  /* order[m*n+i]: vertex at position i of cycle m */
   uint64_t span;    /* tokens per chunk: S/2N causal (two chunks), S/N full */
   plan_seg *low, *high; /* tasp_kernels' scratch, 2k each */
-  /* key lengths of every GPU's two kernels at step `at` (step_lengths) */
-  struct tasp_lengths { uint32_t at; uint64_t *low, *high; } *len;
+  /* key lengths of every GPU's two kernels at step `at` (step_lengths),
+   * and how many cycles bring the first kernel's pieces */
+  struct tasp_lengths { uint32_t at; uint64_t *low, *high; uint32_t *low_pieces; } *len;
 } tasp_self;
 
 static uint32_t origin(const tasp_self *s, uint32_t m, uint32_t gpu, uint32_t step) {
@@ -63,12 +64,13 @@ static void step_lengths(const tasp_self *s, uint32_t step) {
   l->at = step;
   memset(l->low, 0, n * sizeof(uint64_t));
   memset(l->high, 0, n * sizeof(uint64_t));
+  memset(l->low_pieces, 0, n * sizeof(uint32_t));
   for (uint32_t m = 0; m < k; m++) {
     uint64_t len = piece(s, 0, m).len;
     const uint32_t *order = &s->order[(size_t)m * n];
     for (uint32_t i = 0; i < n; i++) {
       uint32_t g = order[i], o = order[(i + n - step % n) % n];
-      if (o < g) l->low[g] += len;
+      if (o < g) l->low[g] += len, l->low_pieces[g]++;
       else l->high[g] += 2 * len;
     }
   }
@@ -152,11 +154,9 @@ static void tasp_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_
    * several pieces reads them from a torch.cat gather: the second half's
    * always (both pieces of each later sub-chunk), the first half's where
    * more than one cycle brings an earlier sub-chunk. */
-  uint32_t low_pieces = nlow;
-  if (s->w->causal && !rotate_records_segs(e)) {
-    low_pieces = 0;
-    for (uint32_t m = 0; m < k; m++) low_pieces += origin(s, m, gpu, step) < gpu;
-  }
+  /* (counted per step for all GPUs at once: a walk of the k cycles per
+   * GPU was n k lookups per GPU and step, a fifth of a causal 512-GPU run) */
+  uint32_t low_pieces = s->w->causal && !rotate_records_segs(e) ? s->len->low_pieces[gpu] : nlow;
   if (nlow) {
     rotate_kernel(e, false, local, nl, low, nlow);
     if (s->w->causal && low_pieces > 1) rotate_kernel_gathers(e, seg_len(low, nlow));
@@ -336,7 +336,8 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   gboolean ok = ham_verify(&s.d, NULL, &err);
   g_assert(ok && k > 0);  /* a decomposition we made and could not verify is our bug */
   s.span = w->seq_len / ((w->causal ? 2 : 1) * (uint64_t)n);
-  struct tasp_lengths lengths = {UINT32_MAX, g_new(uint64_t, n), g_new(uint64_t, n)};
+  struct tasp_lengths lengths = {UINT32_MAX, g_new(uint64_t, n), g_new(uint64_t, n),
+                                 g_new(uint32_t, n)};
   s.len = &lengths;
   s.low = g_new(plan_seg, 2 * (size_t)k);
   s.high = g_new(plan_seg, 2 * (size_t)k);
@@ -383,6 +384,7 @@ static plan *build_any(const workload *w, const topology *t, bool nodes, bool re
   g_free(s.high);
   g_free(lengths.low);
   g_free(lengths.high);
+  g_free(lengths.low_pieces);
   ham_clear(&s.d);
   return p;
 }
