@@ -78,14 +78,18 @@ GPtrArray *search_ranked(const search_result *r) {
 
 /* ---- the space ---- */
 
-/* The Ulysses degree option (all-to-all groups inside SP, rings across:
- * USP, arXiv 2405.07719): its values are a dimension for the schedulers
- * that declare it. */
-static const sched_opt *ulysses_opt(void) { return sched_option_find("usp_ulysses"); }
-
-static bool takes_ulysses(const sched_ops *s) {
-  const sched_opt *o = ulysses_opt();
-  return o && sched_uses_option(s, o);
+/* The options that split SP in two (a divisor strictly inside it): USP's
+ * Ulysses degree (all-to-all groups inside, rings across: arXiv
+ * 2405.07719) and double ring's inner ring (LoongTrain, arXiv
+ * 2406.18485); a scheduler's values of the first it declares are a
+ * dimension.  NULL: it takes none. */
+static const sched_opt *split_opt(const sched_ops *s) {
+  static const char *const keys[] = {"usp_ulysses", "double_ring_inner"};
+  for (size_t k = 0; k < G_N_ELEMENTS(keys); k++) {
+    const sched_opt *o = sched_option_find(keys[k]);
+    if (o && sched_uses_option(s, o)) return o;
+  }
+  return NULL;
 }
 
 static GArray *divisors(uint32_t n) {
@@ -150,7 +154,7 @@ static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
         uint32_t sp = g_array_index(sps, uint32_t, b), dp = o->gpus / tp / sp;
         if ((sp == 1) != (k == 0)) continue;
         g_autoptr(GArray) us = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-        if (takes_ulysses(s)) {
+        if (split_opt(s)) {
           g_autoptr(GArray) ds = divisors(sp);
           for (guint i = 0; i < ds->len; i++) {
             uint32_t u = g_array_index(ds, uint32_t, i);
@@ -169,7 +173,7 @@ static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
               for (size_t r = 0; r < G_N_ELEMENTS(recs); r++) {
                 if (fn) {
                   search_row c = {.tp = tp, .sp = sp, .dp = dp, .zero = z, .recompute = recs[r],
-                                  .ulysses = g_array_index(us, uint32_t, i),
+                                  .split = g_array_index(us, uint32_t, i),
                                   .placement = places[pl]};
                   fn((uint32_t)index, s, name, &c, user);
                 }
@@ -204,9 +208,8 @@ static workload config_workload(const space *sp, const sched_ops *s, const searc
   w.zero = c->zero;
   w.recompute = c->recompute;
   w.micro_batches = c->micro_batches;
-  if (c->ulysses) sched_opt_set_num(&w, ulysses_opt(), c->ulysses);
+  if (c->split) sched_opt_set_num(&w, split_opt(s), c->split);
   w.placement = c->placement;
-  (void)s;
   return w;
 }
 
@@ -356,7 +359,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
     return;
   }
   /* the attention's part, once per method, TP, SP and split */
-  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%d", s->name, c->tp, c->sp, c->ulysses,
+  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%d", s->name, c->tp, c->sp, c->split,
                                          (int)c->placement);
   double *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {

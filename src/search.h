@@ -48,7 +48,10 @@ typedef enum {
 typedef struct {
   uint32_t index;          /* in the enumeration order (search.c) */
   char *sched;
-  uint32_t tp, sp, ulysses, dp, zero; /* ulysses 0: the scheduler takes none */
+  /* split: the value of the scheduler's option that splits SP in two
+   * (USP's Ulysses degree, double ring's inner ring; search.c split_opt);
+   * 0: it takes none */
+  uint32_t tp, sp, split, dp, zero;
   recompute_kind recompute;
   placement_kind placement;
   uint32_t micro_batches;

@@ -20,7 +20,10 @@ static const char *recompute_name(recompute_kind k) {
 static char *config_text(const search_row *r) {
   GString *s = g_string_new(NULL);
   g_string_printf(s, "TP %u x SP %u", r->tp, r->sp);
-  if (r->ulysses) g_string_append_printf(s, " (Ulysses %u x ring %u)", r->ulysses, r->sp / r->ulysses);
+  if (r->split && strstr(r->sched, "usp"))
+    g_string_append_printf(s, " (Ulysses %u x ring %u)", r->split, r->sp / r->split);
+  else if (r->split)
+    g_string_append_printf(s, " (inner ring %u x outer %u)", r->split, r->sp / r->split);
   g_string_append_printf(s, " x DP %u, ZeRO %u, recompute %s", r->dp, r->zero,
                          recompute_name(r->recompute));
   if (r->placement != PLACE_TP_SP_DP)
@@ -88,8 +91,8 @@ static void print_head(FILE *f, const search_result *r) {
   values(d, r, G_STRUCT_OFFSET(search_row, tp), false);
   g_string_append(d, "; SP ");
   values(d, r, G_STRUCT_OFFSET(search_row, sp), false);
-  g_string_append(d, "; Ulysses x ring splits ");
-  values(d, r, G_STRUCT_OFFSET(search_row, ulysses), true);
+  g_string_append(d, "; SP splits (Ulysses or inner ring) ");
+  values(d, r, G_STRUCT_OFFSET(search_row, split), true);
   g_string_append(d, "; DP ");
   values(d, r, G_STRUCT_OFFSET(search_row, dp), false);
   g_string_append(d, "; ZeRO ");
@@ -112,12 +115,12 @@ static void print_top(FILE *f, const search_result *r, GPtrArray *ranked) {
     return;
   }
   fprintf(f, "\n%4s  %-11s %3s %4s %3s %4s %-8s %4s %-9s %3s %11s %10s %6s %8s  %s\n", "rank",
-          "method", "tp", "sp", "u", "dp", "placed", "zero", "recompute", "mb", "step_s",
+          "method", "tp", "sp", "spl", "dp", "placed", "zero", "recompute", "mb", "step_s",
           "tok/s/GPU", "mfu", "mem", "why");
   for (guint i = 0; i < k; i++) {
     const search_row *x = ranked->pdata[i];
     char u[16] = "-";
-    if (x->ulysses) g_snprintf(u, sizeof u, "%u", x->ulysses);
+    if (x->split) g_snprintf(u, sizeof u, "%u", x->split);
     char mfu[16] = "-";
     if (!isnan(x->mfu)) g_snprintf(mfu, sizeof mfu, "%.1f%%", 100 * x->mfu);
     fprintf(f, "%4u  %-11s %3u %4u %3s %4u %-8s %4u %-9s %3u %11.4f %10.1f %6s %7.1fG  %s\n",
@@ -227,7 +230,7 @@ void search_print(FILE *f, const search_result *r) {
 
 static const char *const columns[] = {
     "model", "topology", "seq_len", "gpus", "global_batch_tokens", "mask", "objective", "top",
-    "configs", "usable_gib", "index", "scheduler", "tp", "sp", "ulysses", "dp", "zero",
+    "configs", "usable_gib", "index", "scheduler", "tp", "sp", "split", "dp", "zero",
     "recompute", "micro_batches", "status", "class", "reason", "bound_s", "mem_bound_gib",
     "step_s", "tokens_per_s_per_gpu", "mfu", "peak_mem_gib", "placement"};
 enum { N_QUESTION = 10, N_COLUMNS = G_N_ELEMENTS(columns) };
@@ -252,7 +255,7 @@ void search_csv(FILE *f, const search_result *r) {
     num(f, q->usable_gib);
     fprintf(f, "%u,", x->index);
     report_csv_str(f, x->sched);
-    fprintf(f, ",%u,%u,%u,%u,%u,%s,%u,%s,", x->tp, x->sp, x->ulysses, x->dp, x->zero,
+    fprintf(f, ",%u,%u,%u,%u,%u,%s,%u,%s,", x->tp, x->sp, x->split, x->dp, x->zero,
             recompute_name(x->recompute), x->micro_batches, search_status_name(x->status));
     report_csv_str(f, x->klass ? x->klass : "");
     fputc(',', f);
@@ -334,7 +337,7 @@ static bool parse_row(GPtrArray *fs, const char *file, guint line, search_row *x
   x->index = (uint32_t)v[0];
   x->tp = (uint32_t)v[1];
   x->sp = (uint32_t)v[2];
-  x->ulysses = (uint32_t)v[3];
+  x->split = (uint32_t)v[3];
   x->dp = (uint32_t)v[4];
   x->zero = (uint32_t)v[5];
   x->micro_batches = (uint32_t)v[6];
