@@ -50,16 +50,19 @@ check_from_3k() {
 # and -70B from 8K tokens per GPU: issue 21's target is a median within 5%
 # and every point within 10% (1.6% / 5.8%, 1.4% / 5.5% and TP 2 0.9% / 4.5%
 # when set)
-layer() { # label, topology, records, median, max
-  python3 scripts/validate_layer.py --sim "$B/tasp-sim" --summary "$2" "$3" \
+# A layer summary's line ("from 8192 tokens/GPU: ..." or, with prefix
+# "memory ", the memory's) against its bounds.
+layer_summary() { # label, line prefix, topology, records, median, max
+  python3 scripts/validate_layer.py --sim "$B/tasp-sim" --summary "$3" "$4" \
     > "${TMPDIR:-/tmp}/fidelity.$$"
-  set -- "$1" "$4" "$5" $(sed -n \
-    's/^from 8192 tokens\/GPU: median \([0-9.]*\)% max \([0-9.]*\)%.*/\1 \2/p' \
+  set -- "$1" "$5" "$6" $(sed -n \
+    "s/^${2}from 8192 tokens\/GPU: median \([0-9.]*\)% max \([0-9.]*\)%.*/\1 \2/p" \
     "${TMPDIR:-/tmp}/fidelity.$$")
-  check "$1 layer >= 8K tokens/GPU, median" "$4" "$2"
-  check "$1 layer >= 8K tokens/GPU, max" "$5" "$3"
+  check "$1 >= 8K tokens/GPU, median" "$4" "$2"
+  check "$1 >= 8K tokens/GPU, max" "$5" "$3"
   rm -f "${TMPDIR:-/tmp}/fidelity.$$"
 }
+layer() { layer_summary "$1 layer" "" "$2" "$3" "$4" "$5"; } # label, topology, records, median, max
 layer "H100" topologies/h100x8.json calibration/h100x1-layer/layer-n1.jsonl 2.5 7
 # Ulysses SP 2's 16-head kernels are beyond the H200 table and priced by the
 # kernel model (issue 25): Llama-3-8B's forward at 64K tokens/GPU (a causal
@@ -76,16 +79,7 @@ layer "TP 2 on H200" topologies/h200x2-tool.json calibration/h200x2-layer/tp/lay
 # with Megatron's column-parallel linears 3.2% / 7.0% (calibration/
 # h200x2-layer/tp, whose plain Linear saves the gathered input: 8.1% /
 # 12.4%)
-layer_memory() { # label, topology, records, median, max
-  python3 scripts/validate_layer.py --sim "$B/tasp-sim" --summary "$2" "$3" \
-    > "${TMPDIR:-/tmp}/fidelity.$$"
-  set -- "$1" "$4" "$5" $(sed -n \
-    's/^memory from 8192 tokens\/GPU: median \([0-9.]*\)% max \([0-9.]*\)%.*/\1 \2/p' \
-    "${TMPDIR:-/tmp}/fidelity.$$")
-  check "$1 layer memory >= 8K tokens/GPU, median" "$4" "$2"
-  check "$1 layer memory >= 8K tokens/GPU, max" "$5" "$3"
-  rm -f "${TMPDIR:-/tmp}/fidelity.$$"
-}
+layer_memory() { layer_summary "$1 layer memory" "memory " "$2" "$3" "$4" "$5"; }
 layer_memory "H100" topologies/h100x8.json calibration/h100x1-layer/layer-n1.jsonl 3.5 8
 layer_memory "Ulysses SP 2 on H200" topologies/h200x2-tool.json \
   calibration/h200x2-layer/ulysses/layer-n2.jsonl 2.5 6.5
