@@ -296,7 +296,9 @@ char *cli_help(void) {
         "  tasp-sim --model llama3-70b --topology h100x8 --seq 128K   every layer's attention\n"
         "  tasp-sim scenarios/h100x8.json --csv out.csv --links links.csv --trace t.json\n"
         "  tasp-sim --topology h100x8x2 --set comm.flow_cap_gbps=200 --dump-topology\n"
-        "  tasp-sim --topology h100x8x2 --seq 128K --set generator.nic_gbps=100Gb/s,400Gb/s\n",
+        "  tasp-sim --topology h100x8x2 --seq 128K --set generator.nic_gbps=100Gb/s,400Gb/s\n"
+        "  tasp-sim search --model llama3-70b --topology h100x8x4 --seq 256K   which "
+        "configuration to run (tasp-sim search --help)\n",
         f);
   fclose(f);
   g_option_context_set_description(ctx, buf);

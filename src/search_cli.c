@@ -84,11 +84,11 @@ static GOptionContext *context(search_cli *o) {
       {"help", 'h', 0, G_OPTION_ARG_NONE, &o->help, "Show this help", NULL},
       {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &o->args, NULL, NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("search [SCENARIO.json | --merge FILE.csv...]");
+  GOptionContext *ctx = g_option_context_new("[SCENARIO.json | --merge FILE.csv...]");
   g_option_context_set_summary(ctx,
-      "Which configuration to run: every SP method, SP degree, Ulysses split, TP, DP, ZeRO\n"
-      "stage and recomputation of a model's training step on the GPUs, what cannot run\n"
-      "excluded with its reason, the rest ranked.");
+      "Which configuration to run: every SP method, SP degree, SP split (Ulysses, double\n"
+      "ring), TP, DP, ZeRO stage, recomputation and placement of a model's training step\n"
+      "on the GPUs, what cannot run excluded with its reason, the rest ranked.");
   g_option_context_set_help_enabled(ctx, FALSE);
   g_option_context_add_main_entries(ctx, entries, NULL);
   return ctx;
@@ -273,6 +273,7 @@ static int fail(const GError *err, int status) {
 }
 
 int search_main(int argc, char **argv) {
+  g_set_prgname("tasp-sim search");
   g_auto(search_cli) o = {0};
   g_autoptr(GError) err = NULL;
   g_autoptr(GOptionContext) ctx = context(&o);

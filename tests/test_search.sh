@@ -141,6 +141,9 @@ sed 's/"128K"/"100K"/' "$tmp/q.json" > "$tmp/qgbt.json"
 check "a global batch of no whole sequences names the file's field" \
   "[ \$? -eq 2 ] && grep -q \"field 'search.global_batch_tokens': expected whole sequences\" $tmp/err"
 
+check "search --help names its options" \
+  "'$sim' search --help | grep -q -- '--global-batch-tokens' && '$sim' --help | grep -q 'tasp-sim search'"
+
 # bad input: exit 2, naming the option
 for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq" \
             "--gpus 9|--gpus" "--global-batch-tokens 40K|--global-batch-tokens" \
