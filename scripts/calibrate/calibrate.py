@@ -26,7 +26,13 @@ Every measurement is one JSON line (rank 0 writes them):
                      1-256, 1K-256K tokens, full and causal, sk = sq / 2
                      and 2 sq, forward and backward, bounded by memory and
                      --compute-budget; shapes not timed are written as
-                     unmeasured with the reason
+                     unmeasured with the reason.  --kernel MODULE:FUNCTION
+                     times a user's attention function instead
+                     (scripts/calibrate/user_kernel.py has its signature)
+                     and writes kernel-host-nN.jsonl, its host cost per
+                     call; --kernel-head-dims, --kernel-shapes and
+                     --kernel-lengths narrow the sweep; fit.py
+                     --user-kernel makes the records a kernel table
   overhead-nN.jsonl  host and GPU cost of the small operations, measured
                      apart: the host cost of issuing a call (wall clock, GPU
                      kept busy so the call never blocks) and its GPU cost
