@@ -26,7 +26,13 @@ Every measurement is one JSON line (rank 0 writes them):
                      1-256, 1K-256K tokens, full and causal, sk = sq / 2
                      and 2 sq, forward and backward, bounded by memory and
                      --compute-budget; shapes not timed are written as
-                     unmeasured with the reason
+                     unmeasured with the reason.  --kernel MODULE:FUNCTION
+                     times a user's attention function instead
+                     (scripts/calibrate/user_kernel.py has its signature)
+                     and writes kernel-host-nN.jsonl, its host cost per
+                     call; --kernel-head-dims, --kernel-shapes and
+                     --kernel-lengths narrow the sweep; fit.py
+                     --user-kernel makes the records a kernel table
   overhead-nN.jsonl  host and GPU cost of the small operations, measured
                      apart: the host cost of issuing a call (wall clock, GPU
                      kept busy so the call never blocks) and its GPU cost
@@ -155,6 +161,7 @@ import gc
 import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -226,7 +233,6 @@ def measure_gemm(out, n, models, tps, token_counts, iters):
     bf16 in and out, each timed alone as every kernel here is (timed: CUDA
     events, the median of the slowest rank's).  The shapes:
     gemm_shapes.sweep."""
-    import sys
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import gemm_shapes
     name = f"gemm-n{n}.jsonl"
@@ -2645,6 +2651,31 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SC
             print(f"calibrate: passes at {c} tokens per GPU done", flush=True)
 
 
+def kernel_axes(a):
+    """The kernel sweep's axes narrowed by --kernel-head-dims, --kernel-shapes
+    and --kernel-lengths (exit 2 naming the option where one is malformed)."""
+    axes = {}
+    try:
+        if a.kernel_head_dims:
+            axes["head_dims"] = tuple(int(v) for v in a.kernel_head_dims.split(","))
+        if a.kernel_lengths:
+            axes["lengths"] = tuple(int(v) for v in a.kernel_lengths.split(","))
+        if a.kernel_shapes:
+            shapes = []
+            for s in a.kernel_shapes.split(","):
+                B, H, Hk = (int(v) for v in s.split("/"))
+                if min(B, H, Hk) < 1 or H % Hk:
+                    raise ValueError(s)
+                shapes.append((B, H, Hk))
+            axes["shapes"] = tuple(shapes)
+    except ValueError as e:
+        print(f"calibrate: --kernel-head-dims / --kernel-lengths (integers, comma separated) "
+              f"or --kernel-shapes (B/H/HK triples, HK dividing H): cannot read {e}",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return axes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -2715,7 +2746,28 @@ def main():
                     help="kernels part: largest Q, K, V, O of one kernel (GiB)")
     ap.add_argument("--kernel-max-tflop", type=float, default=20.0,
                     help="kernels part: largest forward kernel (nominal TFLOP; device time)")
+    ap.add_argument("--kernel", metavar="MODULE:FUNCTION",
+                    help="kernels part: time this attention function instead of PyTorch's "
+                         "flash kernel; signature out = f(q, k, v, causal), q (B, sq, H, D), "
+                         "k and v (B, sk, Hk, D), bf16; backward through autograd "
+                         "(scripts/calibrate/user_kernel.py); fit.py --user-kernel turns the "
+                         "records into a topology's kernel table")
+    ap.add_argument("--kernel-head-dims", help="kernels part: head dims (default: the sweep's)")
+    ap.add_argument("--kernel-shapes", metavar="B/H/HK,...",
+                    help="kernels part: batch / query heads / KV heads triples, e.g. 1/32/8 "
+                         "(default: the sweep's)")
+    ap.add_argument("--kernel-lengths",
+                    help="kernels part: sequence lengths sq = sk, e.g. 1024,4096 (aspects "
+                         "sk = 2 sq, sq / 2 at those of 2K, 8K, 32K among them; default: "
+                         "the sweep's)")
     a = ap.parse_args()
+    # the kernel sweep's options, checked before any GPU or process group
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    axes = kernel_axes(a)
+    user_fn = None
+    if a.kernel:
+        import user_kernel
+        user_fn = user_kernel.load(a.kernel)
     kinds = {"softmax": [("softmax", SCHEDULES)], "linear": [("linear", LINEAR_SCHEDULES)],
              "both": [("softmax", SCHEDULES), ("linear", LINEAR_SCHEDULES)]}[a.attention]
     every = {s for _, known in kinds for s, _ in known}
@@ -2793,12 +2845,21 @@ def main():
         elif part == "compute":
             measure_compute(out, n, B, H, D, a.max_tokens, a.iters)
         elif part == "kernels":
-            import sys
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import kernel_sweep
-            todo, skip = kernel_sweep.plan(a.kernel_mem_gib, a.kernel_max_tflop)
+            todo, skip = kernel_sweep.plan(a.kernel_mem_gib, a.kernel_max_tflop, **axes)
+            if a.kernel:
+                import user_kernel
+                fwd, bwd_of = user_kernel.wrap(user_fn, torch)
+                extra = {"kernel": a.kernel}
+            else:
+                fwd, bwd_of = flash, kernel_sweep.flash_backward(flash, flash_bwd)
+                extra = {}
             kernel_sweep.measure(out, f"kernels-n{n}.jsonl", n, todo, skip, a.iters,
-                                 a.compute_budget, timed, flash, flash_bwd, torch)
+                                 a.compute_budget, timed, fwd, bwd_of, torch, extra)
+            if a.kernel:
+                user_kernel.measure_host(out, f"kernel-host-n{n}.jsonl", n, user_fn, todo, host_us,
+                                         torch, a.kernel)
         elif part == "overhead":
             measure_overhead(out, n, rank, B, H, D, a.max_tokens)
         elif part == "host":
@@ -2820,7 +2881,6 @@ def main():
         elif part == "overlap":
             measure_overlap(out, n, rank, B, H, D, ints(a.overlap_chunks), a.iters)
         elif part == "layer":
-            import sys
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import gemm_shapes
             import layer

@@ -5,6 +5,7 @@ usage: scripts/calibrate/fit.py CALIBRATION_DIR --out topologies/NAME.json
            [--name NAME] [--replay build/tasp-replay] [--sim build/tasp-sim]
            [--kernels SWEEP.jsonl ...] [--aspects-from SWEEP.jsonl] [--compute-only]
        scripts/calibrate/fit.py --scale-from REFERENCE.json --out topologies/NAME.json
+       scripts/calibrate/fit.py KERNEL_DIR --user-kernel --out topologies/NAME.json
 
 --compute-only rewrites the kernel table of an existing --out topology and
 leaves the rest of it (links, host costs) as it is; it needs only
@@ -13,7 +14,11 @@ shapes (head dim, batch x heads) the calibration's own sweep lacks from
 another sweep of the same GPU and software (its host cost subtracted with this calibration's
 overhead rows).  --aspects-from keeps a sweep of the same kernels on a GPU
 of the same die as compute.aspect_table, for the aspects (sk/sq) the table
-lacks (src/compute.h).  --scale-from gives an uncalibrated GPU the kernel
+lacks (src/compute.h).  --user-kernel rewrites the kernel table of an existing --out topology from
+a user kernel's sweep (calibrate.py --parts kernels --kernel MODULE:FUNCTION,
+scripts/calibrate/user_kernel.py): the same table format and host-cost
+subtraction as below, the flash-specific aspect_table and kernel_model
+removed.  --scale-from gives an uncalibrated GPU the kernel
 table of REFERENCE.json scaled to its saturated rate: table_scale =
 peak_tflops x efficiency of --out over the reference's saturated forward
 rate; --out's compute.peak_tflops and efficiency must say where they come
@@ -302,6 +307,71 @@ def scale_from(ref_path, out):
     print(f"fit: wrote {out}")
 
 
+def user_kernel(d, out, name=None):
+    """--user-kernel: the kernel table of --out from a user kernel's sweep
+    (calibrate.py --parts kernels --kernel MODULE:FUNCTION): its measured
+    kernels (kernels-nN.jsonl, op "attn") through kernel_table as the
+    bundled tables go, host cost from kernel-host-nN.jsonl.  The rest of
+    --out stays; its aspect_table and kernel_model go, being PyTorch flash's
+    (a lookup beyond the user's table is then priced on the table's nearest
+    curve and says `extrapolated`)."""
+    sweeps = sorted(glob.glob(f"{d}/kernels-n*.jsonl"))
+    hosts = sorted(glob.glob(f"{d}/kernel-host-n*.jsonl"))
+    if not (sweeps and hosts):
+        print(f"fit: {d}: --user-kernel needs kernels-nN.jsonl and kernel-host-nN.jsonl "
+              "(calibrate.py --parts kernels --kernel MODULE:FUNCTION writes them)",
+              file=sys.stderr)
+        sys.exit(2)
+    rows = read_jsonl(sweeps[-1])
+    overhead = read_jsonl(hosts[-1])
+    need = ("B", "H", "D", "sq", "sk", "causal", "ms", "bwd_ms")
+    timed = []
+    for i, r in enumerate(rows, 1):
+        if "unmeasured" in r:
+            continue
+        missing = [k for k in need if k not in r]
+        if missing or not (r["ms"] > 0 and r["bwd_ms"] > 0):
+            print(f"fit: {sweeps[-1]}:{i}: a measured kernel needs {', '.join(need)} with "
+                  f"positive times (missing: {', '.join(missing) or 'none'})", file=sys.stderr)
+            sys.exit(2)
+        timed.append(dict(r, op="attn_fwd"))
+    if not timed or not any(r.get("op") == "attn_fwd" and "host_us" in r for r in overhead):
+        print(f"fit: {d}: no measured kernel in {sweeps[-1]} or no attn_fwd host row in "
+              f"{hosts[-1]}", file=sys.stderr)
+        sys.exit(2)
+    kernels = sorted({r["kernel"] for r in timed if "kernel" in r})
+    what = ", ".join(kernels) or "the kernel"
+    try:
+        topo = json.load(open(out))
+    except (OSError, ValueError) as e:
+        print(f"fit: --out {out}: cannot read the topology to rewrite: {e}", file=sys.stderr)
+        sys.exit(2)
+    table = kernel_table(timed, overhead, sweeps[-1])
+    describe_table(table, sweeps[-1])
+    topo["name"] = name or os.path.splitext(os.path.basename(out))[0]
+    topo["description"] = (topo.get("description", "").split("; kernels: ")[0] +
+                           f"; kernels: {what}")
+    c = topo.setdefault("compute", {})
+    c["model"] = "table"
+    for k in ("aspect_table", "kernel_model", "table_scale", "table_from"):
+        c.pop(k, None)
+    c["table"] = table
+    ratios = [e["bwd_ms"] / e["fwd_ms"] for e in table if e["sq"] >= 6144] or \
+        [e["bwd_ms"] / e["fwd_ms"] for e in table]
+    c["bwd_ratio"] = round(statistics.median(ratios), 3)
+    host = statistics.median(r["host_us"] for r in overhead if r.get("op") == "attn_fwd")
+    c["source"] = (f"{what}: {sweeps[-1]} (host cost of a call {hosts[-1]}, taken off each "
+                   "kernel), by scripts/calibrate/fit.py --user-kernel")
+    topo["sources"] = [x for x in topo.get("sources", []) if not x.startswith("compute.table:")]
+    topo["sources"].append(f"compute.table: {what} timed by scripts/calibrate/calibrate.py "
+                           f"--parts kernels --kernel, {d}; aspect_table and kernel_model "
+                           "(PyTorch flash's) removed")
+    print(f"fit: note: {what}: measured host cost of one call {host:.0f} us (median); the "
+          f"topology's compute.host_us ({c.get('host_us', 'unset')}) is kept")
+    dump(topo, out, file_indent(out))
+    print(f"fit: wrote {out} ({len(table)} kernels of {what})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -314,7 +384,13 @@ def main():
     ap.add_argument("--name")
     ap.add_argument("--replay", default="build/tasp-replay")
     ap.add_argument("--sim", default="build/tasp-sim")
+    ap.add_argument("--user-kernel", action="store_true")
     a = ap.parse_args()
+    if a.user_kernel:
+        if not a.calibration:
+            ap.error("--user-kernel needs CALIBRATION_DIR")
+        user_kernel(a.calibration, a.out, a.name)
+        return
     if a.scale_from:
         scale_from(a.scale_from, a.out)
         return

@@ -56,28 +56,36 @@ def qkvo_bytes(B, H, Hk, D, sq, sk):
     return 2 * B * D * (2 * sq * H + 2 * sk * Hk)
 
 
-def grid():
-    """Every kernel of the sweep's design, in a fixed order."""
+def grid(head_dims=HEAD_DIMS, shapes=SHAPES, lengths=LENGTHS):
+    """Every kernel of the sweep's design, in a fixed order; head_dims,
+    shapes ((B, H, Hk) triples) and lengths narrow it (--kernel-head-dims,
+    --kernel-shapes, --kernel-lengths: a user's kernel calibrated at the
+    shapes their model runs)."""
     out = []
-    for D in HEAD_DIMS:
-        for B, H, Hk in SHAPES:
-            for L in LENGTHS:
+    for D in head_dims:
+        for B, H, Hk in shapes:
+            for L in lengths:
                 for causal in (False, True):
                     out.append(dict(B=B, H=H, Hk=Hk, D=D, sq=L, sk=L, causal=causal))
     for D in ASPECT_DIMS:
-        for B, H, Hk in SHAPES:
+        if D not in head_dims:
+            continue
+        for B, H, Hk in shapes:
             if B != 1 or H not in ASPECT_BH:
                 continue
             for L in ASPECT_LENGTHS:
+                if L not in lengths:
+                    continue
                 for sk in (2 * L, L // 2):
                     out.append(dict(B=B, H=H, Hk=Hk, D=D, sq=L, sk=sk, causal=False))
     return out
 
 
-def plan(mem_gib=16.0, max_tflop=20.0, seed=25):
+def plan(mem_gib=16.0, max_tflop=20.0, seed=25, head_dims=HEAD_DIMS, shapes=SHAPES,
+         lengths=LENGTHS):
     """(to time, in order; unmeasurable with the reason)."""
     todo, skip = [], []
-    for k in grid():
+    for k in grid(head_dims, shapes, lengths):
         if qkvo_bytes(k["B"], k["H"], k["Hk"], k["D"], k["sq"], k["sk"]) > mem_gib * GIB:
             skip.append(dict(k, unmeasured=f"Q, K, V, O over {mem_gib:g} GiB"))
         elif flops(k["B"], k["H"], k["D"], k["sq"], k["sk"], k["causal"]) > max_tflop * 1e12:
@@ -88,47 +96,61 @@ def plan(mem_gib=16.0, max_tflop=20.0, seed=25):
     return todo, skip
 
 
-def measure(out, name, n, todo, skip, iters, budget_s, timed, flash, flash_bwd, torch):
-    """Time each planned kernel's forward and backward (timed(fn, iters,
-    warmup) -> median, min, max ms); stop starting new ones after budget_s.
-    Writes every kernel of the grid: measured, or unmeasured with why."""
+def flash_backward(flash, flash_bwd):
+    """backward_of for PyTorch's flash kernels called directly: the forward's
+    output and log-sum-exp feed the backward kernel."""
+    def backward_of(q, k, v, causal):
+        o, lse = flash(q, k, v, causal)
+        return o, lambda do: flash_bwd(do, q, k, v, o, lse, causal)
+    return backward_of
+
+
+def measure(out, name, n, todo, skip, iters, budget_s, timed, forward, backward_of, torch,
+            extra=None):
+    """Time each planned kernel's forward (forward(q, k, v, causal)) and
+    backward (backward_of(q, k, v, causal) -> (out, run(dout))) with
+    timed(fn, iters, warmup) -> median, min, max ms; stop starting new ones
+    after budget_s.  Writes every kernel of the grid (each record with the
+    fields of extra): measured, or unmeasured with why."""
+    extra = extra or {}
     t0 = time.time()
     for i, k in enumerate(todo):
         if time.time() - t0 > budget_s:
             for rest in todo[i:]:
-                out.write(name, dict(part="kernels", n=n, op="attn",
+                out.write(name, dict(part="kernels", n=n, op="attn", **extra,
                                      **rest, unmeasured=f"time budget ({budget_s:g} s)"))
             print(f"calibrate: kernel sweep stopped at its {budget_s:g} s budget, "
                   f"{i} of {len(todo)} timed", flush=True)
             break
         B, H, Hk, D, sq, sk, causal = (k[x] for x in ("B", "H", "Hk", "D", "sq", "sk", "causal"))
-        q = kk = v = o = lse = do = None
+        q = kk = v = o = run_bwd = do = None
         try:
             q = torch.randn(B, sq, H, D, dtype=torch.bfloat16, device="cuda")
             kk = torch.randn(B, sk, Hk, D, dtype=torch.bfloat16, device="cuda")
             v = torch.randn_like(kk)
             fl = flops(B, H, D, sq, sk, causal)
             warm = 1 if fl > 2e12 else 2
-            ms, lo, hi = timed(lambda: flash(q, kk, v, causal), iters, warm)
-            o, lse = flash(q, kk, v, causal)
+            ms, lo, hi = timed(lambda: forward(q, kk, v, causal), iters, warm)
+            o, run_bwd = backward_of(q, kk, v, causal)
             do = torch.randn_like(o)
-            bms, blo, bhi = timed(lambda: flash_bwd(do, q, kk, v, o, lse, causal), iters, warm)
+            bms, blo, bhi = timed(lambda: run_bwd(do), iters, warm)
         except RuntimeError as e:  # a shape the kernel refuses, or memory
-            out.write(name, dict(part="kernels", n=n, op="attn", **k,
+            o = run_bwd = None
+            out.write(name, dict(part="kernels", n=n, op="attn", **extra, **k,
                                  unmeasured=f"failed: {str(e).splitlines()[0][:200]}"))
-            q = kk = v = o = lse = do = None
+            q = kk = v = do = None
             torch.cuda.empty_cache()
             continue
-        out.write(name, dict(part="kernels", n=n, op="attn", **k, ms=ms, ms_min=lo, ms_max=hi,
+        out.write(name, dict(part="kernels", n=n, op="attn", **extra, **k, ms=ms, ms_min=lo, ms_max=hi,
                              TFLOPs=fl / ms / 1e9, bwd_ms=bms, bwd_ms_min=blo, bwd_ms_max=bhi,
                              bwd_TFLOPs=2.5 * fl / bms / 1e9))
-        q = kk = v = o = lse = do = None
+        q = kk = v = o = run_bwd = do = None
         if (i + 1) % 50 == 0:
             torch.cuda.empty_cache()
             print(f"calibrate: kernel sweep {i + 1} of {len(todo)} at "
                   f"{time.time() - t0:.0f} s", flush=True)
     for k in skip:
-        out.write(name, dict(part="kernels", n=n, op="attn", **k))
+        out.write(name, dict(part="kernels", n=n, op="attn", **extra, **k))
 
 
 def main():
