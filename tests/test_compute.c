@@ -1236,7 +1236,6 @@ static void t_mech_many_heads(void) {
  * as before); beyond it the model prices the kernel, with the fixed cost
  * and the per-pair time of the kernel's head dim. */
 static void t_mech_beyond_table(void) {
-  g_autoptr(GError) err = NULL;
   topology *t = load("topologies/h100x8.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   compute_model *m = &t->compute;
