@@ -559,10 +559,16 @@ static void t_flow_rate_by_size(void) {
   free(buf);
   topo_free(t);
   /* none given: no table, the route's cap unchanged */
-  t = load("topologies/h200x2-linear.json");
+  t = load("topologies/h200x2-tool.json");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   CU_ASSERT_EQUAL(t->flow_rate.n, 0);
   CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 280e9, 64 * mib), 280e9, 1e-12);
+  topo_free(t);
+  /* the bundled h200x2-linear's table: a 1 GiB hop above the links' rate */
+  t = load("topologies/h200x2-linear.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 324.5e9, 1024 * mib), 324.1e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 324.5e9, 64 * mib), 280e9, 1e-12);
   topo_free(t);
   static const struct { const char *set, *msg; } bad[] = {
       {"comm.flow_rate_by_size=[]", "comm.flow_rate_by_size=[]: expected at least one"},
