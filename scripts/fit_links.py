@@ -23,8 +23,21 @@ batch_p2p records of the median hop time per size; the fit then also
 reports the replay error of each of those sizes, so that a link model can
 be checked over the whole range the passes move.
 
+--size-rates (with --hops) fits nothing: it prints comm.flow_rate_by_size
+(src/size_rate.h) from the hops, for sizes from the largest message of the
+links files up: the links' per-flow rate (the topology's flow_cap_gbps, or
+its table's first rate where it has one, or --level-gbps) times each hop size's rate over the rate of the hop of that
+largest size, a hop's rate being its bytes over its time less the fixed
+cost the model charges it (its replayed time less bytes over that rate).
+The level is the links part's and the rise the hops': the two are timed
+differently (docs/validation.md), so only the hops' ratio is taken.  It
+prints them as --set assignments, with the port and the per-flow cap at
+the table's largest rate (the link carries at least what one transfer
+reached); a topology takes them by hand (--write is for the fit).
+
 usage: scripts/fit_links.py TOPOLOGY.json CALIBRATION_DIR [--hops OVERLAP.jsonl]
                             [--replay build/tasp-replay] [--write]
+                            [--size-rates [--level-gbps GB/s]]
 """
 import argparse
 import glob
@@ -129,6 +142,52 @@ def size_errors(replay, topo, path, p, host_us):
     return rows
 
 
+def size_rates(hops, fixed_ms, level_gbps, anchor_bytes):
+    """comm.flow_rate_by_size points from the hops (links records of
+    hop_records) of at least anchor_bytes, and a hop of exactly that size:
+    level_gbps times each hop's rate over the anchor hop's, a hop's rate
+    its bytes over (its time less fixed_ms[bytes])."""
+    rate = {r["msg_bytes"]: r["msg_bytes"] / (r["ms"] - fixed_ms[r["msg_bytes"]]) for r in hops
+            if r["msg_bytes"] >= anchor_bytes}
+    if anchor_bytes not in rate:
+        raise ValueError(f"no hop of {anchor_bytes / 2**20:g} MiB, the links' largest message")
+    return [{"mib": b / 2**20, "gbps": round(level_gbps * rate[b] / rate[anchor_bytes], 1)}
+            for b in sorted(rate)]
+
+
+def print_size_rates(a, t, files, recs):
+    # a topology that has a table already: its first point is the links' rate
+    table = t["comm"].get("flow_rate_by_size")
+    level = a.level_gbps or (table[0]["gbps"] if table else t["comm"].get("flow_cap_gbps", 0))
+    if level <= 0:
+        print("fit_links: --size-rates: no comm.flow_cap_gbps; give --level-gbps", file=sys.stderr)
+        sys.exit(2)
+    anchor = 0
+    for path in files:
+        with open(path) as f:
+            anchor = max([anchor] + [json.loads(x)["msg_bytes"] for x in f if x.strip()])
+    plain = {k: v for k, v in t.items()}
+    plain["comm"] = {k: v for k, v in t["comm"].items() if k != "flow_rate_by_size"}
+    with tempfile.TemporaryDirectory() as tmp:
+        topo, hops = os.path.join(tmp, "topology.json"), os.path.join(tmp, "hops.jsonl")
+        with open(topo, "w") as f:
+            json.dump(plain, f)
+        with open(hops, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in recs)
+        p = {"port": level, "cap": level}
+        fixed = {b: pred - b / (level * 1e9) * 1e3
+                 for b, _, pred in size_errors(a.replay, topo, hops, p, t["comm"].get("host_us", 0))}
+    try:
+        pts = size_rates(recs, fixed, level, anchor)
+    except ValueError as e:
+        print(f"fit_links: --size-rates: {e}", file=sys.stderr)
+        sys.exit(2)
+    top = max(x["gbps"] for x in pts)
+    print(f"comm.flow_rate_by_size={json.dumps(pts)}")
+    print(f"comm.flow_cap_gbps={top}")
+    print(f"generator.port_gbps={top}")
+
+
 def apply(t, p, big, every, what):
     """Write fitted link constants into topology dict t."""
     t["generator"]["port_gbps"] = p["port"]
@@ -153,6 +212,11 @@ def main():
     ap.add_argument("--hops", help="overlap-n2.jsonl: hops timed alone, fitted too")
     ap.add_argument("--replay", default="build/tasp-replay")
     ap.add_argument("--write", action="store_true", help="rewrite the topology file")
+    ap.add_argument("--size-rates", action="store_true",
+                    help="print comm.flow_rate_by_size from --hops, fitting nothing")
+    ap.add_argument("--level-gbps", type=float, default=0,
+                    help="--size-rates: the links' per-flow rate (default: the table's first "
+                         "rate, else flow_cap_gbps)")
     a = ap.parse_args()
     files = sorted(glob.glob(f"{a.calibration}/links-n*.jsonl"))
     if not files:
@@ -160,6 +224,9 @@ def main():
     t = json.load(open(a.topology))
     host_us = t["comm"].get("host_us", 0)
     what = f"{a.calibration}/links-n*.jsonl"
+    if a.size_rates and not a.hops:
+        print("fit_links: --size-rates needs --hops", file=sys.stderr)
+        sys.exit(2)
     with tempfile.TemporaryDirectory() as tmp:
         hops = None
         if a.hops:
@@ -176,6 +243,9 @@ def main():
             hops = os.path.join(tmp, "hops.jsonl")
             with open(hops, "w") as f:
                 f.writelines(json.dumps(r) + "\n" for r in recs)
+            if a.size_rates:
+                print_size_rates(a, t, files, recs)
+                return
             files.append(hops)
             what += f" and the hops alone of {a.hops}"
         p, big, every = fit(a.replay, a.topology, files, host_us)

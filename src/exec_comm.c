@@ -196,6 +196,15 @@ static const pattern_launch *pattern_launch_of(exec_state *s, const plan_task *t
   return l;
 }
 
+/* A flow's cap: its route's, held to the topology's rate at its message
+ * size where it has comm.flow_rate_by_size (size_rate.h).  A ring
+ * collective's edge is several NCCL channels, not one connection: the
+ * table, measured on single transfers, is not its rate. */
+static double flow_cap(const exec_state *s, const plan_task *t, double route_cap, double bytes) {
+  if (plan_api_is_ring(t->api)) return route_cap;
+  return size_rate_cap(&s->t->flow_rate, route_cap, bytes);
+}
+
 static void comm_launched(void *ctx, uint64_t arg) {
   exec_state *s = ctx;
   exec_comm *c = &s->comm;
@@ -208,7 +217,8 @@ static void comm_launched(void *ctx, uint64_t arg) {
     double bytes = g_array_index(s->p->xfers, plan_xfer, t->xfer_off).bytes;
     for (uint32_t k = 0; k < l->f.nk; k++) {
       const flow_kind *fk = &l->f.kinds[k];
-      net_shape_start(s->net, l->shapes[k], fk->latency, bytes, fk->cap, flow_done, s, id);
+      net_shape_start(s->net, l->shapes[k], fk->latency, bytes, flow_cap(s, t, fk->cap, bytes),
+                      flow_done, s, id);
     }
     return;
   }
@@ -217,7 +227,7 @@ static void comm_launched(void *ctx, uint64_t arg) {
   for (uint32_t k = 0; k < f.nk; k++) {
     const flow_kind *fk = &f.kinds[k];
     net_bundle_start(s->net, &f.m[f.at[k]], f.at[k + 1] - f.at[k], fk->hops, fk->latency,
-                     fk->bytes, fk->cap, flow_done, s, id);
+                     fk->bytes, flow_cap(s, t, fk->cap, fk->bytes), flow_done, s, id);
   }
   flow_kinds_clear(&f);
 }

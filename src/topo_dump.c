@@ -85,6 +85,12 @@ void topo_dump(FILE *f, const topology *t) {
           t->p2p_launch_s * 1e6, t->p2p_msg_s * 1e6, t->comm_host_s * 1e6,
           dflt(t, "comm.host_us"), t->p2p_host_s * 1e6, t->p2p_op_host_s * 1e6,
           t->kernel_blocks_comm ? "true" : "false");
+  if (t->flow_rate.n) {
+    fputs("comm: flow_rate_by_size (a point-to-point flow's rate, GB/s, by its MiB):", f);
+    for (uint32_t i = 0; i < t->flow_rate.n; i++)
+      fprintf(f, " %g:%g", t->flow_rate.bytes[i] / 1048576.0, t->flow_rate.rate_Bps[i] * 1e-9);
+    fputc('\n', f);
+  }
   if (t->memory_gib > 0)
     fprintf(f, "memory: gpu_memory_gib %g, gpu_memory_headroom_gib %g (usable %g GiB per GPU)\n",
             t->memory_gib, t->memory_headroom_gib, topo_usable_gib(t));

@@ -29,6 +29,7 @@ void topo_free(topology *t) {
   g_free(t->route_off);
   g_free(t->route_latency_s);
   g_free(t->route_cap_Bps);
+  size_rate_clear(&t->flow_rate);
   g_free(t->direct);
   compute_model_clear(&t->compute);
   g_ptr_array_unref(t->defaults);
@@ -354,7 +355,7 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
                                           "flow_cap_gbps", "inter_node_flow_cap_gbps",
                                           "host_us", "p2p_host_us", "p2p_op_host_us", "kernel_blocks_comm",
-                                          "record_stream", "source", NULL};
+                                          "record_stream", "flow_rate_by_size", "source", NULL};
   double launch_us, p2p_launch_us, p2p_msg_us, cap_gbps, inter_gbps, host_us, p2p_host_us,
       op_host_us;
   if (!json_check_keys(comm, cw, comm_keys, err) ||
@@ -413,6 +414,10 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   t->comm_host_s = host_us * 1e-6;
   t->p2p_host_s = p2p_host_us < 0 ? host_us * 1e-6 : p2p_host_us * 1e-6;
   t->p2p_op_host_s = op_host_us * 1e-6;
+  if (!size_rate_parse(comm, cw, "flow_rate_by_size", &t->flow_rate, err)) {
+    topo_free(t);
+    return NULL;
+  }
   json_where gw = {file, "generator", doc}, pw = {file, "compute", doc};
   /* the compute model first: every field is checked before tables are built */
   bool ok = compute_model_parse(comp, pw, &t->compute, err);

@@ -23,6 +23,7 @@
 
 #include "compute.h"
 #include "jsonio.h"
+#include "size_rate.h"
 
 typedef struct {
   char *name;       /* e.g. "gpu3.nvl.tx" */
@@ -78,6 +79,9 @@ typedef struct topology {
   double launch_s;         /* device-side fixed cost of one collective group */
   double p2p_launch_s;     /* the same for a grouped send/receive... */
   double p2p_msg_s;        /* ...plus this per message of its busiest GPU */
+  /* comm.flow_rate_by_size (default none): a point-to-point flow's rate by
+   * its message size, holding it below its route's cap (size_rate.h) */
+  size_rate flow_rate;
   bool kernel_blocks_comm; /* transfers wait for running attention kernels */
   /* comm.record_stream (default false): the program's send/receive
    * tensors are recorded on the NCCL stream (ProcessGroupNCCL's

@@ -111,6 +111,51 @@ static void t_comm_only_tasp_vs_cap(void) {
   topo_free(t);
 }
 
+/* comm.flow_rate_by_size: a ring step's one transfer on 2 GPUs runs at the
+ * table's rate for its size (a small one at 100 GB/s, a large one at 300,
+ * each port 400), not at one rate for both; where the route's cap is lower
+ * than the table's rate the cap holds; without the table both run at the
+ * port's rate. */
+static void t_flow_rate_by_size(void) {
+  double bw = 400e9;
+  uint32_t n = 2;
+  workload small = llama(n, 4096, false), large = llama(n, 65536, false);
+  double b_small = workload_kv_bytes(&small, 2048), b_large = workload_kv_bytes(&large, 32768);
+  topology *t = switch_topo(n, bw, 0, 0);
+  t->flow_rate = (size_rate){2, g_new(double, 2), g_new(double, 2)};
+  t->flow_rate.bytes[0] = b_small;
+  t->flow_rate.bytes[1] = b_large;
+  t->flow_rate.rate_Bps[0] = 100e9;
+  t->flow_rate.rate_Bps[1] = 300e9;
+  exec_opts o = {.no_compute = true};
+  const workload *ws[] = {&small, &large};
+  double bytes[] = {b_small, b_large}, want[] = {b_small / 100e9, b_large / 300e9};
+  for (int i = 0; i < 2; i++) {
+    plan *p = sched_ring.build(ws[i], t, false);
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, want[i], 1e-9);
+    CU_ASSERT_CLOSE(r->chan_bytes[0], bytes[i], 1e-12);
+    exec_result_free(r);
+    /* a route cap of 200 GB/s: the small transfer keeps the table's 100,
+     * the large one is held to the cap */
+    for (size_t q = 0; q < (size_t)n * n; q++) t->route_cap_Bps[q] = 200e9;
+    r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, i ? b_large / 200e9 : b_small / 100e9, 1e-9);
+    exec_result_free(r);
+    for (size_t q = 0; q < (size_t)n * n; q++) t->route_cap_Bps[q] = 0;
+    plan_free(p);
+  }
+  size_rate_clear(&t->flow_rate);
+  for (int i = 0; i < 2; i++) {
+    plan *p = sched_ring.build(ws[i], t, false);
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_CLOSE(r->step_s, bytes[i] / bw, 1e-9);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  topo_free(t);
+}
+
 /* Compute only: each GPU's time is the sum of its kernels (plus merges);
  * for causal ring the last GPU does all the work. */
 static void t_compute_only_sum(void) {
@@ -939,7 +984,7 @@ static void t_progress(void) {
 }
 
 int main(void) {
-  static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap),
+  static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap), TEST(t_flow_rate_by_size),
                                     TEST(t_compute_only_sum), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),

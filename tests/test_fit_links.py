@@ -61,7 +61,9 @@ check(r.returncode == 2 and "--hops" in r.stderr and "overlap" in r.stderr,
 # the replay reads the records written: it prices both sizes, and the
 # parser of its rows gets them back in bytes
 replay = sys.argv[1] if len(sys.argv) > 1 else "build/tasp-replay"
-topo = os.path.join(ROOT, "topologies", "h200x2-linear.json")
+# (a topology without comm.flow_rate_by_size: its table would hold the
+# 256 MiB hop to 280 GB/s whatever the cap)
+topo = os.path.join(ROOT, "topologies", "h200x2-tool.json")
 path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fit_links_test.{os.getpid()}.jsonl")
 with open(path, "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in recs)
@@ -77,5 +79,28 @@ except subprocess.CalledProcessError as e:
     check(False, f"replay failed: {e}")
 finally:
     os.unlink(path)
+
+# --size-rates: from the links' largest message (256 MiB) up, the links'
+# rate times each hop's rate over the 256 MiB hop's, a hop's rate its bytes
+# over its time less the fixed cost; smaller hops are left out
+hops = [{"msg_bytes": 64 * MiB, "ms": 0.5}, {"msg_bytes": 256 * MiB, "ms": 1.1},
+        {"msg_bytes": 512 * MiB, "ms": 1.6}]
+fixed = {64 * MiB: 0.1, 256 * MiB: 0.1, 512 * MiB: 0.1}
+pts = fit_links.size_rates(hops, fixed, 280.0, 256 * MiB)
+check([p["mib"] for p in pts] == [256, 512], "points from the anchor size up")
+check(pts[0]["gbps"] == 280.0, "the anchor keeps the links' rate")
+check(pts[1]["gbps"] == round(280.0 * (512 / 1.5) / (256 / 1.0), 1),
+      "a larger hop: the links' rate times its rate over the anchor's, fixed cost out")
+try:
+    fit_links.size_rates(hops, fixed, 280.0, 128 * MiB)
+    check(False, "an anchor size with no hop is refused")
+except ValueError as e:
+    check("128 MiB" in str(e), "an anchor size with no hop is refused, naming the size")
+r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fit_links.py"),
+                    os.path.join(ROOT, "topologies", "h200x2-tool.json"),
+                    os.path.join(ROOT, "calibration", "h200x2-tool"), "--size-rates"],
+                   capture_output=True, text=True)
+check(r.returncode == 2 and "--size-rates needs --hops" in r.stderr,
+      "--size-rates without --hops exits 2")
 
 finish("fit_links")

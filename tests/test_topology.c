@@ -530,6 +530,66 @@ static void t_set_load(void) {
   }
 }
 
+/* comm.flow_rate_by_size: the points read (MiB, GB/s), the rate between
+ * two of them linear in log2(size) and the end points' beyond, the flow's
+ * cap the lower of the route's and the table's; --dump-topology lists it;
+ * a bad table names its field and loads nothing. */
+static void t_flow_rate_by_size(void) {
+  topology *t = load_set("topologies/h200x2-linear.json",
+                         "comm.flow_rate_by_size=[{\"mib\":64,\"gbps\":200},"
+                         "{\"mib\":1024,\"gbps\":360}]");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->flow_rate.n, 2);
+  double mib = 1048576.0;
+  CU_ASSERT_CLOSE(size_rate_at(&t->flow_rate, 64 * mib), 200e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_at(&t->flow_rate, 1024 * mib), 360e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_at(&t->flow_rate, 256 * mib), 280e9, 1e-12); /* 2 of 4 doublings */
+  CU_ASSERT_CLOSE(size_rate_at(&t->flow_rate, 1 * mib), 200e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_at(&t->flow_rate, 4096 * mib), 360e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 300e9, 1024 * mib), 300e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 300e9, 64 * mib), 200e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 0, 1024 * mib), 360e9, 1e-12);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  topo_dump(f, t);
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(buf, "flow_rate_by_size (a point-to-point flow's rate, GB/s, "
+                                     "by its MiB): 64:200 1024:360\n"));
+  free(buf);
+  topo_free(t);
+  /* none given: no table, the route's cap unchanged */
+  t = load("topologies/h200x2-tool.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(t->flow_rate.n, 0);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 280e9, 64 * mib), 280e9, 1e-12);
+  topo_free(t);
+  /* the bundled h200x2-linear's table: a 1 GiB hop above the links' rate */
+  t = load("topologies/h200x2-linear.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 324.5e9, 1024 * mib), 324.1e9, 1e-12);
+  CU_ASSERT_CLOSE(size_rate_cap(&t->flow_rate, 324.5e9, 64 * mib), 280e9, 1e-12);
+  topo_free(t);
+  static const struct { const char *set, *msg; } bad[] = {
+      {"comm.flow_rate_by_size=[]", "comm.flow_rate_by_size=[]: expected at least one"},
+      {"comm.flow_rate_by_size=5", "comm.flow_rate_by_size=5: expected an array"},
+      {"comm.flow_rate_by_size=[5]", "'comm.flow_rate_by_size[0]': expected an object"},
+      {"comm.flow_rate_by_size=[{\"mib\":64}]", "'comm.flow_rate_by_size[0].gbps'"},
+      {"comm.flow_rate_by_size=[{\"mib\":0,\"gbps\":200}]", "'comm.flow_rate_by_size[0].mib'"},
+      {"comm.flow_rate_by_size=[{\"mib\":64,\"gbps\":-1}]", "'comm.flow_rate_by_size[0].gbps'"},
+      {"comm.flow_rate_by_size=[{\"mib\":64,\"gbps\":200,\"x\":1}]", "field 'comm.flow_rate_by_size[0].x': unknown field"},
+      {"comm.flow_rate_by_size=[{\"mib\":64,\"gbps\":200},{\"mib\":64,\"gbps\":300}]",
+       "field 'comm.flow_rate_by_size[1].mib': expected more than the previous point's 64"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_autoptr(GError) e = NULL;
+    char *sets[] = {(char *)bad[i].set, NULL};
+    CU_ASSERT_PTR_NULL(topo_load_set("topologies/h200x2-linear.json", sets, 0, &e));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    if (!strstr(e->message, bad[i].msg)) fprintf(stderr, "%s\n", e->message);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e->message, bad[i].msg));
+  }
+}
+
 /* A sweep's budget: what the topologies loaded before left. */
 static void t_size_budget(void) {
   json_doc doc = {NULL, "--set", 100u << 20};
@@ -625,7 +685,7 @@ int main(void) {
                                     TEST(t_explicit_relay_not_direct),
                                     TEST(t_explicit_nodes_refused), TEST(t_default_costs),
                                     TEST(t_bundled_no_defaults),
-                                    TEST(t_set_value_parser), TEST(t_set_load),
+                                    TEST(t_set_value_parser), TEST(t_set_load), TEST(t_flow_rate_by_size),
                                     TEST(t_size_budget), TEST(t_sweep), {NULL, NULL}};
   return test_run("topology", cases);
 }
