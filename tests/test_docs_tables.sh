@@ -37,17 +37,23 @@ check "a drifted table fails --check (exit 1) with a diff" \
   "[ $rc -eq 1 ] && grep -q 'old.md:1: the block differs' $tmp/out && grep -q '^-| 32K | 8.08 ' $tmp/out"
 
 # One figure changed inside a block of a copy of the README: named, fixed
-# by --update, and --update is idempotent.
-sed 's/^| ring | \([0-9]\)/| ring | 9\1/' README.md > "$tmp/README.md"
-check "the copy differs from the README" "! cmp -s README.md $tmp/README.md"
-dt --check "$tmp/README.md" > "$tmp/out" 2>&1
-rc=$?
-check "a changed figure fails --check, naming the block's command" \
-  "[ $rc -eq 1 ] && grep -q 'README.md:[0-9]*: the block differs' $tmp/out && grep -q '^  build/tasp-sim ' $tmp/out"
-dt --update "$tmp/README.md" > /dev/null 2>&1
-check "--update restores the block" "cmp -s README.md $tmp/README.md"
-dt --update "$tmp/README.md" > "$tmp/out" 2>&1
-check "a second --update changes nothing" "cmp -s README.md $tmp/README.md && [ ! -s $tmp/out ]"
+# by --update, and --update is idempotent.  The mechanism is Python's and
+# runs every README command three times: a sanitizer build (SKIP given,
+# where whole steps take minutes each) leaves it to the normal build.
+if [ -z "$skip" ]; then
+  sed 's/^| ring | \([0-9]\)/| ring | 9\1/' README.md > "$tmp/README.md"
+  check "the copy differs from the README" "! cmp -s README.md $tmp/README.md"
+  dt --check "$tmp/README.md" > "$tmp/out" 2>&1
+  rc=$?
+  check "a changed figure fails --check, naming the block's command" \
+    "[ $rc -eq 1 ] && grep -q 'README.md:[0-9]*: the block differs' $tmp/out && grep -q '^  build/tasp-sim ' $tmp/out"
+  dt --update "$tmp/README.md" > /dev/null 2>&1
+  check "--update restores the block" "cmp -s README.md $tmp/README.md"
+  dt --update "$tmp/README.md" > "$tmp/out" 2>&1
+  check "a second --update changes nothing" "cmp -s README.md $tmp/README.md && [ ! -s $tmp/out ]"
+else
+  echo "skip: the README copy's --check/--update round (run by the normal build)"
+fi
 
 # Text hand-written inside a block is replaced whole.
 printf '<!-- generated: %s -->\nhand-written\n<!-- end -->\n' \
