@@ -64,7 +64,7 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
 /* --scope layer: one decoder layer (layer.h) of the model's softmax kind
  * (a linear-only model: linear); --scope model: the training step.  The
  * attention part's time: the scope's less the same scope's without
- * attention.  Model FLOPs leave recomputation out (the plan without it). */
+ * attention.  Model FLOPs leave recomputation out (layer_model_flops). */
 static exec_result *run_layer(const topology *t, const scenario_point *pt, const exec_opts *o,
                               GString *notes, sim_result *res, bool attention_part) {
   workload one = pt->w.scope == SCOPE_MODEL
@@ -73,15 +73,7 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
                                                                               : ATTN_LINEAR);
   plan *p = layer_build(pt->sched, &one, t, true, false);
   if (p->note->len) g_string_append(notes, p->note->str);
-  if (one.recompute == RECOMPUTE_FULL) {
-    workload plain = one;
-    plain.recompute = RECOMPUTE_NONE;
-    plan *q = layer_build(pt->sched, &plain, t, true, false);
-    res->model_flops = layer_model_flops(q);
-    plan_free(q);
-  } else {
-    res->model_flops = layer_model_flops(p);
-  }
+  res->model_flops = layer_model_flops(p);
   exec_result *r = exec_run(p, t, o);
   plan_free(p);
   if (!attention_part) {
