@@ -379,7 +379,8 @@ static void simulate(gpointer data, gpointer user) {
   const sched_ops *s = g_hash_table_lookup(x->at, c);
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
   exec_opts eo = {0};
-  sim_result *r = sim_run_step(x->sp->o->s->topo, &pt, &eo);
+  sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
+      x->sp->o->s->topo, &pt, &eo);
   c->step_s = r->r->step_s;
   c->tokens_per_s_per_gpu = sim_tokens_per_s_per_gpu(r);
   c->mfu = sim_mfu(r);
