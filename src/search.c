@@ -349,7 +349,11 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
                                               "%.1f GiB usable", c->mem_bound_gib, sp->usable));
     return;
   }
-  if (!sched_check_tasks(layer_tasks_estimate(&w), s->name, &e)) {
+  /* the plan the simulation builds: a few layers where it extends them */
+  workload built = w;
+  attn_kind kind;
+  if (!o->whole_steps && sim_step_repeats(&w, &kind)) built.layers[kind] = SIM_REPEAT_FROM + 1;
+  if (!sched_check_tasks(layer_tasks_estimate(&built), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }

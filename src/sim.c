@@ -152,16 +152,18 @@ static sim_result *run_point(const topology *t, const scenario_point *pt, const 
   return res;
 }
 
+bool sim_step_repeats(const workload *w, attn_kind *kind) {
+  int kinds = 0;
+  for (int k = 0; k < ATTN_KINDS; k++)
+    if (layers_count(w, (attn_kind)k)) kinds++, *kind = (attn_kind)k;
+  return w->scope == SCOPE_MODEL && kinds == 1 && layers_count(w, *kind) > SIM_REPEAT_FROM + 1;
+}
+
 sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
                                    const exec_opts *o) {
-  int kinds = 0;
-  attn_kind kind = ATTN_SOFTMAX;
-  for (int k = 0; k < ATTN_KINDS; k++)
-    if (layers_count(&pt->w, (attn_kind)k)) kinds++, kind = (attn_kind)k;
+  attn_kind kind;
+  if (!sim_step_repeats(&pt->w, &kind) || o->keep_trace) return sim_run_step(t, pt, o);
   uint32_t layers = layers_count(&pt->w, kind);
-  if (pt->w.scope != SCOPE_MODEL || kinds != 1 || layers <= SIM_REPEAT_FROM + 1 ||
-      o->keep_trace)
-    return sim_run_step(t, pt, o);
   scenario_point few = *pt;
   few.w.layers[kind] = SIM_REPEAT_FROM;
   sim_result *a = run_point(t, &few, o, false);

@@ -86,6 +86,9 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  * tests/test_search.sh a search's answer; reserved memory is NAN.  Other points (scope attention or layer, hybrid models,
  * few layers, a trace kept): sim_run_step. */
 #define SIM_REPEAT_FROM 6
+/* Whether sim_run_step_repeating extends w's step (then *kind is its
+ * layers' kind, of which it replays SIM_REPEAT_FROM + 1 at most). */
+bool sim_step_repeats(const workload *w, attn_kind *kind);
 sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
                                    const exec_opts *o);
 void sim_result_free(sim_result *r);
