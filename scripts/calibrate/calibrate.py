@@ -2996,8 +2996,9 @@ def main():
                     help="also time the backward passes (after a forward; float32 dK/dV "
                          "accumulators travel with the KV, as in ring_flash_attn)")
     ap.add_argument("--schedules",
-                    help="schedules of the passes part (each with the masks it has); "
-                         "default: every one of the --attention kind")
+                    help="schedules of the passes part (each with the masks it has), "
+                         "measured in this order; default: every one of the --attention "
+                         "kind")
     ap.add_argument("--attention", choices=("softmax", "linear", "both"), default="softmax",
                     help="passes and memory parts: softmax attention (flash kernels) or "
                          "linear attention (schedules lasp, lasp2, ring; records carry "
@@ -3081,7 +3082,8 @@ def main():
     kinds = {"softmax": [("softmax", SCHEDULES)], "linear": [("linear", LINEAR_SCHEDULES)],
              "both": [("softmax", SCHEDULES), ("linear", LINEAR_SCHEDULES)]}[a.attention]
     every = {s for _, known in kinds for s, _ in known}
-    names = a.schedules.split(",") if a.schedules else sorted(every)
+    names = (a.schedules.split(",") if a.schedules
+             else list(dict.fromkeys(s for _, known in kinds for s, _ in known)))
     for nm in names:
         if nm not in every:
             raise SystemExit(f"calibrate: unknown {a.attention} schedule {nm!r}")
@@ -3098,8 +3100,9 @@ def main():
         LOCAL_COMM = (a.emulate_ranks, er)
         n = a.emulate_ranks
     # (attention, schedules) in turn; USP once per Ulysses degree
+    # in the order --schedules names them (a run cut short keeps the first)
     runs = [(att, expand_double_ring(
-        expand_usp([(s, c) for s, c in known if s in names], n, a.heads,
+        expand_usp([(s, c) for nm in names for s, c in known if s == nm], n, a.heads,
                    ints(a.usp_ulysses) if a.usp_ulysses else None), n, a.double_ring_inner))
             for att, known in kinds]
     stages = []  # device memory before and after the CUDA context, NCCL, ...
