@@ -585,8 +585,10 @@ static void t_sched_options(void) {
     g_auto(GStrv) first = g_strsplit(users, ",", 2);
     g_autofree char *given = g_strconcat(o->key, o->type == SCHED_OPT_FLAG ? "=true" : "=2", NULL);
     char *pairs[] = {given, NULL};
+    /* allgather's head stride is llama3_flash_attn_varlen_func's: packed documents only */
+    bool docs = !strcmp(o->key, "allgather_heads_k_stride");
     scenario_overrides ov = {.topology = "h100x8", .seq = "32K", .sp = "8", .sched = first[0],
-                             .sched_opts = pairs};
+                             .sched_opts = pairs, .docs = docs ? "16K,16K" : NULL};
     g_autoptr(GError) err = NULL;
     scenario *s = scenario_load(NULL, &ov, &err);
     if (!s) fprintf(stderr, "%s: %s\n", o->key, err->message);
@@ -598,7 +600,8 @@ static void t_sched_options(void) {
     /* the file's value, and the command line's over it */
     g_autofree char *text = g_strdup_printf(
         "{\"topology\": \"h100x8\", \"seq_len\": \"32K\", \"sp\": 8, \"schedulers\": \"%s\", "
-        "%s%s\": %s%s}", first[0], o->in_model ? "\"model\": {\"" : "\"", o->key,
+        "%s%s\": %s%s}", first[0],
+        o->in_model ? (docs ? "\"model\": {\"docs\": \"16K,16K\", \"" : "\"model\": {\"") : "\"", o->key,
         o->type == SCHED_OPT_FLAG ? "false" : "4", o->in_model ? "}" : "");
     g_autofree char *file = tmp_file(text);
     scenario_overrides none = {0};

@@ -708,6 +708,11 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
     if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || t->op.backward != backward) continue;
     CU_ASSERT_FATAL(t->op.head_off + t->op.heads <= H);
     const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off), *k = q + t->n_qseg;
+    /* flash attention's causal mask is aligned to the ends of the queries
+     * and keys (sq < sk: bottom-right): it is the mask by position counted
+     * below only where the keys end where the queries do */
+    if (t->op.causal && t->n_qseg == 1 && t->n_kseg == 1)
+      CU_ASSERT_EQUAL(q[0].start + q[0].len, k[0].start + k[0].len);
     for (uint64_t h = t->op.head_off; h < t->op.head_off + t->op.heads; h++)
       for (uint32_t a = 0; a < t->n_qseg; a++)
         for (uint32_t b = 0; b < t->n_kseg; b++)
@@ -726,7 +731,7 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
   const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
-                             &sched_te_a2a};
+                             &sched_te_a2a, &sched_allgather};
   for (int iter = 0; iter < 12; iter++)
     for (size_t s = 0; s < G_N_ELEMENTS(runs); s++) {
       uint32_t n = (uint32_t)g_rand_int_range(rng, 2, 5), parts = 2 * n;
@@ -763,7 +768,7 @@ static void t_docs_cover_mask(void) {
     g_autoptr(GError) err = NULL;
     CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
     CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, p2p, a2a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, allgather, p2p, a2a"));
   }
   docs[0] = 12;
   docs[1] = 52;
@@ -771,6 +776,63 @@ static void t_docs_cover_mask(void) {
   CU_ASSERT_TRUE(sched_check(&sched_ring, &w, t, &err)); /* 12 and 52 cut into 4 */
   CU_ASSERT_FALSE(sched_check(&sched_zigzag, &w, t, &err));
   CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "document 1 (12 tokens) does not divide into 8"));
+  topo_free(t);
+}
+
+/* All-gather CP on packed documents (llama3_flash_attn_varlen_func): the
+ * sequence cut contiguously, K and V gathered in two calls per KV-head
+ * stride, forward and again backward, dK and dV reduce-scattered in two:
+ * each GPU sends 3 (N-1) shares of its K and V whatever the stride; every
+ * kernel one document's piece on one stride's query heads, its queries
+ * inside GPU g's contiguous slice. */
+static void t_allgather_docs(void) {
+  topology *t = complete_topo(4);
+  uint64_t docs[] = {5, 30, 1, 20, 8};
+  for (uint32_t stride = 0; stride <= 2; stride++)
+    for (int c = 0; c < 2; c++) {
+      workload w = shape(4, 64, c, PASS_FWDBWD);
+      w.heads = 8;
+      w.kv_heads = 4;
+      w.docs = docs;
+      w.n_docs = G_N_ELEMENTS(docs);
+      sched_opt_set_num(&w, sched_option_find("allgather_heads_k_stride"), stride);
+      g_autoptr(GError) err = NULL;
+      CU_ASSERT_TRUE_FATAL(sched_check(&sched_allgather, &w, t, &err));
+      plan *p = expanded(sched_allgather.build(&w, t, true));
+      check_doc_coverage(p, &w, false);
+      check_doc_coverage(p, &w, true);
+      check_generic(p, &w);
+      uint32_t strides = stride ? w.kv_heads / stride : 1, comms = 0;
+      double share = workload_kv_bytes(&w, 16);
+      for (uint32_t g = 0; g < 4; g++) CU_ASSERT_DOUBLE_EQUAL(sent_by(p, g), 3 * 3 * share, 1e-9);
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *k = plan_task_at(p, i);
+        if (k->kind == TASK_COMM && k->api != COMM_BARRIER) comms++;
+        if (k->kind != TASK_COMPUTE || k->op.kind != OP_ATTN) continue;
+        const plan_seg *q = &g_array_index(p->segs, plan_seg, k->seg_off);
+        CU_ASSERT(k->n_qseg == 1 && k->n_kseg == 1);
+        CU_ASSERT(q->start >= k->gpu * 16 && q->start + q->len <= (k->gpu + 1) * 16);
+        CU_ASSERT_EQUAL(k->op.heads, w.heads / strides);
+      }
+      CU_ASSERT_EQUAL(comms, 6 * strides); /* forward 2 gathers; backward 2 and 2 scatters */
+      plan_free(p);
+    }
+  /* the stride divides the KV heads, and is for documents only */
+  workload w = shape(4, 64, true, PASS_FWD);
+  w.heads = 8;
+  w.kv_heads = 4;
+  sched_opt_set_num(&w, sched_option_find("allgather_heads_k_stride"), 3);
+  w.docs = docs;
+  w.n_docs = G_N_ELEMENTS(docs);
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_FALSE(sched_check(&sched_allgather, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "expected a divisor of the 4 KV heads, got 3"));
+  g_clear_error(&err);
+  sched_opt_set_num(&w, sched_option_find("allgather_heads_k_stride"), 2);
+  w.docs = NULL;
+  w.n_docs = 0;
+  CU_ASSERT_FALSE(sched_check(&sched_allgather, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "for packed documents (--docs)"));
   topo_free(t);
 }
 
@@ -1192,7 +1254,7 @@ static void t_ring_linear_grad_bytes(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
-                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask),
+                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
