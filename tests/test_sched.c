@@ -731,7 +731,7 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
   const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
-                             &sched_te_a2a, &sched_allgather};
+                             &sched_te_a2a, &sched_allgather, &sched_usp, &sched_usp_zigzag};
   for (int iter = 0; iter < 12; iter++)
     for (size_t s = 0; s < G_N_ELEMENTS(runs); s++) {
       uint32_t n = (uint32_t)g_rand_int_range(rng, 2, 5), parts = 2 * n;
@@ -742,6 +742,10 @@ static void t_docs_cover_mask(void) {
       for (int c = 0; c < 2; c++) {
         workload w = shape(n, seq, c, PASS_FWDBWD);
         if (ulysses_family(runs[s])) w.heads = 2 * n;
+        /* USP: a Ulysses degree that leaves a ring of 2 where n is even
+         * (the documents then cut over the ring ranks), else all of n */
+        if (target(runs[s]) == &sched_usp || target(runs[s]) == &sched_usp_zigzag)
+          sched_opt_set_num(&w, &usp_opt_ulysses, n % 2 ? n : n / 2);
         w.docs = docs;
         w.n_docs = nd;
         g_autoptr(GError) err = NULL;
@@ -768,7 +772,7 @@ static void t_docs_cover_mask(void) {
     g_autoptr(GError) err = NULL;
     CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
     CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, allgather, p2p, a2a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, usp, usp-zigzag, allgather, p2p, a2a"));
   }
   docs[0] = 12;
   docs[1] = 52;
@@ -776,6 +780,17 @@ static void t_docs_cover_mask(void) {
   CU_ASSERT_TRUE(sched_check(&sched_ring, &w, t, &err)); /* 12 and 52 cut into 4 */
   CU_ASSERT_FALSE(sched_check(&sched_zigzag, &w, t, &err));
   CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "document 1 (12 tokens) does not divide into 8"));
+  /* USP cuts documents over its ring ranks: with a Ulysses degree of 2,
+   * 4 ring pieces (usp-zigzag) where zigzag on 4 GPUs needs 8 */
+  sched_opt_set_num(&w, &usp_opt_ulysses, 2);
+  g_clear_error(&err);
+  CU_ASSERT_TRUE(sched_check(&sched_usp_zigzag, &w, t, &err));
+  docs[0] = 14;
+  docs[1] = 50;
+  CU_ASSERT_FALSE(sched_check(&sched_usp_zigzag, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "document 1 (14 tokens) does not divide into 4"));
+  g_clear_error(&err);
+  CU_ASSERT_TRUE(sched_check(&sched_usp, &w, t, &err)); /* 14 and 50 cut into 2 */
   topo_free(t);
 }
 
