@@ -791,6 +791,19 @@ static void t_docs_cover_mask(void) {
   CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "document 1 (14 tokens) does not divide into 4"));
   g_clear_error(&err);
   CU_ASSERT_TRUE(sched_check(&sched_usp, &w, t, &err)); /* 14 and 50 cut into 2 */
+  /* linear layers: no scheduler runs documents on them (the varlen
+   * layouts are flash attention's), and none is named as one that does */
+  w.attention = ATTN_LINEAR;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!sched_check_attention(*s, &w, NULL)) continue;
+    g_clear_error(&err);
+    CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
+    CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
+    /* ring and ulysses say so in their own words */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "packed documents (--docs)") &&
+                           strstr(err->message, "on softmax"));
+    CU_ASSERT_PTR_NULL(strstr(err->message, "schedulers that do"));
+  }
   topo_free(t);
 }
 

@@ -193,10 +193,20 @@ bool sched_check(const sched_ops *s, const workload *w, const topology *t, GErro
 bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
                       GError **err) {
   if (!w->docs) return true;
+  /* every variable-length layout here is flash attention's (cu_seqlens):
+   * softmax layers only */
+  if (layers_count(w, ATTN_LINEAR)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                "%s: packed documents (--docs) run on softmax-attention layers only (the "
+                "variable-length layouts are flash attention's); the model has linear-attention "
+                "layers", s->name);
+    return false;
+  }
   if (!s->docs) {
     GString *who = g_string_new(NULL);
     for (const sched_ops *const *o = all; *o; o++)
-      if ((*o)->docs) g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
+      if ((*o)->docs && sched_check_attention(*o, w, NULL))
+        g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
     g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
                 "%s does not run packed documents (--docs) yet; schedulers that do: %s",
                 s->name, who->str);
