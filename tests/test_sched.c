@@ -728,6 +728,35 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
+/* Packed documents: a GPU's kernels of one step of one pass (a ring step,
+ * Ulysses' pass, an all-gather stride) are one varlen call over
+ * cu_seqlens, as the varlen functions make one call a step: every task of
+ * a call says how many it is one of (plan_op.call_parts), and a plan with
+ * several documents has calls of several parts. */
+static void check_varlen_calls(const plan *p, const workload *w, bool any) {
+  uint32_t n = p->n_gpus, steps = 0, several = 0;
+  for (guint i = 0; i < p->tasks->len; i++)
+    steps = MAX(steps, plan_task_at(p, i)->step + 1);
+  g_autofree uint32_t *count = g_new0(uint32_t, (gsize)n * steps * 2);
+#define CALL(t) count[((t)->gpu * steps + (t)->step) * 2 + (t)->op.backward]
+  for (int round = 0; round < 2; round++)
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *t = plan_task_at(p, i);
+      if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN) continue;
+      CU_ASSERT_FATAL(t->gpu < n);
+      if (round == 0) {
+        CALL(t)++;
+        continue;
+      }
+      CU_ASSERT_EQUAL(t->op.call_parts, CALL(t));
+      several += CALL(t) > 1;
+    }
+#undef CALL
+  /* rings and Ulysses hold a piece of every document; all-gather CP a
+   * slice that may lie in one (any) */
+  CU_ASSERT(w->n_docs < 2 || several > 0 || any);
+}
+
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
   const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
@@ -754,6 +783,7 @@ static void t_docs_cover_mask(void) {
         check_doc_coverage(p, &w, false);
         check_doc_coverage(p, &w, true);
         check_generic(p, &w);
+        check_varlen_calls(p, &w, target(runs[s]) == &sched_allgather);
         plan_free(p);
       }
       topo_free(t);
@@ -830,6 +860,7 @@ static void t_allgather_docs(void) {
       check_doc_coverage(p, &w, false);
       check_doc_coverage(p, &w, true);
       check_generic(p, &w);
+      check_varlen_calls(p, &w, false);
       uint32_t strides = stride ? w.kv_heads / stride : 1, comms = 0;
       double share = workload_kv_bytes(&w, 16);
       for (uint32_t g = 0; g < 4; g++) CU_ASSERT_DOUBLE_EQUAL(sent_by(p, g), 3 * 3 * share, 1e-9);

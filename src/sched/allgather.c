@@ -232,10 +232,12 @@ static uint32_t doc_kernels(plan *p, const workload *w, uint32_t g, uint32_t str
   plan_op shape = sched_shape(w, w->causal, backward);
   shape.head_off = stride * s * per;
   shape.heads = s * per;
+  uint32_t call = p->tasks->len;
   for (uint32_t i = 0; i < n; i++) {
     ids[i] = plan_attn(p, g, stride, &shape, &q[i], 1, &k[i], 1);
     plan_dep(p, ready, ids[i]);
   }
+  sched_varlen_call(p, call); /* one _flash_attn_varlen call a stride */
   return n;
 }
 

@@ -236,6 +236,15 @@ uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t 
   return n;
 }
 
+void sched_varlen_call(plan *p, uint32_t first) {
+  uint32_t n[OP_KINDS] = {0};
+  for (uint32_t i = first; i < p->tasks->len; i++) n[plan_task_at(p, i)->op.kind]++;
+  for (uint32_t i = first; i < p->tasks->len; i++) {
+    plan_op *op = &plan_task_at(p, i)->op;
+    if (op->kind == OP_ATTN || op->kind == OP_MERGE) op->call_parts = n[op->kind];
+  }
+}
+
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err) {
   uint64_t pieces = parts * w->gpus;
   if (w->seq_len % pieces != 0 || w->seq_len < pieces) {
