@@ -786,15 +786,30 @@ double compute_op_flops(const plan_op *op) {
   return 4.0 * op->batch * op->heads * op->head_dim * pairs;
 }
 
-static double attn_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
-  return attn_lookup(m, compute_op_flops(op), (double)op->batch * op->heads, op->head_dim,
-                     op->sq, op->sk, op->causal, op->backward, k);
+/* The tasks one variable-length call is made of (plan.h call_parts). */
+static double call_parts(const plan_op *op) {
+  return op->call_parts > 1 ? op->call_parts : 1;
 }
 
-/* merges and copies: lines fitted per topology, not classified (compute.h) */
+/* A part of a variable-length call (flash attention's varlen kernel over
+ * cu_seqlens) costs its share of a call over as many documents of its
+ * shape: one launch for the call, and the CTAs of all its documents packed
+ * over the SMs (one grid of query blocks x documents x heads), which is
+ * how the kernel over B equal documents times as the dense kernel over a
+ * batch of B (calibration/h100x1-varlen: 64 x 2K tokens 8.4 ms forward,
+ * the padded batch 7.2, 64 calls 11.2; 256 x 512: 3.6, 3.6 and 10.0). */
+static double attn_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
+  double n = call_parts(op);
+  return attn_lookup(m, n * compute_op_flops(op), n * op->batch * op->heads, op->head_dim,
+                     op->sq, op->sk, op->causal, op->backward, k) / n;
+}
+
+/* merges and copies: lines fitted per topology, not classified (compute.h);
+ * a part of a call its share of the call over all parts' rows */
 static double merge_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
   (void)k;
-  return compute_merge_s(m, (double)op->batch * op->sq * op->heads * op->head_dim);
+  double n = call_parts(op);
+  return compute_merge_s(m, n * op->batch * op->sq * op->heads * op->head_dim) / n;
 }
 
 /* A mixed add (two dtypes) takes as long as a same-dtype copy of
@@ -1057,11 +1072,10 @@ double compute_op_alone_s(const compute_model *m, const plan_op *op) {
  * gradients; a linear task's function (lin_host_s), whose causal intra
  * kernel issues several times the ops of the others. */
 static double attn_host_s(const compute_model *m, const plan_op *op) {
-  return op->backward ? m->bwd_host_s : m->host_s;
+  return (op->backward ? m->bwd_host_s : m->host_s) / call_parts(op);
 }
 static double merge_host_s(const compute_model *m, const plan_op *op) {
-  (void)op;
-  return m->merge_host_s;
+  return m->merge_host_s / call_parts(op);
 }
 static double copy_host_s(const compute_model *m, const plan_op *op) {
   (void)op;

@@ -84,9 +84,39 @@ static docs_spec *parse_params(docs_spec *d, const char *name, const char *param
   return d;
 }
 
+/* A file of lengths: separated by commas, blanks or new lines; '#' starts
+ * a comment to the end of its line. */
+static docs_spec *parse_file(docs_spec *d, const char *path, char **why) {
+  g_autofree char *text = NULL;
+  g_autoptr(GError) e = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &e))
+    return fail(d, why, g_strdup_printf("file:%s: cannot read it: %s", path, e->message));
+  d->kind = DOCS_LIST;
+  d->list = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (char **l = lines; *l; l++) {
+    char *hash = strchr(*l, '#');
+    if (hash) *hash = '\0';
+    g_auto(GStrv) items = g_strsplit_set(*l, ", \t\r", -1);
+    for (char **p = items; *p; p++) {
+      uint64_t len;
+      if (!**p) continue;
+      if (!size_parse(*p, &len) || len > (1ull << 30))
+        return fail(d, why, g_strdup_printf("file:%s: line %u: expected a length from 1 to 1G "
+                                            "tokens (4096, 4K), got \"%s\"", path,
+                                            (unsigned)(l - lines) + 1, *p));
+      g_array_append_val(d->list, len);
+    }
+  }
+  if (d->list->len == 0)
+    return fail(d, why, g_strdup_printf("file:%s: expected document lengths, found none", path));
+  return d;
+}
+
 docs_spec *docs_parse(const char *text, char **why) {
   docs_spec *d = g_new0(docs_spec, 1);
   d->pad = 1;
+  if (g_str_has_prefix(text, "file:")) return parse_file(d, text + strlen("file:"), why);
   if (g_str_has_prefix(text, "lognormal:")) {
     d->kind = DOCS_LOGNORMAL;
     return parse_params(d, "lognormal", text + strlen("lognormal:"), why);

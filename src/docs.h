@@ -6,6 +6,9 @@
  *                                          ln(mean) - sigma^2/2 (so that
  *                                          their mean is `mean`)
  *   uniform:min=1K,max=16K,seed=1          lengths uniform in [min, max]
+ *   file:lengths.txt                       the lengths in a file, in order
+ *                                          (commas, blanks or lines; '#'
+ *                                          comments)
  *
  * A distribution draws lengths (GLib's Mersenne Twister from `seed`: the
  * same lengths on every machine and for any --jobs) until the sequence is

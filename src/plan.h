@@ -86,6 +86,11 @@ typedef struct {
   uint8_t elemwise;   /* element-wise: which op (compute_elemwise) */
   bool unfused;       /* element-wise: as plain PyTorch runs it (several kernels) */
   double width;       /* element-wise: elements per row */
+  /* attention, merge: one of call_parts tasks that together are one
+   * variable-length call over cu_seqlens (packed documents: a document's
+   * piece each; sched_varlen_call), priced as 1/call_parts of a call over
+   * call_parts copies of its shape (compute.c); 0 or 1: a call of its own */
+  uint32_t call_parts;
 } plan_op;
 
 /* A transfer; `msgs` is how many messages it is issued as (a piece per

@@ -169,6 +169,14 @@ static bool load_docs(scenario *s, json_object *model, const scenario_overrides 
     o = (origin){s->file, "model.docs"};
     if (json_object_is_type(v, json_type_string)) {
       text = g_strdup(json_object_get_string(v));
+      /* a file of lengths named in a scenario is found beside it */
+      const char *path = g_str_has_prefix(text, "file:") ? text + strlen("file:") : NULL;
+      if (path && !g_path_is_absolute(path) && s->file) {
+        g_autofree char *dir = g_path_get_dirname(s->file);
+        g_autofree char *full = g_build_filename(dir, path, NULL);
+        g_free(text);
+        text = g_strconcat("file:", full, NULL);
+      }
     } else if (json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0) {
       GString *t = g_string_new(NULL);
       for (size_t i = 0; i < json_object_array_length(v); i++) {

@@ -766,7 +766,7 @@ check "--sched all, a hybrid model: those that run both kinds" "[ \"\$(cat $tmp/
 # n/a rows that say why; the lengths must fill the sequence.
 "$sim" --topology h100x8 --sched all --seq 128K --sp 8 --docs 2K,59K,4K,63K --mask causal --pass fwdbwd --csv - -q > "$tmp/docs.csv"
 check "--docs: every method ranked on a packed batch, those without documents n/a" \
-  "[ \$? -eq 0 ] && col $tmp/docs.csv tasp 8 131072 status 'n/a: tasp does not run packed documents (--docs) yet; schedulers that do: ring, zigzag, ulysses, p2p, a2a' && [ \"\$(field $tmp/docs.csv 2 status)\" = ok ] && [ \"\$(field $tmp/docs.csv 2 scheduler)\" = zigzag ]"
+  "[ \$? -eq 0 ] && col $tmp/docs.csv tasp 8 131072 status 'n/a: tasp does not run packed documents (--docs) yet; schedulers that do: ring, zigzag, ulysses, usp, usp-zigzag, allgather, p2p, a2a' && [ \"\$(field $tmp/docs.csv 2 status)\" = ok ] && [ \"\$(field $tmp/docs.csv 2 scheduler)\" = zigzag ]"
 "$sim" --topology h100x8 --sched zigzag --seq 128K --sp 8 --mask causal --pass fwdbwd --csv - -q > "$tmp/nodocs.csv"
 check "--docs: zigzag on packed documents computes less than on one 128K document" \
   "python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not 0 < b < a)' \$(field $tmp/nodocs.csv 1 compute_ms) \$(field $tmp/docs.csv 2 compute_ms)"
@@ -775,12 +775,22 @@ check "--docs: zigzag on packed documents computes less than on one 128K documen
 "$sim" --topology h100x8 --sched ring,zigzag --seq 128K,256K --sp 8 --docs lognormal:mean=8K,sigma=1.0,seed=2,pad=16 --csv - -q > "$tmp/ln3.csv"
 check "--docs lognormal: the same for a seed and any --jobs, another seed another batch" \
   "[ \$(grep -c ',ok,' $tmp/ln1.csv) -eq 4 ] && cmp -s $tmp/ln1.csv $tmp/ln2.csv && ! cmp -s $tmp/ln1.csv $tmp/ln3.csv"
+# all-gather CP on documents (llama3_flash_attn_varlen_func): gathering
+# K and V two KV heads at a time holds less and pays more calls
+for k in 0 2; do
+  "$sim" --topology h100x8 --sched allgather --seq 128K --sp 8 --docs 2K,59K,4K,63K --pass fwdbwd \
+    $([ $k = 0 ] || echo --allgather-heads-k-stride $k) --csv - -q > "$tmp/agdocs$k.csv"
+done
+check "--docs allgather: --allgather-heads-k-stride 2 lowers the peak and raises communication" \
+  "python3 -c 'import sys; a, b, c, d = map(float, sys.argv[1:]); sys.exit(not (b < a and d > c))' \$(field $tmp/agdocs0.csv 1 peak_mem_gib) \$(field $tmp/agdocs2.csv 1 peak_mem_gib) \$(field $tmp/agdocs0.csv 1 comm_ms) \$(field $tmp/agdocs2.csv 1 comm_ms)"
+expect_error "--allgather-heads-k-stride without --docs, --strict" "allgather_heads_k_stride: the head-stride gather is llama3_flash_attn_varlen_func's, for packed documents (--docs)" \
+  --topology h100x8 --sched allgather --seq 128K --allgather-heads-k-stride 2 --strict
 expect_error "--docs not adding up to the sequence" "option '--docs': the documents add up to 64K tokens, expected the sequence length 128K" \
   --topology h100x8 --sched ring --seq 128K --docs 32K,32K
 expect_error "--docs with a bad length" "option '--docs': document 2: expected a length from 1 to 1G tokens (4096, 4K), or lognormal:... or uniform:..., got \"x\"" \
   --topology h100x8 --sched ring --seq 128K --docs 64K,x
-expect_error "--docs a scheduler does not run, --strict" "option '--docs': usp at seq_len 128K, SP 8: usp does not run packed documents" \
-  --topology h100x8 --sched ring,usp --seq 128K --docs 64K,64K --strict
+expect_error "--docs a scheduler does not run, --strict" "option '--docs': tokenring at seq_len 128K, SP 8: tokenring does not run packed documents" \
+  --topology h100x8 --sched ring,tokenring --seq 128K --docs 64K,64K --strict
 expect_error "--sched all with others refused" "option '--sched': \"all\" names every scheduler" \
   --topology h100x8 --sched all,ring --seq 32K
 "$sim" --help > "$tmp/help"

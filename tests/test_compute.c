@@ -456,6 +456,41 @@ static void t_merge(void) {
   compute_model_clear(&m);
 }
 
+/* A variable-length call over cu_seqlens made of n tasks (packed
+ * documents, plan_op.call_parts): its n parts of one shape cost together
+ * one kernel over a batch of n (one launch, all CTAs packed over the SMs:
+ * calibration/h100x1-varlen), less than n kernels of their own; unequal
+ * parts each their share; the host issues one call; merges likewise. */
+static void t_varlen_call(void) {
+  topology *t = load("topologies/h100x8.json");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  const compute_model *m = &t->compute;
+  for (int bwd = 0; bwd < 2; bwd++)
+    for (int causal = 0; causal < 2; causal++) {
+      double sq = 2048;
+      plan_op one = {.kind = OP_ATTN, .causal = causal, .backward = bwd, .batch = 1, .heads = 32,
+                     .head_dim = 128, .elem_bytes = 2, .sq = sq, .sk = sq,
+                     .pairs = causal ? sq * (sq + 1) / 2 : sq * sq};
+      plan_op part = one, batch = one;
+      part.call_parts = 16;
+      batch.batch = 16;
+      CU_ASSERT_CLOSE(16 * compute_op_s(m, &part), compute_op_s(m, &batch), 1e-12);
+      /* causal: no tail of long CTAs per document (2K x 64: 8.4 ms, 64
+       * calls 11.2); a full mask gains only the launches (13.7, 13.5) */
+      CU_ASSERT(compute_op_s(m, &part) < (causal ? 0.9 : 1.05) * compute_op_s(m, &one));
+      CU_ASSERT_CLOSE(16 * compute_op_host_s(m, &part), compute_op_host_s(m, &one), 1e-12);
+      part.call_parts = 1; /* a call of its own */
+      CU_ASSERT_CLOSE(compute_op_s(m, &part), compute_op_s(m, &one), 1e-12);
+    }
+  plan_op merge = {.kind = OP_MERGE, .batch = 1, .heads = 32, .head_dim = 128, .sq = 512};
+  plan_op mpart = merge, mall = merge;
+  mpart.call_parts = 8;
+  mall.sq = 8 * 512;
+  CU_ASSERT_CLOSE(8 * compute_op_s(m, &mpart), compute_op_s(m, &mall), 1e-12);
+  CU_ASSERT_CLOSE(8 * compute_op_host_s(m, &mpart), compute_op_host_s(m, &merge), 1e-12);
+  topo_free(t);
+}
+
 /* Linear attention, per head and batch over n tokens, D = 128, blocks of
  * b = 64: causal intra-chunk 4nD² + 4nbD FLOPs forward, 2.5x backward;
  * state and apply 2nD², 2x backward; a decay adds 2nD + nb (intra) and
@@ -1321,7 +1356,7 @@ int main(void) {
   static const test_case cases[] = {TEST(t_roofline), TEST(t_table_matches_measurements),
                                     TEST(t_table_monotone), TEST(t_shape_lookup),
                                     TEST(t_aspect_ratio), TEST(t_table_scale),
-                                    TEST(t_table_errors), TEST(t_merge),
+                                    TEST(t_table_errors), TEST(t_merge), TEST(t_varlen_call),
                                     TEST(t_linear_roofline), TEST(t_linear_table),
                                     TEST(t_linear_gpu_times), TEST(t_conf_classes),
                                     TEST(t_conf_aspect), TEST(t_conf_scaled_roofline),

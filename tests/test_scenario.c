@@ -585,8 +585,10 @@ static void t_sched_options(void) {
     g_auto(GStrv) first = g_strsplit(users, ",", 2);
     g_autofree char *given = g_strconcat(o->key, o->type == SCHED_OPT_FLAG ? "=true" : "=2", NULL);
     char *pairs[] = {given, NULL};
+    /* allgather's head stride is llama3_flash_attn_varlen_func's: packed documents only */
+    bool docs = !strcmp(o->key, "allgather_heads_k_stride");
     scenario_overrides ov = {.topology = "h100x8", .seq = "32K", .sp = "8", .sched = first[0],
-                             .sched_opts = pairs};
+                             .sched_opts = pairs, .docs = docs ? "16K,16K" : NULL};
     g_autoptr(GError) err = NULL;
     scenario *s = scenario_load(NULL, &ov, &err);
     if (!s) fprintf(stderr, "%s: %s\n", o->key, err->message);
@@ -598,7 +600,8 @@ static void t_sched_options(void) {
     /* the file's value, and the command line's over it */
     g_autofree char *text = g_strdup_printf(
         "{\"topology\": \"h100x8\", \"seq_len\": \"32K\", \"sp\": 8, \"schedulers\": \"%s\", "
-        "%s%s\": %s%s}", first[0], o->in_model ? "\"model\": {\"" : "\"", o->key,
+        "%s%s\": %s%s}", first[0],
+        o->in_model ? (docs ? "\"model\": {\"docs\": \"16K,16K\", \"" : "\"model\": {\"") : "\"", o->key,
         o->type == SCHED_OPT_FLAG ? "false" : "4", o->in_model ? "}" : "");
     g_autofree char *file = tmp_file(text);
     scenario_overrides none = {0};
@@ -650,6 +653,42 @@ static void t_docs(void) {
   g_autofree char *want = g_strdup_printf("%s: field 'model.docs': the documents add up to 128K "
                                           "tokens, expected the sequence length 64K", file);
   expect_error(file, seq, want);
+  remove(file);
+}
+
+/* Document lengths from a file (file:PATH): commas, blanks and lines,
+ * '#' comments; named in a scenario, found beside it; an unreadable file
+ * or a bad length is refused naming the file and line. */
+static void t_docs_file(void) {
+  g_autofree char *lengths = tmp_file("# packed batch\n64K, 32K # two\n\n 16K\t16K\n");
+  g_autofree char *base = g_path_get_basename(lengths);
+  g_autofree char *text = g_strdup_printf("{\"topology\": \"h100x8\", \"seq_len\": \"128K\", "
+                                          "\"schedulers\": \"ring\", \"model\": {\"docs\": "
+                                          "\"file:%s\"}}", base);
+  g_autofree char *file = tmp_file(text);
+  scenario_overrides none = {0};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(file, &none, &err);
+  if (!s) fprintf(stderr, "%s\n", err->message);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const workload *w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL_FATAL(w->n_docs, 4);
+  CU_ASSERT(w->docs[0] == 65536 && w->docs[1] == 32768 && w->docs[2] == 16384 &&
+            w->docs[3] == 16384);
+  scenario_free(s);
+  g_autofree char *cli_text = g_strconcat("file:", lengths, NULL);
+  scenario_overrides cli = {.topology = "h100x8", .seq = "128K", .sched = "ring", .docs = cli_text};
+  s = scenario_load(NULL, &cli, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(g_array_index(s->points, scenario_point, 0).w.n_docs, 4);
+  scenario_free(s);
+  CU_ASSERT(g_file_set_contents(lengths, "64K\n32K, 3x\n", -1, NULL));
+  g_autofree char *want = g_strdup_printf("option '--docs': file:%s: line 2: expected a length "
+                                          "from 1 to 1G tokens (4096, 4K), got \"3x\"", lengths);
+  expect_error(NULL, cli, want);
+  remove(lengths);
+  g_autofree char *gone = g_strdup_printf("option '--docs': file:%s: cannot read it", lengths);
+  expect_error(NULL, cli, gone);
   remove(file);
 }
 
@@ -711,6 +750,6 @@ int main(void) {
                                     TEST(t_model_presets), TEST(t_model_option),
                                     TEST(t_model_in_file), TEST(t_model_errors),
                                     TEST(t_sched_options), TEST(t_docs),
-                                    TEST(t_docs_distributions), {NULL, NULL}};
+                                    TEST(t_docs_distributions), TEST(t_docs_file), {NULL, NULL}};
   return test_run("scenario", cases);
 }

@@ -708,6 +708,11 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
     if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || t->op.backward != backward) continue;
     CU_ASSERT_FATAL(t->op.head_off + t->op.heads <= H);
     const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off), *k = q + t->n_qseg;
+    /* flash attention's causal mask is aligned to the ends of the queries
+     * and keys (sq < sk: bottom-right): it is the mask by position counted
+     * below only where the keys end where the queries do */
+    if (t->op.causal && t->n_qseg == 1 && t->n_kseg == 1)
+      CU_ASSERT_EQUAL(q[0].start + q[0].len, k[0].start + k[0].len);
     for (uint64_t h = t->op.head_off; h < t->op.head_off + t->op.heads; h++)
       for (uint32_t a = 0; a < t->n_qseg; a++)
         for (uint32_t b = 0; b < t->n_kseg; b++)
@@ -723,10 +728,39 @@ static void check_doc_coverage(const plan *p, const workload *w, bool backward) 
   CU_ASSERT_EQUAL(wrong, 0);
 }
 
+/* Packed documents: a GPU's kernels of one step of one pass (a ring step,
+ * Ulysses' pass, an all-gather stride) are one varlen call over
+ * cu_seqlens, as the varlen functions make one call a step: every task of
+ * a call says how many it is one of (plan_op.call_parts), and a plan with
+ * several documents has calls of several parts. */
+static void check_varlen_calls(const plan *p, const workload *w, bool any) {
+  uint32_t n = p->n_gpus, steps = 0, several = 0;
+  for (guint i = 0; i < p->tasks->len; i++)
+    steps = MAX(steps, plan_task_at(p, i)->step + 1);
+  g_autofree uint32_t *count = g_new0(uint32_t, (gsize)n * steps * 2);
+#define CALL(t) count[((t)->gpu * steps + (t)->step) * 2 + (t)->op.backward]
+  for (int round = 0; round < 2; round++)
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *t = plan_task_at(p, i);
+      if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN) continue;
+      CU_ASSERT_FATAL(t->gpu < n);
+      if (round == 0) {
+        CALL(t)++;
+        continue;
+      }
+      CU_ASSERT_EQUAL(t->op.call_parts, CALL(t));
+      several += CALL(t) > 1;
+    }
+#undef CALL
+  /* rings and Ulysses hold a piece of every document; all-gather CP a
+   * slice that may lie in one (any) */
+  CU_ASSERT(w->n_docs < 2 || several > 0 || any);
+}
+
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
   const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
-                             &sched_te_a2a};
+                             &sched_te_a2a, &sched_allgather, &sched_usp, &sched_usp_zigzag};
   for (int iter = 0; iter < 12; iter++)
     for (size_t s = 0; s < G_N_ELEMENTS(runs); s++) {
       uint32_t n = (uint32_t)g_rand_int_range(rng, 2, 5), parts = 2 * n;
@@ -737,6 +771,10 @@ static void t_docs_cover_mask(void) {
       for (int c = 0; c < 2; c++) {
         workload w = shape(n, seq, c, PASS_FWDBWD);
         if (ulysses_family(runs[s])) w.heads = 2 * n;
+        /* USP: a Ulysses degree that leaves a ring of 2 where n is even
+         * (the documents then cut over the ring ranks), else all of n */
+        if (target(runs[s]) == &sched_usp || target(runs[s]) == &sched_usp_zigzag)
+          sched_opt_set_num(&w, &usp_opt_ulysses, n % 2 ? n : n / 2);
         w.docs = docs;
         w.n_docs = nd;
         g_autoptr(GError) err = NULL;
@@ -745,6 +783,7 @@ static void t_docs_cover_mask(void) {
         check_doc_coverage(p, &w, false);
         check_doc_coverage(p, &w, true);
         check_generic(p, &w);
+        check_varlen_calls(p, &w, target(runs[s]) == &sched_allgather);
         plan_free(p);
       }
       topo_free(t);
@@ -763,7 +802,7 @@ static void t_docs_cover_mask(void) {
     g_autoptr(GError) err = NULL;
     CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
     CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, p2p, a2a"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "schedulers that do: ring, zigzag, ulysses, usp, usp-zigzag, allgather, p2p, a2a"));
   }
   docs[0] = 12;
   docs[1] = 52;
@@ -771,6 +810,88 @@ static void t_docs_cover_mask(void) {
   CU_ASSERT_TRUE(sched_check(&sched_ring, &w, t, &err)); /* 12 and 52 cut into 4 */
   CU_ASSERT_FALSE(sched_check(&sched_zigzag, &w, t, &err));
   CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "document 1 (12 tokens) does not divide into 8"));
+  /* USP cuts documents over its ring ranks: with a Ulysses degree of 2,
+   * 4 ring pieces (usp-zigzag) where zigzag on 4 GPUs needs 8 */
+  sched_opt_set_num(&w, &usp_opt_ulysses, 2);
+  g_clear_error(&err);
+  CU_ASSERT_TRUE(sched_check(&sched_usp_zigzag, &w, t, &err));
+  docs[0] = 14;
+  docs[1] = 50;
+  CU_ASSERT_FALSE(sched_check(&sched_usp_zigzag, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "document 1 (14 tokens) does not divide into 4"));
+  g_clear_error(&err);
+  CU_ASSERT_TRUE(sched_check(&sched_usp, &w, t, &err)); /* 14 and 50 cut into 2 */
+  /* linear layers: no scheduler runs documents on them (the varlen
+   * layouts are flash attention's), and none is named as one that does */
+  w.attention = ATTN_LINEAR;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if (!sched_check_attention(*s, &w, NULL)) continue;
+    g_clear_error(&err);
+    CU_ASSERT_FALSE(sched_check(*s, &w, t, &err));
+    CU_ASSERT_EQUAL(err->code, TASP_ERROR_DOCS);
+    /* ring and ulysses say so in their own words */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "packed documents (--docs)") &&
+                           strstr(err->message, "on softmax"));
+    CU_ASSERT_PTR_NULL(strstr(err->message, "schedulers that do"));
+  }
+  topo_free(t);
+}
+
+/* All-gather CP on packed documents (llama3_flash_attn_varlen_func): the
+ * sequence cut contiguously, K and V gathered in two calls per KV-head
+ * stride, forward and again backward, dK and dV reduce-scattered in two:
+ * each GPU sends 3 (N-1) shares of its K and V whatever the stride; every
+ * kernel one document's piece on one stride's query heads, its queries
+ * inside GPU g's contiguous slice. */
+static void t_allgather_docs(void) {
+  topology *t = complete_topo(4);
+  uint64_t docs[] = {5, 30, 1, 20, 8};
+  for (uint32_t stride = 0; stride <= 2; stride++)
+    for (int c = 0; c < 2; c++) {
+      workload w = shape(4, 64, c, PASS_FWDBWD);
+      w.heads = 8;
+      w.kv_heads = 4;
+      w.docs = docs;
+      w.n_docs = G_N_ELEMENTS(docs);
+      sched_opt_set_num(&w, sched_option_find("allgather_heads_k_stride"), stride);
+      g_autoptr(GError) err = NULL;
+      CU_ASSERT_TRUE_FATAL(sched_check(&sched_allgather, &w, t, &err));
+      plan *p = expanded(sched_allgather.build(&w, t, true));
+      check_doc_coverage(p, &w, false);
+      check_doc_coverage(p, &w, true);
+      check_generic(p, &w);
+      check_varlen_calls(p, &w, false);
+      uint32_t strides = stride ? w.kv_heads / stride : 1, comms = 0;
+      double share = workload_kv_bytes(&w, 16);
+      for (uint32_t g = 0; g < 4; g++) CU_ASSERT_DOUBLE_EQUAL(sent_by(p, g), 3 * 3 * share, 1e-9);
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *k = plan_task_at(p, i);
+        if (k->kind == TASK_COMM && k->api != COMM_BARRIER) comms++;
+        if (k->kind != TASK_COMPUTE || k->op.kind != OP_ATTN) continue;
+        const plan_seg *q = &g_array_index(p->segs, plan_seg, k->seg_off);
+        CU_ASSERT(k->n_qseg == 1 && k->n_kseg == 1);
+        CU_ASSERT(q->start >= k->gpu * 16 && q->start + q->len <= (k->gpu + 1) * 16);
+        CU_ASSERT_EQUAL(k->op.heads, w.heads / strides);
+      }
+      CU_ASSERT_EQUAL(comms, 6 * strides); /* forward 2 gathers; backward 2 and 2 scatters */
+      plan_free(p);
+    }
+  /* the stride divides the KV heads, and is for documents only */
+  workload w = shape(4, 64, true, PASS_FWD);
+  w.heads = 8;
+  w.kv_heads = 4;
+  sched_opt_set_num(&w, sched_option_find("allgather_heads_k_stride"), 3);
+  w.docs = docs;
+  w.n_docs = G_N_ELEMENTS(docs);
+  g_autoptr(GError) err = NULL;
+  CU_ASSERT_FALSE(sched_check(&sched_allgather, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "expected a divisor of the 4 KV heads, got 3"));
+  g_clear_error(&err);
+  sched_opt_set_num(&w, sched_option_find("allgather_heads_k_stride"), 2);
+  w.docs = NULL;
+  w.n_docs = 0;
+  CU_ASSERT_FALSE(sched_check(&sched_allgather, &w, t, &err));
+  CU_ASSERT_PTR_NOT_NULL(err && strstr(err->message, "for packed documents (--docs)"));
   topo_free(t);
 }
 
@@ -1192,7 +1313,7 @@ static void t_ring_linear_grad_bytes(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
-                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask),
+                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),

@@ -25,7 +25,30 @@
  * causal kernels' two outputs until torch.cat joins them; backward, each
  * kernel's dK and dV of the keys it saw, the float32 dQ accumulator of
  * flash backward, and the float32 dK/dV accumulator of the whole
- * sequence until the reduce-scatter has sent it. */
+ * sequence until the reduce-scatter has sent it.
+ *
+ * Packed documents (--docs), as ring_flash_attn's
+ * llama3_flash_attn_varlen_func runs them (zhuzilin/ring-flash-attention,
+ * ring_flash_attn/llama3_flash_attn_varlen.py): the packed sequence is cut
+ * contiguously, GPU i holding tokens [i·S/N, (i+1)·S/N) (no zigzag: a
+ * document's balance is whatever its place gives).  The KV heads are
+ * walked in strides of `heads_k_stride` (the function's argument; here
+ * --allgather-heads-k-stride, by default all KV heads at once, one stride,
+ * as the Llama 3 paper gathers all of K and V): per stride, K and V are
+ * all-gathered in two calls (all_gather_into_tensor each) into one buffer
+ * reused by every stride, then one kernel call over the stride's query
+ * heads, each local piece of a document attending to the gathered keys of
+ * its own document only, up to the piece's end (causal) or the whole
+ * document (full mask): the cu_seqlens_q / cu_seqlens_k that
+ * llama3_flash_attn_prepare_cu_seqlens makes, bottom-right aligned.  The
+ * outputs of the strides are joined by torch.cat (one copy).  Backward
+ * gathers K and V again per stride (the forward saves only its own q, k,
+ * v, out, lse), zeroes a dK/dV buffer of the gathered keys in the inputs'
+ * dtype, runs the kernel backward into it and reduce-scatters dK and dV
+ * (two calls); with a stride below all heads, the stride's K and V are
+ * first copied contiguous and its dK, dV copied back into place.  Calls on
+ * one stream: a stride's gathers wait for the previous stride's kernels
+ * (the buffer is reused), the next kernels for the reduce-scatter. */
 #include "sched.h"
 
 /* The kernels of GPU g, reading kv (and saved: the forward's outputs
@@ -165,8 +188,176 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   return rs;
 }
 
+/* ---- packed documents: llama3_flash_attn_varlen_func ---- */
+
+static const sched_opt allgather_opt_stride = {
+    .key = "allgather_heads_k_stride",
+    .in_model = true,
+    .type = SCHED_OPT_COUNT,
+    .max = 16384,
+    .metavar = "H",
+    .help = "packed documents: KV heads all-gathered per step (ring_flash_attn "
+            "llama3_flash_attn_varlen_func's heads_k_stride); default: all at once"};
+
+static const sched_opt *const allgather_opts[] = {&allgather_opt_stride, NULL};
+
+static uint32_t heads_k_stride(const workload *w) {
+  uint32_t s = sched_opt_num(w, &allgather_opt_stride);
+  return s ? s : w->kv_heads;
+}
+
+/* GPU g's pieces of the documents (queries q, keys k of each), as
+ * llama3_flash_attn_prepare_cu_seqlens cuts them; returns how many. */
+static uint32_t doc_segs(const workload *w, uint32_t g, plan_seg *q, plan_seg *k) {
+  uint64_t len = w->seq_len / w->gpus, lo = g * len, hi = lo + len, start = 0;
+  uint32_t n = 0;
+  for (uint32_t d = 0; d < w->n_docs; start += w->docs[d], d++) {
+    uint64_t end = start + w->docs[d];
+    if (end <= lo || start >= hi) continue;
+    uint64_t q0 = start > lo ? start : lo, q1 = end < hi ? end : hi;
+    q[n] = (plan_seg){q0, q1 - q0};
+    k[n] = (plan_seg){start, (w->causal ? q1 : end) - start};
+    n++;
+  }
+  return n;
+}
+
+/* GPU g's kernels over its document pieces on KV-head stride `stride`
+ * (each after task `ready`); their ids into ids, how many returned. */
+static uint32_t doc_kernels(plan *p, const workload *w, uint32_t g, uint32_t stride,
+                            bool backward, uint32_t ready, uint32_t *ids) {
+  uint32_t s = heads_k_stride(w), per = w->heads / w->kv_heads;
+  g_autofree plan_seg *q = g_new(plan_seg, w->n_docs), *k = g_new(plan_seg, w->n_docs);
+  uint32_t n = doc_segs(w, g, q, k);
+  plan_op shape = sched_shape(w, w->causal, backward);
+  shape.head_off = stride * s * per;
+  shape.heads = s * per;
+  uint32_t call = p->tasks->len;
+  for (uint32_t i = 0; i < n; i++) {
+    ids[i] = plan_attn(p, g, stride, &shape, &q[i], 1, &k[i], 1);
+    plan_dep(p, ready, ids[i]);
+  }
+  sched_varlen_call(p, call); /* one _flash_attn_varlen call a stride */
+  return n;
+}
+
+/* One all-gather (or reduce-scatter) of `bytes` per GPU on every GPU. */
+static uint32_t coll(plan *p, const topology *t, uint32_t step, comm_api api, const uint32_t *gpus,
+                     uint32_t n, double bytes, int64_t after) {
+  uint32_t id = plan_comm(p, step, api);
+  plan_coll_ring(p, id, gpus, n, bytes, t->gpus_per_node);
+  if (after >= 0) plan_dep(p, (uint32_t)after, id);
+  plan_issue(p, id, NULL, -1, true);
+  return id;
+}
+
+static int64_t doc_pass(const sched_ctx *c, bool backward, int64_t after) {
+  plan *p = c->p;
+  const workload *w = c->w;
+  uint32_t n = w->gpus, s = heads_k_stride(w), strides = w->kv_heads / s;
+  g_autofree uint32_t *gpus = g_new(uint32_t, n);
+  ranks(n, gpus);
+  g_autofree uint32_t *ids = g_new(uint32_t, w->n_docs);
+  /* K or V of one stride: a GPU's share, and the gathered whole */
+  double one = workload_kv_bytes(w, (double)w->seq_len / n) / 2 * s / w->kv_heads;
+  double gathered = 2 * one * n;
+  double out = sched_rows_bytes(w, w->heads);
+  uint32_t kvbuf = plan_buf_new(p, PLAN_ALL, gathered, "kv_buffer: gathered k, v of a head stride");
+  uint32_t dkvbuf = UINT32_MAX, contig = UINT32_MAX, outs = UINT32_MAX;
+  if (backward) {
+    dkvbuf = plan_buf_new(p, PLAN_ALL, gathered, "dkv_buffer: dk, dv of the gathered keys");
+    if (s != w->kv_heads)
+      contig = plan_buf_new(p, PLAN_ALL, 2 * one, "kv_contiguous_buffer: a stride's k, v");
+  } else {
+    /* each stride's output and log-sum-exp until torch.cat joins them */
+    outs = plan_buf_new(p, PLAN_ALL, out + (double)w->batch * w->seq_len / n * w->heads * 4.0,
+                        "out, lse of each head stride");
+  }
+  int64_t prev = after;
+  for (uint32_t i = 0; i < strides; i++) {
+    for (uint32_t g = 0; backward && g < n; g++) {
+      uint32_t zero = plan_copy(p, g, i, gathered / 2); /* zero_(): writes only */
+      if (prev >= 0) plan_dep(p, (uint32_t)prev, zero);
+      plan_buf_writes(p, zero, dkvbuf);
+      if (contig == UINT32_MAX) continue;
+      uint32_t cp = plan_copy(p, g, i, 2 * one);
+      plan_buf_reads(p, cp, c->io->kv);
+      plan_buf_writes(p, cp, contig);
+    }
+    uint32_t agk = coll(p, c->t, i, COMM_ALL_GATHER, gpus, n, one, prev);
+    uint32_t agv = coll(p, c->t, i, COMM_ALL_GATHER, gpus, n, one, agk);
+    for (int j = 0; j < 2; j++) {
+      uint32_t ag = j ? agv : agk;
+      plan_buf_reads(p, ag, contig != UINT32_MAX ? contig : c->io->kv);
+      plan_buf_writes(p, ag, kvbuf);
+    }
+    for (uint32_t g = 0; g < n; g++) {
+      uint32_t nk = doc_kernels(p, w, g, i, backward, agv, ids);
+      for (uint32_t k = 0; k < nk; k++) {
+        plan_buf_reads(p, ids[k], kvbuf);
+        if (!backward) {
+          plan_buf_writes(p, ids[k], outs);
+          continue;
+        }
+        plan_buf_writes(p, ids[k], dkvbuf);
+        plan_buf_writes(p, ids[k], c->io->dq);
+        const plan_op *op = &plan_task_at(p, ids[k])->op;
+        plan_buf_out(p, ids[k], (double)op->batch * op->sq * op->heads * op->head_dim * 4.0,
+                     "dq_accum (flash backward, float32)");
+      }
+    }
+    if (!backward) {
+      prev = agv;
+      continue;
+    }
+    uint32_t rsk = coll(p, c->t, i, COMM_REDUCE_SCATTER, gpus, n, one, -1);
+    uint32_t rsv = coll(p, c->t, i, COMM_REDUCE_SCATTER, gpus, n, one, rsk);
+    for (int j = 0; j < 2; j++) {
+      uint32_t rs = j ? rsv : rsk;
+      plan_task_at(p, rs)->grads = true;
+      plan_buf_reads(p, rs, dkvbuf);
+      plan_buf_writes(p, rs, contig != UINT32_MAX ? contig : c->io->dkv);
+    }
+    prev = rsv;
+    for (uint32_t g = 0; contig != UINT32_MAX && g < n; g++) {
+      uint32_t cp = plan_copy(p, g, i, 2 * one); /* dk[:, stride] = dk_i */
+      plan_dep(p, rsv, cp);
+      plan_buf_reads(p, cp, contig);
+      plan_buf_writes(p, cp, c->io->dkv);
+    }
+  }
+  if (backward) {
+    /* the last stride's reduce-scatter hands on dK, dV (and the kernels' dQ) */
+    if (contig == UINT32_MAX) c->io->end_task = prev;
+    return prev;
+  }
+  for (uint32_t g = 0; g < n; g++) {
+    uint32_t cat = plan_copy(p, g, strides, out); /* torch.cat of the strides' outputs */
+    plan_buf_reads(p, cat, outs);
+  }
+  return prev;
+}
+
 static bool allgather_check(const workload *w, const topology *t, GError **err) {
   (void)t;
+  uint32_t s = sched_opt_num(w, &allgather_opt_stride);
+  if (s && !w->docs) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_OPTION,
+                "allgather_heads_k_stride: the head-stride gather is llama3_flash_attn_varlen_"
+                "func's, for packed documents (--docs); without them allgather gathers all KV "
+                "heads at once");
+    return false;
+  }
+  if (s && w->kv_heads % s) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_OPTION,
+                "allgather_heads_k_stride: expected a divisor of the %u KV heads, got %u",
+                w->kv_heads, s);
+    return false;
+  }
+  if (w->docs)
+    return sched_check_docs(&sched_allgather, w, 0, "", err) &&
+           sched_check_divisible(w, 1, "llama3_flash_attn_varlen_func gives every GPU an equal "
+                                 "contiguous slice of the packed sequence", err);
   return sched_check_divisible(w, w->causal ? 2 : 1,
                                w->causal ? "allgather's causal layout cuts the sequence into "
                                            "2N equal chunks"
@@ -174,7 +365,7 @@ static bool allgather_check(const workload *w, const topology *t, GError **err) 
 }
 
 static plan *allgather_build(const workload *w, const topology *t, bool record_segs) {
-  return sched_passes(w, t, record_segs, pass);
+  return sched_passes(w, t, record_segs, w->docs ? doc_pass : pass);
 }
 
 const sched_ops sched_allgather = {
@@ -183,5 +374,7 @@ const sched_ops sched_allgather = {
     .check = allgather_check,
     .build = allgather_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
+    .opts = allgather_opts,
+    .docs = true,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
     .size = {0, 0, 5.1, 2.1, 0, 0.5, 0, 0, 0, 6}};

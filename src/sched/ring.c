@@ -22,10 +22,10 @@
  * format), so each document is balanced as the whole sequence is.  At a
  * step a GPU attends each of its pieces to the held pieces of the same
  * document only: earlier pieces in full, its own causally, later ones
- * skipped (a full mask: all of them).  Each piece pair is its own kernel,
- * priced as the kernel over that document's tokens (the varlen kernel
- * runs one call over cu_seqlens; which of the two its time follows is
- * not measured here).
+ * skipped (a full mask: all of them).  Each piece pair is its own task,
+ * and a step's tasks are one varlen call over cu_seqlens (as the varlen
+ * functions make one call a step), each priced as its share of that call
+ * (sched_varlen_call; calibration/h100x1-varlen).
  *
  * Ring on linear-attention layers, as the LASP papers compare it (arXiv
  * 2404.02882, 2502.07563): KV travels the ring exactly as above, and each
@@ -64,6 +64,7 @@ static bool ring_geom_alike(const void *self, uint32_t step) {
 static void doc_kernels(const ring_geom *g, rotate_emit *e, uint32_t a, uint32_t src,
                         uint32_t h0, uint32_t heads) {
   const workload *w = g->w;
+  uint32_t mark = rotate_mark(e);
   for (uint32_t d = 0; d < w->n_docs; d++) {
     plan_seg q[2], k[2];
     uint32_t nq = sched_doc_layout(w, d, a, g->ranks, g->zigzag, q);
@@ -75,6 +76,7 @@ static void doc_kernels(const ring_geom *g, rotate_emit *e, uint32_t a, uint32_t
         rotate_kernel_heads(e, h0, heads, w->causal && same, &q[i], 1, &k[j], 1);
       }
   }
+  rotate_varlen_call(e, mark); /* the step's one call over cu_seqlens */
 }
 
 static void ring_geom_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {

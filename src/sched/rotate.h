@@ -65,6 +65,12 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
 void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
                          const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
+/* Packed documents: the kernels (and their merges) emitted for this GPU's
+ * step since `mark` (rotate_mark, taken before them) are one
+ * variable-length call over cu_seqlens (sched_varlen_call). */
+uint32_t rotate_mark(const rotate_emit *e);
+void rotate_varlen_call(rotate_emit *e, uint32_t mark);
+
 /* Memory: the last kernel's keys are a torch.cat gather of `tokens`
  * tokens' K and V made for it (key ranges not contiguous in the buffer
  * held), freed after it. */

@@ -193,10 +193,20 @@ bool sched_check(const sched_ops *s, const workload *w, const topology *t, GErro
 bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, const char *why,
                       GError **err) {
   if (!w->docs) return true;
+  /* every variable-length layout here is flash attention's (cu_seqlens):
+   * softmax layers only */
+  if (layers_count(w, ATTN_LINEAR)) {
+    g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
+                "%s: packed documents (--docs) run on softmax-attention layers only (the "
+                "variable-length layouts are flash attention's); the model has linear-attention "
+                "layers", s->name);
+    return false;
+  }
   if (!s->docs) {
     GString *who = g_string_new(NULL);
     for (const sched_ops *const *o = all; *o; o++)
-      if ((*o)->docs) g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
+      if ((*o)->docs && sched_check_attention(*o, w, NULL))
+        g_string_append_printf(who, "%s%s", who->len ? ", " : "", (*o)->name);
     g_set_error(err, TASP_ERROR, TASP_ERROR_DOCS,
                 "%s does not run packed documents (--docs) yet; schedulers that do: %s",
                 s->name, who->str);
@@ -224,6 +234,15 @@ uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t 
   uint32_t n = sched_layout(w->docs[doc], a, r, zigzag, piece);
   for (uint32_t i = 0; i < n; i++) out[i] = (plan_seg){start + piece[i].start, piece[i].len};
   return n;
+}
+
+void sched_varlen_call(plan *p, uint32_t first) {
+  uint32_t n[OP_KINDS] = {0};
+  for (uint32_t i = first; i < p->tasks->len; i++) n[plan_task_at(p, i)->op.kind]++;
+  for (uint32_t i = first; i < p->tasks->len; i++) {
+    plan_op *op = &plan_task_at(p, i)->op;
+    if (op->kind == OP_ATTN || op->kind == OP_MERGE) op->call_parts = n[op->kind];
+  }
 }
 
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err) {

@@ -139,6 +139,12 @@ bool sched_check_docs(const sched_ops *s, const workload *w, uint64_t parts, con
 uint32_t sched_doc_layout(const workload *w, uint32_t doc, uint32_t a, uint32_t r, bool zigzag,
                           plan_seg out[2]);
 
+/* The attention tasks from task `first` on are one variable-length call
+ * over cu_seqlens (flash attention's varlen kernel over the packed
+ * documents' pieces), as are the merges among them: each is priced as its
+ * share of the call (plan_op.call_parts). */
+void sched_varlen_call(plan *p, uint32_t first);
+
 /* Shared checks: sequence divisible into `parts` equal pieces per GPU
  * group, with at least one token per piece. */
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err);

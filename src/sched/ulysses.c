@@ -182,12 +182,13 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
   uint32_t n = w->gpus, heads = w->heads / n;
   ulysses_bufs held = {{0}, 0}, res = {{0}, 0};
   int64_t ready = ulysses_scatter_heads(p, w, n, backward, 0, after, c->io, &held);
-  /* packed documents: the kernel over each document (flash attention's
-   * varlen call over cu_seqlens, priced per document), one after another */
+  /* packed documents: one varlen call over cu_seqlens on each GPU, a
+   * task per document (sched_varlen_call prices each as its share) */
   uint32_t m = w->docs ? w->n_docs : 1, nk = n * m;
   g_autofree uint32_t *ks = g_new(uint32_t, nk);
   plan_seg all = {0, w->seq_len};
-  for (uint32_t g = 0; g < n; g++)
+  for (uint32_t g = 0; g < n; g++) {
+    uint32_t call = p->tasks->len;
     for (uint32_t d = 0; d < m; d++) {
       plan_op shape = sched_shape(w, w->causal, backward);
       shape.head_off = g * heads;
@@ -201,6 +202,8 @@ static int64_t pass(const sched_ctx *c, bool backward, int64_t after) {
       if (w->attention == ATTN_LINEAR) sched_lin_intra_workspace(p, k);
       ks[g * m + d] = k;
     }
+    if (w->docs) sched_varlen_call(p, call);
+  }
   ulysses_kernel_bufs(p, w, n, backward, ks, nk, &res, &held);
   /* DeepSpeed's attention saves its head-scattered inputs, output and
    * log-sum-exp for backward (flash attention's autograd): forward hands

@@ -10,7 +10,20 @@
  * gather.  After the scatter a GPU holds its Ulysses group's u·c tokens:
  * the ring chunk.  The degree u is `--usp-ulysses` (scenario key
  * `usp_ulysses`), by default the largest that fits in a node and divides
- * the heads (ulysses_default_degree). */
+ * the heads (ulysses_default_degree).
+ *
+ * Packed documents (--docs): the Ulysses all-to-alls move tokens whatever
+ * documents they hold; the ring part lays the documents out as ring's
+ * varlen functions do over the r ring ranks (ring.c): usp-zigzag as
+ * ms-swift's sequence parallelism runs it (modelscope/ms-swift,
+ * swift/sequence_parallel/sequence_parallel.py: DistributedAttention's
+ * all-to-all inside, zigzag_ring_flash_attn_varlen_func over the ring
+ * group with the packed cu_seqlens: every document in 2r pieces, ring rank
+ * a holding pieces a and 2r-1-a of each), usp with ring_flash_attn_
+ * varlen_func in that place (ring rank a holding its 1/r of every
+ * document).  yunchang's LongContextAttention itself takes no cu_seqlens:
+ * usp's documents are that composition, not yunchang's code.  Documents
+ * must cut into r (usp-zigzag: 2r) equal pieces. */
 #include "ring.h"
 #include "ulysses.h"
 
@@ -141,6 +154,15 @@ static bool check(const workload *w, const topology *t, bool zigzag, const char 
     return false;
   }
   if (!ulysses_check_heads(w, u, who, err)) return false;
+  /* the documents are cut over the r ring ranks, not the n GPUs */
+  workload ring = *w;
+  ring.gpus = w->gpus / u;
+  if (!sched_check_docs(zigzag ? &sched_usp_zigzag : &sched_usp, &ring, zigzag ? 2 : 1,
+                        zigzag ? "usp-zigzag's ring part, zigzag_ring_flash_attn_varlen_func, "
+                                 "cuts every document into 2 x its ring degree pieces"
+                               : "usp's ring part, ring_flash_attn_varlen_func, gives every "
+                                 "ring rank 1/r of every document", err))
+    return false;
   return sched_check_divisible(w, zigzag ? 2 : 1,
                                zigzag ? "usp-zigzag cuts each ring chunk into two halves per GPU"
                                       : "usp gives every GPU an equal contiguous piece", err);
@@ -180,6 +202,7 @@ const sched_ops sched_usp = {
     .build = usp_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = usp_opts,
+    .docs = true,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
     .size = {0.5, 0.5, 12, 12, 0, 3.5, 0, 1.2, 1.2, 20}};
 const sched_ops sched_usp_zigzag = {
@@ -189,5 +212,6 @@ const sched_ops sched_usp_zigzag = {
     .build = uspz_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = usp_opts,
+    .docs = true,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
     .size = {0.5, 0.5, 12, 12, 0, 3.5, 0, 1.2, 1.2, 20}};
