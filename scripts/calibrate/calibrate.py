@@ -616,6 +616,17 @@ class Pass:
     def v_of(kv):
         return kv[:, :, 1]
 
+    def attend(self, cur, blocks, acc, lse):
+        """One step's kernels on the KV chunk `cur`, merged into the output
+        (the first block covers all queries and starts it)."""
+        for q_lo, q_hi, segs, causal in blocks:
+            kv = self.keys(cur, segs)
+            o, blse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
+            sl = None if (q_lo, q_hi) == (0, self.c) else slice(q_lo, q_hi)
+            acc, lse = update_out_lse(acc, lse, o, blse, sl)
+            del o, blse, kv
+        return acc, lse
+
     def keys(self, buf, segs):
         """The KV rows segs [(a, b)] of buf as one block: a view for one
         range, a torch.cat gather for several."""
@@ -691,13 +702,7 @@ class Pass:
             if t + 1 < self.n:
                 recv = torch.empty_like(cur)
                 reqs = self.move(cur, recv)
-            for q_lo, q_hi, segs, causal in self.blocks(t):
-                kv = self.keys(cur, segs)
-                o, blse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
-                # the first block covers all queries and starts the output
-                sl = None if (q_lo, q_hi) == (0, self.c) else slice(q_lo, q_hi)
-                acc, lse = update_out_lse(acc, lse, o, blse, sl)
-                del o, blse, kv
+            acc, lse = self.attend(cur, self.blocks(t), acc, lse)
             wait_all(reqs)
             if recv is not None and self.comm:
                 cur = recv
@@ -975,12 +980,7 @@ class DoubleRing(Pass):
                 if s + 1 < w:
                     recv = torch.empty_like(cur)
                     reqs = self.hop(self.g_in, cur, self.nxt_in, recv, self.prv_in)
-                for q_lo, q_hi, segs, causal in self.step_blocks(j * w + s):
-                    kv = self.keys(cur, segs)
-                    o_, blse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
-                    sl = None if (q_lo, q_hi) == (0, self.c) else slice(q_lo, q_hi)
-                    acc, lse = update_out_lse(acc, lse, o_, blse, sl)
-                    del o_, blse, kv
+                acc, lse = self.attend(cur, self.step_blocks(j * w + s), acc, lse)
                 wait_all(reqs)
                 if recv is not None and self.comm:
                     cur = recv
