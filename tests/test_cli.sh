@@ -757,7 +757,7 @@ check "a point no scheduler (nor the ring baseline) can run: said, the rest runs
 # --sched all: every scheduler that runs the model's layers
 "$sim" --topology h100x8 --sched all --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, softmax layers" \
-  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring ' ]"
+  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring all_gather ' ]"
 "$sim" --topology h100x8 --sched all --attention linear --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, linear layers" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp lasp2 lasp2h ' ]"
 "$sim" tests/data/scen_hybrid.json --sched all --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"

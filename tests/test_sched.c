@@ -419,6 +419,40 @@ static void check_lasp2(const plan *p, const workload *w) {
   }
 }
 
+/* TransformerEngine's all_gather: K and V gathered in two calls in each
+ * pass (forward and again in backward: every GPU sends n-1 shards of each
+ * around the ring), dK and dV reduce-scattered in two calls in the input
+ * dtype (TransformerEngine ignores --grad-dtype: shape() asks float32);
+ * every backward kernel waits for a gather issued after the forward ended,
+ * and the forward hands on no gathered K, V (only the output and
+ * log-sum-exp beside the inputs). */
+static void check_te_allgather(const plan *p, const workload *w) {
+  uint32_t n = w->gpus, passes = w->pass == PASS_FWDBWD ? 2 : 1;
+  double shard = workload_kv_bytes(w, (double)w->seq_len / n), per_gpu = passes * (n - 1) * shard;
+  if (w->pass != PASS_FWD) per_gpu += (n - 1) * shard;
+  for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(sent_by(p, g), per_gpu, 1e-9);
+  CU_ASSERT_EQUAL(count_api(p, COMM_ALL_GATHER), 2 * passes);
+  CU_ASSERT_EQUAL(count_api(p, COMM_REDUCE_SCATTER), w->pass != PASS_FWD ? 2u : 0u);
+  int64_t bwd_ag = -1;
+  unsigned bwd_kernels = 0;
+  bool in_bwd = w->pass == PASS_BWD; /* fwdbwd: from the barrier between the passes on */
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    in_bwd |= t->kind == TASK_COMM && t->api == COMM_BARRIER;
+    if (t->kind == TASK_COMM && t->api == COMM_ALL_GATHER && in_bwd && bwd_ag < 0) bwd_ag = i;
+    if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || !t->op.backward) continue;
+    bwd_kernels++;
+    CU_ASSERT_TRUE(bwd_ag >= 0 && reaches(p, i, (uint32_t)bwd_ag));
+  }
+  CU_ASSERT_EQUAL(bwd_kernels, w->pass == PASS_FWD ? 0 : 2 * n);
+  if (w->pass != PASS_FWD) return;
+  double c = (double)w->seq_len / n, kept = 0;
+  for (uint32_t b = 0; b < plan_buf_count(p); b++)
+    if (plan_buf_at(p, b)->keep) kept += plan_buf_at(p, b)->bytes;
+  double q = w->batch * c * w->heads * w->head_dim * w->elem_bytes, lse = 4.0 * w->batch * c * w->heads;
+  CU_ASSERT_CLOSE(kept, 2 * q + shard + lse, 1e-12); /* q, out; k, v; lse */
+}
+
 static uint32_t usp_degree(const workload *w, const topology *t) {
   uint32_t u = sched_opt_num(w, &usp_opt_ulysses);
   return u ? u : ulysses_default_degree(w, t);
@@ -487,6 +521,7 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   else if (s == &sched_ulysses) check_ulysses_family(p, &w, w.gpus);
   else if (ulysses_family(s)) check_ulysses_family(p, &w, usp_degree(&w, t));
   else if (s == &sched_allgather) check_allgather(p, &w);
+  else if (s == &sched_te_all_gather) check_te_allgather(p, &w);
   else if (s == &sched_tokenring) check_tokenring(p, &w);
   else CU_FAIL("a scheduler without family checks");
   plan_free(p);
@@ -685,11 +720,11 @@ static void t_te_aliases(void) {
       plan_free(b);
     }
   }
-  CU_ASSERT_EQUAL(aliases, 4); /* p2p, all_gather, a2a, a2a+p2p */
+  CU_ASSERT_EQUAL(aliases, 3); /* p2p, a2a, a2a+p2p; all_gather is its own */
   CU_ASSERT_PTR_EQUAL(sched_find("a2a+p2p")->alias_of, &sched_usp_zigzag);
   CU_ASSERT_PTR_EQUAL(sched_find("p2p")->alias_of, &sched_zigzag);
   CU_ASSERT_PTR_EQUAL(sched_find("a2a")->alias_of, &sched_ulysses);
-  CU_ASSERT_PTR_EQUAL(sched_find("all_gather")->alias_of, &sched_allgather);
+  CU_ASSERT_PTR_NULL(sched_find("all_gather")->alias_of);
   topo_free(t);
 }
 
