@@ -273,6 +273,12 @@ expect_error "unknown scheduler" "field 'schedulers': unknown scheduler" tests/b
 expect_error "SP beyond topology" "field 'sp': SP degree 16 exceeds" tests/bad/scen_sp.json
 expect_error "indivisible sequence" "not divisible" tests/bad/scen_indivisible.json
 expect_error "mistyped field" "field 'model.heads'" tests/bad/scen_heads.json
+expect_error "a head-parallel degree that does not divide the SP degree" \
+  "double-ring: the head-parallel degree 3 does not divide the SP degree 8 (double_ring_ulysses)" \
+  --topology h100x8 --sched double-ring --seq 64K --double-ring-ulysses 3
+"$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 2 > "$tmp/dr2d.txt" 2>&1
+check "double-ring with a head-parallel degree: USP's all-to-alls around the double ring" \
+  "grep -q 'double-ring: Ulysses degree 2 x inner ring 4 x outer ring 2' $tmp/dr2d.txt"
 expect_error "bad topology file" "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json
 expect_error "unknown topology" "option '--topology': \"nosuch\" is neither a file nor a bundled topology (--list shows them)" --topology nosuch
 expect_error "a near topology name is suggested" "did you mean h100x8?" --topology h100x9
