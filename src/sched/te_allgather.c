@@ -94,7 +94,6 @@ static int64_t forward(const sched_ctx *c, int64_t after) {
   double out = sched_rows_bytes(w, w->heads); /* a GPU's rows of output */
   uint32_t per_step = plan_buf_new(p, PLAN_ALL, out, "out_per_step (both chunks)");
   plan_op shape = sched_shape(w, w->causal, false);
-  int64_t last = -1;
   for (uint32_t g = 0; g < n; g++) {
     plan_seg q[2];
     sched_layout(w->seq_len, g, n, true, q);
@@ -113,10 +112,8 @@ static int64_t forward(const sched_ctx *c, int64_t after) {
       plan_buf_reads(p, cp, per_step);
       plan_buf_writes(p, cp, c->io->o);
       if (i == 1) plan_buf_reads(p, cp, kv[0]), plan_buf_reads(p, cp, kv[1]);
-      last = cp;
     }
   }
-  (void)last;
   return last_ag;
 }
 
