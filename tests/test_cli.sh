@@ -279,6 +279,9 @@ expect_error "a head-parallel degree that does not divide the SP degree" \
 "$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 2 > "$tmp/dr2d.txt" 2>&1
 check "double-ring with a head-parallel degree: USP's all-to-alls around the double ring" \
   "grep -q 'double-ring: Ulysses degree 2 x inner ring 4 x outer ring 2' $tmp/dr2d.txt"
+"$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 4 --double-ring-context-first > "$tmp/dr2d.txt" 2>&1
+check "double-ring context-first: the windows are nodes" \
+  "grep -q 'double-ring: Ulysses degree 4 x inner ring 4 x outer ring 1 (context-first)' $tmp/dr2d.txt"
 expect_error "bad topology file" "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json
 expect_error "unknown topology" "option '--topology': \"nosuch\" is neither a file nor a bundled topology (--list shows them)" --topology nosuch
 expect_error "a near topology name is suggested" "did you mean h100x8?" --topology h100x9

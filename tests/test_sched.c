@@ -710,15 +710,18 @@ static void t_double_ring_closed_form(void) {
  * the mask exactly and moves USP's bytes (check_ulysses_family: the
  * all-to-alls' (u-1)/u of Q, K, V, O and their gradients, the ring's
  * r-1 chunks forward, r-1 and r accumulators backward over r = n/u
- * context ranks); every all-to-all stays inside a group of u consecutive
- * GPUs, every ring hop keeps its heads (g mod u), goes u GPUs on inside a
- * window of w·u GPUs and across windows once a round; refused where u
+ * context ranks); every all-to-all stays inside a head-parallel group (u
+ * consecutive GPUs head-first, GPUs r apart context-first), every ring hop
+ * keeps its heads, goes to the next place of its window and across windows
+ * once a round; refused where u
  * does not divide the SP degree or the heads, or the inner size the
  * context ranks. */
 static void t_double_ring_heads(void) {
   const sched_opt *ou = sched_option_find("double_ring_ulysses");
   const sched_opt *oi = sched_option_find("double_ring_inner");
+  const sched_opt *ocf = sched_option_find("double_ring_context_first");
   CU_ASSERT_PTR_NOT_NULL_FATAL(ou);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ocf);
   CU_ASSERT_TRUE(sched_uses_option(&sched_double_ring, ou));
   for (uint32_t n = 2; n <= 8; n++)
     for (uint32_t u = 2; u <= n; u++) {
@@ -727,21 +730,27 @@ static void t_double_ring_heads(void) {
       for (uint32_t inner = 1; inner <= r; inner++) {
         if (r % inner) continue;
         for (int c = 0; c < 2; c++)
-          for (int fused = 0; fused < 2; fused++) {
+          for (int fused = 0; fused < 2; fused++)
+          for (int cf = 0; cf < 2; cf++) {
+            /* head-first: context rank g / u, heads g mod u; context-first:
+             * context rank g mod r, heads g / r */
+#define CTX(g) (cf ? (g) % r : (g) / u)
+#define HEADS(g) (cf ? (g) / r : (g) % u)
             topology *t = complete_topo(n);
-            t->gpus_per_node = inner * u;
+            t->gpus_per_node = cf ? inner : inner * u;
             workload w = shape(n, 3 * 2 * (uint64_t)n * (n - 1), c, PASS_FWDBWD);
             w.heads = 2 * n;
             w.kv_heads = fused ? n : 1;
             sched_opt_set_num(&w, ou, u);
             sched_opt_set_num(&w, &ulysses_opt_fused, (uint32_t)fused);
-            check_sched_w(&sched_double_ring, t, w); /* the default inner: w·u = a node */
+            sched_opt_set_num(&w, ocf, (uint32_t)cf);
+            check_sched_w(&sched_double_ring, t, w); /* the default inner: a window = a node */
             sched_opt_set_num(&w, oi, inner);
             check_sched_w(&sched_double_ring, t, w);
             plan *p = expanded(sched_double_ring.build(&w, t, false));
             g_autofree char *note = g_strdup_printf(
-                "double-ring: Ulysses degree %u x inner ring %u x outer ring %u", u, inner,
-                r / inner);
+                "double-ring: Ulysses degree %u x inner ring %u x outer ring %u%s", u, inner,
+                r / inner, cf ? " (context-first)" : "");
             CU_ASSERT_STRING_EQUAL(p->note->str, note);
             unsigned a2a = 0, hops = 0, across = 0;
             for (guint i = 0; i < p->tasks->len; i++) {
@@ -750,14 +759,14 @@ static void t_double_ring_heads(void) {
               for (uint32_t x = 0; x < k->n_xfer; x++) {
                 const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
                 if (k->api == COMM_ALL_TO_ALL) {
-                  CU_ASSERT_EQUAL(tx->src / u, tx->dst / u);
+                  CU_ASSERT_EQUAL(CTX(tx->src), CTX(tx->dst));
                   a2a++;
                   continue;
                 }
                 if (k->api != COMM_P2P) continue;
                 hops++;
-                uint32_t a = tx->src / u, b = tx->dst / u;
-                CU_ASSERT_EQUAL(tx->src % u, tx->dst % u);
+                uint32_t a = CTX(tx->src), b = CTX(tx->dst);
+                CU_ASSERT_EQUAL(HEADS(tx->src), HEADS(tx->dst));
                 bool cross = a / inner != b / inner || inner == 1;
                 across += cross;
                 uint32_t next = (a % inner + 1) % inner; /* place p + 1 */
@@ -771,6 +780,8 @@ static void t_double_ring_heads(void) {
             if (r / inner > 1) CU_ASSERT(across > 0);
             plan_free(p);
             topo_free(t);
+#undef CTX
+#undef HEADS
           }
       }
     }

@@ -23,11 +23,13 @@
  * heads of Ulysses rank g % u: InternEvo's head-first placement
  * (device_placement_strategy.head_first, its default: the head groups of
  * consecutive ranks, made first), so the all-to-alls stay inside a node
- * and a window of w context ranks spans w·u consecutive GPUs.  Its
- * context-first placement (context ranks consecutive, head groups strided
- * across nodes) is not expressed: ulysses.c's all-to-alls run over
- * consecutive GPUs.  The default inner size is then the largest divisor of
- * r whose window (w·u GPUs) fits in a node.
+ * and a window of w context ranks spans w·u consecutive GPUs; the default
+ * inner size is then the largest divisor of r whose window (w·u GPUs)
+ * fits in a node.  --double-ring-context-first takes InternEvo's other
+ * placement (head_first False): context rank a of head group h on GPU
+ * h·r + a, so the windows are consecutive GPUs (a window fits in a node)
+ * and each all-to-all spans GPUs r apart; the plan is built head-first and
+ * its GPUs moved (plan_relabel).
  *
  * Not modelled: LoongTrain issues the hop across at the start of a round
  * so that it overlaps all w inner steps; here it overlaps the round's
@@ -58,7 +60,17 @@ static const sched_opt opt_ulysses = {
             "groups of U consecutive GPUs, the double ring over the SP degree / U context "
             "ranks; it divides the SP degree and the heads; default: 1 (none)"};
 
-static const sched_opt *const opts[] = {&opt_inner, &opt_ulysses, &ulysses_opt_fused, NULL};
+/* --double-ring-context-first (model.double_ring_context_first). */
+static const sched_opt opt_context_first = {
+    .key = "double_ring_context_first",
+    .in_model = true,
+    .type = SCHED_OPT_FLAG,
+    .help = "With --double-ring-ulysses: the context ranks on consecutive GPUs and each "
+            "head-parallel group across them (InternEvo's context-first placement); default: "
+            "head-first"};
+
+static const sched_opt *const opts[] = {&opt_inner, &opt_ulysses, &opt_context_first,
+                                        &ulysses_opt_fused, NULL};
 
 typedef struct {
   ring_geom geom; /* first: usp_mem's prologue and epilogue read it as self */
@@ -72,13 +84,18 @@ static uint32_t ulysses_degree(const workload *w) {
   return u ? u : 1;
 }
 
+static bool context_first(const workload *w) {
+  return ulysses_degree(w) > 1 && sched_opt_num(w, &opt_context_first);
+}
+
 /* The inner size: the option, or the largest divisor of the r context
- * ranks whose window of w·u GPUs fits in a node. */
+ * ranks whose window (head-first: w·u GPUs; context-first: w) fits in a
+ * node. */
 static uint32_t inner_size(const workload *w, const topology *t) {
   uint32_t given = sched_opt_num(w, &opt_inner);
   if (given) return given;
   uint32_t u = ulysses_degree(w), r = w->gpus / u;
-  uint32_t node = (t->gpus_per_node ? t->gpus_per_node : t->n_gpus) / u;
+  uint32_t node = (t->gpus_per_node ? t->gpus_per_node : t->n_gpus) / (context_first(w) ? 1 : u);
   for (uint32_t v = r < node ? r : node; v > 1; v--)
     if (r % v == 0) return v;
   return 1;
@@ -174,9 +191,17 @@ static plan *dring_build(const workload *w, const topology *t, bool record_segs)
     ops.kv_bytes = d.geom.kv_bytes;
   }
   plan *p = rotate_build(&ops, &d, w, record_segs);
+  if (context_first(w)) { /* head-first's GPU h + u·a is context-first's h·r + a */
+    plan *q = plan_expand(p);
+    plan_free(p);
+    p = q;
+    g_autofree uint32_t *to = g_new(uint32_t, n);
+    for (uint32_t g = 0; g < n; g++) to[g] = (g % u) * r + g / u;
+    plan_relabel(p, to);
+  }
   if (u > 1)
-    g_string_printf(p->note, "double-ring: Ulysses degree %u x inner ring %u x outer ring %u", u,
-                    inner, r / inner);
+    g_string_printf(p->note, "double-ring: Ulysses degree %u x inner ring %u x outer ring %u%s",
+                    u, inner, r / inner, context_first(w) ? " (context-first)" : "");
   else if (r / inner > 1)
     g_string_printf(p->note, "double-ring: inner ring %u x outer ring %u", inner, r / inner);
   else
