@@ -273,6 +273,15 @@ expect_error "unknown scheduler" "field 'schedulers': unknown scheduler" tests/b
 expect_error "SP beyond topology" "field 'sp': SP degree 16 exceeds" tests/bad/scen_sp.json
 expect_error "indivisible sequence" "not divisible" tests/bad/scen_indivisible.json
 expect_error "mistyped field" "field 'model.heads'" tests/bad/scen_heads.json
+expect_error "a head-parallel degree that does not divide the SP degree" \
+  "double-ring: the head-parallel degree 3 does not divide the SP degree 8 (double_ring_ulysses)" \
+  --topology h100x8 --sched double-ring --seq 64K --double-ring-ulysses 3
+"$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 2 > "$tmp/dr2d.txt" 2>&1
+check "double-ring with a head-parallel degree: USP's all-to-alls around the double ring" \
+  "grep -q 'double-ring: Ulysses degree 2 x inner ring 4 x outer ring 2' $tmp/dr2d.txt"
+"$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 4 --double-ring-context-first > "$tmp/dr2d.txt" 2>&1
+check "double-ring context-first: the windows are nodes" \
+  "grep -q 'double-ring: Ulysses degree 4 x inner ring 4 x outer ring 1 (context-first)' $tmp/dr2d.txt"
 expect_error "bad topology file" "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json
 expect_error "unknown topology" "option '--topology': \"nosuch\" is neither a file nor a bundled topology (--list shows them)" --topology nosuch
 expect_error "a near topology name is suggested" "did you mean h100x8?" --topology h100x9
@@ -757,7 +766,7 @@ check "a point no scheduler (nor the ring baseline) can run: said, the rest runs
 # --sched all: every scheduler that runs the model's layers
 "$sim" --topology h100x8 --sched all --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, softmax layers" \
-  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring ' ]"
+  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring all_gather ' ]"
 "$sim" --topology h100x8 --sched all --attention linear --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, linear layers" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp lasp2 lasp2h ' ]"
 "$sim" tests/data/scen_hybrid.json --sched all --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
