@@ -1277,6 +1277,10 @@ char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
   table_holds(s, pts, attention);
   if (l->scaled)
     g_string_append_printf(s, ", measured on %s", m->table_from ? m->table_from : "another GPU");
+  /* attn_lookup: beyond the table the kernel's mechanisms price it */
+  if (attention && m->mech.set)
+    g_string_append_printf(s, "; priced by the kernel model (its CTAs over %g SMs: "
+                           "compute.kernel_model)", m->mech.sms);
   return g_string_free(s, FALSE);
 }
 

@@ -873,7 +873,13 @@ static void t_conf_worst(void) {
   g_autofree char *why = compute_lookup_reason(&t->compute, &run);
   CU_ASSERT_STRING_EQUAL(why, "kernels at 1 head x 256K tokens (head dim 128, full forward): "
                               "beyond the table in heads; it holds 32-64 heads (batch x heads), "
-                              "head dim 64-128, 1K-64K tokens");
+                              "head dim 64-128, 1K-64K tokens; priced by the kernel model (its "
+                              "CTAs over 132 SMs: compute.kernel_model)");
+  /* without a kernel model, no such words */
+  compute_model plain = t->compute;
+  plain.mech.set = false;
+  g_autofree char *why_plain = compute_lookup_reason(&plain, &run);
+  CU_ASSERT_PTR_NULL(strstr(why_plain, "kernel model"));
   compute_lookup scaled = {.conf = COMPUTE_CONF_SCALED, .scaled = true};
   compute_lookup_merge(&run, &scaled);
   CU_ASSERT_EQUAL(run.conf, COMPUTE_CONF_EXTRAPOLATED);
