@@ -54,6 +54,7 @@ void compute_model_clear(compute_model *m) {
   if (m->gemm_points) g_array_free(m->gemm_points, TRUE);
   if (m->fp8_gemm_points) g_array_free(m->fp8_gemm_points, TRUE);
   g_free(m->table_from);
+  kernel_model_clear(&m->mech);
   memset(m, 0, sizeof *m);
 }
 

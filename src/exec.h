@@ -130,6 +130,16 @@ typedef struct {
 exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts);
 void exec_result_free(exec_result *r);
 
+/* A step whose middle repeats: `a` and `b` the same step with one
+ * repeating part (a model's layer) more in b; the result is b with
+ * `more` such parts more, every time, busy time, byte count, FLOP count
+ * and per-GPU peak allocated extended by more x (b - a); reserved memory
+ * NAN (the allocator's cache does not repeat part by part); the last
+ * GPU is b's; events and the like are what the two replays did; no
+ * trace, no buffers at the peak.  Exact where the replays repeat period
+ * by period (sim.h says how near they come). */
+exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more);
+
 /* An empty result for n GPUs and channels, to add layers to. */
 exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace);
 /* Adds `count` layers, each `r` (one simulated layer), after what `acc`

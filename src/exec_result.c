@@ -1,5 +1,7 @@
 /* exec_result: the result of a replay (exec.h): made empty, summed over
  * layers, freed.  What fills it is the replay (exec.c) and its parts. */
+#include <math.h>
+
 #include "exec.h"
 #include "exec_mem.h"
 
@@ -72,6 +74,54 @@ void exec_result_add_layers(exec_result *acc, const exec_result *r, uint32_t cou
       g_array_append_val(acc->xfers, x);
     }
   exec_mem_add_layers(acc, r, shown_s);
+}
+
+static double ext(double a, double b, double more) { return b + more * (b - a); }
+
+static double *ext_each(const double *a, const double *b, uint32_t n, double more) {
+  if (!a || !b) return NULL;
+  double *x = g_new(double, n);
+  for (uint32_t i = 0; i < n; i++) x[i] = ext(a[i], b[i], more);
+  return x;
+}
+
+exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more) {
+  g_assert(a->n_gpus == b->n_gpus && a->n_chan == b->n_chan);
+  exec_result *r = g_new0(exec_result, 1);
+  uint32_t n = r->n_gpus = b->n_gpus, c = r->n_chan = b->n_chan;
+  r->step_s = ext(a->step_s, b->step_s, more);
+  r->compute_s = ext(a->compute_s, b->compute_s, more);
+  r->comm_s = ext(a->comm_s, b->comm_s, more);
+  r->exposed_s = ext(a->exposed_s, b->exposed_s, more);
+  r->imbalance_s = ext(a->imbalance_s, b->imbalance_s, more);
+  r->exposed_fixed_s = ext(a->exposed_fixed_s, b->exposed_fixed_s, more);
+  r->exposed_host_s = ext(a->exposed_host_s, b->exposed_host_s, more);
+  r->flops = ext(a->flops, b->flops, more);
+  r->last_gpu = b->last_gpu;
+  r->gpu_compute_s = ext_each(a->gpu_compute_s, b->gpu_compute_s, n, more);
+  r->gpu_comm_s = ext_each(a->gpu_comm_s, b->gpu_comm_s, n, more);
+  r->gpu_finish_s = ext_each(a->gpu_finish_s, b->gpu_finish_s, n, more);
+  r->gpu_imbalance_s = ext_each(a->gpu_imbalance_s, b->gpu_imbalance_s, n, more);
+  r->chan_bytes = ext_each(a->chan_bytes, b->chan_bytes, c, more);
+  r->chan_busy_s = ext_each(a->chan_busy_s, b->chan_busy_s, c, more);
+  r->conf = a->conf;
+  compute_lookup_merge(&r->conf, &b->conf);
+  r->events = a->events + b->events;
+  r->flows = a->flows + b->flows;
+  r->bundles = a->bundles + b->bundles;
+  r->solves = a->solves + b->solves;
+  r->tasks = a->tasks + b->tasks;
+  r->gpu_peak_bytes = ext_each(a->gpu_peak_bytes, b->gpu_peak_bytes, n, more);
+  for (uint32_t g = 0; g < n && r->gpu_peak_bytes; g++)
+    if (r->gpu_peak_bytes[g] > r->peak_bytes) {
+      r->peak_bytes = r->gpu_peak_bytes[g];
+      r->peak_gpu = g;
+    }
+  /* the caching allocator's segments do not repeat layer by layer (a
+   * layer's requests reuse what earlier ones left cached, or do not) */
+  r->peak_reserved_bytes = NAN;
+  r->mem_errors = a->mem_errors + b->mem_errors;
+  return r;
 }
 
 void exec_result_free(exec_result *r) {

@@ -226,13 +226,60 @@ static double pair_s(const kernel_model *k, double d, bool backward) {
   return d / rate;
 }
 
-double kernel_model_s(const kernel_model *k, double bh, double head_dim, double sq, double sk,
-                      bool causal, bool backward) {
+static double priced_s(const kernel_model *k, double bh, double head_dim, double sq, double sk,
+                       bool causal, bool backward) {
   double busy = pair_s(k, head_dim, backward) *
                 kernel_model_makespan(k, bh, head_dim, sq, sk, causal, backward);
   if (busy <= 0) return 0;
   double sustained = 1 + k->slowdown * (1 - exp(-busy / k->after_s));
   return k->fixed_s[backward] + busy * sustained;
+}
+
+struct kernel_model_memo {
+  GMutex lock;
+  GHashTable *prices; /* memo_key -> double seconds, both owned */
+};
+
+typedef struct {
+  double bh, head_dim, sq, sk;
+  int flags; /* causal | backward << 1 */
+} memo_key;
+
+static guint memo_hash(gconstpointer p) {
+  const memo_key *m = p;
+  return g_double_hash(&m->bh) ^ (g_double_hash(&m->head_dim) * 31u) ^
+         (g_double_hash(&m->sq) * 131u) ^ (g_double_hash(&m->sk) * 1031u) ^ (guint)m->flags;
+}
+
+static gboolean memo_equal(gconstpointer a, gconstpointer b) {
+  const memo_key *x = a, *y = b;
+  return x->bh == y->bh && x->head_dim == y->head_dim && x->sq == y->sq && x->sk == y->sk &&
+         x->flags == y->flags;
+}
+
+double kernel_model_s(const kernel_model *k, double bh, double head_dim, double sq, double sk,
+                      bool causal, bool backward) {
+  if (!k->memo) return priced_s(k, bh, head_dim, sq, sk, causal, backward);
+  memo_key key = {bh, head_dim, sq, sk, causal | backward << 1};
+  g_mutex_lock(&k->memo->lock);
+  const double *got = g_hash_table_lookup(k->memo->prices, &key);
+  double t = got ? *got : NAN;
+  g_mutex_unlock(&k->memo->lock);
+  if (got) return t;
+  t = priced_s(k, bh, head_dim, sq, sk, causal, backward);
+  g_mutex_lock(&k->memo->lock);
+  g_hash_table_replace(k->memo->prices, g_memdup2(&key, sizeof key), g_memdup2(&t, sizeof t));
+  g_mutex_unlock(&k->memo->lock);
+  return t;
+}
+
+void kernel_model_clear(kernel_model *k) {
+  if (k->memo) {
+    g_hash_table_destroy(k->memo->prices);
+    g_mutex_clear(&k->memo->lock);
+    g_free(k->memo);
+  }
+  memset(k, 0, sizeof *k);
 }
 
 /* ---- reading it ---- */
@@ -298,6 +345,9 @@ bool kernel_model_parse(json_object *obj, json_where w, kernel_model *k, GError 
   k->after_s = after_us * 1e-6;
   k->fixed_s[0] = fwd_us * 1e-6;
   k->fixed_s[1] = bwd_us * 1e-6;
+  k->memo = g_new0(kernel_model_memo, 1);
+  g_mutex_init(&k->memo->lock);
+  k->memo->prices = g_hash_table_new_full(memo_hash, memo_equal, g_free, g_free);
   k->set = true;
   return true;
 }

@@ -43,6 +43,11 @@
 
 #define KERNEL_MODEL_MAX_DIMS 16
 
+/* Kernels already priced (a step prices the same few shapes once per
+ * layer and pass; one costs a CTA-by-CTA walk): shared by shallow copies
+ * of the model, safe across threads, freed by kernel_model_clear. */
+typedef struct kernel_model_memo kernel_model_memo;
+
 typedef struct {
   bool set;              /* false: no kernel model (the table or roofline alone) */
   double sms;            /* streaming multiprocessors */
@@ -53,10 +58,13 @@ typedef struct {
   guint n_dims;
   double dims[KERNEL_MODEL_MAX_DIMS];        /* ascending */
   double pair_s[2][KERNEL_MODEL_MAX_DIMS];   /* [fwd, bwd] seconds per pair per SM */
+  kernel_model_memo *memo;
 } kernel_model;
 
 /* Read a "kernel_model" object (w.path names it). */
 bool kernel_model_parse(json_object *obj, json_where w, kernel_model *k, GError **err);
+
+void kernel_model_clear(kernel_model *k);
 
 /* Seconds of one kernel over B x H = bh heads. */
 double kernel_model_s(const kernel_model *k, double bh, double head_dim, double sq, double sk,

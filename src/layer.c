@@ -282,9 +282,9 @@ double layer_tasks_estimate(const workload *w) {
   return mbs * layers * layer_tp(w) * layer_dp(w) * (6 * sp * sp + 64 * sp) + 16;
 }
 
-double layer_model_flops(const plan *p) {
+double layer_tasks_flops(const plan *p, guint from, guint to) {
   double sum = 0;
-  for (guint i = 0; i < p->tasks->len; i++) {
+  for (guint i = from; i < to; i++) {
     const plan_task *t = plan_task_at(p, i);
     if (t->kind != TASK_COMPUTE) continue;
     plan_op o = t->op;
@@ -293,4 +293,8 @@ double layer_model_flops(const plan *p) {
     sum += copies * compute_op_flops(&o) * (t->op.backward ? 2 : 1);
   }
   return sum;
+}
+
+double layer_model_flops(const plan *p) {
+  return layer_tasks_flops(p, 0, p->tasks->len) - p->recomputed_flops;
 }

@@ -118,7 +118,11 @@ double layer_tasks_estimate(const workload *w);
 /* Model FLOPs of a plan (Megatron's convention, as its training log
  * reports them): each GEMM's forward 2MNK and each attention kernel's
  * nominal forward FLOPs, backward twice the forward; element-wise ops,
- * merges and copies count nothing. */
+ * merges and copies count nothing; a forward run again under full
+ * recomputation counts nothing (plan.recomputed_flops). */
 double layer_model_flops(const plan *p);
+
+/* The same count over the plan's tasks [from, to). */
+double layer_tasks_flops(const plan *p, guint from, guint to);
 
 #endif

@@ -410,11 +410,13 @@ void lb_backward_layer(lb *b, uint32_t l) {
     b->transient = false;
     pass_kind pass = b->pass;
     b->pass = PASS_FWDBWD;
+    guint first = b->p->tasks->len;
     lb_close_ranks(b);
     lb_open_ranks(b, l);
     b->recomputing = true;
     lb_forward_layer(b, l);
     b->recomputing = false;
+    b->p->recomputed_flops += layer_tasks_flops(b->p, first, b->p->tasks->len);
     b->pass = pass;
     b->transient = was;
     memcpy(b->cur, grad, b->n * sizeof *grad);

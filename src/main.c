@@ -16,17 +16,12 @@
 #include "trace.h"
 
 /* Bad input (options, files read) is status 2; failing to write, 1. */
-static int fail(const GError *err, int status) {
-  fprintf(stderr, "tasp-sim: error: %s\n", err->message);
-  return status;
-}
-
 int main(int argc, char **argv) {
   g_auto(cli_opts) o = {0};
   g_autoptr(GError) err = NULL;
   atexit(outputs_close_stdout); /* output lost on stdout: status 1 */
   if (argc > 1 && !strcmp(argv[1], "search")) return search_main(argc - 1, argv + 1);
-  if (!cli_parse(argc, argv, &o, &err)) return fail(err, 2);
+  if (!cli_parse(argc, argv, &o, &err)) return outputs_fail(err, 2);
   if (o.help) {
     g_autofree char *h = cli_help();
     fputs(h, stdout);
@@ -44,7 +39,7 @@ int main(int argc, char **argv) {
    * anything runs; the topologies held together stay within
    * TOPO_MAX_BYTES, each load checked against what the others left */
   g_autoptr(set_sweep) sweep = sweep_parse(o.set, &err);
-  if (!sweep) return fail(err, 2);
+  if (!sweep) return outputs_fail(err, 2);
   g_autoptr(GPtrArray) scens = g_ptr_array_new_with_free_func((GDestroyNotify)scenario_free);
   uint64_t held = 0;
   for (guint k = 0; k < sweep->n; k++) {
@@ -53,7 +48,7 @@ int main(int argc, char **argv) {
     ov.set = assign;
     ov.topo_max_bytes = held < TOPO_MAX_BYTES ? TOPO_MAX_BYTES - held : 1;
     scenario *s = scenario_load(o.scenario, &ov, &err);
-    if (!s) return fail(err, 2);
+    if (!s) return outputs_fail(err, 2);
     held += topo_bytes(s->topo);
     g_ptr_array_add(scens, s);
   }
@@ -70,13 +65,13 @@ int main(int argc, char **argv) {
       (o.trace && !outputs_add(outs, "--trace", o.trace, NULL, &err)) ||
       !outputs_check_input(outs, s0->file, "scenario file", &err) ||
       !outputs_check_input(outs, s0->topo->file, "topology file", &err))
-    return fail(err, 2);
+    return outputs_fail(err, 2);
   /* the memory every point will take, checked before any is built */
   unsigned jobs = (unsigned)o.jobs;
   g_autofree char *sp_from = o.sp || !s0->file ? g_strdup("command line: option '--sp'")
                                                 : g_strdup_printf("%s: field 'sp'", s0->file);
   if (!budget_check(scens, o.trace != NULL, sp_from, &jobs, &err))
-    return fail(err, 2);
+    return outputs_fail(err, 2);
   sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm || o.alone,
                           .alone = o.alone, .per_flow = o.per_flow,
                           .keep_trace = o.trace != NULL},
@@ -85,7 +80,7 @@ int main(int argc, char **argv) {
   trace_writer *tw = NULL;
   if (o.trace) {
     FILE *tf = outputs_stream(outs, "--trace", &err);
-    if (!tf) return fail(err, 1);
+    if (!tf) return outputs_fail(err, 1);
     so.on_point = trace_writer_point;
     so.user = tw = trace_writer_new(tf);
   }
@@ -112,6 +107,6 @@ int main(int argc, char **argv) {
             o.shard_n, groups, groups == 1 ? "" : "s", groups, o.shard_n);
   if (tw) trace_writer_end(tw);
   report_ctx rc = {s0, all, o.links_summary};
-  if (!outputs_write(outs, &rc, &err)) return fail(err, 1);
+  if (!outputs_write(outs, &rc, &err)) return outputs_fail(err, 1);
   return 0;
 }

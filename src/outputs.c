@@ -453,6 +453,11 @@ bool outputs_write(outputs *o, const report_ctx *c, GError **err) {
   return true;
 }
 
+int outputs_fail(const GError *err, int status) {
+  fprintf(stderr, "tasp-sim: error: %s\n", err->message);
+  return status;
+}
+
 void outputs_close_stdout(void) {
   const char *why;
   bool ok = stdout_ok(&why);

@@ -68,4 +68,8 @@ bool outputs_write(outputs *o, const report_ctx *c, GError **err);
  * instead of the 0 the run would have returned. */
 void outputs_close_stdout(void);
 
+/* Says err on stderr as every command of tasp-sim does ("tasp-sim:
+ * error: ...") and returns status, for main functions to return. */
+int outputs_fail(const GError *err, int status);
+
 #endif

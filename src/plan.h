@@ -169,6 +169,8 @@ typedef struct {
   GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
   uint32_t pass_barrier;   /* the barrier between the forward and the
                               backward pass (plan_barrier), or UINT32_MAX */
+  double recomputed_flops; /* FLOPs of the tasks that run a forward again
+                              (full recomputation): not model FLOPs */
 } plan;
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);

@@ -47,12 +47,14 @@ search_result *search_result_new(void) {
   return r;
 }
 
-search_row *search_row_new(void) {
-  search_row *r = g_new0(search_row, 1);
+/* Figures not known yet read NAN (the CSV's empty cells). */
+static search_row *figures_unknown(search_row *r) {
   r->bound_s = r->mem_bound_gib = r->step_s = r->tokens_per_s_per_gpu = r->mfu =
       r->peak_mem_gib = NAN;
   return r;
 }
+
+search_row *search_row_new(void) { return figures_unknown(g_new0(search_row, 1)); }
 
 double search_score(const search_question *q, const search_row *r) {
   return q->objective == SEARCH_STEP ? -r->step_s : r->tokens_per_s_per_gpu;
@@ -78,17 +80,13 @@ GPtrArray *search_ranked(const search_result *r) {
 
 /* ---- the space ---- */
 
-/* The options that split SP in two (a divisor strictly inside it): USP's
- * Ulysses degree (all-to-all groups inside, rings across: arXiv
- * 2405.07719) and double ring's inner ring (LoongTrain, arXiv
- * 2406.18485); a scheduler's values of the first it declares are a
- * dimension.  NULL: it takes none. */
+/* The first option the scheduler declares that splits SP in two (a
+ * divisor strictly inside it, sched_opt.splits_sp: USP's Ulysses degree,
+ * arXiv 2405.07719; double ring's inner ring, arXiv 2406.18485); its
+ * values are a dimension.  NULL: it takes none. */
 static const sched_opt *split_opt(const sched_ops *s) {
-  static const char *const keys[] = {"usp_ulysses", "double_ring_inner"};
-  for (size_t k = 0; k < G_N_ELEMENTS(keys); k++) {
-    const sched_opt *o = sched_option_find(keys[k]);
-    if (o && sched_uses_option(s, o)) return o;
-  }
+  for (const sched_opt *const *o = s->opts; o && *o; o++)
+    if ((*o)->splits_sp) return *o;
   return NULL;
 }
 
@@ -308,13 +306,10 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   space *sp = user;
   const search_opts *o = sp->o;
   if (o->shards && index % o->shards != o->shard) return;
-  search_row *c = search_row_new();
-  *c = *c0;
+  search_row *c = figures_unknown(g_memdup2(c0, sizeof *c0));
   c->index = index;
   c->sched = g_strdup(name);
   c->micro_batches = 1;
-  c->bound_s = c->mem_bound_gib = c->step_s = c->tokens_per_s_per_gpu = c->mfu = c->peak_mem_gib =
-      NAN;
   g_ptr_array_add(sp->res->rows, c);
   g_ptr_array_add(sp->ops, (gpointer)s);
   if (sp->seqs) {
@@ -354,7 +349,11 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
                                               "%.1f GiB usable", c->mem_bound_gib, sp->usable));
     return;
   }
-  if (!sched_check_tasks(layer_tasks_estimate(&w), s->name, &e)) {
+  /* the plan the simulation builds: a few layers where it extends them */
+  workload built = w;
+  attn_kind kind;
+  if (!o->whole_steps && sim_step_repeats(&w, &kind)) built.layers[kind] = SIM_REPEAT_FROM + 1;
+  if (!sched_check_tasks(layer_tasks_estimate(&built), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }
@@ -384,7 +383,8 @@ static void simulate(gpointer data, gpointer user) {
   const sched_ops *s = g_hash_table_lookup(x->at, c);
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
   exec_opts eo = {0};
-  sim_result *r = sim_run_step(x->sp->o->s->topo, &pt, &eo);
+  sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
+      x->sp->o->s->topo, &pt, &eo);
   c->step_s = r->r->step_s;
   c->tokens_per_s_per_gpu = sim_tokens_per_s_per_gpu(r);
   c->mfu = sim_mfu(r);

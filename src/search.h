@@ -95,6 +95,8 @@ typedef struct {
   unsigned jobs;           /* threads (0: one per CPU) */
   unsigned shard, shards;  /* configurations with index % shards == shard; shards 0: all */
   bool exhaustive;         /* simulate every configuration that can run (no pruning) */
+  bool whole_steps;        /* replay every layer of a step (sim_run_step), not a few
+                              layers extended (sim_run_step_repeating) */
   bool count_only;         /* enumerate, exclude and bound only: nothing simulated */
 } search_opts;
 

@@ -64,7 +64,7 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
 /* --scope layer: one decoder layer (layer.h) of the model's softmax kind
  * (a linear-only model: linear); --scope model: the training step.  The
  * attention part's time: the scope's less the same scope's without
- * attention.  Model FLOPs leave recomputation out (the plan without it). */
+ * attention.  Model FLOPs leave recomputation out (layer_model_flops). */
 static exec_result *run_layer(const topology *t, const scenario_point *pt, const exec_opts *o,
                               GString *notes, sim_result *res, bool attention_part) {
   workload one = pt->w.scope == SCOPE_MODEL
@@ -73,15 +73,7 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
                                                                               : ATTN_LINEAR);
   plan *p = layer_build(pt->sched, &one, t, true, false);
   if (p->note->len) g_string_append(notes, p->note->str);
-  if (one.recompute == RECOMPUTE_FULL) {
-    workload plain = one;
-    plain.recompute = RECOMPUTE_NONE;
-    plan *q = layer_build(pt->sched, &plain, t, true, false);
-    res->model_flops = layer_model_flops(q);
-    plan_free(q);
-  } else {
-    res->model_flops = layer_model_flops(p);
-  }
+  res->model_flops = layer_model_flops(p);
   exec_result *r = exec_run(p, t, o);
   plan_free(p);
   if (!attention_part) {
@@ -123,6 +115,22 @@ static exec_result *run_layers(const topology *t, const scenario_point *pt, cons
   return acc;
 }
 
+/* The utilisation figures over the channels among the job's GPUs. */
+static void set_util(const topology *t, sim_result *res) {
+  double sum = 0;
+  unsigned avail_n = 0;
+  res->max_util = 0;
+  g_autofree uint8_t *avail = sim_channels_available(t, res->job_gpus);
+  for (uint32_t c = 0; c < res->r->n_chan; c++) {
+    if (!avail[c]) continue;
+    double u = sim_util(t, res->r, c);
+    sum += u;
+    avail_n++;
+    if (u > res->max_util) res->max_util = u;
+  }
+  res->mean_util = avail_n ? sum / avail_n : 0;
+}
+
 static sim_result *run_point(const topology *t, const scenario_point *pt, const exec_opts *o,
                              bool attention_part) {
   gint64 t0 = g_get_monotonic_time();
@@ -139,19 +147,38 @@ static sim_result *run_point(const topology *t, const scenario_point *pt, const 
     res->r = run_layer(t, pt, o, notes, res, attention_part);
   }
   res->note = notes->len ? g_string_free(notes, FALSE) : (g_string_free(notes, TRUE), NULL);
-  double sum = 0;
-  unsigned avail_n = 0;
-  g_autofree uint8_t *avail = sim_channels_available(t, res->job_gpus);
-  for (uint32_t c = 0; c < res->r->n_chan; c++) {
-    if (!avail[c]) continue;
-    double u = sim_util(t, res->r, c);
-    sum += u;
-    avail_n++;
-    if (u > res->max_util) res->max_util = u;
-  }
-  res->mean_util = avail_n ? sum / avail_n : 0;
+  set_util(t, res);
   res->wall_s = (double)(g_get_monotonic_time() - t0) * 1e-6;
   return res;
+}
+
+bool sim_step_repeats(const workload *w, attn_kind *kind) {
+  int kinds = 0;
+  for (int k = 0; k < ATTN_KINDS; k++)
+    if (layers_count(w, (attn_kind)k)) kinds++, *kind = (attn_kind)k;
+  return w->scope == SCOPE_MODEL && kinds == 1 && layers_count(w, *kind) > SIM_REPEAT_FROM + 1;
+}
+
+sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
+                                   const exec_opts *o) {
+  attn_kind kind;
+  if (!sim_step_repeats(&pt->w, &kind) || o->keep_trace) return sim_run_step(t, pt, o);
+  uint32_t layers = layers_count(&pt->w, kind);
+  scenario_point few = *pt;
+  few.w.layers[kind] = SIM_REPEAT_FROM;
+  sim_result *a = run_point(t, &few, o, false);
+  few.w.layers[kind] = SIM_REPEAT_FROM + 1;
+  sim_result *b = run_point(t, &few, o, false);
+  double more = layers - (SIM_REPEAT_FROM + 1.0);
+  exec_result *x = exec_result_extend(a->r, b->r, more);
+  exec_result_free(b->r);
+  b->r = x;
+  b->pt = *pt;
+  b->model_flops += more * (b->model_flops - a->model_flops);
+  b->wall_s += a->wall_s;
+  sim_result_free(a);
+  set_util(t, b);
+  return b;
 }
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o) {

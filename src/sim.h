@@ -73,6 +73,24 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
 /* The same at scope layer or model without the attention part
  * (attention_s NAN): one replay instead of two, what a search needs. */
 sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec_opts *o);
+/* The same for a model of one kind of layer, many of them (more than
+ * SIM_REPEAT_FROM + 1): the step replayed with SIM_REPEAT_FROM layers and
+ * with one more, the other layers' share extended from the difference
+ * (exec_result_extend): a layer in the middle of the step repeats the one
+ * before it (the same kernels, transfers, prefetches and buffers, one
+ * period later).  Peak allocated memory then is the whole step's; times
+ * come within 0.5% (Llama-3-70B at 256K: 1e-10; small layers, where the
+ * hosts' lead over the GPUs still moves from layer to layer, up to 0.22%
+ * seen): tests/test_layer.c checks both against the whole step for every
+ * scheduler, ZeRO 0 and 3, recomputation and micro-batch count, and
+ * tests/test_search.sh a search's answer; reserved memory is NAN.  Other points (scope attention or layer, hybrid models,
+ * few layers, a trace kept): sim_run_step. */
+#define SIM_REPEAT_FROM 6
+/* Whether sim_run_step_repeating extends w's step (then *kind is its
+ * layers' kind, of which it replays SIM_REPEAT_FROM + 1 at most). */
+bool sim_step_repeats(const workload *w, attn_kind *kind);
+sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
+                                   const exec_opts *o);
 void sim_result_free(sim_result *r);
 
 /* All points of the scenario (of this shard); results in point order.

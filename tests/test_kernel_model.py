@@ -12,18 +12,10 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from checks import ROOT, check, finish  # noqa: E402  (puts scripts/ on the path)
 import kernel_model as km  # noqa: E402
 
 sim = sys.argv[1]
-fails = 0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 def constants(topo):
@@ -52,9 +44,9 @@ for topo in ("topologies/h100x8.json", "topologies/h200x2-tool.json"):
         p = km.predict(c, B, H, D, L, L, causal, False, sms)
         worst = max(worst, abs(t / p - 1))
         if conf != "extrapolated":
-            check(f"{topo}: {B}x{H} D{D} {L}: beyond the table", False)
-    check(f"{topo}: tasp-sim and kernel_model.py agree on {len(shapes)} kernels "
-          f"(worst {100 * worst:.4f}%)", worst < 1e-4)
+            check(False, f"{topo}: {B}x{H} D{D} {L}: beyond the table")
+    check(worst < 1e-4, f"{topo}: tasp-sim and kernel_model.py agree on {len(shapes)} kernels "
+          f"(worst {100 * worst:.4f}%)")
 
 # a synthetic sweep from known constants: the fit finds them again
 truth = {"u": 0.7, "theta": 0.04, "t_theta": 0.01, "t0_fwd": 30e-6, "t0_bwd": 50e-6,
@@ -68,11 +60,11 @@ for D in (64, 128):
                     data.append((1, bh, D, L, L, causal, bwd,
                                  km.predict(truth, 1, bh, D, L, L, causal, bwd, 132)))
 got = km.fit(data, 132, grid=[(u, 0.04, 0.01) for u in (0.6, 0.7, 0.8)])
-check("fit recovers the lone CTA share", got["u"] == 0.7)
-check("fit recovers the fixed costs", abs(got["t0_fwd"] / 30e-6 - 1) < 0.02 and
-      abs(got["t0_bwd"] / 50e-6 - 1) < 0.02)
-check("fit recovers the per-pair times", all(
-    abs(got[k][d] / truth[k][d] - 1) < 0.01 for k in ("tau_fwd", "tau_bwd") for d in ("64", "128")))
+check(got["u"] == 0.7, "fit recovers the lone CTA share")
+check(abs(got["t0_fwd"] / 30e-6 - 1) < 0.02 and
+      abs(got["t0_bwd"] / 50e-6 - 1) < 0.02, "fit recovers the fixed costs")
+check(all(
+    abs(got[k][d] / truth[k][d] - 1) < 0.01 for k in ("tau_fwd", "tau_bwd") for d in ("64", "128")), "fit recovers the per-pair times")
 # the sweep's plan (scripts/calibrate/kernel_sweep.py): bounded, and every
 # axis value at several values of the others; the rest listed unmeasured
 sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
@@ -80,20 +72,19 @@ import kernel_sweep as ks  # noqa: E402
 
 todo, skip = ks.plan()
 keys = [tuple(sorted(k.items())) for k in todo]
-check("each kernel planned once", len(set(keys)) == len(keys))
-check("every planned kernel within 16 GiB and 20 TFLOP", all(
+check(len(set(keys)) == len(keys), "each kernel planned once")
+check(all(
     ks.qkvo_bytes(k["B"], k["H"], k["Hk"], k["D"], k["sq"], k["sk"]) <= 16 * ks.GIB and
-    ks.flops(k["B"], k["H"], k["D"], k["sq"], k["sk"], k["causal"]) <= 20e12 for k in todo))
-check("every kernel of the grid planned or unmeasured with a reason",
-      len(todo) + len(skip) == len(ks.grid()) and all(k["unmeasured"] for k in skip))
+    ks.flops(k["B"], k["H"], k["D"], k["sq"], k["sk"], k["causal"]) <= 20e12 for k in todo), "every planned kernel within 16 GiB and 20 TFLOP")
+check(len(todo) + len(skip) == len(ks.grid()) and all(k["unmeasured"] for k in skip),
+      "every kernel of the grid planned or unmeasured with a reason")
 for axis, values in (("D", ks.HEAD_DIMS), ("sq", ks.LENGTHS)):
     got = {k[axis] for k in todo}
-    check(f"every {axis} planned", set(values) <= got)
-check("B x H 1-256 and batch 4 planned", {k["B"] * k["H"] for k in todo} ==
-      {1, 2, 4, 8, 16, 32, 64, 128, 256} and any(k["B"] == 4 for k in todo))
-check("non-square kernels both ways", any(k["sk"] > k["sq"] for k in todo) and
-      any(k["sk"] < k["sq"] for k in todo))
-check("the order is shuffled, not by length",
-      [k["sq"] for k in todo] != sorted(k["sq"] for k in todo))
-print(f"kernel_model: {'FAILED' if fails else 'ok'}")
-sys.exit(1 if fails else 0)
+    check(set(values) <= got, f"every {axis} planned")
+check({k["B"] * k["H"] for k in todo} ==
+      {1, 2, 4, 8, 16, 32, 64, 128, 256} and any(k["B"] == 4 for k in todo), "B x H 1-256 and batch 4 planned")
+check(any(k["sk"] > k["sq"] for k in todo) and
+      any(k["sk"] < k["sq"] for k in todo), "non-square kernels both ways")
+check([k["sq"] for k in todo] != sorted(k["sq"] for k in todo),
+      "the order is shuffled, not by length")
+finish("test_kernel_model")

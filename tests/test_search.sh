@@ -16,6 +16,25 @@ check "search exits 0 with a winner" "[ \$? -eq 0 ] && grep -q '^winner: ' $tmp/
 check "the pruned search prints what exhaustive simulation prints" "cmp -s $tmp/p.txt $tmp/x.txt"
 check "the pruned search pruned something" "grep -q ',pruned,' $tmp/p.csv"
 check "exhaustive simulation prunes nothing" "! grep -q ',pruned,' $tmp/x.csv"
+
+# many layers: each step replayed with 6 and 7 layers and extended
+# (sim_run_step_repeating) gives the answer replaying every layer gives,
+# every configuration's peak memory alike and its time within 0.5% (the
+# pruning is off in both, so the same configurations are simulated)
+sed 's/"count": 2/"count": 12/' tests/data/search-model.json > "$tmp/deep.json"
+d="--model $tmp/deep.json --topology h100x8 --seq 32K --sched ring,zigzag,ulysses --exhaustive"
+"$sim" search $d --csv "$tmp/d1.csv" > "$tmp/d1.txt" 2>&1
+"$sim" search $d --whole-steps --csv "$tmp/d2.csv" > "$tmp/d2.txt" 2>&1
+python3 - "$tmp/d1.csv" "$tmp/d2.csv" > "$tmp/deep" <<'EOF'
+import csv, sys
+a, b = ([r for r in csv.DictReader(open(f)) if r["status"] == "simulated"] for f in sys.argv[1:])
+bi = {r["index"]: r for r in b}
+print(len(a), len(a) == len(b),
+      all(x["peak_mem_gib"] == bi[x["index"]]["peak_mem_gib"] for x in a),
+      max(abs(float(x["step_s"]) / float(bi[x["index"]]["step_s"]) - 1) for x in a) < 5e-3)
+EOF
+check "a few layers extended: every configuration's memory alike, time within 0.5%" "grep -q '^[1-9][0-9]* True True True$' $tmp/deep"
+check "a few layers extended: the answer every layer replayed gives" "cmp -s $tmp/d1.txt $tmp/d2.txt"
 python3 - "$tmp/p.csv" "$tmp/x.csv" > "$tmp/bounds" <<'EOF'
 import csv, sys
 pruned = {r["index"]: r for r in csv.DictReader(open(sys.argv[1]))}

@@ -73,6 +73,20 @@ Every measurement is one JSON line (rank 0 writes them):
                                   n/u groups; one schedule per u
                                   (--usp-ulysses), recorded as "usp" with
                                   usp_ulysses and usp_ring
+                       stripe     Striped Attention (ring_flash_attn's
+                                  stripe_flash_attn_func; causal only, as
+                                  there): token t on rank t mod n, KV one
+                                  hop a step, every block a causal c x c
+                                  kernel (with or without its diagonal)
+                       double-ring LoongTrain's double ring (InternEvo's
+                                  zigzag_double_ring_flash_attn; causal
+                                  only, as there): windows of w consecutive
+                                  ranks (--double-ring-inner, default the
+                                  largest w leaving two windows or more),
+                                  KV around the inner ring, the round's
+                                  first KV across to the next window while
+                                  the round runs; recorded as
+                                  "double-ring" with double_ring_inner
                      Every schedule is first checked against PyTorch
                      autograd (output, dQ, dK, dV) over the whole sequence.
                      With --attention linear, linear-attention layers
@@ -105,6 +119,9 @@ Every measurement is one JSON line (rank 0 writes them):
                        ulysses    DeepSpeed-Ulysses / yunchang all_to_all_4D
                        usp        yunchang LongContextAttention around
                                   ring_flash_attn's ring and zigzag ring
+                       stripe     ring_flash_attn's stripe_flash_attn_func
+                       double-ring InternEvo's zigzag double ring (dK/dV
+                                  bf16 after the first window, as there)
                        allgather  Llama 3 CP as the timing program sends it
                                   (gathered KV kept for the backward, float32
                                   reduce_scatter; see AllGather)
@@ -167,6 +184,9 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import layouts  # noqa: E402  (token layouts and blocks of stripe, double ring)
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -698,13 +718,15 @@ class Pass:
         base (what arrived from the previous holder, None at step 0) plus
         this step's block gradients [(key row ranges, dk, dv)].  A new
         tensor (ring_flash_attn's block_dk + next_dk), except for zigzag,
-        which adds into the buffer received (its in-place +=)."""
+        which adds into the buffer received (its in-place +=), and stripe,
+        which does so for its shifted blocks (stripe_flash_attn_backward)."""
         if not grads:
             return base
         if base is None:
             new = torch.zeros(self.kv.shape, dtype=torch.float32, device=DEV)
-        elif self.sched == "zigzag":
-            new = base
+        elif self.sched == "zigzag" or (self.sched == "stripe" and
+                                        grads[0][0] != [(0, self.c)]):
+            new = base  # stripe's shifted block: dk[:, :-1] += in place
         elif len(grads) == 1 and grads[0][0] == [(0, self.c)]:
             _, dk, dv = grads[0]
             new = torch.empty_like(base)
@@ -751,7 +773,7 @@ class Pass:
             wait_all(dreqs)
             dreqs = []
             if t > 0 and self.comm:
-                if self.sched == "zigzag":
+                if self.sched in ("zigzag", "stripe"):  # the sent one receives next
                     spare = dkv
                 dkv = self.fold(arrived, grads)
             else:  # step 0, or no communication: this rank's own sum
@@ -814,6 +836,242 @@ def side_groups():
 
 def bf16(*shape):
     return torch.randn(*shape, dtype=torch.bfloat16, device=DEV)
+
+
+class Stripe(Pass):
+    """Striped Attention (Brandon et al. 2023, arXiv 2311.09431) as
+    ring_flash_attn's stripe_flash_attn_func runs it (zhuzilin/ring-flash-
+    attention, stripe_flash_attn.py).  Rank i holds tokens i, i+n, i+2n, ...
+    (layouts.stripe_tokens; the caller permutes the sequence so).
+
+    Forward: the packed KV one hop a step around the ring (batch_isend_irecv
+    into a new buffer, issued before the step's kernel, awaited after it),
+    as Ring; the step's one kernel (layouts.stripe_block): the KV of a rank
+    j <= i, flash attention's causal kernel on all of q, k, v; of j > i, the
+    causal kernel on q[1:] against k[:-1], v[:-1], merged into rows 1..c-1.
+    Every step's kernel is c x c causal, on every rank.
+    Backward (stripe_flash_attn_backward): KV moves as in the forward; the
+    float32 dK/dV of the KV held travels one hop a step behind it, the last
+    hop home: j <= i a new sum (block + received), j > i added into the
+    received rows [:-1] in place; the buffer sent last step receives the
+    next one (its dk_comm_buffer).  float32 dQ.  Causal only: the public
+    function asserts a causal mask (under a full one the layout changes
+    nothing and the pass is Ring's)."""
+
+    def __init__(self, causal, n, rank, B, H, D, c, comm):
+        if not causal:
+            raise SystemExit("calibrate: stripe is causal only (stripe_flash_attn_func; "
+                             "under a full mask it is ring)")
+        super().__init__("stripe", causal, n, rank, B, H, D, c, comm)
+
+    def blocks(self, t):
+        src = layouts.ring_source(self.rank, self.n, t)
+        return [layouts.stripe_block(self.rank, src, self.c)]
+
+
+_DRING_GROUPS = {}
+
+
+def double_ring_groups(w):
+    """(window ranks, place ranks, inner KV group, across KV group, inner
+    dK/dV group, across dK/dV group) of this rank for inner size w, made
+    once per w on every rank.  Four families of groups, as InternEvo's
+    double ring has (intra_window, inter_window, dkv_intra_window,
+    dkv_inter_window): each its own NCCL communicator, so the hop across
+    runs beside the inner hops and dK/dV beside KV.  A group of one rank
+    needs none (None: never used)."""
+    n, rank = dist.get_world_size(), dist.get_rank()
+    if LOCAL_COMM:  # emulated: ranks only
+        n, rank = LOCAL_COMM
+    windows, places = layouts.double_ring_windows(n, w)
+    win = next(x for x in windows if rank in x)
+    plc = next(x for x in places if rank in x)
+    if LOCAL_COMM:
+        return win, plc, None, None, None, None
+    if w not in _DRING_GROUPS:
+        limit = datetime.timedelta(seconds=60)
+
+        def make(sets):
+            mine = None
+            for ranks in sets:
+                g = dist.new_group(ranks, timeout=limit) if len(ranks) > 1 else None
+                if rank in ranks:
+                    mine = g
+            return mine
+        _DRING_GROUPS[w] = (make(windows), make(places), make(windows), make(places))
+    return (win, plc) + _DRING_GROUPS[w]
+
+
+class DoubleRing(Pass):
+    """LoongTrain's double-ring attention (Gu et al. 2024, arXiv 2406.18485
+    sec. 4.2) as InternEvo runs it (internlm/model/ops/ring_flash_attn/
+    zigzag_ring_flash_attn_with_sliding_window.py, zigzag_double_ring_flash_
+    attn_forward / _backward).  n = w x o ranks: o windows of w consecutive
+    ranks; zigzag layout (chunks g and 2n-1-g on rank g) and Zigzag-Ring's
+    blocks (layouts.zigzag_blocks, by the global ranks of the query's and the
+    KV's holders); rank (b, p) holds at step j w + s the KV of (b - j, p - s)
+    (layouts.double_ring_source).
+
+    Forward, o rounds of w steps:
+      at a round's start, wait for the KV that came across (rounds after
+        the first), then send this round-start KV across to the same place
+        of the next window (inter-window group, one batch_isend_irecv into
+        a new buffer), not awaited until the next round starts: it runs
+        beside the whole round
+      each step: the KV held one hop around the window's ring (intra-window
+        group, into a new buffer), the step's kernels, the merge (float32,
+        out of place), then wait for the hop
+    Backward, the same rounds and KV hops; the dK/dV of the KV held travels
+    with it: around the window one hop after every step (its own group; w
+    hops a round, so the last brings the round-start KV's dK/dV back to the
+    rank that started the round with it; the buffer sent last step receives
+    the next), then one hop across after the round (its own group, awaited
+    after the next round's first kernel; the last one home).  As InternEvo:
+    dQ and dK/dV are float32 in the first round and cast to bf16 at its end;
+    later rounds add bf16 block gradients into bf16 dQ and dK/dV, and every
+    hop across carries bf16.  Causal only: the public code asserts it."""
+
+    def __init__(self, causal, n, rank, B, H, D, c, comm, w):
+        if not causal:
+            raise SystemExit("calibrate: double-ring is causal only (InternEvo's double ring)")
+        if c % 2:
+            raise SystemExit(f"calibrate: double-ring needs an even chunk ({c} tokens)")
+        self.sched, self.causal, self.n, self.rank = "double-ring", causal, n, rank
+        self.B, self.H, self.D, self.c, self.comm = B, H, D, c, comm
+        self.w, self.o = w, n // w
+        self.q = bf16(B, c, H, D)
+        self.kv = bf16(B, c, 2, H, D)
+        (self.window, self.places, self.g_in, self.g_x, self.dg_in,
+         self.dg_x) = double_ring_groups(w)
+        b, p = divmod(rank, w)
+        self.nxt_in, self.prv_in = self.window[(p + 1) % w], self.window[(p - 1) % w]
+        self.nxt_x, self.prv_x = self.places[(b + 1) % self.o], self.places[(b - 1) % self.o]
+
+    def hop(self, group, send, to, recv, frm):
+        """One grouped send/receive on `group` (global peers)."""
+        if not self.comm:
+            return []
+        return p2p(group, [(send, to)], [(recv, frm)])
+
+    def step_blocks(self, t):
+        src = layouts.double_ring_source(self.rank, self.n, self.w, t)
+        return layouts.zigzag_blocks(self.rank, src, self.c)
+
+    def run(self):
+        w, o = self.w, self.o
+        start, acc, lse, xreqs, xrecv = self.kv, None, None, [], None
+        for j in range(o):
+            if j > 0:
+                wait_all(xreqs)
+                if self.comm:
+                    start = xrecv
+                xrecv = None
+            if j + 1 < o:
+                xrecv = torch.empty_like(start)
+                xreqs = self.hop(self.g_x, start, self.nxt_x, xrecv, self.prv_x)
+            cur = start
+            for s in range(w):
+                reqs, recv = [], None
+                if s + 1 < w:
+                    recv = torch.empty_like(cur)
+                    reqs = self.hop(self.g_in, cur, self.nxt_in, recv, self.prv_in)
+                for q_lo, q_hi, segs, causal in self.step_blocks(j * w + s):
+                    kv = self.keys(cur, segs)
+                    o_, blse = flash(self.q[:, q_lo:q_hi], self.k_of(kv), self.v_of(kv), causal)
+                    sl = None if (q_lo, q_hi) == (0, self.c) else slice(q_lo, q_hi)
+                    acc, lse = update_out_lse(acc, lse, o_, blse, sl)
+                    del o_, blse, kv
+                wait_all(reqs)
+                if recv is not None and self.comm:
+                    cur = recv
+                del recv
+            del cur
+        del start
+        self.out = self.acc = acc.to(torch.bfloat16)
+        del acc
+        self.lse_bhs = lse.squeeze(-1).transpose(1, 2).contiguous()
+
+    def run_backward(self):
+        w, o, c = self.w, self.o, self.c
+        inner, across = self.comm and w > 1, self.comm and o > 1
+        dq = None
+        start, xreqs, xrecv = self.kv, [], None
+        dxreqs, dxrecv, done = [], None, None
+        for j in range(o):
+            if j > 0:
+                wait_all(xreqs)
+                if self.comm:
+                    start = xrecv
+                xrecv = None
+            if j + 1 < o:
+                xrecv = torch.empty_like(start)
+                xreqs = self.hop(self.g_x, start, self.nxt_x, xrecv, self.prv_x)
+            cur, dkv, spare, dreqs, arrived = start, None, None, [], None
+            for s in range(w):
+                reqs, recv = [], None
+                if s + 1 < w:
+                    recv = torch.empty_like(cur)
+                    reqs = self.hop(self.g_in, cur, self.nxt_in, recv, self.prv_in)
+                grads = []
+                for q_lo, q_hi, segs, causal in self.step_blocks(j * w + s):
+                    kv = self.keys(cur, segs)
+                    sl = slice(q_lo, q_hi)
+                    bdq, dk, dv = flash_bwd(self.dout[:, sl], self.q[:, sl], self.k_of(kv),
+                                            self.v_of(kv), self.out[:, sl],
+                                            self.lse_bhs[:, :, sl], causal)
+                    if dq is None:  # the first block: all queries (dq_buffer.to(float32))
+                        dq = bdq.to(torch.float32, memory_format=torch.contiguous_format)
+                    else:
+                        dq[:, sl] += bdq
+                    grads.append((segs, dk, dv))
+                    del bdq, kv
+                if j == 0 and s == 0:  # own KV, whole causal block: float32 copies
+                    _, dk, dv = grads[0]
+                    dkv = torch.empty(self.kv.shape, dtype=torch.float32, device=DEV)
+                    dkv[:, :, 0].copy_(dk)
+                    dkv[:, :, 1].copy_(dv)
+                else:
+                    if s > 0:
+                        wait_all(dreqs)
+                        dreqs = []
+                        if inner:
+                            spare, dkv = dkv, arrived
+                    else:  # a round's first step: what came across
+                        wait_all(dxreqs)
+                        dxreqs = []
+                        dkv = dxrecv if across else done
+                        dxrecv = None
+                    for segs, dk, dv in grads:
+                        off = 0
+                        for a, b in segs:
+                            dkv[:, a:b, 0] += dk[:, off:off + b - a]
+                            dkv[:, a:b, 1] += dv[:, off:off + b - a]
+                            off += b - a
+                del grads
+                wait_all(reqs)
+                if recv is not None and self.comm:
+                    cur = recv
+                del recv
+                if inner:
+                    nxt = spare if spare is not None else torch.empty_like(dkv)
+                    spare = None
+                    dreqs = self.hop(self.dg_in, dkv, self.nxt_in, nxt, self.prv_in)
+                    arrived = nxt
+                    del nxt
+            wait_all(dreqs)
+            done = arrived if inner else dkv
+            del dkv, arrived, spare, cur
+            if j == 0:  # the first window's results as bf16 (InternEvo's return)
+                dq = dq.to(torch.bfloat16)
+                done = done.to(torch.bfloat16)
+            if across:
+                dxrecv = torch.empty_like(done)
+                dxreqs = self.hop(self.dg_x, done, self.nxt_x, dxrecv, self.prv_x)
+        wait_all(dxreqs)
+        home = dxrecv if across else done
+        del start, done, dxrecv
+        self.dq = dq
+        return home[:, :, 0], home[:, :, 1]
 
 
 class Ulysses:
@@ -2312,12 +2570,34 @@ def usp_degree(sched):
     return int(sched[5:]) if sched.startswith("usp-u") else None
 
 
+def inner_size(sched):
+    """The inner ring's size w of a double-ring schedule name
+    "double-ring-wW", else None."""
+    return int(sched[13:]) if sched.startswith("double-ring-w") else None
+
+
 def sched_fields(sched, n):
-    """A record's schedule fields: USP as "usp" with its two degrees."""
+    """A record's schedule fields: USP as "usp" with its two degrees, the
+    double ring as "double-ring" with its inner ring's size."""
+    w = inner_size(sched)
+    if w is not None:
+        return {"sched": "double-ring", "double_ring_inner": w}
     u = usp_degree(sched)
     if u is None:
         return {"sched": sched}
     return {"sched": "usp", "usp_ulysses": u, "usp_ring": n // u}
+
+
+def expand_double_ring(schedules, n, w=None):
+    """Each ("double-ring", causal) as "double-ring-wW": inner size w, else
+    layouts.double_ring_inner_default(n) (exit 2 naming
+    --double-ring-inner where w does not divide n)."""
+    w = w or layouts.double_ring_inner_default(n)
+    if n % w:
+        print(f"calibrate: --double-ring-inner {w} does not divide the {n} ranks",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return [(f"double-ring-w{w}", c) if s == "double-ring" else (s, c) for s, c in schedules]
 
 
 def expand_usp(schedules, n, H, degrees=None):
@@ -2331,8 +2611,16 @@ def expand_usp(schedules, n, H, degrees=None):
     return out
 
 
+def token_index(sched, causal, n, rank, c):
+    """The global tokens a rank holds, in its local order."""
+    if sched == "stripe":
+        return layouts.stripe_tokens(rank, n, c)
+    return [t for a, b in token_ranges(sched, causal, n, rank, c) for t in range(a, b)]
+
+
 def token_ranges(sched, causal, n, rank, c):
-    """Global token ranges a rank holds, in its local order."""
+    """Global token ranges a rank holds, in its local order (stripe: see
+    token_index)."""
     u = usp_degree(sched)
     if u is not None and causal:
         # ring rank g: zigzag chunks g and 2r-1-g of u c / 2 tokens, cut into
@@ -2356,15 +2644,28 @@ def token_ranges(sched, causal, n, rank, c):
 SCHEDULES = [("ring", False), ("ring", True), ("zigzag", True), ("tasp", False),
              ("tasp", True), ("ulysses", False), ("ulysses", True), ("allgather", False),
              ("allgather", True), ("tokenring", False), ("tokenring", True), ("usp", False),
-             ("usp", True)]
-PASS_CLASSES = {"ulysses": Ulysses, "allgather": AllGather, "tokenring": TokenRing}
+             ("usp", True), ("stripe", True), ("double-ring", True)]
+PASS_CLASSES = {"ulysses": Ulysses, "allgather": AllGather, "tokenring": TokenRing,
+                "stripe": Stripe}
+
+
+def program_class(sched):
+    if sched.startswith("usp"):
+        return USP
+    if sched.startswith("double-ring"):
+        return DoubleRing
+    return PASS_CLASSES.get(sched, Pass)
 
 
 def make_pass(sched, causal, n, rank, B, H, D, c, comm):
     """The program of a softmax schedule ("usp-uU": USP of Ulysses degree
-    U; plain "usp": U = n)."""
+    U; plain "usp": U = n; "double-ring-wW": inner rings of W, plain
+    "double-ring": the default)."""
     if sched.startswith("usp"):
         return USP(causal, n, rank, B, H, D, c, comm, usp_degree(sched) or n)
+    if sched.startswith("double-ring"):
+        w = inner_size(sched) or layouts.double_ring_inner_default(n)
+        return DoubleRing(causal, n, rank, B, H, D, c, comm, w)
     cls = PASS_CLASSES.get(sched)
     if cls is None:
         return Pass(sched, causal, n, rank, B, H, D, c, comm)
@@ -2391,8 +2692,8 @@ def check_passes(n, rank, B, H, D, c, schedules=SCHEDULES, stop=True):
                                              vr.transpose(1, 2), is_causal=causal)
         ref.backward(dout.transpose(1, 2))
         ref = ref.transpose(1, 2)
-        rng = token_ranges(sched, causal, n, rank, c)
-        local = lambda x: torch.cat([x[:, a:b] for a, b in rng], dim=1)  # noqa: E731
+        idx = torch.tensor(token_index(sched, causal, n, rank, c), device=DEV)
+        local = lambda x: x.index_select(1, idx)  # noqa: E731
         wants = [local(ref), local(qr.grad), local(kr.grad), local(vr.grad)]
         try:
             p = make_pass(sched, causal, n, rank, B, H, D, c, True)
@@ -2509,8 +2810,7 @@ def memory_records(out, n, rank, B, H, D, c, sched, causal, attention,
             torch.cuda.empty_cache()
         rows = gather_rows(vals)
         col = lambda i: [r[i] for r in rows]  # noqa: E731
-        cls = (LINEAR_CLASSES[sched] if attention == "linear"
-               else USP if sched.startswith("usp") else PASS_CLASSES.get(sched, Pass))
+        cls = LINEAR_CLASSES[sched] if attention == "linear" else program_class(sched)
         out.write(name, {
             "part": "memory", "attention": attention, "n": n, **emu, **sched_fields(sched, n),
             "mask": "causal" if causal else "full", "pass": pas, "comm": True,
@@ -2608,14 +2908,17 @@ def write_headroom(out, n, stages):
 
 
 def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SCHEDULES,
-                   stop=True, attention="softmax"):
+                   stop=True, attention="softmax", check_tokens=None):
+    """Each schedule checked against autograd at check_tokens tokens per GPU
+    (default: the smallest of per_gpu), then timed at every size."""
     linear = attention == "linear"
     check = check_linear_passes if linear else check_passes
-    worst, failed = check(n, rank, B, H, D, min(per_gpu), schedules, stop)
+    check_c = check_tokens or min(per_gpu)
+    worst, failed = check(n, rank, B, H, D, check_c, schedules, stop)
     schedules = [x for x in schedules if x not in failed]
     if rank == 0 and worst:
         print(f"calibrate: {'every' if not failed else 'each other'} pass matches reference "
-              f"attention and its gradients at {min(per_gpu)} tokens per GPU (max relative "
+              f"attention and its gradients at {check_c} tokens per GPU (max relative "
               f"error {max(worst.values()):.2g}; " +
               ", ".join(f"{k} {v:.2g}" for k, v in worst.items()) + ")", flush=True)
     name = f"passes-n{n}.jsonl"
@@ -2639,7 +2942,7 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SC
                         "mask": "causal" if causal else "full", "pass": pas, "comm": comm,
                         "comm_api": p.comm_api,
                         "tasp_cycles": ",".join("-".join(map(str, cyc)) for cyc in p.cycles)
-                        if sched == "tasp" else None,
+                        if sched == "tasp" else None, "check_tokens_per_gpu": check_c,
                         "B": B, "H": H, "D": D, "tokens_per_gpu": c, "seq": c * n, "ms": ms,
                         "ms_min": lo, "ms_max": hi})
                 # drop every reference to the program (runs' bound methods
@@ -2693,8 +2996,9 @@ def main():
                     help="also time the backward passes (after a forward; float32 dK/dV "
                          "accumulators travel with the KV, as in ring_flash_attn)")
     ap.add_argument("--schedules",
-                    help="schedules of the passes part (each with the masks it has); "
-                         "default: every one of the --attention kind")
+                    help="schedules of the passes part (each with the masks it has), "
+                         "measured in this order; default: every one of the --attention "
+                         "kind")
     ap.add_argument("--attention", choices=("softmax", "linear", "both"), default="softmax",
                     help="passes and memory parts: softmax attention (flash kernels) or "
                          "linear attention (schedules lasp, lasp2, ring; records carry "
@@ -2711,6 +3015,13 @@ def main():
     ap.add_argument("--usp-ulysses",
                     help="USP's Ulysses degrees u (ring degree n/u), e.g. 2,1; default: "
                          "every u dividing the ranks and the heads")
+    ap.add_argument("--double-ring-inner", type=int,
+                    help="double-ring's inner ring size w (windows of w consecutive ranks; "
+                         "it divides the ranks); default: the largest leaving two windows "
+                         "or more (4 ranks: 2)")
+    ap.add_argument("--check-tokens", type=int,
+                    help="passes part: tokens per GPU of the check against autograd "
+                         "(default: the smallest of --pass-tokens)")
     ap.add_argument("--linear-heads", default="16,32", help="linear part: heads")
     ap.add_argument("--linear-head-dims", default="128,64", help="linear part: head dims")
     ap.add_argument("--linear-chunks", default="1024,2048,4096,8192,16384,32768,65536",
@@ -2771,7 +3082,8 @@ def main():
     kinds = {"softmax": [("softmax", SCHEDULES)], "linear": [("linear", LINEAR_SCHEDULES)],
              "both": [("softmax", SCHEDULES), ("linear", LINEAR_SCHEDULES)]}[a.attention]
     every = {s for _, known in kinds for s, _ in known}
-    names = a.schedules.split(",") if a.schedules else sorted(every)
+    names = (a.schedules.split(",") if a.schedules
+             else list(dict.fromkeys(s for _, known in kinds for s, _ in known)))
     for nm in names:
         if nm not in every:
             raise SystemExit(f"calibrate: unknown {a.attention} schedule {nm!r}")
@@ -2788,8 +3100,10 @@ def main():
         LOCAL_COMM = (a.emulate_ranks, er)
         n = a.emulate_ranks
     # (attention, schedules) in turn; USP once per Ulysses degree
-    runs = [(att, expand_usp([(s, c) for s, c in known if s in names], n, a.heads,
-                             ints(a.usp_ulysses) if a.usp_ulysses else None))
+    # in the order --schedules names them (a run cut short keeps the first)
+    runs = [(att, expand_double_ring(
+        expand_usp([(s, c) for nm in names for s, c in known if s == nm], n, a.heads,
+                   ints(a.usp_ulysses) if a.usp_ulysses else None), n, a.double_ring_inner))
             for att, known in kinds]
     stages = []  # device memory before and after the CUDA context, NCCL, ...
     try:  # NVML's view before this process has a CUDA context (if pynvml is there)
@@ -2867,7 +3181,7 @@ def main():
         elif part == "passes":
             for att, schedules in runs:
                 measure_passes(out, n, rank, B, H, D, ints(a.pass_tokens), a.iters,
-                               a.backward, schedules, not a.skip_failed, att)
+                               a.backward, schedules, not a.skip_failed, att, a.check_tokens)
         elif part == "memory":
             for att, schedules in runs:
                 measure_memory(out, n, LOCAL_COMM[1] if LOCAL_COMM else rank, B, H, D,

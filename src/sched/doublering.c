@@ -28,6 +28,7 @@ static const sched_opt opt_inner = {
     .in_model = true,
     .type = SCHED_OPT_COUNT,
     .max = 16384, /* scenario.h's SCENARIO_MAX_SP */
+    .splits_sp = true,
     .metavar = "W",
     .help = "The inner ring's size (GPUs per window; it divides the SP degree); default: the "
             "largest that fits in a node"};

@@ -43,6 +43,10 @@ typedef struct sched_opt {
    * (the value would be ignored), naming what it is, "cycles"; NULL: no
    * such rule. */
   const char *ignored_noun;
+  /* COUNT: a divisor strictly inside the SP degree that splits it in two
+   * (USP's Ulysses groups, double ring's inner ring); search enumerates
+   * the divisors of SP as a dimension of the space. */
+  bool splits_sp;
 } sched_opt;
 
 /* The most distinct options all schedulers together declare. */
