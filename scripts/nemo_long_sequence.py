@@ -35,8 +35,9 @@ time): per step GBS x s x L x h^2 x (12 + 12 g/a + 18 f/h + 12 s/h +
 head per token, and 12 s^2 h per layer and sequence for attention, the
 full s x s square (a causal mask is not halved), over (step time x GPUs).
 tasp-sim's own mfu column counts a causal attention half of that; the
-table here uses NeMo's count for both sides.  --commands prints the
-tasp-sim commands only.  Prints markdown; writes nothing.
+table here uses NeMo's count for both sides.  --commands prints each row's
+tasp-sim command (FP8; --precision megatron for bf16), as a markdown list.
+Prints markdown; writes nothing.
 """
 import argparse
 import concurrent.futures
@@ -112,7 +113,8 @@ def main():
     check = [dict(r, check="2") for r in rows if r["seq_k"] == "256"]
     if a.commands:
         for r in rows:
-            print(" ".join(command(r, "fp8")))
+            seq = f"{r['seq_k']}K" if int(r["seq_k"]) < 1024 else "1M"
+            print(f"- {seq}: `{' '.join(command(r, 'fp8'))}`")
         return
     jobs = [(r, p) for r in rows for p in ("fp8", "megatron")] + [(r, "fp8") for r in check]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as ex:
