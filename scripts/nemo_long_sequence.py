@@ -35,8 +35,10 @@ time): per step GBS x s x L x h^2 x (12 + 12 g/a + 18 f/h + 12 s/h +
 head per token, and 12 s^2 h per layer and sequence for attention, the
 full s x s square (a causal mask is not halved), over (step time x GPUs).
 tasp-sim's own mfu column counts a causal attention half of that; the
-table here uses NeMo's count for both sides.  --commands prints each row's
-tasp-sim command (FP8; --precision megatron for bf16), as a markdown list.
+table here uses NeMo's count for both sides.  The commands simulated
+follow the table; --commands prints each row's command as NeMo ran it
+(its own DP, which the 512K and 1M rows exceed tasp-sim's bound at), as a
+markdown list.
 Prints markdown; writes nothing.
 """
 import argparse
@@ -82,6 +84,15 @@ def command(row, precision, dp=None):
              "--sched", "zigzag", "--pass", "fwdbwd", "--zero", "1", "--precision", precision])
 
 
+def command_list(rows, dps):
+    """The markdown list of the FP8 commands, each at its DP simulated."""
+    out = []
+    for r, dp in zip(rows, dps):
+        seq = f"{r['seq_k']}K" if int(r["seq_k"]) < 1024 else "1M"
+        out.append(f"- {seq}: `{' '.join(command(r, 'fp8', dp))}`")
+    return "\n".join(out)
+
+
 def run(sim, row, precision, dp=None):
     """(DP simulated, tasp-sim's CSV row) of a NeMo row: at its own DP, or
     (a plan over tasp-sim's bound) DP halved until it fits."""
@@ -112,9 +123,7 @@ def main():
     # the DP check: the 256K row again at DP 2
     check = [dict(r, check="2") for r in rows if r["seq_k"] == "256"]
     if a.commands:
-        for r in rows:
-            seq = f"{r['seq_k']}K" if int(r["seq_k"]) < 1024 else "1M"
-            print(f"- {seq}: `{' '.join(command(r, 'fp8'))}`")
+        print(command_list(rows, [int(r["dp"]) for r in rows]))
         return
     jobs = [(r, p) for r in rows for p in ("fp8", "megatron")] + [(r, "fp8") for r in check]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as ex:
@@ -154,6 +163,8 @@ def main():
               f"{float(fp8['exposed_comm_ms']) / float(fp8['step_ms']):.0%} | {hidden:.0f} | "
               f"{attn / left:.2f}x | "
               f"{float(fp8['peak_mem_gib']):.1f} | {fp8['fits']} |")
+    print("\nThe commands simulated (`--precision megatron` for the bf16 column):\n")
+    print(command_list(rows, [got[(id(r), "fp8")][0] for r in rows]))
 
 
 if __name__ == "__main__":
