@@ -1030,8 +1030,29 @@ expect_error "an unknown placement" "option '--placement': expected an order of 
 expect_error "--placement at the attention scope" "option '--placement': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --placement sp,tp,dp
 
-expect_error "an unknown precision recipe" "option '--precision': expected megatron, amp or bf16" \
-  --topology h100x8 --model llama3-8b --scope model --precision fp8
+expect_error "an unknown precision recipe" "option '--precision': expected megatron, amp, bf16 or fp8, got \"fp9\"" \
+  --topology h100x8 --model llama3-8b --scope model --precision fp9
+expect_error "--precision fp8 on a topology without FP8 GEMM times" \
+  "option '--precision': fp8 needs the FP8 GEMM times of the GPU: topology a100x8x8 (" \
+  --topology a100x8x8 --model llama3-8b --scope layer --tp 8 --precision fp8
+expect_error "--precision fp8 without FP8 GEMM times names the field" "has no compute.fp8_gemm_table" \
+  --topology a100x8x8 --model llama3-8b --scope layer --tp 8 --precision fp8
+expect_error "--precision fp8 at the attention scope" "option '--precision': needs --scope layer or model" \
+  --topology h100x8 --model llama3-8b --precision fp8
+expect_error "job.precision fp8 in a scenario without FP8 GEMM times" \
+  "tests/bad/scen_fp8_no_table.json: field 'job.precision': fp8 needs the FP8 GEMM times" \
+  tests/bad/scen_fp8_no_table.json
+# fp8 on H100: the linear layers' GEMMs from the FP8 table, the step
+# faster than Megatron's bf16 one and its memory larger by the FP8 weight
+# copies (the closed form is test_layer's)
+for p in megatron fp8; do
+  "$sim" --topology h100x8 --model llama2-7b --scope layer --tp 2 --sp 2 --seq 32K --sched zigzag \
+    --precision $p --csv "$tmp/prec-$p.csv" --quiet
+done
+check "--precision fp8: a faster layer than megatron's bf16 GEMMs" \
+  "awk -v a=\$(field $tmp/prec-fp8.csv 1 step_ms) -v b=\$(field $tmp/prec-megatron.csv 1 step_ms) 'BEGIN {exit !(a < 0.95 * b)}'"
+check "--precision fp8: more memory (the FP8 weight copies)" \
+  "awk -v a=\$(field $tmp/prec-fp8.csv 1 peak_mem_gib) -v b=\$(field $tmp/prec-megatron.csv 1 peak_mem_gib) 'BEGIN {exit !(a > b)}'"
 expect_error "--precision at the attention scope" "option '--precision': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --precision amp
 
