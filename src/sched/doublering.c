@@ -56,6 +56,7 @@ static const sched_opt opt_ulysses = {
     .in_model = true,
     .type = SCHED_OPT_COUNT,
     .max = 16384,
+    .splits_heads = true,
     .metavar = "U",
     .help = "The head-parallel (Ulysses) degree of LoongTrain's 2D-Attention: all-to-all "
             "groups of U consecutive GPUs, the double ring over the SP degree / U context "
