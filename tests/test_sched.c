@@ -660,39 +660,77 @@ static void t_stripe_closed_form(void) {
   topo_free(t);
 }
 
-/* Double ring, in closed form: with inner rings of w = 4 of n = 8 GPUs,
- * the forward's hops are inner ((b, p) to (b, p+1)) but the w-th, which
- * goes across ((b, p) to (b+1, p+1)); every GPU holds every KV once; an
- * inner size that does not divide the SP degree is refused naming the
- * option; by default the inner ring is a node. */
+/* Double ring, in closed form, as InternEvo runs it (calibrate.py
+ * DoubleRing): with inner rings of w of n = 8 GPUs (o = n / w windows),
+ * every GPU's forward makes (w - 1) o hops around its window ((b, p) to
+ * (b, p+1)), none after a round's last step, and o - 1 across to the same
+ * place of the next window ((b, p) to (b+1, p)); each hop across is issued
+ * at a round's start (beside that step's kernels, after nothing of the
+ * round) and the next round's first kernels wait for it; every GPU holds
+ * every KV once (check_sched_w); an inner size that does not divide the SP
+ * degree is refused naming the option; by default the inner ring is a
+ * node. */
 static void t_double_ring_closed_form(void) {
-  uint32_t n = 8, inner = 4;
+  uint32_t n = 8;
   topology *t = complete_topo(n);
-  t->gpus_per_node = inner;
   workload w = shape(n, 2 * n * 6, true, PASS_FWD);
-  plan *p = sched_double_ring.build(&w, t, false);
-  CU_ASSERT_STRING_EQUAL(p->note->str, "double-ring: inner ring 4 x outer ring 2");
-  uint32_t across = 0, around = 0;
-  for (guint i = 0; i < p->tasks->len; i++) {
-    const plan_task *k = plan_task_at(p, i);
-    const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
-    if (!pi) continue;
-    bool cross = (k->step + 1) % inner == 0;
-    CU_ASSERT_EQUAL(pi->n_pairs, n);
-    for (uint32_t a = 0; a < pi->n_pairs; a++) {
-      const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off + a);
-      uint32_t b = pr->src / inner, q = pr->src % inner;
-      CU_ASSERT_EQUAL(pr->dst, ((b + cross) % (n / inner)) * inner + (q + 1) % inner);
-      across += cross;
-      around += !cross;
+  for (uint32_t inner = 2; inner <= 4; inner += 2) {
+    uint32_t outer = n / inner;
+    t->gpus_per_node = inner;
+    check_sched_w(&sched_double_ring, t, w);
+    plan *p = sched_double_ring.build(&w, t, false);
+    g_autofree char *note = g_strdup_printf("double-ring: inner ring %u x outer ring %u", inner,
+                                            outer);
+    CU_ASSERT_STRING_EQUAL(p->note->str, note);
+    uint32_t across = 0, around = 0, waited = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *k = plan_task_at(p, i);
+      const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
+      if (!pi) continue;
+      CU_ASSERT_EQUAL(pi->n_pairs, n);
+      bool cross = false;
+      for (uint32_t a = 0; a < pi->n_pairs; a++) {
+        const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off + a);
+        uint32_t b = pr->src / inner, q = pr->src % inner;
+        cross = pr->dst / inner != b;
+        uint32_t want = cross ? ((b + 1) % outer) * inner + q : b * inner + (q + 1) % inner;
+        CU_ASSERT_EQUAL(pr->dst, want);
+        across += cross;
+        around += !cross;
+      }
+      if (!cross) {
+        CU_ASSERT_NOT_EQUAL((k->step + 1) % inner, 0);
+        continue;
+      }
+      /* across: at a round's start, before all but its last round */
+      CU_ASSERT_EQUAL(k->step % inner, 0);
+      CU_ASSERT(k->step / inner + 1 < outer);
+      for (uint32_t d = 0; d < k->n_dep; d++) {
+        const plan_task *before = plan_task_at(p, p->deps[k->dep_off + d]);
+        if (before->kind != TASK_COMPUTE) continue;
+        if (plan_dep_is_overlap(k, d)) { CU_ASSERT_EQUAL(before->step, k->step); } /* beside it */
+        else { CU_ASSERT(before->step < k->step); } /* after nothing of its round */
+      }
+      /* the next round's kernels wait for it */
+      for (guint j = i + 1; j < p->tasks->len; j++) {
+        const plan_task *c = plan_task_at(p, j);
+        if (c->kind != TASK_COMPUTE || c->op.kind != OP_ATTN || c->step != k->step + inner)
+          continue;
+        bool found = false;
+        for (uint32_t d = 0; d < c->n_dep; d++) found |= p->deps[c->dep_off + d] == i;
+        CU_ASSERT_TRUE(found);
+        waited++;
+      }
     }
+    CU_ASSERT_EQUAL(across, n * (outer - 1));
+    CU_ASSERT_EQUAL(around, n * (inner - 1) * outer);
+    CU_ASSERT_EQUAL(waited, n * (outer - 1)); /* one causal block per GPU per step */
+    plan_free(p);
   }
-  CU_ASSERT_EQUAL(across, n);               /* one round boundary in n - 1 hops */
-  CU_ASSERT_EQUAL(around, n * (n - 2));
-  plan_free(p);
+  t->gpus_per_node = 4;
   /* a given inner size: 2 divides 8; 3 does not */
   sched_opt_set_num(&w, sched_option_find("double_ring_inner"), 2);
-  p = sched_double_ring.build(&w, t, false);
+  plan *p = sched_double_ring.build(&w, t, false);
   CU_ASSERT_STRING_EQUAL(p->note->str, "double-ring: inner ring 2 x outer ring 4");
   plan_free(p);
   sched_opt_set_num(&w, sched_option_find("double_ring_inner"), 3);
@@ -769,7 +807,8 @@ static void t_double_ring_heads(void) {
                 CU_ASSERT_EQUAL(HEADS(tx->src), HEADS(tx->dst));
                 bool cross = a / inner != b / inner || inner == 1;
                 across += cross;
-                uint32_t next = (a % inner + 1) % inner; /* place p + 1 */
+                /* place p + 1, but the KV's hop across keeps its place */
+                uint32_t next = (a % inner + (!cross || k->grads)) % inner;
                 CU_ASSERT_EQUAL(b % inner, next);
                 if (!cross) CU_ASSERT_EQUAL(b / inner, a / inner);
               }

@@ -76,8 +76,13 @@ static const sched_opt *const opts[] = {&opt_inner, &opt_ulysses, &opt_context_f
 typedef struct {
   ring_geom geom; /* first: usp_mem's prologue and epilogue read it as self */
   uint32_t inner, outer; /* context ranks per window, windows */
-  plan_pair *across;     /* GPU (b, p) to (b + 1, p + 1), on the same heads */
+  /* the KV's hop across: GPU (b, p) to (b + 1, p), on the same heads */
+  plan_pair *across;
   int64_t *across_pattern;
+  /* the dK/dV's hop across after a round's last step: (b, p) to
+   * (b + 1, p + 1), where the KV it belongs to is held next */
+  plan_pair *grads_across;
+  int64_t *grads_across_pattern;
 } dring;
 
 static uint32_t ulysses_degree(const workload *w) {
@@ -113,13 +118,32 @@ static uint32_t source(const dring *d, uint32_t a, uint32_t step) {
   return rank_at(d, b + d->outer - r % d->outer, p + d->inner - s);
 }
 
+/* The step chain: one hop around the window; after a round's last step
+ * (dK/dV only where the KV goes across ahead: dring_ahead) one across. */
 static void dring_xfers(const void *self, rotate_emit *e, uint32_t step) {
   const dring *d = self;
   if (d->geom.ranks < 2) return;
-  /* the last hop of a round crosses to the next window */
   if ((step + 1) % d->inner == 0)
-    rotate_xfer_pairs(e, d->across, d->geom.w->gpus, d->across_pattern, d->geom.kv_bytes, 1);
+    rotate_xfer_pairs(e, d->grads_across, d->geom.w->gpus, d->grads_across_pattern,
+                      d->geom.kv_bytes, 1);
   else rotate_xfer_all(e, d->geom.kv_bytes, 1);
+}
+
+/* InternEvo sends the KV held at a round's start across to the same place
+ * of the next window as the round starts, on the inter-window
+ * communicator, and waits for it as the next round starts: it runs beside
+ * all w steps of the round.  With an inner ring of one every hop is
+ * across, and the step chain's. */
+static uint32_t dring_ahead(const void *self, uint32_t step) {
+  const dring *d = self;
+  if (d->inner < 2 || step % d->inner != 0 || step / d->inner + 1 >= d->outer) return 0;
+  return d->inner;
+}
+
+static void dring_ahead_xfers(const void *self, rotate_emit *e, uint32_t step) {
+  const dring *d = self;
+  (void)step;
+  rotate_xfer_pairs(e, d->across, d->geom.w->gpus, d->across_pattern, d->geom.kv_bytes, 1);
 }
 
 static bool dring_alike(const void *self, uint32_t step) {
@@ -170,21 +194,24 @@ static bool dring_check(const workload *w, const topology *t, GError **err) {
 
 static plan *dring_build(const workload *w, const topology *t, bool record_segs) {
   uint32_t n = w->gpus, u = ulysses_degree(w), r = n / u, inner = inner_size(w, t);
-  int64_t pattern = -1;
+  int64_t pattern = -1, grads_pattern = -1;
   ulysses_bufs held = {{0}, 0};
   struct usp_mem mem = {{{0}, 0}, 0};
-  dring d = {ring_geom_make(w, u, true), inner, r / inner, g_new(plan_pair, n), &pattern};
+  dring d = {ring_geom_make(w, u, true), inner, r / inner, g_new(plan_pair, n), &pattern,
+             g_new(plan_pair, n), &grads_pattern};
   d.geom.held = &held;
   d.geom.mem = &mem;
   g_autofree plan_pair *around = g_new(plan_pair, n);
   for (uint32_t g = 0; g < n; g++) {
     uint32_t a = g / u, h = g % u, b = a / inner, p = a % inner;
-    d.across[g] = (plan_pair){g, rank_at(&d, b + 1, p + 1) * u + h};
+    d.across[g] = (plan_pair){g, rank_at(&d, b + 1, p) * u + h};
+    d.grads_across[g] = (plan_pair){g, rank_at(&d, b + 1, p + 1) * u + h};
     around[g] = (plan_pair){g, rank_at(&d, b, p + 1) * u + h};
   }
   /* an inner ring of one: every hop is across */
   rotate_ops ops = {.n_steps = r, .xfers = dring_xfers, .kernels = dring_kernels,
-                    .alike = dring_alike, .pairs = inner > 1 ? around : d.across,
+                    .ahead = dring_ahead, .ahead_xfers = dring_ahead_xfers,
+                    .alike = dring_alike, .pairs = inner > 1 ? around : d.grads_across,
                     .n_pairs = r < 2 ? 0 : n, .grads_in_place = true};
   if (u > 1) {
     ops.prologue = usp_mem_prologue;
@@ -208,6 +235,7 @@ static plan *dring_build(const workload *w, const topology *t, bool record_segs)
   else
     g_string_printf(p->note, "double-ring: one window of %u GPUs: Zigzag-Ring's ring", n);
   g_free(d.across);
+  g_free(d.grads_across);
   return p;
 }
 

@@ -181,6 +181,10 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;
+  /* the transfer in flight of ops.ahead, the step it is due at and its
+   * receive buffer (-1: none) */
+  int64_t ahead = -1;
+  uint32_t ahead_due = 0, ahead_buf = 0;
   g_autofree int64_t *issued = g_new(int64_t, n);
   for (uint32_t t = 0; t < ops->n_steps; t++) {
     int64_t kv = -1;
@@ -188,6 +192,12 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     plan_issued(e->p, issued);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
+    if (ahead >= 0 && ahead_due == t) { /* this step's KV came ahead */
+      e->arrived = ahead;
+      rotate_buf_hold(e->buf, ahead_buf);
+      ahead = -1;
+    }
+    uint32_t lead = more && ops->ahead ? ops->ahead(self, t) : 0;
     e->grads_arrived = backward && t > 0 ? dkv_prev : -1;
     if (ops->alike && !e->p->record_segs && plan_lockstep(e->p) && ops->alike(self, t)) {
       e->gpu = PLAN_ALL;
@@ -198,7 +208,22 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
         ops->kernels(self, e, g, t);
       }
     }
-    if (more) {
+    if (lead) {
+      /* issued before the step's kernels, after the KV it sends arrived,
+       * on its own communicator (not after the step chain's groups) */
+      g_assert(ahead < 0 && t + lead < ops->n_steps);
+      uint32_t c = plan_comm(e->p, t, COMM_P2P);
+      e->comm = c;
+      e->byte_scale = 1.0;
+      ops->ahead_xfers(self, e, t);
+      ahead_buf = rotate_buf_ahead(e->buf, c);
+      if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, c);
+      plan_issue(e->p, c, issued, e->arrived, false);
+      plan_overlap(e->p, e->step_kernels, c);
+      ahead = c;
+      ahead_due = t + lead;
+    }
+    if (more && !(ahead >= 0 && ahead_due == t + 1)) {
       /* The next step's KV moves beside this step's kernels (double
        * buffering): the program issues the transfer before them (the host
        * pays for it there: plan_overlap).  Emitted after them so that it
@@ -215,7 +240,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
       plan_dep_all(e->p, e->step_kernels, d);
       dkv_prev = d;
     }
-    e->arrived = kv;
+    e->arrived = kv; /* or, at ahead_due, the group ahead */
     if (kv >= 0) kv_prev = kv;
     rotate_buf_step_end(e->buf);
   }

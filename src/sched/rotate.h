@@ -29,6 +29,15 @@ typedef struct {
   int64_t (*epilogue)(const void *self, plan *p, bool backward, int64_t last);
   /* Transfers that move what each GPU holds at `step` one hop on. */
   void (*xfers)(const void *self, rotate_emit *e, uint32_t step);
+  /* Optional, NULL: a transfer issued at `step` beside its kernels, on a
+   * communicator of its own, that carries the KV held at `step` to the
+   * GPU that attends it `lead` steps later (returned, 0: none at this
+   * step): the kernels of step + lead wait for it, not for the step
+   * chain, which moves no KV after step + lead - 1 (double-ring:
+   * InternEvo's hop across, issued at a round's start).  ahead_xfers
+   * emits its transfers as xfers does.  At most one is in flight. */
+  uint32_t (*ahead)(const void *self, uint32_t step);
+  void (*ahead_xfers)(const void *self, rotate_emit *e, uint32_t step);
   /* Kernels of GPU `gpu` at `step`, by rotate_kernel(). */
   void (*kernels)(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
   /* Optional: the GPU pairs every step's transfers go along, the same

@@ -258,6 +258,16 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   b->last_group = comm;
 }
 
+uint32_t rotate_buf_ahead(rotate_buf *b, uint32_t comm) {
+  /* the held chunk is read while it is sent; the receive buffer is made
+   * as the group is issued (`torch.empty_like(start)`, InternEvo's
+   * double ring) and held from the step that attends it */
+  read_distinct(b, comm, b->kv, b->n);
+  return plan_buf_out(b->p, comm, b->kv_bytes, "KV from the window before");
+}
+
+void rotate_buf_hold(rotate_buf *b, uint32_t buf) { fill(b->kv, b->n, buf); }
+
 /* Linear layers' backward task `id`: the float32 accumulators from the
  * pass's start; a kernel's dq, dk, dv (`self.dq, dk, dv = ...`, `dq, dm
  * = ...`, `dk, dv = ...`) into the step's buffer of its GPU, the last
