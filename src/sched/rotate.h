@@ -38,6 +38,18 @@ typedef struct {
    * emits its transfers as xfers does.  At most one is in flight. */
   uint32_t (*ahead)(const void *self, uint32_t step);
   void (*ahead_xfers)(const void *self, rotate_emit *e, uint32_t step);
+  /* Optional, backward: whether, once `step`'s dK/dV hop (xfers) is done,
+   * the dK/dV that it brought makes one more along ahead_xfers' pairs, on
+   * that communicator (double-ring: w hops around the window, then one
+   * across); the next step's dK/dV hop follows that one, and the next
+   * step's kernels wait for the first (the program waits for it on the
+   * compute stream before the next round). */
+  bool (*grads_then_ahead)(const void *self, uint32_t step);
+  /* Backward: the dK/dV sums (and the hops that carry them) are in the
+   * inputs' dtype, not the gradient dtype, from this step's hops after
+   * its grads_then_ahead hop on (0: never; InternEvo casts the first
+   * window's sums to bf16). */
+  uint32_t grads_cast_step;
   /* Kernels of GPU `gpu` at `step`, by rotate_kernel(). */
   void (*kernels)(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
   /* Optional: the GPU pairs every step's transfers go along, the same
