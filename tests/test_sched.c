@@ -784,6 +784,10 @@ static void t_double_ring_backward(void) {
     uint32_t outer = n / inner;
     t->gpus_per_node = inner;
     check_sched_w(&sched_double_ring, t, w);
+    workload full = w; /* lockstep steps: the same hops */
+    full.causal = false;
+    full.pass = PASS_FWDBWD;
+    check_sched_w(&sched_double_ring, t, full);
     plan *p = sched_double_ring.build(&w, t, false);
     uint32_t around = 0, across = 0;
     for (guint i = 0; i < p->tasks->len; i++) {
