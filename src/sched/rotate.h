@@ -10,7 +10,9 @@
  * Backward: KV moves as in forward, and the dK/dV accumulator of the KV
  * just used follows it one hop after the step's kernels (so it moves
  * n_steps times, the last one home).  A scheduler supplies only the
- * transfers of a step and the kernels of a GPU at a step. */
+ * transfers of a step and the kernels of a GPU at a step; optionally a
+ * transfer that a later step waits for (ahead: double-ring's hop across,
+ * beside a whole round) and a dK/dV hop after a step's (grads_then_ahead). */
 #ifndef TASP_ROTATE_H
 #define TASP_ROTATE_H
 
