@@ -10,6 +10,7 @@ struct rotate_buf {
   const workload *w;
   uint32_t n;
   double kv_bytes, grad_scale, q_bytes, lse_bytes;
+  double grad_scale_given; /* grad_scale before a cast (rotate_buf_grads_cast) */
   const char *kv_name;
   bool backward;
   sched_io io;
@@ -41,7 +42,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->w = w;
   b->n = w->gpus;
   b->kv_bytes = kv_bytes;
-  b->grad_scale = grad_scale;
+  b->grad_scale = b->grad_scale_given = grad_scale;
   b->q_bytes = sched_rows_bytes(w, w->heads);
   b->lse_bytes = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
@@ -74,6 +75,7 @@ static void fill(uint32_t *a, uint32_t n, uint32_t v) {
 }
 
 void rotate_buf_pass(rotate_buf *b, bool backward) {
+  b->grad_scale = b->grad_scale_given;
   plan *p = b->p;
   b->backward = backward;
   sched_io_pass(p, b->w, &b->io, backward);
@@ -257,6 +259,30 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   b->step_all = NONE;
   b->last_group = comm;
 }
+
+uint32_t rotate_buf_ahead(rotate_buf *b, uint32_t comm) {
+  /* the held chunk is read while it is sent; the receive buffer is made
+   * as the group is issued (`torch.empty_like(start)`, InternEvo's
+   * double ring) and held from the step that attends it */
+  read_distinct(b, comm, b->kv, b->n);
+  return plan_buf_out(b->p, comm, b->kv_bytes, "KV from the window before");
+}
+
+void rotate_buf_hold(rotate_buf *b, uint32_t buf) { fill(b->kv, b->n, buf); }
+
+void rotate_buf_grads_ahead(rotate_buf *b, uint32_t comm) {
+  /* InternEvo's double ring: `done` (what the last hop around brought)
+   * is sent across into `torch.empty_like(done)`; the buffer that hop was
+   * sent from goes with `del dkv`, and the next round's first hop around
+   * receives into a new one (`spare` is None) */
+  read_distinct(b, comm, b->dkv, b->n);
+  fill(b->dkv, b->n,
+       plan_buf_out(b->p, comm, b->kv_bytes * b->grad_scale, "dK/dV from the window before"));
+  fill(b->sum, b->n, NONE);
+  b->last_group = comm;
+}
+
+void rotate_buf_grads_cast(rotate_buf *b) { b->grad_scale = 1.0; }
 
 /* Linear layers' backward task `id`: the float32 accumulators from the
  * pass's start; a kernel's dq, dk, dv (`self.dq, dk, dv = ...`, `dq, dm

@@ -48,6 +48,17 @@ void rotate_buf_pass(rotate_buf *b, bool backward);
 const sched_io *rotate_buf_io(const rotate_buf *b);
 /* Group `comm` moves the held KV (grads: the dK/dV accumulators) on. */
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads);
+/* Group `comm`, issued beside a step's kernels, moves the held KV to
+ * where it is attended some steps later (rotate_ops.ahead) into a new
+ * buffer, returned; rotate_buf_hold makes it the held one then. */
+uint32_t rotate_buf_ahead(rotate_buf *b, uint32_t comm);
+void rotate_buf_hold(rotate_buf *b, uint32_t buf);
+/* Backward: group `comm` moves on the dK/dV sums that the last group
+ * brought, into a new buffer (rotate_ops.grads_then_ahead); from then on
+ * the next group receives into a new buffer. */
+void rotate_buf_grads_ahead(rotate_buf *b, uint32_t comm);
+/* Backward: the dK/dV sums made from now on are in the inputs' dtype. */
+void rotate_buf_grads_cast(rotate_buf *b);
 /* Compute task `id` of a step (on its GPU, or every GPU: lockstep). */
 void rotate_buf_kernel(rotate_buf *b, uint32_t id);
 /* Merge `id` folds the last kernel's block into the accumulators. */
