@@ -340,9 +340,16 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
   const plan_op *op = &plan_task_at(p, id)->op;
   /* update_out_and_lse: the block's float32 copy and two float32
    * temporaries of the out-of-place update beside the running output
-   * (calibration/h200x2-mem: ring's forward peak is at the first merge) */
-  plan_buf_out(p, id, 3.0 * op->batch * op->sq * op->heads * op->head_dim * 4.0,
-               "update_out_and_lse temporaries (float32)");
+   * (calibration/h200x2-mem: ring's forward peak is at the first merge):
+   * three tensors, each its own block of the caching allocator (one
+   * buffer of three times the size would be one block, which a later
+   * request of one KV chunk's size splits: exec_alloc.h), as
+   * `block_out.to(float32)`, `out - block_out` and the product
+   * `sigmoid(block_lse - lse) * (out - block_out)` are made */
+  double rows_f32 = (double)op->batch * op->sq * op->heads * op->head_dim * 4.0;
+  plan_buf_out(p, id, rows_f32, "update_out_and_lse: block_out.to(float32)");
+  plan_buf_out(p, id, rows_f32, "update_out_and_lse: out - block_out (float32)");
+  plan_buf_out(p, id, rows_f32, "update_out_and_lse: sigmoid(...) * (out - block_out) (float32)");
   plan_buf_reads(p, id, b->block_out);
   plan_buf_reads(p, id, b->block_lse);
   /* the KV chunk held (`k`, `v`) is referenced until the step's loop
