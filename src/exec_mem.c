@@ -47,6 +47,9 @@ struct exec_mem {
   uint32_t *block;         /* per instance: its block in its GPU's allocator */
   double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
+  double *first_kernel_s;  /* per GPU: its host's issue of its first compute task
+                              (recordStream: a transfer issued before it runs on an
+                              idle GPU) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved` */
@@ -181,6 +184,17 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   exec_mem *m = g_new0(exec_mem, 1);
   m->p = p;
   m->host_s = host_issue_s;
+  if (host_issue_s) {
+    m->first_kernel_s = g_new(double, p->n_gpus);
+    for (uint32_t g = 0; g < p->n_gpus; g++) m->first_kernel_s[g] = INFINITY;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *t = plan_task_at(p, i);
+      if (t->kind != TASK_COMPUTE) continue;
+      for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task (PLAN_ALL) runs on every GPU */
+        if ((t->gpu == PLAN_ALL || t->gpu == g) && host_issue_s[i] < m->first_kernel_s[g])
+          m->first_kernel_s[g] = host_issue_s[i];
+    }
+  }
   move_held_writes(m, held_back, ctx);
   m->n_plan_uses = plan_buf_use_count(p);
   uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
@@ -258,7 +272,16 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
                      uint32_t g, double now) {
   if (u->write) m->written[inst] = true;
   const plan_task *t = plan_task_at(m->p, u->task);
-  if (t->kind == TASK_COMM && t->api == COMM_P2P) m->sent_s[inst] = now;
+  /* the last send/receive using a block decides when its free completes
+   * (recordStream); one the host issued before its GPU's first kernel
+   * started at once on the idle GPU and is done before the host, which
+   * issues the pass's kernels and their Python between, frees the block
+   * (calibration/h100x2-snap: the forward's first receive buffer,
+   * `free_requested` then `free_completed` at the next request, 3.4 ms of
+   * host time into the pass; every later transfer's block stays pending
+   * through the pass): freed at once */
+  if (t->kind == TASK_COMM && t->api == COMM_P2P)
+    m->sent_s[inst] = m->host_s && m->host_s[u->task] < m->first_kernel_s[g] ? -1 : now;
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
@@ -405,7 +428,7 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel_s); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
