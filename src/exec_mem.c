@@ -47,9 +47,9 @@ struct exec_mem {
   uint32_t *block;         /* per instance: its block in its GPU's allocator */
   double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
-  double *first_kernel_s;  /* per GPU: its host's issue of its first compute task
-                              (recordStream: a transfer issued before it runs on an
-                              idle GPU) */
+  uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
+                              task (issue_key; recordStream: a transfer the host
+                              issues before it runs on an idle GPU) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved` */
@@ -179,20 +179,28 @@ static void move_held_writes(exec_mem *m, exec_held_fn held_back, const void *ct
   }
 }
 
+/* A task's place in the program's (host's) order: a group the host issues
+ * at an earlier task's place (plan_issue_at) comes just before that task:
+ * (place, in place after early), ties by id. */
+static uint64_t issue_key(const plan *p, uint32_t task) {
+  uint32_t h = plan_task_at(p, task)->host_at;
+  return (uint64_t)(h == PLAN_IN_PLACE ? task : h) << 1 | (h == PLAN_IN_PLACE);
+}
+
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
                        const void *ctx, const double *host_issue_s) {
   exec_mem *m = g_new0(exec_mem, 1);
   m->p = p;
   m->host_s = host_issue_s;
   if (host_issue_s) {
-    m->first_kernel_s = g_new(double, p->n_gpus);
-    for (uint32_t g = 0; g < p->n_gpus; g++) m->first_kernel_s[g] = INFINITY;
+    m->first_kernel = g_new(uint64_t, p->n_gpus);
+    for (uint32_t g = 0; g < p->n_gpus; g++) m->first_kernel[g] = UINT64_MAX;
     for (guint i = 0; i < p->tasks->len; i++) {
       const plan_task *t = plan_task_at(p, i);
       if (t->kind != TASK_COMPUTE) continue;
+      uint64_t k = issue_key(p, i);
       for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task (PLAN_ALL) runs on every GPU */
-        if ((t->gpu == PLAN_ALL || t->gpu == g) && host_issue_s[i] < m->first_kernel_s[g])
-          m->first_kernel_s[g] = host_issue_s[i];
+        if ((t->gpu == PLAN_ALL || t->gpu == g) && k < m->first_kernel[g]) m->first_kernel[g] = k;
     }
   }
   move_held_writes(m, held_back, ctx);
@@ -281,7 +289,7 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
    * host time into the pass; every later transfer's block stays pending
    * through the pass): freed at once */
   if (t->kind == TASK_COMM && t->api == COMM_P2P)
-    m->sent_s[inst] = m->host_s && m->host_s[u->task] < m->first_kernel_s[g] ? -1 : now;
+    m->sent_s[inst] = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1 : now;
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
@@ -321,10 +329,7 @@ static void apply_start(exec_mem *m, uint32_t task, double now_s) {
 static gint by_issue_order(gconstpointer a, gconstpointer b, gpointer ctx) {
   const plan *p = ctx;
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  uint32_t hx = plan_task_at(p, x)->host_at, hy = plan_task_at(p, y)->host_at;
-  /* (place, in place after early, id) */
-  uint64_t kx = (uint64_t)(hx == PLAN_IN_PLACE ? x : hx) << 1 | (hx == PLAN_IN_PLACE);
-  uint64_t ky = (uint64_t)(hy == PLAN_IN_PLACE ? y : hy) << 1 | (hy == PLAN_IN_PLACE);
+  uint64_t kx = issue_key(p, x), ky = issue_key(p, y);
   if (kx != ky) return kx < ky ? -1 : 1;
   return (x > y) - (x < y);
 }
@@ -428,7 +433,7 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel_s); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
