@@ -19,6 +19,11 @@
  * `next_k, next_v = send_recv_kv(k, v)`) was made then: its writes at its
  * start are also taken at the start of each such kernel, on its GPU (a
  * write use added there; exec_mem_new's `held_back`).
+ * With recordStream (comm.record_stream) a block a send or receive used is
+ * cached again only at a request its host makes after the transfer's GPU
+ * end, except a transfer the host issued before its GPU's first kernel,
+ * which ran at once on the idle GPU and is done when its block is freed
+ * (calibration/h100x2-snap).
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"
