@@ -297,6 +297,39 @@ static void t_zigzag_backward_two_accumulators(void) {
   topo_free(t);
 }
 
+/* Stripe backward (ring_flash_attn's stripe_flash_attn_backward) on 4
+ * GPUs, causal: at step s GPU g holds GPU g - s's KV; a later GPU's (s >
+ * g) is a shifted block, added into the arrived dK/dV in place; at the
+ * others it makes a new float32 sum (`dk = block_dk_buffer + dk`): g + 1
+ * sums on GPU g, where Ring makes one every step.  It receives into the
+ * one it sent (`dk_comm_buffer`), made once, never a new `next_dk`
+ * (calibration/h100x2-snap: one 2 GiB fold buffer on rank 0, two on rank
+ * 1, at 64K tokens per GPU). */
+static void t_stripe_backward_sums(void) {
+  topology *t = switch_topo(4, 100e9);
+  double u, lse;
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  plan *p = sched_stripe.build(&w, t, false);
+  uint32_t sums[4] = {0}, next = 0, comm_bufs = 0;
+  for (uint32_t b = 0; b < plan_buf_count(p); b++) {
+    const plan_buf *pb = plan_buf_at(p, b);
+    if (!strcmp(pb->name, "dk, dv (float32)")) {
+      CU_ASSERT_NOT_EQUAL(pb->gpu, PLAN_ALL);
+      if (pb->gpu < 4) sums[pb->gpu]++;
+    }
+    next += !strcmp(pb->name, "next_dk, next_dv");
+    comm_bufs += !strcmp(pb->name, "dk_comm_buffer, dv_comm_buffer (float32)");
+  }
+  for (uint32_t g = 0; g < 4; g++) CU_ASSERT_EQUAL(sums[g], g + 1);
+  CU_ASSERT_EQUAL(next, 0);
+  CU_ASSERT_EQUAL(comm_bufs, 1);
+  exec_result *r = run(p, t, false);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
 /* Ulysses forward alone: what its attention function saves for the
  * backward (the head-scattered q, k, v, output, log-sum-exp) is kept, so
  * at the output's gather the GPU holds q, k, v (3U), the scattered q, k,
@@ -904,7 +937,7 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
-                                    TEST(t_record_stream_idle_gpu),
+                                    TEST(t_record_stream_idle_gpu), TEST(t_stripe_backward_sums),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};

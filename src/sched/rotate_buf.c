@@ -16,6 +16,9 @@ struct rotate_buf {
   uint32_t *kv;       /* per GPU: the KV chunk it holds */
   uint32_t pending;   /* this step's received chunk, NONE before the group */
   bool in_place;      /* backward adds into the received dK/dV (zigzag) */
+  bool stripe;        /* ...only at steps > the GPU, and receives into the one
+                         it sent (stripe_flash_attn_backward) */
+  uint32_t step;      /* the step being declared */
   uint32_t *dkv;      /* per GPU: the dK/dV accumulator that arrived, NONE */
   uint32_t *sum;      /* per GPU: the one it sent last (`dk`, `dv`), NONE */
   uint32_t *step_dkv; /* per GPU: its last kernel of this step, else NONE */
@@ -73,9 +76,12 @@ static void fill(uint32_t *a, uint32_t n, uint32_t v) {
   for (uint32_t i = 0; i < n; i++) a[i] = v;
 }
 
+void rotate_buf_grads_stripe(rotate_buf *b) { b->stripe = true; }
+
 void rotate_buf_pass(rotate_buf *b, bool backward) {
   plan *p = b->p;
   b->backward = backward;
+  b->step = 0;
   sched_io_pass(p, b->w, &b->io, backward);
   fill(b->kv, b->n, b->io.kv);
   fill(b->dkv, b->n, NONE);
@@ -145,12 +151,14 @@ static void touch(rotate_buf *b, uint32_t t, uint32_t comm, uint32_t buf, plan_b
 static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
   uint32_t i = g == PLAN_ALL ? 0 : g, arrived = b->dkv[i], old = b->sum[i];
   double acc = b->kv_bytes * b->grad_scale;
+  /* stripe: at step s GPU g holds GPU g - s's KV, a later GPU's when s > g */
+  bool in_place = b->in_place || (b->stripe && g != PLAN_ALL && b->step > g);
   if (k == NONE) {
-    if (!b->in_place && old != NONE && old != arrived)
+    if (!b->in_place && !b->stripe && old != NONE && old != arrived)
       plan_buf_use_on(b->p, comm, old, g, false, PLAN_BUF_EARLY);
     return arrived;
   }
-  if (b->in_place && arrived != NONE) {
+  if (in_place && arrived != NONE) {
     plan_buf_writes(b->p, k, arrived);
     return arrived;
   }
@@ -237,9 +245,9 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
       plan_buf_use_on(p, comm, b->dkv[g], on, false, PLAN_BUF_EARLY);
     if (all) break;
   }
-  if (b->in_place && b->sum[0] != NONE) {
-    /* zigzag receives into the buffer it sent last step (its
-     * dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
+  if ((b->in_place || b->stripe) && b->sum[0] != NONE) {
+    /* zigzag and stripe receive into the buffer they sent last step
+     * (dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
     for (uint32_t g = 0; g < b->n; g++) {
       if (b->sum[g] != NONE) plan_buf_use_on(p, comm, b->sum[g], all ? PLAN_ALL : g, true,
                                              PLAN_BUF_DURING);
@@ -248,7 +256,8 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     memcpy(b->dkv, b->sum, b->n * sizeof(uint32_t));
   } else {
     uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale,
-                                 b->in_place ? "dk_comm_buffer, dv_comm_buffer (float32)"
+                                 b->in_place || b->stripe
+                                     ? "dk_comm_buffer, dv_comm_buffer (float32)"
                                              : "next_dk, next_dv");
     fill(b->dkv, b->n, next);
   }
@@ -361,6 +370,7 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
 }
 
 void rotate_buf_step_end(rotate_buf *b) {
+  b->step++;
   if (b->pending != NONE) fill(b->kv, b->n, b->pending);
   b->pending = NONE;
   for (uint32_t g = 0; g < b->n; g++)
