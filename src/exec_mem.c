@@ -21,8 +21,9 @@
  * write use added there; exec_mem_new's `held_back`).
  * With recordStream (comm.record_stream) a block a send or receive used is
  * cached again only at a request its host makes after the transfer's GPU
- * end, except a transfer the host issued before its GPU's first kernel,
- * which ran at once on the idle GPU and is done when its block is freed
+ * end, except a transfer the host issued before its GPU's first kernel
+ * (memory-bound copies aside: they hold the GPU for microseconds), which
+ * ran at once and is done when its block is freed
  * (calibration/h100x2-snap).
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
@@ -53,8 +54,8 @@ struct exec_mem {
   double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
-                              task (issue_key; recordStream: a transfer the host
-                              issues before it runs on an idle GPU) */
+                              task other than a copy (issue_key; recordStream: a
+                              transfer the host issues before it runs at once) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved` */
@@ -202,7 +203,12 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     for (uint32_t g = 0; g < p->n_gpus; g++) m->first_kernel[g] = UINT64_MAX;
     for (guint i = 0; i < p->tasks->len; i++) {
       const plan_task *t = plan_task_at(p, i);
-      if (t->kind != TASK_COMPUTE) continue;
+      /* a copy (OP_COPY: layout changes, torch.cat) is memory-bound and
+       * short: USP's ring transfer after its Ulysses all-to-all and
+       * layout copies runs as early (calibration/h100x2-snap: USP u = 1's
+       * first ring receive buffer `free_completed` 1 ms after its free;
+       * calibration/h100x4-sp USP 2 x 2 forward+backward +15% -> 9.1%) */
+      if (t->kind != TASK_COMPUTE || t->op.kind == OP_COPY) continue;
       uint64_t k = issue_key(p, i);
       for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task (PLAN_ALL) runs on every GPU */
         if ((t->gpu == PLAN_ALL || t->gpu == g) && k < m->first_kernel[g]) m->first_kernel[g] = k;
