@@ -3,8 +3,9 @@
 max_memory_reserved.
 
 Reads the calibration tool's memory records (calibrate.py --parts memory:
-calibration/h200x2-mem/memory-n2.jsonl, and the one-rank programs of
-emulated/*/memory-n*-emulated.jsonl), runs tasp-sim at every record's shape
+calibration/h200x2-mem/memory-n2.jsonl, the one-rank programs of
+emulated/*/memory-n*-emulated.jsonl, and calibration/h100x4-sp/memory-n4.jsonl,
+run on that set's fitted topology: FILE_TOPOLOGY), runs tasp-sim at every record's shape
 with `--memory -` and compares each measured rank's peak with the same
 GPU's prediction (a record of both ranks: the larger of the two on each
 side; a one-rank program of rank R of N: GPU R).
