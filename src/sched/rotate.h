@@ -69,6 +69,11 @@ typedef struct {
   /* Backward adds into the dK/dV that arrived and receives into the one
    * it sent (zigzag_ring_flash_attn), not a new sum each step (ring). */
   bool grads_in_place;
+  /* Backward receives into the dK/dV it sent and adds in place only at a
+   * step whose KV belongs to a later GPU (step > GPU), making a new sum at
+   * the others (ring_flash_attn's stripe_flash_attn_backward: `dk[:, :-1]
+   * += ...` on its shifted steps, `dk = block_dk_buffer + dk` else). */
+  bool grads_stripe;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,

@@ -19,7 +19,9 @@
  * arriving `next_dk, next_dv`, which is dropped when the next send_recv
  * returns; a GPU the causal mask skips
  * sends the arrived one on.  Zigzag (in_place) adds into the arrived one
- * and receives into the one it sent.  Flash backward keeps a float32 dQ
+ * and receives into the one it sent; stripe receives so too and adds in
+ * place only at its shifted steps (rotate_buf_grads_stripe).  Flash
+ * backward keeps a float32 dQ
  * accumulator of its queries (`dq_accum`, kernel workspace).  On one ring
  * rank the float32 sums are still made.  Linear layers: the forward state
  * K^T V of a step (`kv_state`, float32) lives until the product that
@@ -42,6 +44,10 @@ typedef struct rotate_buf rotate_buf;
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
                            const char *kv_name, bool in_place);
 void rotate_buf_free(rotate_buf *b);
+/* Backward as stripe_flash_attn_backward (rotate_ops.grads_stripe): the
+ * dK/dV received into the one sent last step; added into in place at a
+ * step greater than the GPU's index, else a new sum. */
+void rotate_buf_grads_stripe(rotate_buf *b);
 /* A pass begins: its tensors (sched_io) are declared. */
 void rotate_buf_pass(rotate_buf *b, bool backward);
 /* The pass's tensors (declared by rotate_buf_pass). */
