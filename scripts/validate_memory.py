@@ -197,11 +197,12 @@ def predict(sim, r, sets=()):
     if r["sched"] == "double-ring":
         # the measured program's window (calibrate.py --double-ring-inner)
         cmd += ["--double-ring-inner", str(r["double_ring_inner"])]
+    # one rank's program: its communication is local copies, which no
+    # NCCL stream records (exec_alloc.h)
+    if "emulated_rank" in r:
+        sets = [s for s in sets if not s.startswith("comm.record_stream=")]
+        sets.append("comm.record_stream=false")
     for s in sets:
-        # one rank's program: its communication is local copies, which no
-        # NCCL stream records (exec_alloc.h)
-        if "emulated_rank" in r and s.startswith("comm.record_stream="):
-            s = "comm.record_stream=false"
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:

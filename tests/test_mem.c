@@ -731,6 +731,7 @@ static void t_record_stream(void) {
   topology *t = switch_topo(2, 100e9);
   double u, lse;
   workload w = mha(2, false, PASS_BWD, &u, &lse);
+  t->record_stream = false; /* the default is on (topology.h) */
   exec_result *off = run_sched(&sched_ring, &w, t);
   t->record_stream = true;
   exec_result *on = run_sched(&sched_ring, &w, t);
@@ -782,6 +783,7 @@ static void t_record_stream_idle_gpu(void) {
   topology *t = switch_topo(2, 100e9);
   double u, lse;
   workload w = mha(2, true, PASS_FWDBWD, &u, &lse);
+  t->record_stream = false; /* the default is on (topology.h) */
   exec_result *off = run_sched(&sched_zigzag, &w, t);
   t->record_stream = true;
   exec_result *on = run_sched(&sched_zigzag, &w, t);
@@ -807,6 +809,7 @@ static void t_record_stream_after_copies(void) {
   double u, lse;
   workload w = mha(4, false, PASS_FWDBWD, &u, &lse);
   sched_opt_set_num(&w, &usp_opt_ulysses, 2);
+  t->record_stream = false; /* the default is on (topology.h) */
   exec_result *off = run_sched(&sched_usp, &w, t);
   t->record_stream = true;
   exec_result *on = run_sched(&sched_usp, &w, t);
