@@ -140,6 +140,17 @@ typedef struct {
   double gemm_m, gemm_n, gemm_k; /* a GEMM's forward shape */
 } compute_lookup;
 
+/* Element-wise ops (plan_op.elemwise). */
+typedef enum {
+  EW_RMSNORM,   /* rows of hidden */
+  EW_ROPE,      /* rows of (heads + kv heads) x head dim: Q and K */
+  EW_SWIGLU,    /* rows of ffn outputs (reads the 2 x ffn gate and up) */
+  EW_RESIDUAL,  /* rows of hidden; backward: the two gradients added */
+  EW_OPTIMIZER, /* Adam(W) over sq parameters in `batch` tensors */
+  EW_CAST,      /* a float32 weight of sq parameters copied to the activation dtype */
+  EW_KINDS
+} compute_elemwise;
+
 typedef struct {
   bool table;             /* false: roofline */
   double peak_flops;      /* FLOP/s */
@@ -159,6 +170,13 @@ typedef struct {
   double copy_host_s;     /* host time to issue one copy */
   double copy_mixed_Bps;  /* ... an add of two dtypes (float32 += bf16), which PyTorch's
                              elementwise kernels do not vectorise (compute.copy_mixed_GBps) */
+  /* Bytes per second of each element-wise kind, [forward, backward]
+   * (compute.elementwise_gbps, elementwise_bwd_gbps): the ops alone run at
+   * rates of their own (an H200 moves RMSNorm's and the residual add's
+   * bytes about twice as fast as RoPE's and SwiGLU's: docs/validation.md,
+   * Decoder layer).  0: the forward's rate of that kind (backward), else
+   * copy_Bps. */
+  double ew_Bps[2][EW_KINDS];
   /* Fraction by which a compute task's progress slows while a transfer of
    * its GPU is in flight (both draw on the GPU's memory bandwidth):
    * compute.comm_slowdown, 0 where not measured. */
@@ -246,17 +264,10 @@ double compute_op_bytes(const plan_op *op);
 typedef enum { GEMM_FWD, GEMM_DGRAD, GEMM_WGRAD, GEMM_PARTS } gemm_part;
 const char *compute_gemm_part_name(gemm_part p);
 
-/* Element-wise ops (plan_op.elemwise). */
-typedef enum {
-  EW_RMSNORM,   /* rows of hidden */
-  EW_ROPE,      /* rows of (heads + kv heads) x head dim: Q and K */
-  EW_SWIGLU,    /* rows of ffn outputs (reads the 2 x ffn gate and up) */
-  EW_RESIDUAL,  /* rows of hidden; backward: the two gradients added */
-  EW_OPTIMIZER, /* Adam(W) over sq parameters in `batch` tensors */
-  EW_CAST,      /* a float32 weight of sq parameters copied to the activation dtype */
-  EW_KINDS
-} compute_elemwise;
 const char *compute_elemwise_name(compute_elemwise k);
+/* Bytes per second an element-wise op of this kind and pass moves
+ * (compute_model.ew_Bps, falling back as it says). */
+double compute_elemwise_Bps(const compute_model *m, compute_elemwise kind, bool backward);
 /* Kernels one element-wise op launches. */
 unsigned compute_elemwise_kernels(const plan_op *op);
 /* Seconds of one product of a GEMM task (the task's own time is its
