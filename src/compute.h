@@ -54,8 +54,10 @@
  * max(FLOPs / (peak x gemm_efficiency), bytes / copy rate).
  *
  * Element-wise ops (OP_ELEMWISE: RMSNorm, RoPE, SwiGLU, residual add,
- * optimizer update) by the bytes they move (reads + writes) at the copy
- * rate, plus copy_fixed_us per kernel; `unfused` counts the kernels and
+ * optimizer update) by the bytes they move (reads + writes) at their
+ * kind's measured rate per pass (compute.elementwise_gbps,
+ * elementwise_bwd_gbps: compute_elemwise_Bps), else the copy rate, plus
+ * copy_fixed_us per kernel; `unfused` counts the kernels and
  * passes plain PyTorch runs (compute.c lists them), fused the one kernel
  * Megatron / TransformerEngine run.  Not classified (as copies).
  *

@@ -144,7 +144,7 @@ try:
         for op, kind in er.RECORD_OPS.items():
             base = dict(M, model="llama3-8b", tp=1, sp=1, tokens_per_gpu=T, seq=T,
                         elementwise="unfused", dtype="bf16", part="layer_op", op=op)
-            rows, width = layer_shape = er.layer_shape(base, kind)
+            rows, width = er.layer_shape(base, kind)
             tf = (er.ew_bytes(kind, rows, width, 128, 2, False, True) / true_f[kind]
                   + er.ew_kernels(kind, False, True) * fixed)
             acc = 6 * er.input_elements(base, kind)  # 3 bytes of bf16 an element
@@ -188,6 +188,17 @@ try:
     t1["sources"] = [x for x in t1["sources"] if not x.startswith("compute.elementwise")]
     check("fit.py --elementwise-from leaves the rest of the topology as it was, one source added",
           t1 == t0 and len(src) == 1 and recs_path in src[0])
+    # no usable records: exit 2, the topology left as it was
+    empty = os.path.join(tmp, "empty.jsonl")
+    with open(empty, "w") as fh:
+        fh.writelines(json.dumps(dict(r, tp=2)) + "\n" for r in recs)
+    before = open(topo_path).read()
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "calibrate", "fit.py"),
+                        "--elementwise-from", empty, "--out", topo_path], capture_output=True,
+                       text=True)
+    check("fit.py --elementwise-from without one-GPU op records: exit 2 naming the file, "
+          "topology untouched",
+          r.returncode == 2 and empty in r.stderr and open(topo_path).read() == before)
 finally:
     shutil.rmtree(tmp)
 sys.exit(1 if fails else 0)

@@ -27,7 +27,7 @@ compute_layer_op) are used; the layer totals never are.
         [--min-tokens 8192] [--json]
 
 The byte count here is src/compute.c's, written once more in Python;
-tests/test_elementwise_rates.sh checks that it equals tasp-sim's for
+tests/test_elementwise_rates.py (ctest elementwise_rates) checks that it equals tasp-sim's for
 every kind and pass, fused and unfused.
 """
 import argparse
@@ -133,7 +133,7 @@ def samples(records, copy_fixed_s, min_tokens):
 
 
 def rates(records, copy_fixed_s, min_tokens=8192):
-    """{"fwd": {kind: GB/s}, "bwd": {kind: GB/s}}: medians, 1 decimal... of GB/s."""
+    """({"fwd": {kind: GB/s}, "bwd": {kind: GB/s}}, the samples): medians in whole GB/s."""
     s = samples(records, copy_fixed_s, min_tokens)
     res = {"fwd": {}, "bwd": {}}
     for (kind, pas), v in sorted(s.items()):

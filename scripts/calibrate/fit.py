@@ -385,7 +385,9 @@ def elementwise_from(layer_jsonl, out):
     fixed_us = c.get("copy_fixed_us", 5.0)
     res, s = elementwise_rates.rates(read_jsonl(layer_jsonl), fixed_us * 1e-6)
     if not res["fwd"]:
-        sys.exit(f"fit: {layer_jsonl}: no one-GPU layer_op records of the element-wise ops")
+        print(f"fit: {layer_jsonl}: no one-GPU layer_op records of the element-wise ops "
+              "(rmsnorm, rope, swiglu, residual_add) from 8K tokens", file=sys.stderr)
+        sys.exit(2)
     c["elementwise_gbps"] = res["fwd"]
     c["elementwise_bwd_gbps"] = res["bwd"]
     n = min(len(v) for v in s.values())
@@ -411,8 +413,10 @@ def elementwise_from(layer_jsonl, out):
                 lines[i + 1:i + 1] = new
     text = "\n".join(lines)
     if json.loads(text) != topo:
-        sys.exit(f"fit: {out}: cannot place the element-wise rates in its text "
-                 "(\"compute\" and \"sources\" must open on lines of their own)")
+        print(f"fit: {out}: cannot place the element-wise rates in its text (\"compute\" "
+              "and \"sources\" must open on lines of their own); left as it was",
+              file=sys.stderr)
+        sys.exit(2)
     with open(out, "w") as f:
         f.write(text)
     print(f"fit: wrote {out} (element-wise rates only): {res}")
