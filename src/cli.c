@@ -74,8 +74,9 @@ static GOptionEntry *option_table(cli_opts *o) {
       {"precision", 0, 0, G_OPTION_ARG_STRING, &o->precision,
        "Precision recipe (layer and model scopes): megatron (default: bf16 weights and "
        "gradients, float32 main weights), amp (PyTorch AMP: float32 weights and gradients, "
-       "bf16 copies made by autocast in each forward) or bf16 (bf16 weights, gradients and "
-       "optimizer states)", "RECIPE"},
+       "bf16 copies made by autocast in each forward), bf16 (bf16 weights, gradients and "
+       "optimizer states) or fp8 (megatron with TransformerEngine's FP8 linear layers, priced "
+       "from the topology's compute.fp8_gemm_table)", "RECIPE"},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},

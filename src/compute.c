@@ -33,6 +33,7 @@ void compute_model_init(compute_model *m) {
       m->lin_gpu_points[k][c] = g_array_new(FALSE, FALSE, sizeof(compute_point));
     }
   m->gemm_points = g_array_new(FALSE, FALSE, sizeof(compute_point));
+  m->fp8_gemm_points = g_array_new(FALSE, FALSE, sizeof(compute_point));
   /* Roofline GEMMs: large bf16 GEMMs of a layer's shapes run at about 70%
    * of the dense peak on H100 and A100 (cuBLAS): an assumption, until the
    * topology has a measured gemm_table (scripts/calibrate --parts gemm). */
@@ -51,6 +52,7 @@ void compute_model_clear(compute_model *m) {
       if (m->lin_gpu_points[k][c]) g_array_free(m->lin_gpu_points[k][c], TRUE);
     }
   if (m->gemm_points) g_array_free(m->gemm_points, TRUE);
+  if (m->fp8_gemm_points) g_array_free(m->fp8_gemm_points, TRUE);
   g_free(m->table_from);
   kernel_model_clear(&m->mech);
   memset(m, 0, sizeof *m);
@@ -341,10 +343,12 @@ const char *compute_gemm_part_name(gemm_part p) { return p < GEMM_PARTS ? gemm_p
 /* One measured product (scripts/calibrate --parts gemm, turned into
  * entries by scripts/calibrate/gemm_shapes.py --table):
  * {"m": tokens, "n": out features, "k": in features, "product": "fwd" |
- * "dgrad" | "wgrad", "ms": time, "dtype": "bf16" (the default)}; m, n, k are the forward layer's shape
- * whichever product was timed (dgrad: M x N by N x K; wgrad: K x M by
- * M x N), all 2MNK FLOPs. */
-static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GError **err) {
+ * "dgrad" | "wgrad", "ms": time, "dtype": the table's (gemm_table "bf16",
+ * fp8_gemm_table "fp8", each the default of its table)}; m, n, k are the
+ * forward layer's shape whichever product was timed (dgrad: M x N by
+ * N x K; wgrad: K x M by M x N), all 2MNK FLOPs. */
+static bool gemm_point(json_object *p, json_where w, const char *want, GArray *into,
+                       GError **err) {
   static const char *const keys[] = {"m", "n", "k", "product", "ms", "dtype", NULL};
   if (!json_object_is_type(p, json_type_object))
     return json_fail(err, w, NULL, "expected an object");
@@ -355,7 +359,7 @@ static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GEr
       !json_get_u32(p, w, "n", true, 0, 1, &gn, err) ||
       !json_get_u32(p, w, "k", true, 0, 1, &gk, err) ||
       !json_get_string(p, w, "product", true, NULL, &part, err) ||
-      !json_get_string(p, w, "dtype", false, "bf16", &dtype, err) ||
+      !json_get_string(p, w, "dtype", false, want, &dtype, err) ||
       !json_get_double(p, w, "ms", true, 0, JSON_POSITIVE, &ms, err))
     return false;
   int k = 0;
@@ -363,13 +367,22 @@ static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GEr
   if (k == GEMM_PARTS)
     return json_fail(err, w, "product", "expected \"fwd\", \"dgrad\" or \"wgrad\", got \"%s\"", part);
   /* one table prices one dtype: the times of another would be used as
-   * bf16's (fp8 GEMMs run about twice as fast) */
-  if (strcmp(dtype, "bf16"))
-    return json_fail(err, w, "dtype", "expected \"bf16\" (the dtype GEMMs are priced in), "
-                     "got \"%s\"", dtype);
+   * this one's (fp8 GEMMs run about 1.8 times as fast as bf16's on H100:
+   * calibration/h100x1-fp8gemm) */
+  if (strcmp(dtype, want))
+    return json_fail(err, w, "dtype", "expected \"%s\" (the dtype this table's GEMMs are "
+                     "priced in), got \"%s\"", want, dtype);
   compute_point pt = {gn, gk, k, 2.0 * gm * gn * gk, ms * 1e-3, 0, gm};
-  g_array_append_val(m->gemm_points, pt);
+  g_array_append_val(into, pt);
   return true;
+}
+
+static bool parse_gemm_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  return gemm_point(p, w, "bf16", m->gemm_points, err);
+}
+
+static bool parse_fp8_gemm_point(json_object *p, json_where w, compute_model *m, GError **err) {
+  return gemm_point(p, w, "fp8", m->fp8_gemm_points, err);
 }
 
 typedef bool (*point_parser)(json_object *p, json_where w, compute_model *m, GError **err);
@@ -439,7 +452,8 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "linear_table", "aspect_table", "table_scale",
                                      "bwd_host_us", "linear_host_us", "copy_mixed_GBps",
                                      "comm_slowdown", "table_from", "gemm_table",
-                                     "gemm_efficiency", "kernel_model", NULL};
+                                     "gemm_efficiency", "kernel_model", "fp8_gemm_table",
+                                     NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -525,6 +539,13 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     g_autofree char *gpath = json_path_join(w.path, "gemm_table");
     if (!parse_points(gemm, w, gpath, parse_gemm_point, m, err)) return false;
     tidy_points(m->gemm_points);
+  }
+  json_object *fp8 = NULL;
+  if (!json_get_typed(obj, w, "fp8_gemm_table", false, json_type_array, &fp8, err)) return false;
+  if (fp8) {
+    g_autofree char *fpath = json_path_join(w.path, "fp8_gemm_table");
+    if (!parse_points(fp8, w, fpath, parse_fp8_gemm_point, m, err)) return false;
+    tidy_points(m->fp8_gemm_points);
   }
   json_object *mech = NULL;
   if (!json_get_typed(obj, w, "kernel_model", false, json_type_object, &mech, err)) return false;
@@ -916,7 +937,10 @@ static double gemm_part_s(const compute_model *m, const plan_op *op, gemm_part p
                           lookup_acc *k) {
   double flops = gemm_flops(op);
   if (flops <= 0) return 0;
-  const GArray *pts = m->gemm_points;
+  /* an FP8 product from the FP8 table only: the bf16 one's times are
+   * 1.4-2.3 times as long (calibration/h100x1-fp8gemm) */
+  bool fp8 = op->fp8 & COMPUTE_FP8;
+  const GArray *pts = fp8 ? m->fp8_gemm_points : m->gemm_points;
   if (pts->len) {
     gemm_part use = part;
     if (!gemm_has_part(pts, part)) {
@@ -932,13 +956,39 @@ static double gemm_part_s(const compute_model *m, const plan_op *op, gemm_part p
     return class_s(r.p, r.n, flops, false, 1, k);
   }
   mark(k, LK_ROOFLINE, 0);
-  double t = flops / (m->peak_flops * m->gemm_efficiency), mem = gemm_bytes(op) / m->copy_Bps;
+  /* FP8's dense peak is twice bf16's on H100 (1979 vs 989 TFLOP/s, NVIDIA
+   * H100 datasheet) */
+  double peak = m->peak_flops * (fp8 ? 2 : 1);
+  double t = flops / (peak * m->gemm_efficiency), mem = gemm_bytes(op) / m->copy_Bps;
   return m->launch_s + (t > mem ? t : mem);
 }
 
+/* TransformerEngine's casts around an FP8 GEMM (compute.h), as its
+ * Linear and LayerNormLinear run them (TE 1.x, linear.py and
+ * layernorm_linear.py: fp8_cast_transpose_fused of the input and of the
+ * output gradient, fp8_transpose of a LayerNorm's FP8 output, the
+ * weight's cast and transpose when is_first_microbatch): each reads its
+ * tensor once and writes an FP8 copy and its transpose (1 byte each). */
+double compute_fp8_cast_bytes(const plan_op *op) {
+  if (op->kind != OP_GEMM || !(op->fp8 & COMPUTE_FP8)) return 0;
+  double M = op->gemm_m, N = op->gemm_n, K = op->gemm_k, e = op->elem_bytes;
+  bool norm = op->fp8 & COMPUTE_FP8_NORM_INPUT;
+  if (op->backward) return M * N * (e + 2) + (norm ? M * K * 2 : 0);
+  return (norm ? 0 : M * K * (e + 2)) + (op->fp8 & COMPUTE_FP8_CAST_WEIGHT ? N * K * (e + 2) : 0);
+}
+
+unsigned compute_fp8_cast_kernels(const plan_op *op) {
+  if (op->kind != OP_GEMM || !(op->fp8 & COMPUTE_FP8)) return 0;
+  bool norm = op->fp8 & COMPUTE_FP8_NORM_INPUT;
+  if (op->backward) return 1 + norm;
+  return !norm + !!(op->fp8 & COMPUTE_FP8_CAST_WEIGHT);
+}
+
 static double gemm_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
-  if (!op->backward) return gemm_part_s(m, op, GEMM_FWD, k);
-  return gemm_part_s(m, op, GEMM_DGRAD, k) + gemm_part_s(m, op, GEMM_WGRAD, k);
+  double cast = compute_fp8_cast_kernels(op) * m->copy_fixed_s +
+                compute_fp8_cast_bytes(op) / m->copy_Bps;
+  if (!op->backward) return gemm_part_s(m, op, GEMM_FWD, k) + cast;
+  return gemm_part_s(m, op, GEMM_DGRAD, k) + gemm_part_s(m, op, GEMM_WGRAD, k) + cast;
 }
 
 /* What one element-wise op moves per element, in bytes of the activation
@@ -1136,7 +1186,8 @@ static void fold(const compute_model *m, const plan_op *op, lookup_acc k, comput
                       .kind = (uint8_t)op->kind, .causal = op->causal, .backward = op->backward,
                       .batch = op->batch, .heads = op->heads, .head_dim = op->head_dim,
                       .sq = op->sq, .sk = op->sk, .gemm_m = op->gemm_m,
-                      .gemm_n = op->gemm_n, .gemm_k = op->gemm_k};
+                      .gemm_n = op->gemm_n, .gemm_k = op->gemm_k,
+                      .fp8 = op->kind == OP_GEMM && (op->fp8 & COMPUTE_FP8)};
   /* a table of another GPU is never better than scaled */
   if (scaled && x.conf < COMPUTE_CONF_SCALED) x.conf = COMPUTE_CONF_SCALED;
   compute_lookup_merge(how, &x);
@@ -1208,12 +1259,15 @@ static void table_holds(GString *s, const GArray *pts, bool attention) {
  * backward; what the table holds. */
 static char *gemm_reason(const compute_model *m, const compute_lookup *l) {
   if (l->conf == COMPUTE_CONF_ROOFLINE)
-    return g_strdup("GEMMs priced by FLOPs / (peak x gemm_efficiency) and bytes / copy rate: "
-                    "the topology has no gemm_table");
+    return g_strdup(l->fp8 ? "FP8 GEMMs priced by FLOPs / (2 x peak x gemm_efficiency) and "
+                             "bytes / copy rate: the topology has no fp8_gemm_table"
+                           : "GEMMs priced by FLOPs / (peak x gemm_efficiency) and bytes / "
+                             "copy rate: the topology has no gemm_table");
   if (l->conf != COMPUTE_CONF_EXTRAPOLATED) return NULL;
   GString *s = g_string_new(NULL);
-  g_string_append_printf(s, "GEMM %g x %g x %g (M x N x K, %s): beyond the table in", l->gemm_m,
-                         l->gemm_n, l->gemm_k, l->backward ? "backward" : "forward");
+  g_string_append_printf(s, "%sGEMM %g x %g x %g (M x N x K, %s): beyond the %stable in",
+                         l->fp8 ? "FP8 " : "", l->gemm_m, l->gemm_n, l->gemm_k,
+                         l->backward ? "backward" : "forward", l->fp8 ? "fp8_gemm_" : "");
   static const struct { unsigned bit; const char *what; } dims[] = {
       {COMPUTE_BEYOND_TOKENS, "tokens"},
       {COMPUTE_BEYOND_SHAPE, "shape (N x K not measured: the nearest measured one's time at "
@@ -1223,7 +1277,7 @@ static char *gemm_reason(const compute_model *m, const compute_lookup *l) {
   for (unsigned b = 0, n = 0; b < G_N_ELEMENTS(dims); b++)
     if (l->beyond & dims[b].bit) g_string_append_printf(s, "%s %s", n++ ? "," : "", dims[b].what);
   g_string_append(s, "; it holds N x K");
-  const GArray *pts = m->gemm_points;
+  const GArray *pts = l->fp8 ? m->fp8_gemm_points : m->gemm_points;
   double t_lo = INFINITY, t_hi = 0;
   for (guint i = 0, n = 0; i < pts->len; i++) {
     const compute_point *p = &g_array_index(pts, compute_point, i);
@@ -1277,6 +1331,10 @@ char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
   table_holds(s, pts, attention);
   if (l->scaled)
     g_string_append_printf(s, ", measured on %s", m->table_from ? m->table_from : "another GPU");
+  /* attn_lookup: beyond the table the kernel's mechanisms price it */
+  if (attention && m->mech.set)
+    g_string_append_printf(s, "; priced by the kernel model (its CTAs over %g SMs: "
+                           "compute.kernel_model)", m->mech.sms);
   return g_string_free(s, FALSE);
 }
 
@@ -1317,9 +1375,14 @@ bool compute_layer_check(const layer_dims *d, GError **err) {
   return false;
 }
 
-static plan_op layer_gemm(const layer_dims *d, double n, double k, bool backward) {
+/* norm_input: the GEMM reads a norm's output (QKV, FC1), which
+ * TransformerEngine's LayerNormLinear writes in FP8 directly */
+static plan_op layer_gemm(const layer_dims *d, double n, double k, bool backward,
+                          bool norm_input) {
+  uint8_t fp8 = d->fp8 ? COMPUTE_FP8 | (norm_input ? COMPUTE_FP8_NORM_INPUT : 0) : 0;
   return (plan_op){.kind = OP_GEMM, .backward = backward, .batch = 1,
-                   .elem_bytes = d->elem_bytes, .gemm_m = d->tokens, .gemm_n = n, .gemm_k = k};
+                   .elem_bytes = d->elem_bytes, .gemm_m = d->tokens, .gemm_n = n, .gemm_k = k,
+                   .fp8 = fp8};
 }
 
 static plan_op layer_elemwise(const layer_dims *d, compute_elemwise k, double rows,
@@ -1336,14 +1399,14 @@ plan_op compute_layer_op(const layer_dims *d, layer_op which, bool backward) {
   switch (which) {
   case LAYER_NORM_ATTN:
   case LAYER_NORM_MLP: return layer_elemwise(d, EW_RMSNORM, local, h, backward);
-  case LAYER_QKV: return layer_gemm(d, q + 2 * kv, h, backward);
+  case LAYER_QKV: return layer_gemm(d, q + 2 * kv, h, backward, true);
   case LAYER_ROPE: return layer_elemwise(d, EW_ROPE, T, q + kv, backward);
-  case LAYER_OUT_PROJ: return layer_gemm(d, h, q, backward);
+  case LAYER_OUT_PROJ: return layer_gemm(d, h, q, backward, false);
   case LAYER_RESID_ATTN:
   case LAYER_RESID_MLP: return layer_elemwise(d, EW_RESIDUAL, local, h, backward);
-  case LAYER_FC1: return layer_gemm(d, 2 * f, h, backward);
+  case LAYER_FC1: return layer_gemm(d, 2 * f, h, backward, true);
   case LAYER_SWIGLU: return layer_elemwise(d, EW_SWIGLU, T, f, backward);
-  case LAYER_FC2: return layer_gemm(d, h, f, backward);
+  case LAYER_FC2: return layer_gemm(d, h, f, backward, false);
   default: g_assert_not_reached();
   }
 }

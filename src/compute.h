@@ -52,6 +52,14 @@
  * never measured, another's at equal FLOPs, the forward's for a backward
  * one (extrapolated: COMPUTE_BEYOND_BACKWARD).  Without a table: a roofline, launch +
  * max(FLOPs / (peak x gemm_efficiency), bytes / copy rate).
+ * FP8 GEMMs (plan_op.fp8, --precision fp8: TransformerEngine's recipe,
+ * E4M3 activations and weights forward, E5M2 gradients backward, per-tensor
+ * delayed scaling) are looked up the same way in `compute.fp8_gemm_table`
+ * (the same products timed as torch._scaled_mm with TE's operand layouts,
+ * calibration/h100x1-fp8gemm), never in the bf16 table; without one, a
+ * roofline at twice the bf16 peak (the H100 datasheet's dense FP8 rate).
+ * Each FP8 product also pays the casts TE runs around it, element-wise by
+ * the bytes they move at the copy rate (compute_fp8_cast_bytes).
  *
  * Element-wise ops (OP_ELEMWISE: RMSNorm, RoPE, SwiGLU, residual add,
  * optimizer update) by the bytes they move (reads + writes) at the copy
@@ -138,6 +146,7 @@ typedef struct {
   bool causal, backward;
   double batch, heads, head_dim, sq, sk;
   double gemm_m, gemm_n, gemm_k; /* a GEMM's forward shape */
+  bool fp8;             /* a GEMM priced from the FP8 table */
 } compute_lookup;
 
 typedef struct {
@@ -181,6 +190,8 @@ typedef struct {
    * aspect = the gemm_part, flops = 2MNK, fwd_s = its time, sq = M;
    * empty: roofline at gemm_efficiency of peak */
   GArray *gemm_points;
+  /* the same, FP8 products (compute.fp8_gemm_table); empty: none measured */
+  GArray *fp8_gemm_points;
   double gemm_efficiency;
   /* flash kernels from their mechanisms (compute.kernel_model): prices a
    * kernel the table would extrapolate (kernel_model.h); unset: none */
@@ -241,6 +252,26 @@ double compute_op_bytes(const plan_op *op);
 
 /* ---- the rest of a decoder layer ---- */
 
+/* plan_op.fp8 of a GEMM: FP8 operands (COMPUTE_FP8), and which casts
+ * TransformerEngine runs with the product (compute_fp8_cast_bytes):
+ * NORM_INPUT: the input comes from a norm fused with its FP8 cast (TE's
+ * LayerNormLinear: QKV, FC1), so forward casts nothing of it and backward
+ * transposes the FP8 input for the weight gradient; otherwise (out
+ * projection, FC2) forward cast-transposes its bf16 input.  CAST_WEIGHT:
+ * the forward also casts the weight to FP8 and its transpose (once a step:
+ * the first micro-batch's, Megatron's is_first_microbatch). */
+enum { COMPUTE_FP8 = 1 << 0, COMPUTE_FP8_NORM_INPUT = 1 << 1, COMPUTE_FP8_CAST_WEIGHT = 1 << 2 };
+/* Bytes the FP8 casts of one GEMM task move (reads + writes; 0 for bf16):
+ * forward, the input's cast-transpose (reads it in the activation dtype,
+ * writes it and its transpose in FP8) unless NORM_INPUT, and with
+ * CAST_WEIGHT the weight's; backward, the output gradient's
+ * cast-transpose (E5M2 and its transpose for dgrad and wgrad) and, with
+ * NORM_INPUT, the saved FP8 input's transpose (one byte read, one
+ * written). */
+double compute_fp8_cast_bytes(const plan_op *op);
+/* Kernels those casts launch (each pays copy_fixed_us). */
+unsigned compute_fp8_cast_kernels(const plan_op *op);
+
 /* The three products of a linear layer: forward Y = X W, and backward's
  * dX = dY W^T (dgrad) and dW = X^T dY (wgrad). */
 typedef enum { GEMM_FWD, GEMM_DGRAD, GEMM_WGRAD, GEMM_PARTS } gemm_part;
@@ -276,6 +307,7 @@ typedef struct {
   uint32_t tp;          /* tensor-parallel degree (1: none) */
   uint32_t elem_bytes;
   bool unfused;         /* element-wise ops as plain PyTorch runs them */
+  bool fp8;             /* the GEMMs in FP8 (TransformerEngine's recipe) */
 } layer_dims;
 
 /* A decoder layer's work besides attention and its communication, in

@@ -23,7 +23,8 @@ layer_dims layer_dims_of(const workload *w) {
   return (layer_dims){.tokens = (double)w->batch * ((double)w->seq_len / w->gpus),
                       .hidden = w->hidden, .ffn = w->ffn, .heads = w->heads,
                       .kv_heads = w->kv_heads, .head_dim = w->head_dim, .tp = layer_tp(w),
-                      .elem_bytes = w->elem_bytes, .unfused = w->unfused};
+                      .elem_bytes = w->elem_bytes, .unfused = w->unfused,
+                      .fp8 = w->precision == PRECISION_FP8};
 }
 
 workload layer_attention_workload(const workload *w) {
@@ -165,6 +166,13 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   for (uint32_t l = 0; l < b.layers; l++)
     for (uint32_t g = 0; g < b.n; g++)
       b.weights[(size_t)l * b.n + g] = plan_buf_input(b.p, g, wbytes, "weights");
+  /* FP8: TransformerEngine keeps each GEMM weight's FP8 copy and its
+   * transpose (forward and dgrad operands) between steps, 2 bytes a
+   * weight beside the bf16 one (the norms' weights stay bf16) */
+  if (w->precision == PRECISION_FP8)
+    for (uint32_t l = 0; l < b.layers; l++)
+      for (uint32_t g = 0; g < b.n; g++)
+        plan_buf_input(b.p, g, lb_fp8_weight_bytes(&b), "weights_fp8");
   for (uint32_t g = 0; g < b.n; g++) b.cur[g] = b.wcur[g] = NONE;
   b.grad_last = g_new(int64_t, b.n);
   for (uint32_t g = 0; g < b.n; g++) b.grad_last[g] = -1;
@@ -206,6 +214,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
    * gradients accumulated and reduced after the last, one optimizer step */
   for (uint32_t mb = 0; mb < b.mbs; mb++) {
     b.last_mb = mb + 1 == b.mbs;
+    b.first_mb = mb == 0;
     for (uint32_t g = 0; g < b.n; g++) b.cur[g] = NONE;
     b.transient = b.recompute == RECOMPUTE_FULL && w->pass == PASS_FWDBWD;
     if (w->pass != PASS_BWD) {

@@ -16,6 +16,11 @@ double lb_param_bytes(const lb *b) {
   return b->w->precision == PRECISION_AMP ? 4.0 : b->d.elem_bytes;
 }
 
+double lb_fp8_weight_bytes(const lb *b) {
+  if (b->w->precision != PRECISION_FP8) return 0;
+  return 2.0 * (compute_layer_params(&b->d) - 2.0 * b->d.hidden);
+}
+
 double lb_grad_bytes(const lb *b) {
   return b->w->precision == PRECISION_BF16 ? b->d.elem_bytes : 4.0;
 }
@@ -40,6 +45,10 @@ uint32_t lb_emit(lb *b, uint32_t g, const plan_op *o, uint32_t extra, double out
 static uint32_t op(lb *b, uint32_t g, layer_op which, bool backward, uint32_t extra,
                    double out_bytes, const char *name) {
   plan_op o = compute_layer_op(&b->d, which, backward);
+  /* FP8: the weights are cast once a step, in the first micro-batch's
+   * forward (Megatron passes is_first_microbatch to TE, which caches the
+   * FP8 weights for the others and for a recomputed forward) */
+  if (o.fp8 && !backward && b->first_mb && !b->recomputing) o.fp8 |= COMPUTE_FP8_CAST_WEIGHT;
   return lb_emit(b, g, &o, extra, out_bytes, name);
 }
 
@@ -404,7 +413,9 @@ void lb_backward_layer(lb *b, uint32_t l) {
     guint first = b->p->tasks->len;
     lb_close_ranks(b);
     lb_open_ranks(b, l);
+    b->recomputing = true;
     lb_forward_layer(b, l);
+    b->recomputing = false;
     b->p->recomputed_flops += layer_tasks_flops(b->p, first, b->p->tasks->len);
     b->pass = pass;
     b->transient = was;

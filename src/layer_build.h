@@ -43,6 +43,8 @@ typedef struct {
   bool transient;          /* a forward whose activations are not saved (full recompute) */
   uint32_t mbs;            /* micro-batches (gradient accumulation) */
   bool last_mb;            /* the step's last micro-batch: its gradients are reduced */
+  bool first_mb;           /* the step's first: FP8 weights are cast in its forward */
+  bool recomputing;        /* a forward run again before its backward (full recompute) */
   uint32_t layer;          /* the layer whose backward is being built (layers: the ends) */
   uint32_t *main_grad;     /* (layers + 1) x n x 4: each GEMM's float32 main grad, NONE: none yet */
   /* The GPU each GPU of the builder's numbering (TP rank + tp (SP rank +
@@ -62,6 +64,10 @@ double lb_layer_params(const lb *b);
  * AMP's .grad), or the activation dtype under pure bf16
  * (workload.precision). */
 double lb_param_bytes(const lb *b);
+/* --precision fp8: the FP8 copy of one layer's GEMM weights and its
+ * transpose TransformerEngine keeps per GPU (1 byte a weight each); 0
+ * under other recipes. */
+double lb_fp8_weight_bytes(const lb *b);
 double lb_grad_bytes(const lb *b);
 uint32_t lb_emit(lb *b, uint32_t g, const plan_op *o, uint32_t extra, double out_bytes,
                  const char *name);

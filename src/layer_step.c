@@ -13,6 +13,9 @@ static double outer_params(const lb *b) {
 }
 
 
+/* The LM head's GEMM: bf16 under every recipe (under --precision fp8 too:
+ * Megatron's output layer is its own ColumnParallelLinear, not a
+ * TransformerEngine module, so it stays out of the FP8 autocast) */
 static plan_op gemm_op(const lb *b, double n, double k, bool backward) {
   return (plan_op){.kind = OP_GEMM, .backward = backward, .batch = 1,
                    .elem_bytes = b->d.elem_bytes, .gemm_m = b->d.tokens, .gemm_n = n,
@@ -199,6 +202,7 @@ double layer_resident_bytes(const workload *w) {
   bool whole = b.zero < 2 || b.grad_group < 2 || layer_micro_batches(w) > 1;
   double gemm = (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.layers;
   double grads = whole ? lb_grad_bytes(&b) * gemm : 0;
+  weights += lb_fp8_weight_bytes(&b) * b.layers;
   /* each layer's input; without recomputation also what lb_forward_layer
    * saves for its backward besides the attention's: both norms' outputs
    * and the residual (its GPU's tokens), fc1's and SwiGLU's outputs (the

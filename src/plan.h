@@ -83,6 +83,8 @@ typedef struct {
   bool into;          /* linear apply, forward: adds Q M into the output
                          (baddbmm_), which reads the output too */
   double gemm_m, gemm_n, gemm_k; /* GEMM: M x K input by K x N weight (forward) */
+  uint8_t fp8;        /* GEMM: 0 bf16, else FP8 operands and the casts that come
+                         with them (compute.h: COMPUTE_FP8_*) */
   uint8_t elemwise;   /* element-wise: which op (compute_elemwise) */
   bool unfused;       /* element-wise: as plain PyTorch runs it (several kernels) */
   double width;       /* element-wise: elements per row */

@@ -571,8 +571,9 @@ static bool load_job(scenario *s, json_object *root, const scenario_overrides *o
   m->precision = PRECISION_MEGATRON;
   if (pr && !strcmp(pr, "amp")) m->precision = PRECISION_AMP;
   else if (pr && !strcmp(pr, "bf16")) m->precision = PRECISION_BF16;
+  else if (pr && !strcmp(pr, "fp8")) m->precision = PRECISION_FP8;
   else if (pr && strcmp(pr, "megatron"))
-    return bad(err, j[J_PRECISION].o, "expected megatron, amp or bf16, got \"%s\"", pr);
+    return bad(err, j[J_PRECISION].o, "expected megatron, amp, bf16 or fp8, got \"%s\"", pr);
   if (m->scope == SCOPE_ATTENTION) {
     if (m->tp > 1) return bad(err, ot, "tensor parallelism needs --scope layer (the attention "
                               "scope has no projections to split)");
@@ -791,9 +792,20 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
   return true;
 }
 
+/* --precision fp8 prices the linear layers from the topology's FP8 GEMM
+ * table: without one the FP8 step would be a guess, so it is refused. */
+static bool check_fp8(const scenario *s, const scenario_overrides *ov, GError **err) {
+  if (s->model.precision != PRECISION_FP8 || s->topo->compute.fp8_gemm_points->len) return true;
+  return bad(err, from(s, ov->precision, "--precision", "job.precision"),
+             "fp8 needs the FP8 GEMM times of the GPU: topology %s (%s) has no "
+             "compute.fp8_gemm_table (scripts/calibrate/fp8_gemm.py measures one, "
+             "scripts/calibrate/fit.py --fp8-gemm adds it)", s->topo->name, s->topo->file);
+}
+
 /* SP degrees: default all GPUs of the topology, none beyond them. */
 static bool load_sp(scenario *s, json_object *root, const scenario_overrides *ov,
                     GError **err) {
+  if (!check_fp8(s, ov, err)) return false;
   origin o;
   g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GHashTable) seen = seen_new();

@@ -70,7 +70,7 @@ typedef struct {
   const char *micro_batches; /* --micro-batches (scope model) */
   const char *global_batch_tokens; /* --global-batch-tokens (scope model) */
   const char *placement;     /* --placement: tp,sp,dp (default) or another order */
-  const char *precision;     /* --precision: megatron (default), amp or bf16 */
+  const char *precision;     /* --precision: megatron (default), amp, bf16 or fp8 */
   const char *docs;          /* --docs: packed documents' lengths, "2K,59K,4K,63K" */
 } scenario_overrides;
 

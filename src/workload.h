@@ -38,10 +38,18 @@ typedef enum {
 /* The precision recipe (--precision, layer.h): Megatron's (bf16 weights,
  * float32 main grads and main weights in the optimizer), PyTorch AMP's
  * (float32 weights and gradients, autocast's bf16 copy of each weight
- * made in every forward), or pure bf16 (bf16 weights and gradients, and
+ * made in every forward), pure bf16 (bf16 weights and gradients, and
  * torch.optim's states in the weights' dtype: a bf16 model trained as
- * plain PyTorch trains it). */
-typedef enum { PRECISION_MEGATRON, PRECISION_AMP, PRECISION_BF16, PRECISION_KINDS } precision_kind;
+ * plain PyTorch trains it), or Megatron's with TransformerEngine's FP8
+ * recipe (the linear layers' GEMMs in FP8, priced from the topology's
+ * compute.fp8_gemm_table; everything else as Megatron's). */
+typedef enum {
+  PRECISION_MEGATRON,
+  PRECISION_AMP,
+  PRECISION_BF16,
+  PRECISION_FP8,
+  PRECISION_KINDS
+} precision_kind;
 
 /* One scheduler option's value (sched.h): COUNT and FLAG in num (0:
  * unset, the scheduler's default / false), TEXT in text (NULL: unset). */

@@ -273,6 +273,15 @@ expect_error "unknown scheduler" "field 'schedulers': unknown scheduler" tests/b
 expect_error "SP beyond topology" "field 'sp': SP degree 16 exceeds" tests/bad/scen_sp.json
 expect_error "indivisible sequence" "not divisible" tests/bad/scen_indivisible.json
 expect_error "mistyped field" "field 'model.heads'" tests/bad/scen_heads.json
+expect_error "a head-parallel degree that does not divide the SP degree" \
+  "double-ring: the head-parallel degree 3 does not divide the SP degree 8 (double_ring_ulysses)" \
+  --topology h100x8 --sched double-ring --seq 64K --double-ring-ulysses 3
+"$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 2 > "$tmp/dr2d.txt" 2>&1
+check "double-ring with a head-parallel degree: USP's all-to-alls around the double ring" \
+  "grep -q 'double-ring: Ulysses degree 2 x inner ring 4 x outer ring 2' $tmp/dr2d.txt"
+"$sim" --topology h100x8x2 --sched double-ring --seq 256K --sp 16 --double-ring-ulysses 4 --double-ring-context-first > "$tmp/dr2d.txt" 2>&1
+check "double-ring context-first: the windows are nodes" \
+  "grep -q 'double-ring: Ulysses degree 4 x inner ring 4 x outer ring 1 (context-first)' $tmp/dr2d.txt"
 expect_error "bad topology file" "tests/bad/topo_neg_port.json: field 'generator.port_gbps'" --topology tests/bad/topo_neg_port.json
 expect_error "unknown topology" "option '--topology': \"nosuch\" is neither a file nor a bundled topology (--list shows them)" --topology nosuch
 expect_error "a near topology name is suggested" "did you mean h100x8?" --topology h100x9
@@ -757,7 +766,7 @@ check "a point no scheduler (nor the ring baseline) can run: said, the rest runs
 # --sched all: every scheduler that runs the model's layers
 "$sim" --topology h100x8 --sched all --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, softmax layers" \
-  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring ' ]"
+  "[ \"\$(cat $tmp/all)\" = 'ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp2h stripe double-ring all_gather ' ]"
 "$sim" --topology h100x8 --sched all --attention linear --seq 32K --sp 8 --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
 check "--sched all, linear layers" "[ \"\$(cat $tmp/all)\" = 'ring ulysses lasp lasp2 lasp2h ' ]"
 "$sim" tests/data/scen_hybrid.json --sched all --csv - -q | tail -n +2 | cut -d, -f1 | tr '\n' ' ' > "$tmp/all"
@@ -1021,8 +1030,29 @@ expect_error "an unknown placement" "option '--placement': expected an order of 
 expect_error "--placement at the attention scope" "option '--placement': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --placement sp,tp,dp
 
-expect_error "an unknown precision recipe" "option '--precision': expected megatron, amp or bf16" \
-  --topology h100x8 --model llama3-8b --scope model --precision fp8
+expect_error "an unknown precision recipe" "option '--precision': expected megatron, amp, bf16 or fp8, got \"fp9\"" \
+  --topology h100x8 --model llama3-8b --scope model --precision fp9
+expect_error "--precision fp8 on a topology without FP8 GEMM times" \
+  "option '--precision': fp8 needs the FP8 GEMM times of the GPU: topology a100x8x8 (" \
+  --topology a100x8x8 --model llama3-8b --scope layer --tp 8 --precision fp8
+expect_error "--precision fp8 without FP8 GEMM times names the field" "has no compute.fp8_gemm_table" \
+  --topology a100x8x8 --model llama3-8b --scope layer --tp 8 --precision fp8
+expect_error "--precision fp8 at the attention scope" "option '--precision': needs --scope layer or model" \
+  --topology h100x8 --model llama3-8b --precision fp8
+expect_error "job.precision fp8 in a scenario without FP8 GEMM times" \
+  "tests/bad/scen_fp8_no_table.json: field 'job.precision': fp8 needs the FP8 GEMM times" \
+  tests/bad/scen_fp8_no_table.json
+# fp8 on H100: the linear layers' GEMMs from the FP8 table, the step
+# faster than Megatron's bf16 one and its memory larger by the FP8 weight
+# copies (the closed form is test_layer's)
+for p in megatron fp8; do
+  "$sim" --topology h100x8 --model llama2-7b --scope layer --tp 2 --sp 2 --seq 32K --sched zigzag \
+    --precision $p --csv "$tmp/prec-$p.csv" --quiet
+done
+check "--precision fp8: a faster layer than megatron's bf16 GEMMs" \
+  "awk -v a=\$(field $tmp/prec-fp8.csv 1 step_ms) -v b=\$(field $tmp/prec-megatron.csv 1 step_ms) 'BEGIN {exit !(a < 0.95 * b)}'"
+check "--precision fp8: more memory (the FP8 weight copies)" \
+  "awk -v a=\$(field $tmp/prec-fp8.csv 1 peak_mem_gib) -v b=\$(field $tmp/prec-megatron.csv 1 peak_mem_gib) 'BEGIN {exit !(a > b)}'"
 expect_error "--precision at the attention scope" "option '--precision': needs --scope layer or model" \
   --topology h100x8 --model llama3-8b --precision amp
 

@@ -873,7 +873,13 @@ static void t_conf_worst(void) {
   g_autofree char *why = compute_lookup_reason(&t->compute, &run);
   CU_ASSERT_STRING_EQUAL(why, "kernels at 1 head x 256K tokens (head dim 128, full forward): "
                               "beyond the table in heads; it holds 32-64 heads (batch x heads), "
-                              "head dim 64-128, 1K-64K tokens");
+                              "head dim 64-128, 1K-64K tokens; priced by the kernel model (its "
+                              "CTAs over 132 SMs: compute.kernel_model)");
+  /* without a kernel model, no such words */
+  compute_model plain = t->compute;
+  plain.mech.set = false;
+  g_autofree char *why_plain = compute_lookup_reason(&plain, &run);
+  CU_ASSERT_PTR_NULL(strstr(why_plain, "kernel model"));
   compute_lookup scaled = {.conf = COMPUTE_CONF_SCALED, .scaled = true};
   compute_lookup_merge(&run, &scaled);
   CU_ASSERT_EQUAL(run.conf, COMPUTE_CONF_EXTRAPOLATED);
@@ -1126,6 +1132,102 @@ static void t_gemm_table_errors(void) {
   }
 }
 
+/* FP8 GEMMs (--precision fp8) are priced from compute.fp8_gemm_table,
+ * never from the bf16 gemm_table beside it, plus the bytes of the casts
+ * TransformerEngine runs with each product at the copy rate (closed
+ * forms: compute.h, compute_fp8_cast_bytes). */
+static void t_fp8_gemm_table(void) {
+  compute_model m;
+  model_of("{\"model\": \"roofline\", \"peak_tflops\": 1000, \"copy_GBps\": 2000, "
+           "\"copy_fixed_us\": 3, \"gemm_table\": ["
+           "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 0.4},"
+           "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"dgrad\", \"ms\": 0.5},"
+           "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"wgrad\", \"ms\": 0.6}],"
+           "\"fp8_gemm_table\": ["
+           "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"dtype\": \"fp8\", \"ms\": 0.21},"
+           "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"dgrad\", \"ms\": 0.27},"
+           "{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"wgrad\", \"ms\": 0.33}]}",
+           &m);
+  CU_ASSERT_EQUAL(m.fp8_gemm_points->len, 3);
+  double M = 4096, N = 6144, K = 4096, copy = 2000e9, fixed = 3e-6;
+  plan_op op = {.kind = OP_GEMM, .elem_bytes = 2, .gemm_m = M, .gemm_n = N, .gemm_k = K,
+                .fp8 = COMPUTE_FP8 | COMPUTE_FP8_NORM_INPUT};
+  /* forward after a fused norm: the FP8 product alone */
+  compute_lookup l = {0};
+  CU_ASSERT_CLOSE(compute_op_lookup(&m, &op, &l), 0.21e-3, 1e-12);
+  CU_ASSERT_EQUAL(l.conf, COMPUTE_CONF_MEASURED);
+  CU_ASSERT(l.fp8);
+  CU_ASSERT_DOUBLE_EQUAL(compute_fp8_cast_bytes(&op), 0, 0);
+  /* the same product in bf16: the bf16 table */
+  plan_op bf = op;
+  bf.fp8 = 0;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &bf), 0.4e-3, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(compute_fp8_cast_bytes(&bf), 0, 0);
+  /* backward: both FP8 products, dY's cast-transpose (2 read, 2 written
+   * a element of M x N) and the FP8 input's transpose (1 + 1 of M x K) */
+  op.backward = true;
+  double cast = M * N * 4 + M * K * 2;
+  CU_ASSERT_CLOSE(compute_fp8_cast_bytes(&op), cast, 1e-15);
+  CU_ASSERT_EQUAL(compute_fp8_cast_kernels(&op), 2);
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.27e-3 + 0.33e-3 + 2 * fixed + cast / copy, 1e-12);
+  CU_ASSERT_CLOSE(compute_gemm_part_s(&m, &op, GEMM_WGRAD, NULL), 0.33e-3, 1e-12);
+  /* forward of a bf16 input (out projection, FC2): its cast-transpose,
+   * and the first micro-batch's weight cast */
+  op.backward = false;
+  op.fp8 = COMPUTE_FP8;
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.21e-3 + fixed + M * K * 4 / copy, 1e-12);
+  op.fp8 |= COMPUTE_FP8_CAST_WEIGHT;
+  CU_ASSERT_EQUAL(compute_fp8_cast_kernels(&op), 2);
+  CU_ASSERT_CLOSE(compute_op_s(&m, &op), 0.21e-3 + 2 * fixed + (M * K + N * K) * 4 / copy,
+                  1e-12);
+  /* beyond the FP8 table: its own shapes named */
+  plan_op far = {.kind = OP_GEMM, .elem_bytes = 2, .gemm_m = 4 * M, .gemm_n = N, .gemm_k = K,
+                 .fp8 = COMPUTE_FP8 | COMPUTE_FP8_NORM_INPUT};
+  compute_lookup x = {0};
+  CU_ASSERT_CLOSE(compute_op_lookup(&m, &far, &x), 4 * 0.21e-3, 1e-12);
+  CU_ASSERT_EQUAL(x.conf, COMPUTE_CONF_EXTRAPOLATED);
+  g_autofree char *why = compute_lookup_reason(&m, &x);
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "FP8 GEMM 16384 x 6144 x 4096"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(why, "fp8_gemm_table"));
+  compute_model_clear(&m);
+  /* no FP8 table: a roofline at twice the bf16 peak, said so */
+  compute_model r;
+  model_of("{\"model\": \"roofline\", \"peak_tflops\": 1000, \"gemm_efficiency\": 0.5, "
+           "\"launch_us\": 5, \"copy_GBps\": 3000}", &r);
+  plan_op big = {.kind = OP_GEMM, .elem_bytes = 2, .gemm_m = 8192, .gemm_n = 6144,
+                 .gemm_k = 4096, .fp8 = COMPUTE_FP8 | COMPUTE_FP8_NORM_INPUT};
+  compute_lookup y = {0};
+  CU_ASSERT_CLOSE(compute_op_lookup(&r, &big, &y), 5e-6 + 2.0 * 8192 * 6144 * 4096 / 1000e12,
+                  1e-12);
+  CU_ASSERT_EQUAL(y.conf, COMPUTE_CONF_ROOFLINE);
+  g_autofree char *rwhy = compute_lookup_reason(&r, &y);
+  CU_ASSERT_PTR_NOT_NULL(strstr(rwhy, "no fp8_gemm_table"));
+  compute_model_clear(&r);
+}
+
+static void t_fp8_gemm_table_errors(void) {
+  static const char *const cases[][2] = {
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1, \"dtype\": \"bf16\"}",
+       "field 'compute.fp8_gemm_table[0].dtype': expected \"fp8\""},
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"bgrad\", \"ms\": 1}",
+       "field 'compute.fp8_gemm_table[0].product': expected \"fwd\""},
+      {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": -1}",
+       "compute.fp8_gemm_table[0].ms"}};
+  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *text = g_strdup_printf("{\"model\": \"roofline\", \"peak_tflops\": 1000, "
+                                            "\"fp8_gemm_table\": [%s]}", cases[i][0]);
+    g_autoptr(json_object) o = json_tokener_parse(text);
+    compute_model m;
+    compute_model_init(&m);
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, &m, &err));
+    bool ok = err && strstr(err->message, cases[i][1]);
+    if (!ok) fprintf(stderr, "expected \"%s\" in \"%s\"\n", cases[i][1], err ? err->message : "");
+    CU_ASSERT_TRUE(ok);
+    compute_model_clear(&m);
+  }
+}
+
 /* Bytes of the element-wise ops, fused and unfused, forward and backward
  * (the passes compute.c counts), and their time at the copy rate. */
 static void t_elemwise(void) {
@@ -1364,6 +1466,7 @@ int main(void) {
                                     TEST(t_conf_table_from_errors), TEST(t_layer_flops),
                                     TEST(t_layer_check), TEST(t_gemm_roofline),
                                     TEST(t_gemm_table), TEST(t_gemm_table_errors),
+                                    TEST(t_fp8_gemm_table), TEST(t_fp8_gemm_table_errors),
                                     TEST(t_elemwise), TEST(t_mech_splits),
                                     TEST(t_mech_waves), TEST(t_mech_causal_tail),
                                     TEST(t_mech_many_heads), TEST(t_mech_beyond_table),

@@ -76,5 +76,55 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([sim, "--topology", tf, "--dump-topology"], capture_output=True, text=True)
     check("tasp-sim refuses a product it does not know, naming the field (exit 2)",
           r.returncode == 2 and "compute.gemm_table[0].product" in r.stderr)
+
+# FP8: the records of fp8_gemm.py (bf16 and fp8 of each product) -> the
+# fp8 entries alone -> fit.py --fp8-gemm -> a topology --precision fp8 runs on
+mixed = [dict(r, dtype=dt, ms=r["ms"] / (1.8 if dt == "fp8" else 1)) for r in recs[:6]
+         for dt in ("bf16", "fp8")]
+f8 = gemm_shapes.table(mixed, "fp8")
+check("table fp8: the fp8 records only, each with its dtype",
+      len(f8) == 6 and all(e["dtype"] == "fp8" for e in f8))
+check("table fp8: their own times, not bf16's",
+      sorted(e["ms"] for e in f8) == sorted(round(r["ms"] / 1.8, 5) for r in recs[:6]))
+check("table bf16: the bf16 records of a mixed run, without dtype",
+      len(gemm_shapes.table(mixed)) == 6 and all("dtype" not in e for e in gemm_shapes.table(mixed)))
+with tempfile.TemporaryDirectory() as d:
+    jl = os.path.join(d, "fp8gemm-n1.jsonl")
+    with open(jl, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in mixed)
+    tf = os.path.join(d, "a100.json")
+    with open(os.path.join(ROOT, "topologies", "a100x8x8.json")) as f:
+        before = f.read()
+    with open(tf, "w") as f:
+        f.write(before)
+    fit = [sys.executable, os.path.join(ROOT, "scripts", "calibrate", "fit.py")]
+    r = subprocess.run(fit + ["--fp8-gemm", jl, "--out", tf], capture_output=True, text=True)
+    with open(tf) as f:
+        after = f.read()
+    t = json.loads(after)
+    check("fit.py --fp8-gemm writes the fp8 entries as compute.fp8_gemm_table",
+          r.returncode == 0 and t["compute"]["fp8_gemm_table"] == f8)
+    check("fit.py --fp8-gemm names the records in compute.source",
+          "fp8_gemm_table: " + jl in t["compute"]["source"])
+    check("fit.py --fp8-gemm keeps the rest of the file's text",
+          after.split('"fp8_gemm_table"')[0].rstrip(",\n ") ==
+          before.rstrip().rstrip("}").rstrip().rstrip("}").rstrip().replace(
+              json.dumps(json.loads(before)["compute"]["source"]),
+              json.dumps(t["compute"]["source"])))
+    run = [sim, "--topology", tf, "--model", "llama3-8b", "--scope", "layer", "--tp", "8",
+           "--sp", "8", "--seq", "64K", "--sched", "ring", "--csv", "-", "--quiet"]
+    r = subprocess.run(run + ["--precision", "fp8"], capture_output=True, text=True)
+    check("--precision fp8 runs on the topology fit.py gave the table (exit 0)",
+          r.returncode == 0)
+    r = subprocess.run(fit + ["--fp8-gemm", os.path.join(d, "none.jsonl"), "--out", tf],
+                       capture_output=True, text=True)
+    check("fit.py --fp8-gemm: records it cannot read, exit 2", r.returncode == 2)
+# every bundled H100 topology carries the committed FP8 sweep, entry for entry
+with open(os.path.join(ROOT, "calibration", "h100x1-fp8gemm", "fp8gemm-n1.jsonl")) as f:
+    measured = gemm_shapes.table([json.loads(x) for x in f if x.strip()], "fp8")
+for name in ("h100x8", "h100x8x2", "h100x8x4", "h100x8x8", "h100x8x32"):
+    with open(os.path.join(ROOT, "topologies", name + ".json")) as f:
+        check(f"{name}: compute.fp8_gemm_table is calibration/h100x1-fp8gemm's",
+              json.load(f)["compute"].get("fp8_gemm_table") == measured)
 print(f"gemm_shapes: {fails} failed")
 sys.exit(1 if fails else 0)

@@ -910,6 +910,58 @@ static void test_micro_batches(void) {
   topo_free(t);
 }
 
+/* TransformerEngine's FP8 recipe against Megatron's bf16: every layer
+ * GEMM in FP8 (the LM head's not), the weights cast once a step (the
+ * first micro-batch's forward: 4 GEMMs a layer per GPU), and per GPU the
+ * FP8 copy and transpose of each layer's GEMM weights, 2 bytes a weight
+ * (closed form: Llama-3-8B's (6144 + 4096) x 4096 + 3 x 14336 x 4096
+ * weights a layer over TP 2), which is also exactly what the peak and the
+ * resident bound grow by; the model FLOPs stay Megatron's. */
+static void test_fp8(void) {
+  topology *t = ideal(8);
+  uint32_t L = 3, mbs = 2;
+  double gemm_w = ((6144.0 + 4096) * 4096 + 3.0 * 14336 * 4096) / 2;
+  double peak[2] = {0}, resident[2] = {0}, flops[2] = {0}, step[2] = {0};
+  for (int fp8 = 0; fp8 <= 1; fp8++) {
+    workload w = model8b(2, 2, 2, L, 16384);
+    w.zero = 1;
+    w.micro_batches = mbs;
+    w.precision = fp8 ? PRECISION_FP8 : PRECISION_MEGATRON;
+    plan *p = layer_build(&sched_zigzag, &w, t, true, false);
+    unsigned fp8_gemms = 0, bf16_gemms = 0, weight_casts = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *x = plan_task_at(p, i);
+      if (x->kind != TASK_COMPUTE || x->op.kind != OP_GEMM || x->gpu != 0) continue;
+      if (x->op.fp8 & COMPUTE_FP8) fp8_gemms++;
+      else bf16_gemms++;
+      weight_casts += (x->op.fp8 & COMPUTE_FP8_CAST_WEIGHT) != 0;
+    }
+    /* per GPU and micro-batch 4 GEMMs forward, 4 backward a layer; the
+     * LM head's forward and backward */
+    CU_ASSERT_EQUAL(fp8_gemms, fp8 ? mbs * L * 8 : 0);
+    CU_ASSERT_EQUAL(bf16_gemms, fp8 ? mbs * 2 : mbs * (L * 8 + 2));
+    CU_ASSERT_EQUAL(weight_casts, fp8 ? L * 4 : 0);
+    CU_ASSERT_CLOSE(buf_bytes(p, "weights_fp8", 0), fp8 ? L * 2 * gemm_w : 0, 1e-12);
+    CU_ASSERT_CLOSE(buf_bytes(p, "weights_fp8", 7), fp8 ? L * 2 * gemm_w : 0, 1e-12);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, t, &o);
+    CU_ASSERT_EQUAL(r->mem_errors, 0);
+    peak[fp8] = r->peak_bytes;
+    step[fp8] = r->step_s;
+    resident[fp8] = layer_resident_bytes(&w);
+    flops[fp8] = layer_model_flops(p);
+    CU_ASSERT(resident[fp8] <= r->peak_bytes);
+    exec_result_free(r);
+    plan_free(p);
+  }
+  CU_ASSERT_CLOSE(peak[1] - peak[0], L * 2 * gemm_w, 1e-9);
+  CU_ASSERT_CLOSE(resident[1] - resident[0], L * 2 * gemm_w, 1e-9);
+  CU_ASSERT_CLOSE(flops[1], flops[0], 1e-12);
+  /* the roofline topology prices FP8 at twice the bf16 peak */
+  CU_ASSERT(step[1] < step[0]);
+  topo_free(t);
+}
+
 /* A step of many layers priced from SIM_REPEAT_FROM layers and one more
  * (sim_run_step_repeating) equals the whole step replayed, for every
  * scheduler that runs softmax layers, ZeRO 0 and 3, recomputation none
@@ -976,7 +1028,7 @@ int main(void) {
                              TEST(test_model_owns_attention_buffers),
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
                              TEST(test_view),            TEST(test_micro_batches), TEST(test_placement), TEST(test_amp),
-                             TEST(test_unfused_saved_and_bf16),
+                             TEST(test_unfused_saved_and_bf16), TEST(test_fp8),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }

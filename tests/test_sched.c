@@ -419,6 +419,40 @@ static void check_lasp2(const plan *p, const workload *w) {
   }
 }
 
+/* TransformerEngine's all_gather: K and V gathered in two calls in each
+ * pass (forward and again in backward: every GPU sends n-1 shards of each
+ * around the ring), dK and dV reduce-scattered in two calls in the input
+ * dtype (TransformerEngine ignores --grad-dtype: shape() asks float32);
+ * every backward kernel waits for a gather issued after the forward ended,
+ * and the forward hands on no gathered K, V (only the output and
+ * log-sum-exp beside the inputs). */
+static void check_te_allgather(const plan *p, const workload *w) {
+  uint32_t n = w->gpus, passes = w->pass == PASS_FWDBWD ? 2 : 1;
+  double shard = workload_kv_bytes(w, (double)w->seq_len / n), per_gpu = passes * (n - 1) * shard;
+  if (w->pass != PASS_FWD) per_gpu += (n - 1) * shard;
+  for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(sent_by(p, g), per_gpu, 1e-9);
+  CU_ASSERT_EQUAL(count_api(p, COMM_ALL_GATHER), 2 * passes);
+  CU_ASSERT_EQUAL(count_api(p, COMM_REDUCE_SCATTER), w->pass != PASS_FWD ? 2u : 0u);
+  int64_t bwd_ag = -1;
+  unsigned bwd_kernels = 0;
+  bool in_bwd = w->pass == PASS_BWD; /* fwdbwd: from the barrier between the passes on */
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    in_bwd |= t->kind == TASK_COMM && t->api == COMM_BARRIER;
+    if (t->kind == TASK_COMM && t->api == COMM_ALL_GATHER && in_bwd && bwd_ag < 0) bwd_ag = i;
+    if (t->kind != TASK_COMPUTE || t->op.kind != OP_ATTN || !t->op.backward) continue;
+    bwd_kernels++;
+    CU_ASSERT_TRUE(bwd_ag >= 0 && reaches(p, i, (uint32_t)bwd_ag));
+  }
+  CU_ASSERT_EQUAL(bwd_kernels, w->pass == PASS_FWD ? 0 : 2 * n);
+  if (w->pass != PASS_FWD) return;
+  double c = (double)w->seq_len / n, kept = 0;
+  for (uint32_t b = 0; b < plan_buf_count(p); b++)
+    if (plan_buf_at(p, b)->keep) kept += plan_buf_at(p, b)->bytes;
+  double q = w->batch * c * w->heads * w->head_dim * w->elem_bytes, lse = 4.0 * w->batch * c * w->heads;
+  CU_ASSERT_CLOSE(kept, 2 * q + shard + lse, 1e-12); /* q, out; k, v; lse */
+}
+
 static uint32_t usp_degree(const workload *w, const topology *t) {
   uint32_t u = sched_opt_num(w, &usp_opt_ulysses);
   return u ? u : ulysses_default_degree(w, t);
@@ -454,6 +488,11 @@ static void check_memory(const sched_ops *s, const topology *t, const workload *
   plan_free(p);
 }
 
+/* double-ring's head-parallel degree (0: unset, none) */
+static uint32_t dring_ulysses(const workload *w) {
+  return sched_opt_num(w, sched_option_find("double_ring_ulysses"));
+}
+
 /* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
 static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus,
@@ -483,10 +522,13 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   else if (s == &sched_lasp2 || (s == &sched_lasp2h && w.attention == ATTN_LINEAR))
     check_lasp2(p, &w);
   else if (s == &sched_lasp2h) check_allgather(p, &w);
+  else if (s == &sched_double_ring && dring_ulysses(&w) > 1)
+    check_ulysses_family(p, &w, dring_ulysses(&w));
   else if (ring_family(s)) check_ring_family(p, &w);
   else if (s == &sched_ulysses) check_ulysses_family(p, &w, w.gpus);
   else if (ulysses_family(s)) check_ulysses_family(p, &w, usp_degree(&w, t));
   else if (s == &sched_allgather) check_allgather(p, &w);
+  else if (s == &sched_te_all_gather) check_te_allgather(p, &w);
   else if (s == &sched_tokenring) check_tokenring(p, &w);
   else CU_FAIL("a scheduler without family checks");
   plan_free(p);
@@ -663,6 +705,106 @@ static void t_double_ring_closed_form(void) {
   topo_free(t);
 }
 
+/* Double ring with a head-parallel degree u (LoongTrain's 2D-Attention,
+ * head-first): at every u, inner size and mask, fused or not, it covers
+ * the mask exactly and moves USP's bytes (check_ulysses_family: the
+ * all-to-alls' (u-1)/u of Q, K, V, O and their gradients, the ring's
+ * r-1 chunks forward, r-1 and r accumulators backward over r = n/u
+ * context ranks); every all-to-all stays inside a head-parallel group (u
+ * consecutive GPUs head-first, GPUs r apart context-first), every ring hop
+ * keeps its heads, goes to the next place of its window and across windows
+ * once a round; refused where u
+ * does not divide the SP degree or the heads, or the inner size the
+ * context ranks. */
+static void t_double_ring_heads(void) {
+  const sched_opt *ou = sched_option_find("double_ring_ulysses");
+  const sched_opt *oi = sched_option_find("double_ring_inner");
+  const sched_opt *ocf = sched_option_find("double_ring_context_first");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ou);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ocf);
+  CU_ASSERT_TRUE(sched_uses_option(&sched_double_ring, ou));
+  for (uint32_t n = 2; n <= 8; n++)
+    for (uint32_t u = 2; u <= n; u++) {
+      if (n % u) continue;
+      uint32_t r = n / u;
+      for (uint32_t inner = 1; inner <= r; inner++) {
+        if (r % inner) continue;
+        for (int c = 0; c < 2; c++)
+          for (int fused = 0; fused < 2; fused++)
+          for (int cf = 0; cf < 2; cf++) {
+            /* head-first: context rank g / u, heads g mod u; context-first:
+             * context rank g mod r, heads g / r */
+#define CTX(g) (cf ? (g) % r : (g) / u)
+#define HEADS(g) (cf ? (g) / r : (g) % u)
+            topology *t = complete_topo(n);
+            t->gpus_per_node = cf ? inner : inner * u;
+            workload w = shape(n, 3 * 2 * (uint64_t)n * (n - 1), c, PASS_FWDBWD);
+            w.heads = 2 * n;
+            w.kv_heads = fused ? n : 1;
+            sched_opt_set_num(&w, ou, u);
+            sched_opt_set_num(&w, &ulysses_opt_fused, (uint32_t)fused);
+            sched_opt_set_num(&w, ocf, (uint32_t)cf);
+            check_sched_w(&sched_double_ring, t, w); /* the default inner: a window = a node */
+            sched_opt_set_num(&w, oi, inner);
+            check_sched_w(&sched_double_ring, t, w);
+            plan *p = expanded(sched_double_ring.build(&w, t, false));
+            g_autofree char *note = g_strdup_printf(
+                "double-ring: Ulysses degree %u x inner ring %u x outer ring %u%s", u, inner,
+                r / inner, cf ? " (context-first)" : "");
+            CU_ASSERT_STRING_EQUAL(p->note->str, note);
+            unsigned a2a = 0, hops = 0, across = 0;
+            for (guint i = 0; i < p->tasks->len; i++) {
+              const plan_task *k = plan_task_at(p, i);
+              if (k->kind != TASK_COMM) continue;
+              for (uint32_t x = 0; x < k->n_xfer; x++) {
+                const plan_xfer *tx = &g_array_index(p->xfers, plan_xfer, k->xfer_off + x);
+                if (k->api == COMM_ALL_TO_ALL) {
+                  CU_ASSERT_EQUAL(CTX(tx->src), CTX(tx->dst));
+                  a2a++;
+                  continue;
+                }
+                if (k->api != COMM_P2P) continue;
+                hops++;
+                uint32_t a = CTX(tx->src), b = CTX(tx->dst);
+                CU_ASSERT_EQUAL(HEADS(tx->src), HEADS(tx->dst));
+                bool cross = a / inner != b / inner || inner == 1;
+                across += cross;
+                uint32_t next = (a % inner + 1) % inner; /* place p + 1 */
+                CU_ASSERT_EQUAL(b % inner, next);
+                if (!cross) CU_ASSERT_EQUAL(b / inner, a / inner);
+              }
+            }
+            CU_ASSERT_EQUAL(a2a, (fused ? 4u : 8u) * n * (u - 1)); /* fwd and bwd */
+            /* forward r - 1 hops, backward r - 1 of KV and r of dK, dV, on every GPU */
+            CU_ASSERT_EQUAL(hops, (3 * r - 2) * n * (r > 1));
+            if (r / inner > 1) CU_ASSERT(across > 0);
+            plan_free(p);
+            topo_free(t);
+#undef CTX
+#undef HEADS
+          }
+      }
+    }
+  topology *t = complete_topo(8);
+  workload w = shape(8, 2 * 8 * 6, true, PASS_FWD);
+  w.heads = 16;
+  g_autoptr(GError) e1 = NULL, e2 = NULL, e3 = NULL;
+  sched_opt_set_num(&w, ou, 3);
+  CU_ASSERT_FALSE(sched_double_ring.check(&w, t, &e1));
+  CU_ASSERT_PTR_NOT_NULL(e1 ? strstr(e1->message, "head-parallel degree 3 does not divide the SP "
+                                                  "degree 8 (double_ring_ulysses)") : NULL);
+  sched_opt_set_num(&w, ou, 4);
+  sched_opt_set_num(&w, oi, 3);
+  CU_ASSERT_FALSE(sched_double_ring.check(&w, t, &e2));
+  CU_ASSERT_PTR_NOT_NULL(e2 ? strstr(e2->message, "inner ring's size 3 does not divide the 2 "
+                                                  "context ranks") : NULL);
+  sched_opt_set_num(&w, oi, 0);
+  w.heads = 6;
+  CU_ASSERT_FALSE(sched_double_ring.check(&w, t, &e3));
+  CU_ASSERT_PTR_NOT_NULL(e3 ? strstr(e3->message, "query heads") : NULL);
+  topo_free(t);
+}
+
 /* TransformerEngine's cp_comm_type names run exactly the scheduler they
  * name: the same tasks and the same bytes from every GPU. */
 static void t_te_aliases(void) {
@@ -685,11 +827,11 @@ static void t_te_aliases(void) {
       plan_free(b);
     }
   }
-  CU_ASSERT_EQUAL(aliases, 4); /* p2p, all_gather, a2a, a2a+p2p */
+  CU_ASSERT_EQUAL(aliases, 3); /* p2p, a2a, a2a+p2p; all_gather is its own */
   CU_ASSERT_PTR_EQUAL(sched_find("a2a+p2p")->alias_of, &sched_usp_zigzag);
   CU_ASSERT_PTR_EQUAL(sched_find("p2p")->alias_of, &sched_zigzag);
   CU_ASSERT_PTR_EQUAL(sched_find("a2a")->alias_of, &sched_ulysses);
-  CU_ASSERT_PTR_EQUAL(sched_find("all_gather")->alias_of, &sched_allgather);
+  CU_ASSERT_PTR_NULL(sched_find("all_gather")->alias_of);
   topo_free(t);
 }
 
@@ -1313,7 +1455,8 @@ static void t_ring_linear_grad_bytes(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
-                                    TEST(t_double_ring_closed_form), TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
+                                    TEST(t_double_ring_closed_form), TEST(t_double_ring_heads),
+                                    TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),

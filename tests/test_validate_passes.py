@@ -12,18 +12,10 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from checks import ROOT, check, finish  # noqa: E402  (puts scripts/ on the path)
 import validate_passes  # noqa: E402
 
 sim = sys.argv[1]
-fails = 0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 def direct(topo, sched, n, seq, mask, pas, extra=()):
@@ -51,16 +43,16 @@ want = [direct("h100x8", "usp-zigzag", 8, 65536, "causal", "fwd", ("--usp-ulysse
         direct("h100x8", "usp", 8, 65536, "full", "fwd", ("--usp-ulysses", "2")),
         direct("h100x8", "usp-zigzag", 8, 65536, "causal", "fwd", ("--usp-ulysses", "4")),
         direct("h100x8", "ring", 8, 65536, "causal", "fwd")]
-check("causal USP u2 is usp-zigzag with --usp-ulysses 2", got[0] == want[0])
-check("full USP u2 is usp with --usp-ulysses 2", got[1] == want[1])
-check("causal USP u4 is usp-zigzag with --usp-ulysses 4", got[2] == want[2])
-check("a ring record is ring, unchanged", got[3] == want[3])
-check("the shapes tell the options apart (u2 and u4 differ, usp-zigzag and usp differ)",
-      want[0] != want[2] and want[0] != direct("h100x8", "usp", 8, 65536, "causal", "fwd",
-                                               ("--usp-ulysses", "2")))
-check("the ring's key is the record's (sched, mask, seq, comm, pass)",
-      validate_passes.row_key(usp[3]) == ("ring", "causal", 65536, True, "fwd"))
-check("rows name USP with its degree", validate_passes.label(usp[2]) == "usp u4")
+check(got[0] == want[0], "causal USP u2 is usp-zigzag with --usp-ulysses 2")
+check(got[1] == want[1], "full USP u2 is usp with --usp-ulysses 2")
+check(got[2] == want[2], "causal USP u4 is usp-zigzag with --usp-ulysses 4")
+check(got[3] == want[3], "a ring record is ring, unchanged")
+check(want[0] != want[2] and want[0] != direct("h100x8", "usp", 8, 65536, "causal", "fwd",
+                                               ("--usp-ulysses", "2")),
+      "the shapes tell the options apart (u2 and u4 differ, usp-zigzag and usp differ)")
+check(validate_passes.row_key(usp[3]) == ("ring", "causal", 65536, True, "fwd"),
+      "the ring's key is the record's (sched, mask, seq, comm, pass)")
+check(validate_passes.label(usp[2]) == "usp u4", "rows name USP with its degree")
 
 # double ring across 2 nodes of 8: the inner ring's size decides which hops
 # cross a NIC
@@ -70,11 +62,10 @@ pred = validate_passes.predict(sim, "h100x8x2", dr)
 got = [pred[validate_passes.row_key(r)] for r in dr]
 want = [direct("h100x8x2", "double-ring", 16, 65536, "causal", "bwd",
                ("--double-ring-inner", str(w))) for w in (4, 8)]
-check("double ring inner 4 predicted with --double-ring-inner 4", got[0] == want[0])
-check("double ring inner 8 predicted with --double-ring-inner 8", got[1] == want[1])
-check("the inner sizes give different figures here", want[0] != want[1])
-check("rows name the double ring with its inner size",
-      validate_passes.label(dr[0]) == "double-ring w4")
+check(got[0] == want[0], "double ring inner 4 predicted with --double-ring-inner 4")
+check(got[1] == want[1], "double ring inner 8 predicted with --double-ring-inner 8")
+check(want[0] != want[1], "the inner sizes give different figures here")
+check(validate_passes.label(dr[0]) == "double-ring w4",
+      "rows name the double ring with its inner size")
 
-print(f"{fails} failed")
-sys.exit(1 if fails else 0)
+finish("test_validate_passes")

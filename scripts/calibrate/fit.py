@@ -6,6 +6,7 @@ usage: scripts/calibrate/fit.py CALIBRATION_DIR --out topologies/NAME.json
            [--kernels SWEEP.jsonl ...] [--aspects-from SWEEP.jsonl] [--compute-only]
        scripts/calibrate/fit.py --scale-from REFERENCE.json --out topologies/NAME.json
        scripts/calibrate/fit.py KERNEL_DIR --user-kernel --out topologies/NAME.json
+       scripts/calibrate/fit.py --fp8-gemm FP8GEMM.jsonl --out topologies/NAME.json
 
 --compute-only rewrites the kernel table of an existing --out topology and
 leaves the rest of it (links, host costs) as it is; it needs only
@@ -22,7 +23,11 @@ removed.  --scale-from gives an uncalibrated GPU the kernel
 table of REFERENCE.json scaled to its saturated rate: table_scale =
 peak_tflops x efficiency of --out over the reference's saturated forward
 rate; --out's compute.peak_tflops and efficiency must say where they come
-from in its sources.
+from in its sources.  --fp8-gemm writes the FP8 products of an FP8 GEMM
+sweep (scripts/calibrate/fp8_gemm.py's records, "dtype": "fp8") into
+--out's compute.fp8_gemm_table (gemm_shapes.py's entries, which
+--precision fp8 prices the linear layers from) and names the file in
+compute.source; the rest of --out stays.
 
 What comes from where (every constant is measured or fitted, none typed in):
 - comm.host_us: host time of one grouped send/receive call
@@ -259,7 +264,7 @@ def file_indent(path):
 
 def dump(topo, path, indent=1):
     """JSON at the given indent, one kernel per line in the tables."""
-    keys = ("table", "aspect_table")
+    keys = ("table", "aspect_table", "gemm_table", "fp8_gemm_table")
     comp = topo.get("compute", {})
     held = {k: comp.pop(k) for k in keys if k in comp}
     for k in held:
@@ -305,6 +310,59 @@ def scale_from(ref_path, out):
     print(f"fit: note: {out}: kernels extrapolated from {ref_path}: table_scale {k:.3f}")
     dump(topo, out, file_indent(out))
     print(f"fit: wrote {out}")
+
+
+def fp8_gemm(records_path, out):
+    """--fp8-gemm: compute.fp8_gemm_table of --out from an FP8 GEMM sweep
+    (module doc)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gemm_shapes
+    try:
+        recs = read_jsonl(records_path)
+        topo = json.load(open(out))
+    except (OSError, ValueError) as e:
+        print(f"fit: --fp8-gemm: {e}", file=sys.stderr)
+        sys.exit(2)
+    rows = gemm_shapes.table(recs, "fp8")
+    if not rows:
+        print(f"fit: {records_path}: no FP8 GEMM record (\"part\": \"gemm\", \"dtype\": "
+              "\"fp8\"; scripts/calibrate/fp8_gemm.py writes them)", file=sys.stderr)
+        sys.exit(2)
+    c = topo.setdefault("compute", {})
+    old_source = c.get("source", "")
+    fresh = "fp8_gemm_table" not in c
+    c["fp8_gemm_table"] = rows
+    shapes = len({(e["n"], e["k"]) for e in rows})
+    mark = "; fp8_gemm_table: "
+    c["source"] = (old_source.split(mark)[0] + mark +
+                   f"{records_path} ({len(rows)} FP8 products of {shapes} layer shapes), by "
+                   "scripts/calibrate/fit.py --fp8-gemm")
+    if not (fresh and append_last(out, topo, old_source)):
+        dump(topo, out, file_indent(out))
+    print(f"fit: wrote {out} ({len(rows)} FP8 GEMM products)")
+
+
+def append_last(path, topo, old_source):
+    """Where "compute" is the file's last object and fp8_gemm_table is
+    new: the table added at its end and its source rewritten in place, the
+    rest of the file's text (its hand layout) untouched; False where that
+    text would not read back as topo (then the caller dumps the whole)."""
+    text = open(path).read()
+    c = topo["compute"]
+    tail = "\n  }\n}\n"
+    if list(topo)[-1] != "compute" or not text.endswith(tail) or \
+            text.count(json.dumps(old_source)) != 1:
+        return False
+    body = ",\n".join("      " + json.dumps(e) for e in c["fp8_gemm_table"])
+    new = (text[:-len(tail)] + ',\n    "fp8_gemm_table": [\n' + body + "\n    ]" + tail)
+    new = new.replace(json.dumps(old_source), json.dumps(c["source"]))
+    if json.loads(new) != topo:
+        return False
+    tmp = path + ".tmp.json"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, path)
+    return True
 
 
 def user_kernel(d, out, name=None):
@@ -385,7 +443,11 @@ def main():
     ap.add_argument("--replay", default="build/tasp-replay")
     ap.add_argument("--sim", default="build/tasp-sim")
     ap.add_argument("--user-kernel", action="store_true")
+    ap.add_argument("--fp8-gemm", metavar="JSONL")
     a = ap.parse_args()
+    if a.fp8_gemm:
+        fp8_gemm(a.fp8_gemm, a.out)
+        return
     if a.user_kernel:
         if not a.calibration:
             ap.error("--user-kernel needs CALIBRATION_DIR")

@@ -7,6 +7,8 @@ sweep can be listed and checked on any machine:
     scripts/calibrate/gemm_shapes.py --models llama3-8b --tp 1,8 --tokens 8K
     scripts/calibrate/gemm_shapes.py --table calibration/h100x1-gemm/gemm-n1.jsonl
                                                         # the measured records as gemm_table entries
+    scripts/calibrate/gemm_shapes.py --dtype fp8 --table calibration/h100x1-fp8gemm/fp8gemm-n1.jsonl
+                                                        # FP8 records as fp8_gemm_table entries
 
 The products are a dense decoder layer's linear layers as one GPU of a
 tensor-parallel group runs them, Megatron-style with sequence parallelism
@@ -106,18 +108,23 @@ def flops(s):
     return 2.0 * s["m"] * s["n"] * s["k"]
 
 
-def table(records):
+def table(records, dtype="bf16"):
     """compute.gemm_table entries from a run's gemm records (calibrate.py
     measure_gemm: "part": "gemm", the product's "M", "N", "K"; their "n" is
-    the GPU count, as in every record): one per
-    measured product, sorted; repeats are kept (tasp-sim merges them at
-    their geometric mean)."""
+    the GPU count, as in every record) of one dtype (a record without
+    "dtype" is bf16): one per measured product, sorted; repeats are kept
+    (tasp-sim merges them at their geometric mean).  bf16 entries carry no
+    dtype (gemm_table's default), others carry theirs (fp8: the entries of
+    compute.fp8_gemm_table, fp8_gemm.py's records)."""
     rows = []
     for r in records:
-        if r.get("part") != "gemm":
+        if r.get("part") != "gemm" or r.get("dtype", "bf16") != dtype:
             continue
-        rows.append({"m": r["M"], "n": r["N"], "k": r["K"], "product": r["product"],
-                     "ms": round(r["ms"], 5)})
+        e = {"m": r["M"], "n": r["N"], "k": r["K"], "product": r["product"]}
+        if dtype != "bf16":
+            e["dtype"] = dtype
+        e["ms"] = round(r["ms"], 5)
+        rows.append(e)
     rows.sort(key=lambda e: (e["n"], e["k"], PRODUCTS.index(e["product"]), e["m"]))
     return rows
 
@@ -130,6 +137,8 @@ def main(argv=None):
     ap.add_argument("--tp", default=DEFAULT_TP, help="TP degrees, comma separated")
     ap.add_argument("--tokens", default=DEFAULT_TOKENS,
                     help="tokens a TP group holds (M), comma separated")
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"),
+                    help="--table: the records of this dtype (default bf16)")
     ap.add_argument("--table", metavar="JSONL",
                     help="print the gemm records of a calibration run as compute.gemm_table "
                          "entries instead")
@@ -137,7 +146,7 @@ def main(argv=None):
     if a.table:
         with open(a.table) as f:
             recs = [json.loads(line) for line in f if line.strip()]
-        print("[\n" + ",\n".join("  " + json.dumps(e) for e in table(recs)) + "\n]")
+        print("[\n" + ",\n".join("  " + json.dumps(e) for e in table(recs, a.dtype)) + "\n]")
         return 0
     shapes = sweep(a.models.split(","), [int(v) for v in a.tp.split(",")],
                    [tokens(v) for v in a.tokens.split(",")])

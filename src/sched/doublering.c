@@ -2,7 +2,8 @@
  * 2406.18485, sec. 4.2; InternEvo's implementation).
  *
  * The N GPUs form o windows of w consecutive GPUs (w: the inner ring's
- * size, --double-ring-inner, by default the GPUs of a node).  KV moves w
+ * size, --double-ring-inner, by default the GPUs of a node; with a
+ * head-parallel degree, below, of w context ranks).  KV moves w
  * - 1 hops around the inner ring of its window, then one hop across to
  * the next window, o rounds in all: at step t = r·w + s GPU (b, p)
  * (window b, place p) holds the KV of GPU ((b - r) mod o, (p - s) mod w).
@@ -13,16 +14,31 @@
  * first in the next round.  Causal: the zigzag layout (chunks g and
  * 2N-1-g on GPU g), with Zigzag-Ring's blocks (ring.c).
  *
+ * Head parallelism (LoongTrain's 2D-Attention, sec. 4.1: head-parallel
+ * degree x context-parallel degree; InternEvo's sequence_2D head_size x
+ * context_size): --double-ring-ulysses u splits the N GPUs into u-GPU
+ * Ulysses groups and a double ring over the r = N/u context ranks, as USP
+ * puts a ring around Ulysses (usp.c; the all-to-alls and their memory are
+ * USP's: ulysses.c, usp_mem.c).  GPU g is context rank g / u on the query
+ * heads of Ulysses rank g % u: InternEvo's head-first placement
+ * (device_placement_strategy.head_first, its default: the head groups of
+ * consecutive ranks, made first), so the all-to-alls stay inside a node
+ * and a window of w context ranks spans w·u consecutive GPUs; the default
+ * inner size is then the largest divisor of r whose window (w·u GPUs)
+ * fits in a node.  --double-ring-context-first takes InternEvo's other
+ * placement (head_first False): context rank a of head group h on GPU
+ * h·r + a, so the windows are consecutive GPUs (a window fits in a node)
+ * and each all-to-all spans GPUs r apart; the plan is built head-first and
+ * its GPUs moved (plan_relabel).
+ *
  * Not modelled: LoongTrain issues the hop across at the start of a round
  * so that it overlaps all w inner steps; here it overlaps the round's
  * last step only, as every hop of rotate.c overlaps its step (so the
- * time is an upper bound where the hop across is slower than a step);
- * and its head-parallel (Ulysses) dimension (usp-zigzag is Ulysses x
- * one ring). */
-#include "rotate.h"
+ * time is an upper bound where the hop across is slower than a step). */
+#include "usp_mem.h"
 
 /* --double-ring-inner (model.double_ring_inner): the inner ring's size;
- * 0: the default (double_ring_inner). */
+ * 0: the default (inner_size). */
 static const sched_opt opt_inner = {
     .key = "double_ring_inner",
     .in_model = true,
@@ -30,97 +46,165 @@ static const sched_opt opt_inner = {
     .max = 16384, /* scenario.h's SCENARIO_MAX_SP */
     .splits_sp = true,
     .metavar = "W",
-    .help = "The inner ring's size (GPUs per window; it divides the SP degree); default: the "
-            "largest that fits in a node"};
+    .help = "The inner ring's size (context ranks per window; it divides the SP degree over "
+            "the head-parallel degree); default: the largest whose window fits in a node"};
 
-static const sched_opt *const opts[] = {&opt_inner, NULL};
+/* --double-ring-ulysses (model.double_ring_ulysses): the head-parallel
+ * degree; 0: none (1). */
+static const sched_opt opt_ulysses = {
+    .key = "double_ring_ulysses",
+    .in_model = true,
+    .type = SCHED_OPT_COUNT,
+    .max = 16384,
+    .metavar = "U",
+    .help = "The head-parallel (Ulysses) degree of LoongTrain's 2D-Attention: all-to-all "
+            "groups of U consecutive GPUs, the double ring over the SP degree / U context "
+            "ranks; it divides the SP degree and the heads; default: 1 (none)"};
+
+/* --double-ring-context-first (model.double_ring_context_first). */
+static const sched_opt opt_context_first = {
+    .key = "double_ring_context_first",
+    .in_model = true,
+    .type = SCHED_OPT_FLAG,
+    .help = "With --double-ring-ulysses: the context ranks on consecutive GPUs and each "
+            "head-parallel group across them (InternEvo's context-first placement); default: "
+            "head-first"};
+
+static const sched_opt *const opts[] = {&opt_inner, &opt_ulysses, &opt_context_first,
+                                        &ulysses_opt_fused, NULL};
 
 typedef struct {
-  const workload *w;
-  uint32_t inner, outer;
-  plan_pair *across; /* (b, p) to (b + 1, p + 1) */
+  ring_geom geom; /* first: usp_mem's prologue and epilogue read it as self */
+  uint32_t inner, outer; /* context ranks per window, windows */
+  plan_pair *across;     /* GPU (b, p) to (b + 1, p + 1), on the same heads */
   int64_t *across_pattern;
 } dring;
 
-/* The inner size: the option, or the largest divisor of N that fits in a
+static uint32_t ulysses_degree(const workload *w) {
+  uint32_t u = sched_opt_num(w, &opt_ulysses);
+  return u ? u : 1;
+}
+
+static bool context_first(const workload *w) {
+  return ulysses_degree(w) > 1 && sched_opt_num(w, &opt_context_first);
+}
+
+/* The inner size: the option, or the largest divisor of the r context
+ * ranks whose window (head-first: w·u GPUs; context-first: w) fits in a
  * node. */
 static uint32_t inner_size(const workload *w, const topology *t) {
   uint32_t given = sched_opt_num(w, &opt_inner);
   if (given) return given;
-  uint32_t node = t->gpus_per_node ? t->gpus_per_node : t->n_gpus;
-  for (uint32_t u = w->gpus < node ? w->gpus : node; u > 1; u--)
-    if (w->gpus % u == 0) return u;
+  uint32_t u = ulysses_degree(w), r = w->gpus / u;
+  uint32_t node = (t->gpus_per_node ? t->gpus_per_node : t->n_gpus) / (context_first(w) ? 1 : u);
+  for (uint32_t v = r < node ? r : node; v > 1; v--)
+    if (r % v == 0) return v;
   return 1;
 }
 
-static uint32_t gpu_at(const dring *d, uint32_t b, uint32_t p) {
+/* The context rank at window b, place p. */
+static uint32_t rank_at(const dring *d, uint32_t b, uint32_t p) {
   return (b % d->outer) * d->inner + p % d->inner;
 }
 
-/* The GPU whose KV GPU g holds at `step`. */
-static uint32_t source(const dring *d, uint32_t g, uint32_t step) {
-  uint32_t b = g / d->inner, p = g % d->inner, r = step / d->inner, s = step % d->inner;
-  return gpu_at(d, b + d->outer - r % d->outer, p + d->inner - s);
+/* The context rank whose KV context rank a holds at `step`. */
+static uint32_t source(const dring *d, uint32_t a, uint32_t step) {
+  uint32_t b = a / d->inner, p = a % d->inner, r = step / d->inner, s = step % d->inner;
+  return rank_at(d, b + d->outer - r % d->outer, p + d->inner - s);
 }
 
 static void dring_xfers(const void *self, rotate_emit *e, uint32_t step) {
   const dring *d = self;
-  const workload *w = d->w;
-  if (w->gpus < 2) return;
-  double bytes = workload_kv_bytes(w, (double)w->seq_len / w->gpus);
+  if (d->geom.ranks < 2) return;
   /* the last hop of a round crosses to the next window */
   if ((step + 1) % d->inner == 0)
-    rotate_xfer_pairs(e, d->across, w->gpus, d->across_pattern, bytes, 1);
-  else rotate_xfer_all(e, bytes, 1);
+    rotate_xfer_pairs(e, d->across, d->geom.w->gpus, d->across_pattern, d->geom.kv_bytes, 1);
+  else rotate_xfer_all(e, d->geom.kv_bytes, 1);
 }
 
 static bool dring_alike(const void *self, uint32_t step) {
   (void)step;
-  return !((const dring *)self)->w->causal;
+  return !((const dring *)self)->geom.w->causal;
 }
 
-/* Zigzag-Ring's blocks (ring.c), by the ring ranks of the two GPUs. */
+/* Zigzag-Ring's blocks (ring.c), by the context ranks of the two GPUs, on
+ * the GPU's heads. */
 static void dring_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step) {
   const dring *d = self;
-  const workload *w = d->w;
-  uint32_t src = source(d, gpu, step);
+  const workload *w = d->geom.w;
+  uint32_t u = d->geom.u, r = d->geom.ranks, a = gpu / u, src = source(d, a, step);
+  uint32_t heads = w->heads / u, h0 = (gpu % u) * heads;
   plan_seg q[2], k[2];
-  uint32_t nq = sched_layout(w->seq_len, gpu, w->gpus, true, q);
-  uint32_t nk = sched_layout(w->seq_len, src, w->gpus, true, k);
-  if (!w->causal) rotate_kernel(e, false, q, nq, k, nk);
-  else if (src == gpu) rotate_kernel(e, true, q, nq, k, nk);
-  else if (src < gpu) rotate_kernel(e, false, q, 2, k, 1);
-  else rotate_kernel(e, false, &q[1], 1, k, 2);
+  uint32_t nq = sched_layout(w->seq_len, a, r, true, q);
+  uint32_t nk = sched_layout(w->seq_len, src, r, true, k);
+  if (!w->causal) rotate_kernel_heads(e, h0, heads, false, q, nq, k, nk);
+  else if (src == a) rotate_kernel_heads(e, h0, heads, true, q, nq, k, nk);
+  else if (src < a) rotate_kernel_heads(e, h0, heads, false, q, 2, k, 1);
+  else rotate_kernel_heads(e, h0, heads, false, &q[1], 1, k, 2);
 }
 
 static bool dring_check(const workload *w, const topology *t, GError **err) {
-  uint32_t inner = inner_size(w, t);
-  if (w->gpus % inner != 0) {
+  uint32_t u = ulysses_degree(w);
+  if (w->gpus % u != 0) {
     g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
-                "double-ring: the inner ring's size %u does not divide the SP degree %u "
-                "(double_ring_inner)", inner, w->gpus);
+                "double-ring: the head-parallel degree %u does not divide the SP degree %u "
+                "(double_ring_ulysses)", u, w->gpus);
+    return false;
+  }
+  if (u > 1 && !ulysses_check_heads(w, u, "double-ring", err)) return false;
+  uint32_t inner = inner_size(w, t), r = w->gpus / u;
+  if (r % inner != 0) {
+    if (u > 1)
+      g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
+                  "double-ring: the inner ring's size %u does not divide the %u context ranks "
+                  "(SP degree %u over head-parallel degree %u; double_ring_inner)", inner, r,
+                  w->gpus, u);
+    else
+      g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
+                  "double-ring: the inner ring's size %u does not divide the SP degree %u "
+                  "(double_ring_inner)", inner, w->gpus);
     return false;
   }
   return sched_check_divisible(w, 2, "double-ring cuts the sequence into 2N equal chunks", err);
 }
 
 static plan *dring_build(const workload *w, const topology *t, bool record_segs) {
-  uint32_t n = w->gpus, inner = inner_size(w, t);
+  uint32_t n = w->gpus, u = ulysses_degree(w), r = n / u, inner = inner_size(w, t);
   int64_t pattern = -1;
-  dring d = {w, inner, n / inner, g_new(plan_pair, n), &pattern};
+  ulysses_bufs held = {{0}, 0};
+  struct usp_mem mem = {{{0}, 0}, 0};
+  dring d = {ring_geom_make(w, u, true), inner, r / inner, g_new(plan_pair, n), &pattern};
+  d.geom.held = &held;
+  d.geom.mem = &mem;
   g_autofree plan_pair *around = g_new(plan_pair, n);
   for (uint32_t g = 0; g < n; g++) {
-    uint32_t b = g / inner, p = g % inner;
-    d.across[g] = (plan_pair){g, gpu_at(&d, b + 1, p + 1)};
-    around[g] = (plan_pair){g, gpu_at(&d, b, p + 1)};
+    uint32_t a = g / u, h = g % u, b = a / inner, p = a % inner;
+    d.across[g] = (plan_pair){g, rank_at(&d, b + 1, p + 1) * u + h};
+    around[g] = (plan_pair){g, rank_at(&d, b, p + 1) * u + h};
   }
   /* an inner ring of one: every hop is across */
-  rotate_ops ops = {.n_steps = n, .xfers = dring_xfers, .kernels = dring_kernels,
+  rotate_ops ops = {.n_steps = r, .xfers = dring_xfers, .kernels = dring_kernels,
                     .alike = dring_alike, .pairs = inner > 1 ? around : d.across,
-                    .n_pairs = n < 2 ? 0 : n, .grads_in_place = true};
+                    .n_pairs = r < 2 ? 0 : n, .grads_in_place = true};
+  if (u > 1) {
+    ops.prologue = usp_mem_prologue;
+    ops.epilogue = usp_mem_epilogue;
+    ops.kv_bytes = d.geom.kv_bytes;
+  }
   plan *p = rotate_build(&ops, &d, w, record_segs);
-  if (n / inner > 1)
-    g_string_printf(p->note, "double-ring: inner ring %u x outer ring %u", inner, n / inner);
+  if (context_first(w)) { /* head-first's GPU h + u·a is context-first's h·r + a */
+    plan *q = plan_expand(p);
+    plan_free(p);
+    p = q;
+    g_autofree uint32_t *to = g_new(uint32_t, n);
+    for (uint32_t g = 0; g < n; g++) to[g] = (g % u) * r + g / u;
+    plan_relabel(p, to);
+  }
+  if (u > 1)
+    g_string_printf(p->note, "double-ring: Ulysses degree %u x inner ring %u x outer ring %u%s",
+                    u, inner, r / inner, context_first(w) ? " (context-first)" : "");
+  else if (r / inner > 1)
+    g_string_printf(p->note, "double-ring: inner ring %u x outer ring %u", inner, r / inner);
   else
     g_string_printf(p->note, "double-ring: one window of %u GPUs: Zigzag-Ring's ring", n);
   g_free(d.across);

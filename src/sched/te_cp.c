@@ -1,20 +1,18 @@
 /* te_cp: Megatron-Core / TransformerEngine context parallelism under the
- * names users give it (TransformerConfig.cp_comm_type), each exactly an
- * existing scheduler run under its own name (sched_ops.alias_of: --sched
- * all runs the scheduler, not the alias).  What each does is read from
- * TransformerEngine's transformer_engine/pytorch/attention/
- * dot_product_attention/context_parallel.py (attn_forward_func_with_cp, at
- * commit d0067d0; the all-gather backward gathers K and V again there):
+ * names users give it (TransformerConfig.cp_comm_type), each but
+ * all_gather exactly an existing scheduler run under its own name
+ * (sched_ops.alias_of: --sched all runs the scheduler, not the alias).
+ * What each does is read from TransformerEngine's transformer_engine/
+ * pytorch/attention/dot_product_attention/context_parallel.py
+ * (attn_forward_func_with_cp, at commit d0067d0):
  *
  * - p2p: AttnFuncWithCPAndKVP2P.  The sequence in 2N chunks, GPU i holding
  *   chunks i and 2N-1-i (Megatron's get_batch_on_this_cp_rank reorders
  *   the batch so), KV passed around one ring by send/recv overlapped with
  *   the step's attention, the causal blocks as Zigzag-Ring's: zigzag.
- * - all_gather: AttnFuncWithCPAndKVAllGather (Llama 3's CP).  K and V
- *   all-gathered, not overlapped, rearranged into sequence order, then
- *   the two local chunks attend to the keys up to their end (two kernels);
- *   dK and dV reduce-scattered: allgather.  It differs in one thing: its
- *   backward gathers K and V again, where allgather keeps the forward's.
+ * - all_gather: AttnFuncWithCPAndKVAllGather (Llama 3's CP) is a
+ *   scheduler of its own (te_allgather.c): it differs from allgather in
+ *   gathering K and V again in backward, among others.
  * - a2a: AttnFuncWithCPAndQKVOA2A (DeepSpeed-Ulysses): Q, K, V all-to-all
  *   to heads x whole sequence, attention, the output back: ulysses.
  * - a2a+p2p: hierarchical CP (hierarchical_context_parallel_sizes
@@ -28,12 +26,6 @@ static bool p2p_check(const workload *w, const topology *t, GError **err) {
 }
 static plan *p2p_build(const workload *w, const topology *t, bool record_segs) {
   return sched_zigzag.build(w, t, record_segs);
-}
-static bool ag_check(const workload *w, const topology *t, GError **err) {
-  return sched_allgather.check(w, t, err);
-}
-static plan *ag_build(const workload *w, const topology *t, bool record_segs) {
-  return sched_allgather.build(w, t, record_segs);
 }
 static bool a2a_check(const workload *w, const topology *t, GError **err) {
   return sched_ulysses.check(w, t, err);
@@ -59,13 +51,6 @@ const sched_ops sched_te_p2p = {
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .docs = true,
     .alias_of = &sched_zigzag};
-const sched_ops sched_te_all_gather = {
-    .name = "all_gather",
-    .summary = "TransformerEngine cp_comm_type all_gather: allgather (backward re-gathers K, V)",
-    .check = ag_check,
-    .build = ag_build,
-    .attention = SCHED_RUNS(ATTN_SOFTMAX),
-    .alias_of = &sched_allgather};
 const sched_ops sched_te_a2a = {
     .name = "a2a",
     .summary = "TransformerEngine cp_comm_type a2a: ulysses",

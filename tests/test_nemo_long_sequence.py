@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""scripts/nemo_long_sequence.py: NeMo's published table as recorded
+(docs/paper/nemo_long_sequence.csv) is self-consistent, NeMo's FLOP count is
+tasp-sim's model FLOPs plus the masked half of causal attention, and each
+row's command is the configuration NeMo ran.
+Usage: test_nemo_long_sequence.py PATH/TO/tasp-sim"""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import nemo_long_sequence as nls  # noqa: E402
+
+sim = sys.argv[1]
+fails = 0
+
+
+def check(name, cond):
+    global fails
+    print(("ok: " if cond else "FAIL: ") + name)
+    fails += not cond
+
+
+rows = list(csv.DictReader(open(nls.TABLE)))
+check("the table: 9 rows, 4K to 1024K", [int(r["seq_k"]) for r in rows] ==
+      [4, 8, 16, 32, 64, 128, 256, 512, 1024])
+for r in rows:
+    k = r["seq_k"]
+    check(f"{k}K: GPUs = TP x PP x DP x CP",
+          int(r["gpus"]) == int(r["tp"]) * int(r["pp"]) * int(r["dp"]) * int(r["cp"]))
+    check(f"{k}K: 4M tokens a step (global batch x sequence)",
+          int(r["global_batch"]) * int(k) * 1024 == 4 << 20)
+    check(f"{k}K: the speedup column is with-CP over without-CP",
+          abs(float(r["with_cp_tflops_per_gpu"]) / float(r["without_cp_tflops_per_gpu"]) -
+              float(r["speedup"])) < 0.006)
+
+m = json.load(open(os.path.join(ROOT, "models", "llama2-7b.json")))
+m["layers_total"] = 32
+L, h, f, V, s = 32, 4096, 11008, 32000, 8192
+# NeMo's count by hand: 6 FLOPs per linear weight and token (QKV 3h^2 for
+# MHA, out h^2, MLP 3hf, head hV), attention 12 s^2 h a layer
+by_hand = 2 * s * (6 * (L * (4 * h * h + 3 * h * f) + h * V) + 12 * L * s * h)
+check("nemo_flops: the closed form", abs(nls.nemo_flops(m, 2, s) / by_hand - 1) < 1e-12)
+
+# tasp-sim's model FLOPs (mfu x peak x step x GPUs) count causal attention
+# half: NeMo's count is theirs plus 6 s^2 h a layer and sequence
+cmd = [sim, "--model", "llama2-7b", "--scope", "model", "--topology", "h100x8", "--tp", "2",
+       "--sp", "2", "--dp", "2", "--seq", "8K", "--global-batch-tokens", "32K", "--sched",
+       "zigzag", "--pass", "fwdbwd", "--zero", "1", "--precision", "fp8", "--csv", "-", "--quiet"]
+p = subprocess.run(cmd, capture_output=True, text=True)
+check("tasp-sim runs a small NeMo-like step (exit 0)", p.returncode == 0)
+row = next(csv.DictReader(p.stdout.splitlines()))
+gbs = 4
+topo = json.load(open(os.path.join(ROOT, "topologies", "h100x8.json")))
+peak = topo["compute"]["peak_tflops"] * 1e12
+model = float(row["mfu"]) * peak * float(row["step_ms"]) / 1e3 * 8
+check("NeMo's count = tasp-sim's model FLOPs + the masked half of attention",
+      abs((model + gbs * 6 * L * s * s * h) / nls.nemo_flops(m, gbs, s) - 1) < 1e-3)
+
+# the commands: NeMo's TP / CP / DP, zigzag (Megatron's p2p CP), FP8, the
+# row's global batch, the topology of its GPUs
+cmds = {r["seq_k"]: nls.command(r, "fp8") for r in rows}
+c = cmds["256"]
+check("256K: h100x8x32, TP 4, CP 8, DP 8, zigzag, fp8, 4M tokens",
+      c[c.index("--topology") + 1] == "h100x8x32" and c[c.index("--tp") + 1] == "4" and
+      c[c.index("--sp") + 1] == "8" and c[c.index("--dp") + 1] == "8" and
+      c[c.index("--sched") + 1] == "zigzag" and c[c.index("--precision") + 1] == "fp8" and
+      c[c.index("--global-batch-tokens") + 1] == "4M" and c[c.index("--seq") + 1] == "256K")
+c = cmds["1024"]
+check("1M: 128 nodes by --set generator.nodes, seq 1M",
+      "generator.nodes=128" in c and c[c.index("--seq") + 1] == "1M")
+c = nls.command(rows[-1], "fp8", 2)
+check("1M at DP 2: half the GPUs and half the tokens, the micro-batches a replica kept",
+      "generator.nodes=64" in c and c[c.index("--dp") + 1] == "2" and
+      c[c.index("--global-batch-tokens") + 1] == "2M")
+print(f"nemo_long_sequence: {fails} failed")
+sys.exit(1 if fails else 0)
