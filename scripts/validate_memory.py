@@ -3,8 +3,9 @@
 max_memory_reserved.
 
 Reads the calibration tool's memory records (calibrate.py --parts memory:
-calibration/h200x2-mem/memory-n2.jsonl, and the one-rank programs of
-emulated/*/memory-n*-emulated.jsonl), runs tasp-sim at every record's shape
+calibration/h200x2-mem/memory-n2.jsonl, the one-rank programs of
+emulated/*/memory-n*-emulated.jsonl, and calibration/h100x4-sp/memory-n4.jsonl,
+run on that set's fitted topology: FILE_TOPOLOGY), runs tasp-sim at every record's shape
 with `--memory -` and compares each measured rank's peak with the same
 GPU's prediction (a record of both ranks: the larger of the two on each
 side; a one-rank program of rank R of N: GPU R).
@@ -55,7 +56,13 @@ TOPOLOGY = {("softmax", 2): "h200x2-tool", ("linear", 2): "h200x2-linear",
             ("softmax", 8): "h100x8", ("linear", 8): "h100x8"}
 DEFAULT_FILES = ["calibration/h200x2-mem/memory-n2.jsonl",
                  "calibration/h200x2-mem/emulated/e4/memory-n4-emulated.jsonl",
-                 "calibration/h200x2-mem/emulated/e8/memory-n8-emulated.jsonl"]
+                 "calibration/h200x2-mem/emulated/e8/memory-n8-emulated.jsonl",
+                 "calibration/h100x4-sp/memory-n4.jsonl"]
+# a record set measured on a machine with its own fitted topology: its
+# runs use that topology (the allocator model reads comm.record_stream and
+# kernel_blocks_comm from it)
+FILE_TOPOLOGY = {"calibration/h100x4-sp/memory-n4.jsonl":
+                 "calibration/h100x4-sp/h100x4-tool.json"}
 
 
 def measured_gib(r, residue):
@@ -127,12 +134,13 @@ def idle(r):
 def process(r):
     """The process whose residue a record carries: its layer kind, group
     size and, for a one-rank program, the rank it played."""
-    return (r["attention"], r["n"], tuple(r["gpus"]) if "emulated_rank" in r else None)
+    return (r["attention"], r["n"], tuple(r["gpus"]) if "emulated_rank" in r else None,
+            r.get("topology"))
 
 
 def config(r):
     return tuple(r.get(k) for k in ("attention", "sched", "usp_ulysses", "mask", "n",
-                                    "tokens_per_gpu"))
+                                    "tokens_per_gpu", "topology"))
 
 
 def records(files):
@@ -147,8 +155,9 @@ def records(files):
                     r = json.loads(line)
                     if r.get("part") != "memory" or not r.get("comm", True):
                         continue
+                    r["topology"] = FILE_TOPOLOGY.get(os.path.normpath(f))
                     key = tuple(r.get(k) for k in ("attention", "sched", "usp_ulysses", "mask",
-                                                   "pass", "n", "tokens_per_gpu"))
+                                                   "pass", "n", "tokens_per_gpu", "topology"))
                     gpus = ([r["emulated_rank"]] if "emulated_rank" in r
                             else list(range(len(r["peak_allocated"]))))
                     if key in out:
@@ -171,7 +180,7 @@ def predict(sim, r, sets=()):
     """Per GPU of the point: (peak allocated, peak reserved) GiB, from the
     --memory report; None where no bundled topology has r's GPU count."""
     n, att = r["n"], r["attention"]
-    topo = TOPOLOGY.get((att, n))
+    topo = r.get("topology") or TOPOLOGY.get((att, n))
     if topo is None:
         return None
     sched = r["sched"]
@@ -185,11 +194,15 @@ def predict(sim, r, sets=()):
            "--quiet", "--attention", att, "--memory", "-"]
     if r["sched"] == "usp":
         cmd += ["--usp-ulysses", str(r["usp_ulysses"])]
+    if r["sched"] == "double-ring":
+        # the measured program's window (calibrate.py --double-ring-inner)
+        cmd += ["--double-ring-inner", str(r["double_ring_inner"])]
+    # one rank's program: its communication is local copies, which no
+    # NCCL stream records (exec_alloc.h)
+    if "emulated_rank" in r:
+        sets = [s for s in sets if not s.startswith("comm.record_stream=")]
+        sets.append("comm.record_stream=false")
     for s in sets:
-        # one rank's program: its communication is local copies, which no
-        # NCCL stream records (exec_alloc.h)
-        if "emulated_rank" in r and s.startswith("comm.record_stream="):
-            s = "comm.record_stream=false"
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -244,6 +257,7 @@ def main():
         err, err_r = 100 * (p - x) / x, 100 * (pr - xr) / xr
         name = r["sched"] + (f"-{r['usp_ulysses']}x{r['usp_ring']}" if r["sched"] == "usp" else "")
         name += "" if r["attention"] == "softmax" else " (linear)"
+        name += f" [{os.path.basename(os.path.dirname(r['topology']))}]" if r["topology"] else ""
         rows.append((name, r["mask"], r["pass"], r["n"], r["tokens_per_gpu"], p, x, err,
                      pr, xr, err_r))
         by.setdefault(name, []).append(abs(err))

@@ -46,6 +46,13 @@ bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
                                 (causal ? z->t1c : z->t1f) * p) + SLACK;
   out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
   out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
+  /* a head-parallel degree given (USP's, double ring's) changes the
+   * plan's shape from the defaults the coefficients were fitted to: a
+   * lockstep step becomes a task per GPU, so the tasks are bounded by the
+   * spans (a task is at least one span of the trace) */
+  for (const sched_opt *const *o = so->opts; o && *o; o++)
+    if ((*o)->splits_heads && sched_opt_num(&pt->w, *o))
+      out->tasks = fmax(out->tasks, out->spans);
   if (pt->w.scope != SCOPE_ATTENTION) {
     /* the layer and model scopes (layer.h): the scheduler's plan
      * expanded (a lockstep task one per GPU: as many as its spans),

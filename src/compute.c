@@ -444,6 +444,28 @@ static bool parse_host_costs(json_object *obj, json_where w, compute_model *m, G
   return true;
 }
 
+/* compute.elementwise_gbps / elementwise_bwd_gbps: {"rmsnorm": GB/s, ...},
+ * any subset of the element-wise kinds; the kinds left out keep 0 (the
+ * fallback of elemwise_rate). */
+static bool parse_elemwise_rates(json_object *obj, json_where w, const char *key, double *Bps,
+                                 GError **err) {
+  json_object *rates = NULL;
+  if (!json_get_typed(obj, w, key, false, json_type_object, &rates, err)) return false;
+  if (!rates) return true;
+  const char *names[EW_KINDS + 1];
+  for (int k = 0; k < EW_KINDS; k++) names[k] = compute_elemwise_name((compute_elemwise)k);
+  names[EW_KINDS] = NULL;
+  g_autofree char *path = json_path_join(w.path, key);
+  json_where rw = {w.file, path, w.doc};
+  if (!json_check_keys(rates, rw, names, err)) return false;
+  for (int k = 0; k < EW_KINDS; k++) {
+    double gbps = 0;
+    if (!json_get_double(rates, rw, names[k], false, 0, 0, &gbps, err)) return false;
+    Bps[k] = gbps * 1e9;
+  }
+  return true;
+}
+
 bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GError **err) {
   static const char *const keys[] = {"model", "peak_tflops", "efficiency", "launch_us",
                                      "bwd_ratio", "merge_fixed_us", "merge_ns_per_kelem",
@@ -453,7 +475,7 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
                                      "bwd_host_us", "linear_host_us", "copy_mixed_GBps",
                                      "comm_slowdown", "table_from", "gemm_table",
                                      "gemm_efficiency", "kernel_model", "fp8_gemm_table",
-                                     NULL};
+                                     "elementwise_gbps", "elementwise_bwd_gbps", NULL};
   if (!json_check_keys(obj, w, keys, err)) return false;
   const char *model;
   double peak, launch_us, merge_fixed_us, merge_ns_per_kelem, host_us, merge_host_us;
@@ -496,6 +518,9 @@ bool compute_model_parse(json_object *obj, json_where w, compute_model *m, GErro
     return json_fail(err, w, "comm_slowdown", "expected a fraction in [0, 1), got %g",
                      m->comm_slowdown);
   }
+  if (!parse_elemwise_rates(obj, w, "elementwise_gbps", m->ew_Bps[0], err) ||
+      !parse_elemwise_rates(obj, w, "elementwise_bwd_gbps", m->ew_Bps[1], err))
+    return false;
   m->copy_mixed_Bps = copy_mixed_GBps * 1e9;
   m->copy_Bps = copy_GBps * 1e9;
   m->copy_fixed_s = copy_fixed_us * 1e-6;
@@ -1093,13 +1118,21 @@ const char *compute_elemwise_name(compute_elemwise k) {
   return k < EW_KINDS ? names[k] : "?";
 }
 
-/* Memory-bound: every byte at the copy rate (copy_GBps, bytes read +
- * written per second, as scripts/calibrate's mem_ops count them), and a
- * copy's fixed cost per kernel.  Not classified (compute.h). */
+double compute_elemwise_Bps(const compute_model *m, compute_elemwise kind, bool backward) {
+  if (kind >= EW_KINDS) return m->copy_Bps;
+  if (backward && m->ew_Bps[1][kind] > 0) return m->ew_Bps[1][kind];
+  return m->ew_Bps[0][kind] > 0 ? m->ew_Bps[0][kind] : m->copy_Bps;
+}
+
+/* Memory-bound: every byte at its kind's measured rate (elementwise_gbps:
+ * bytes read + written per second, as elemwise_bytes counts them), else
+ * the copy rate (copy_GBps, as scripts/calibrate's mem_ops count them),
+ * and a copy's fixed cost per kernel.  Not classified (compute.h). */
 static double elemwise_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
   (void)k;
   double b = elemwise_bytes(op);
-  return b > 0 ? compute_elemwise_kernels(op) * m->copy_fixed_s + b / m->copy_Bps : 0;
+  double rate = compute_elemwise_Bps(m, (compute_elemwise)op->elemwise, op->backward);
+  return b > 0 ? compute_elemwise_kernels(op) * m->copy_fixed_s + b / rate : 0;
 }
 
 /* Host: a kernel call's cost per GEMM product (a cuBLAS call as a flash

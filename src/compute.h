@@ -62,8 +62,10 @@
  * the bytes they move at the copy rate (compute_fp8_cast_bytes).
  *
  * Element-wise ops (OP_ELEMWISE: RMSNorm, RoPE, SwiGLU, residual add,
- * optimizer update) by the bytes they move (reads + writes) at the copy
- * rate, plus copy_fixed_us per kernel; `unfused` counts the kernels and
+ * optimizer update) by the bytes they move (reads + writes) at their
+ * kind's measured rate per pass (compute.elementwise_gbps,
+ * elementwise_bwd_gbps: compute_elemwise_Bps), else the copy rate, plus
+ * copy_fixed_us per kernel; `unfused` counts the kernels and
  * passes plain PyTorch runs (compute.c lists them), fused the one kernel
  * Megatron / TransformerEngine run.  Not classified (as copies).
  *
@@ -149,6 +151,17 @@ typedef struct {
   bool fp8;             /* a GEMM priced from the FP8 table */
 } compute_lookup;
 
+/* Element-wise ops (plan_op.elemwise). */
+typedef enum {
+  EW_RMSNORM,   /* rows of hidden */
+  EW_ROPE,      /* rows of (heads + kv heads) x head dim: Q and K */
+  EW_SWIGLU,    /* rows of ffn outputs (reads the 2 x ffn gate and up) */
+  EW_RESIDUAL,  /* rows of hidden; backward: the two gradients added */
+  EW_OPTIMIZER, /* Adam(W) over sq parameters in `batch` tensors */
+  EW_CAST,      /* a float32 weight of sq parameters copied to the activation dtype */
+  EW_KINDS
+} compute_elemwise;
+
 typedef struct {
   bool table;             /* false: roofline */
   double peak_flops;      /* FLOP/s */
@@ -168,6 +181,13 @@ typedef struct {
   double copy_host_s;     /* host time to issue one copy */
   double copy_mixed_Bps;  /* ... an add of two dtypes (float32 += bf16), which PyTorch's
                              elementwise kernels do not vectorise (compute.copy_mixed_GBps) */
+  /* Bytes per second of each element-wise kind, [forward, backward]
+   * (compute.elementwise_gbps, elementwise_bwd_gbps): the ops alone run at
+   * rates of their own (an H200 moves RMSNorm's and the residual add's
+   * bytes about twice as fast as RoPE's and SwiGLU's: docs/validation.md,
+   * Decoder layer).  0: the forward's rate of that kind (backward), else
+   * copy_Bps. */
+  double ew_Bps[2][EW_KINDS];
   /* Fraction by which a compute task's progress slows while a transfer of
    * its GPU is in flight (both draw on the GPU's memory bandwidth):
    * compute.comm_slowdown, 0 where not measured. */
@@ -277,17 +297,10 @@ unsigned compute_fp8_cast_kernels(const plan_op *op);
 typedef enum { GEMM_FWD, GEMM_DGRAD, GEMM_WGRAD, GEMM_PARTS } gemm_part;
 const char *compute_gemm_part_name(gemm_part p);
 
-/* Element-wise ops (plan_op.elemwise). */
-typedef enum {
-  EW_RMSNORM,   /* rows of hidden */
-  EW_ROPE,      /* rows of (heads + kv heads) x head dim: Q and K */
-  EW_SWIGLU,    /* rows of ffn outputs (reads the 2 x ffn gate and up) */
-  EW_RESIDUAL,  /* rows of hidden; backward: the two gradients added */
-  EW_OPTIMIZER, /* Adam(W) over sq parameters in `batch` tensors */
-  EW_CAST,      /* a float32 weight of sq parameters copied to the activation dtype */
-  EW_KINDS
-} compute_elemwise;
 const char *compute_elemwise_name(compute_elemwise k);
+/* Bytes per second an element-wise op of this kind and pass moves
+ * (compute_model.ew_Bps, falling back as it says). */
+double compute_elemwise_Bps(const compute_model *m, compute_elemwise kind, bool backward);
 /* Kernels one element-wise op launches. */
 unsigned compute_elemwise_kernels(const plan_op *op);
 /* Seconds of one product of a GEMM task (the task's own time is its

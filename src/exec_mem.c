@@ -19,6 +19,12 @@
  * `next_k, next_v = send_recv_kv(k, v)`) was made then: its writes at its
  * start are also taken at the start of each such kernel, on its GPU (a
  * write use added there; exec_mem_new's `held_back`).
+ * With recordStream (comm.record_stream) a block a send or receive used is
+ * cached again only at a request its host makes after the transfer's GPU
+ * end, except a transfer the host issued before its GPU's first kernel
+ * (memory-bound copies aside: they hold the GPU for microseconds), which
+ * ran at once and is done when its block is freed
+ * (calibration/h100x2-snap).
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"
@@ -47,6 +53,9 @@ struct exec_mem {
   uint32_t *block;         /* per instance: its block in its GPU's allocator */
   double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
+  uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
+                              task other than a copy (issue_key; recordStream: a
+                              transfer the host issues before it runs at once) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved` */
@@ -176,11 +185,35 @@ static void move_held_writes(exec_mem *m, exec_held_fn held_back, const void *ct
   }
 }
 
+/* A task's place in the program's (host's) order: a group the host issues
+ * at an earlier task's place (plan_issue_at) comes just before that task:
+ * (place, in place after early), ties by id. */
+static uint64_t issue_key(const plan *p, uint32_t task) {
+  uint32_t h = plan_task_at(p, task)->host_at;
+  return (uint64_t)(h == PLAN_IN_PLACE ? task : h) << 1 | (h == PLAN_IN_PLACE);
+}
+
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
                        const void *ctx, const double *host_issue_s) {
   exec_mem *m = g_new0(exec_mem, 1);
   m->p = p;
   m->host_s = host_issue_s;
+  if (host_issue_s) {
+    m->first_kernel = g_new(uint64_t, p->n_gpus);
+    for (uint32_t g = 0; g < p->n_gpus; g++) m->first_kernel[g] = UINT64_MAX;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *t = plan_task_at(p, i);
+      /* a copy (OP_COPY: layout changes, torch.cat) is memory-bound and
+       * short: USP's ring transfer after its Ulysses all-to-all and
+       * layout copies runs as early (calibration/h100x2-snap: USP u = 1's
+       * first ring receive buffer `free_completed` 1 ms after its free;
+       * calibration/h100x4-sp USP 2 x 2 forward+backward +15% -> 9.1%) */
+      if (t->kind != TASK_COMPUTE || t->op.kind == OP_COPY) continue;
+      uint64_t k = issue_key(p, i);
+      for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task (PLAN_ALL) runs on every GPU */
+        if ((t->gpu == PLAN_ALL || t->gpu == g) && k < m->first_kernel[g]) m->first_kernel[g] = k;
+    }
+  }
   move_held_writes(m, held_back, ctx);
   m->n_plan_uses = plan_buf_use_count(p);
   uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
@@ -258,7 +291,16 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
                      uint32_t g, double now) {
   if (u->write) m->written[inst] = true;
   const plan_task *t = plan_task_at(m->p, u->task);
-  if (t->kind == TASK_COMM && t->api == COMM_P2P) m->sent_s[inst] = now;
+  /* the last send/receive using a block decides when its free completes
+   * (recordStream); one the host issued before its GPU's first kernel
+   * started at once on the idle GPU and is done before the host, which
+   * issues the pass's kernels and their Python between, frees the block
+   * (calibration/h100x2-snap: the forward's first receive buffer,
+   * `free_requested` then `free_completed` at the next request, 3.4 ms of
+   * host time into the pass; every later transfer's block stays pending
+   * through the pass): freed at once */
+  if (t->kind == TASK_COMM && t->api == COMM_P2P)
+    m->sent_s[inst] = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1 : now;
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
@@ -298,10 +340,7 @@ static void apply_start(exec_mem *m, uint32_t task, double now_s) {
 static gint by_issue_order(gconstpointer a, gconstpointer b, gpointer ctx) {
   const plan *p = ctx;
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  uint32_t hx = plan_task_at(p, x)->host_at, hy = plan_task_at(p, y)->host_at;
-  /* (place, in place after early, id) */
-  uint64_t kx = (uint64_t)(hx == PLAN_IN_PLACE ? x : hx) << 1 | (hx == PLAN_IN_PLACE);
-  uint64_t ky = (uint64_t)(hy == PLAN_IN_PLACE ? y : hy) << 1 | (hy == PLAN_IN_PLACE);
+  uint64_t kx = issue_key(p, x), ky = issue_key(p, y);
   if (kx != ky) return kx < ky ? -1 : 1;
   return (x > y) - (x < y);
 }
@@ -405,7 +444,7 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);

@@ -121,6 +121,13 @@ void topo_dump(FILE *f, const topology *t) {
           m->merge_fixed_s * 1e6, dflt(t, "compute.merge_fixed_us"), m->merge_s_per_elem * 1e12,
           dflt(t, "compute.merge_ns_per_kelem"), m->merge_host_s * 1e6,
           dflt(t, "compute.merge_host_us"));
+  fprintf(f, "  element-wise GB/s (fwd/bwd; compute.elementwise_gbps, elementwise_bwd_gbps, "
+             "else copy_GBps %g):", m->copy_Bps * 1e-9);
+  for (int k = 0; k < EW_KINDS; k++)
+    fprintf(f, " %s %g/%g", compute_elemwise_name((compute_elemwise)k),
+            compute_elemwise_Bps(m, (compute_elemwise)k, false) * 1e-9,
+            compute_elemwise_Bps(m, (compute_elemwise)k, true) * 1e-9);
+  fputc('\n', f);
   if (t->defaults->len) {
     fputs("defaults: costs the file leaves out, as measured (see README, Topology files)\n", f);
     for (guint i = 0; i < t->defaults->len; i++) {

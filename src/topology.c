@@ -14,6 +14,9 @@ topology *topo_new(const char *name, uint32_t n_gpus) {
   t->route_chan = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   compute_model_init(&t->compute);
   t->p2p_host_s = -1;  /* as a collective, comm_host_s */
+  /* PyTorch's NCCL process group records what a send/receive uses on its
+   * stream (topology.h) */
+  t->record_stream = true;
   return t;
 }
 

@@ -83,13 +83,15 @@ typedef struct topology {
    * its message size, holding it below its route's cap (size_rate.h) */
   size_rate flow_rate;
   bool kernel_blocks_comm; /* transfers wait for running attention kernels */
-  /* comm.record_stream (default false): the program's send/receive
+  /* comm.record_stream (default true): the program's send/receive
    * tensors are recorded on the NCCL stream (ProcessGroupNCCL's
-   * recordStream), so a freed block is cached again only once its
-   * transfer is done as its host sees it (exec_alloc.h; measured:
-   * calibration/h200x2-snap).  Off by default: with it, ring's and
-   * TASP's backward on 2 GPUs come within 10% reserved but some forward
-   * + backward passes go over (docs/validation.md) */
+   * recordStream for batch_isend_irecv), so a freed block is cached again
+   * only once its transfer is done as its host sees it (exec_alloc.h;
+   * traced: calibration/h200x2-snap, calibration/h100x2-snap).  false: a
+   * program whose transfers are local copies (the calibration tool's
+   * one-rank programs) or a library that does not record them
+   * (docs/validation.md: reserved within 12.4% on every 2-GPU NCCL
+   * record with it, 18.7% without) */
   bool record_stream;
   double comm_host_s;      /* host time to issue one group, per GPU taking part */
   double p2p_host_s;       /* the same for a grouped send/receive (< 0: comm_host_s)... */

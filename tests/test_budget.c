@@ -6,15 +6,21 @@
 #include "sim.h"
 #include "testutil.h"
 
-static scenario *load(const char *sched, const char *sp, const char *mask, const char *pass) {
+static scenario *load_opts(const char *sched, const char *sp, const char *mask,
+                           const char *pass, char *const *opts) {
   const sched_ops *s = sched_find(sched); /* NULL for a list: softmax ones */
   scenario_overrides ov = {.topology = "h100x8x8", .sched = sched, .sp = sp, .seq = "64K",
-                           .mask = mask, .pass = pass, .heads = "64", .kv_heads = "64"};
+                           .mask = mask, .pass = pass, .heads = "64", .kv_heads = "64",
+                           .sched_opts = opts};
   if (s && s->attention && !(s->attention & SCHED_RUNS(ATTN_SOFTMAX))) ov.attention = "linear";
   g_autoptr(GError) err = NULL;
   scenario *sc = scenario_load(NULL, &ov, &err);
   if (!sc) fprintf(stderr, "%s: %s\n", sched, err->message);
   return sc;
+}
+
+static scenario *load(const char *sched, const char *sp, const char *mask, const char *pass) {
+  return load_opts(sched, sp, mask, pass, NULL);
 }
 
 /* est is an upper estimate of real, at most `factor` times it (with the
@@ -23,42 +29,66 @@ static bool fits(double est, double real, double factor) {
   return real <= est && est <= factor * real + 64;
 }
 
+/* The estimate against the plan `sched` builds with options `opts` at
+ * SP sp, mask and pass. */
+static void check_counts(const char *sched, const char *sp, const char *mask, const char *pass,
+                         char *const *opts, double factor) {
+  scenario *sc = load_opts(sched, sp, mask, pass, opts);
+  CU_ASSERT_FATAL(sc != NULL);
+  const scenario_point *pt = NULL;
+  for (guint i = 0; i < sc->points->len; i++)
+    if (!g_array_index(sc->points, scenario_point, i).hidden)
+      pt = &g_array_index(sc->points, scenario_point, i);
+  budget_counts k;
+  /* a scheduler added without its coefficients fails here */
+  CU_ASSERT_FATAL(budget_counts_of(pt, &k));
+  workload one = layers_one(&pt->w, pt->w.attention);
+  plan *pl = pt->sched->build(&one, sc->topo, false);
+  double xfers = 0;
+  for (guint i = 0; i < pl->tasks->len; i++)
+    if (plan_task_at(pl, i)->kind == TASK_COMM) xfers += plan_xfer_count(pl, plan_task_at(pl, i));
+  exec_opts o = {.keep_trace = true};
+  sim_result *r = sim_run_point(sc->topo, pt, &o);
+  bool ok = fits(k.tasks, pl->tasks->len, factor) && fits(k.xfers, xfers, factor) &&
+            fits(k.spans, r->r->spans->len, 8) && r->r->rates->len <= k.rates;
+  if (!ok)
+    fprintf(stderr, "%s %s SP %s %s %s: tasks %u/%.0f xfers %.0f/%.0f spans %u/%.0f "
+            "rates %u/%.0f\n", sched, opts ? opts[0] : "", sp, mask, pass, pl->tasks->len,
+            k.tasks, xfers, k.xfers, r->r->spans->len, k.spans, r->r->rates->len, k.rates);
+  CU_ASSERT(ok);
+  sim_result_free(r);
+  plan_free(pl);
+  scenario_free(sc);
+}
+
 static void t_counts_bound_every_scheduler(void) {
   static const char *const sps[] = {"8", "32"}, *const masks[] = {"causal", "full"},
                            *const passes[] = {"fwd", "bwd", "fwdbwd"};
   for (const sched_ops *const *s = sched_all(); *s; s++)
     for (int a = 0; a < 2; a++)
       for (int m = 0; m < 2; m++)
-        for (int p = 0; p < 3; p++) {
-          scenario *sc = load((*s)->name, sps[a], masks[m], passes[p]);
-          CU_ASSERT_FATAL(sc != NULL);
-          const scenario_point *pt = NULL;
-          for (guint i = 0; i < sc->points->len; i++)
-            if (!g_array_index(sc->points, scenario_point, i).hidden)
-              pt = &g_array_index(sc->points, scenario_point, i);
-          budget_counts k;
-          /* a scheduler added without its coefficients fails here */
-          CU_ASSERT_FATAL(budget_counts_of(pt, &k));
-          workload one = layers_one(&pt->w, pt->w.attention);
-          plan *pl = pt->sched->build(&one, sc->topo, false);
-          double xfers = 0;
-          for (guint i = 0; i < pl->tasks->len; i++)
-            if (plan_task_at(pl, i)->kind == TASK_COMM)
-              xfers += plan_xfer_count(pl, plan_task_at(pl, i));
-          exec_opts o = {.keep_trace = true};
-          sim_result *r = sim_run_point(sc->topo, pt, &o);
-          bool ok = fits(k.tasks, pl->tasks->len, 4) && fits(k.xfers, xfers, 4) &&
-                    fits(k.spans, r->r->spans->len, 8) && r->r->rates->len <= k.rates;
-          if (!ok)
-            fprintf(stderr, "%s SP %s %s %s: tasks %u/%.0f xfers %.0f/%.0f spans %u/%.0f "
-                    "rates %u/%.0f\n", (*s)->name, sps[a], masks[m], passes[p],
-                    pl->tasks->len, k.tasks, xfers, k.xfers, r->r->spans->len, k.spans,
-                    r->r->rates->len, k.rates);
-          CU_ASSERT(ok);
-          sim_result_free(r);
-          plan_free(pl);
-          scenario_free(sc);
-        }
+        for (int p = 0; p < 3; p++) check_counts((*s)->name, sps[a], masks[m], passes[p], NULL, 4);
+}
+
+/* The same with the options that change a plan's shape (the degrees that
+ * split SP): never below, and within 8 times (the spans' bound). */
+static void t_counts_bound_options(void) {
+  static char *const u2[] = {"usp_ulysses=2", NULL}, *const u8[] = {"usp_ulysses=8", NULL},
+                     *const d2[] = {"double_ring_ulysses=2", NULL},
+                     *const d4[] = {"double_ring_ulysses=4", NULL},
+                     *const w2[] = {"double_ring_inner=2", NULL};
+  static const struct {
+    const char *sched;
+    char *const *opts;
+  } cases[] = {{"usp", u2}, {"usp", u8}, {"usp-zigzag", u2}, {"usp-zigzag", u8},
+               {"double-ring", d2}, {"double-ring", d4}, {"double-ring", w2}};
+  static const char *const sps[] = {"8", "32"}, *const masks[] = {"causal", "full"},
+                           *const passes[] = {"fwd", "fwdbwd"};
+  for (size_t c = 0; c < G_N_ELEMENTS(cases); c++)
+    for (int a = 0; a < 2; a++)
+      for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 2; p++)
+          check_counts(cases[c].sched, sps[a], masks[m], passes[p], cases[c].opts, 8);
 }
 
 static void t_check_refuses_and_narrows(void) {
@@ -139,7 +169,7 @@ static void t_counts_bound_documents(void) {
 }
 
 int main(void) {
-  static const test_case cases[] = {TEST(t_counts_bound_every_scheduler),
+  static const test_case cases[] = {TEST(t_counts_bound_every_scheduler), TEST(t_counts_bound_options),
                                     TEST(t_counts_bound_documents),
                                     TEST(t_check_refuses_and_narrows), {NULL, NULL}};
   return test_run("budget", cases);

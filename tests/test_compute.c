@@ -1106,6 +1106,24 @@ static void t_gemm_table(void) {
   compute_model_clear(&m);
 }
 
+/* Each case, the one entry of compute.<table>, is refused with an error
+ * that holds the case's words. */
+static void gemm_table_refuses(const char *table, const char *const cases[][2], size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    g_autofree char *text = g_strdup_printf("{\"model\": \"roofline\", \"peak_tflops\": 1000, "
+                                            "\"%s\": [%s]}", table, cases[i][0]);
+    g_autoptr(json_object) o = json_tokener_parse(text);
+    compute_model m;
+    compute_model_init(&m);
+    g_autoptr(GError) err = NULL;
+    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, &m, &err));
+    bool ok = err && strstr(err->message, cases[i][1]);
+    if (!ok) fprintf(stderr, "expected \"%s\" in \"%s\"\n", cases[i][1], err ? err->message : "");
+    CU_ASSERT_TRUE(ok);
+    compute_model_clear(&m);
+  }
+}
+
 static void t_gemm_table_errors(void) {
   static const char *const cases[][2] = {
       {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"bwd\", \"ms\": 1}",
@@ -1117,19 +1135,7 @@ static void t_gemm_table_errors(void) {
       {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": 1, \"M\": 3}",
        "gemm_table[0].M': unknown field"},
       {"3", "field 'compute.gemm_table[0]': expected an object"}};
-  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-    g_autofree char *text = g_strdup_printf("{\"model\": \"roofline\", \"peak_tflops\": 1000, "
-                                            "\"gemm_table\": [%s]}", cases[i][0]);
-    g_autoptr(json_object) o = json_tokener_parse(text);
-    compute_model m;
-    compute_model_init(&m);
-    g_autoptr(GError) err = NULL;
-    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, &m, &err));
-    bool ok = err && strstr(err->message, cases[i][1]);
-    if (!ok) fprintf(stderr, "expected \"%s\" in \"%s\"\n", cases[i][1], err ? err->message : "");
-    CU_ASSERT_TRUE(ok);
-    compute_model_clear(&m);
-  }
+  gemm_table_refuses("gemm_table", cases, G_N_ELEMENTS(cases));
 }
 
 /* FP8 GEMMs (--precision fp8) are priced from compute.fp8_gemm_table,
@@ -1213,19 +1219,7 @@ static void t_fp8_gemm_table_errors(void) {
        "field 'compute.fp8_gemm_table[0].product': expected \"fwd\""},
       {"{\"m\": 4096, \"n\": 6144, \"k\": 4096, \"product\": \"fwd\", \"ms\": -1}",
        "compute.fp8_gemm_table[0].ms"}};
-  for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-    g_autofree char *text = g_strdup_printf("{\"model\": \"roofline\", \"peak_tflops\": 1000, "
-                                            "\"fp8_gemm_table\": [%s]}", cases[i][0]);
-    g_autoptr(json_object) o = json_tokener_parse(text);
-    compute_model m;
-    compute_model_init(&m);
-    g_autoptr(GError) err = NULL;
-    CU_ASSERT_FALSE(compute_model_parse(o, (json_where){"t.json", "compute", NULL}, &m, &err));
-    bool ok = err && strstr(err->message, cases[i][1]);
-    if (!ok) fprintf(stderr, "expected \"%s\" in \"%s\"\n", cases[i][1], err ? err->message : "");
-    CU_ASSERT_TRUE(ok);
-    compute_model_clear(&m);
-  }
+  gemm_table_refuses("fp8_gemm_table", cases, G_N_ELEMENTS(cases));
 }
 
 /* Bytes of the element-wise ops, fused and unfused, forward and backward

@@ -241,8 +241,14 @@ static void t_ring_peak(void) {
     exec_result *r = run_sched(&sched_ring, &w, t);
     for (uint32_t g = 0; g < n; g++)
       CU_ASSERT_CLOSE(r->gpu_peak_bytes[g], (n == 2 ? 14 : 16) * u + 2 * lse, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "update_out_and_lse temporaries (float32)", NULL),
-                           6 * u, 0);
+    /* three float32 tensors of the block's rows, 2U each */
+    CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "update_out_and_lse: block_out.to(float32)", NULL),
+                           2 * u, 0);
+    CU_ASSERT_DOUBLE_EQUAL(
+        live_at_peak(r, 0, "update_out_and_lse: out - block_out (float32)", NULL), 2 * u, 0);
+    CU_ASSERT_DOUBLE_EQUAL(
+        live_at_peak(r, 0, "update_out_and_lse: sigmoid(...) * (out - block_out) (float32)", NULL),
+        2 * u, 0);
     CU_ASSERT_DOUBLE_EQUAL(live_at_peak(r, 0, "out", NULL), 0, 0);
     exec_result_free(r);
     topo_free(t);
@@ -288,6 +294,39 @@ static void t_zigzag_backward_two_accumulators(void) {
     CU_ASSERT_DOUBLE_EQUAL(acc, 8 * u, 0);
   }
   exec_result_free(r);
+  topo_free(t);
+}
+
+/* Stripe backward (ring_flash_attn's stripe_flash_attn_backward) on 4
+ * GPUs, causal: at step s GPU g holds GPU g - s's KV; a later GPU's (s >
+ * g) is a shifted block, added into the arrived dK/dV in place; at the
+ * others it makes a new float32 sum (`dk = block_dk_buffer + dk`): g + 1
+ * sums on GPU g, where Ring makes one every step.  It receives into the
+ * one it sent (`dk_comm_buffer`), made once, never a new `next_dk`
+ * (calibration/h100x2-snap: one 2 GiB fold buffer on rank 0, two on rank
+ * 1, at 64K tokens per GPU). */
+static void t_stripe_backward_sums(void) {
+  topology *t = switch_topo(4, 100e9);
+  double u, lse;
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  plan *p = sched_stripe.build(&w, t, false);
+  uint32_t sums[4] = {0}, next = 0, comm_bufs = 0;
+  for (uint32_t b = 0; b < plan_buf_count(p); b++) {
+    const plan_buf *pb = plan_buf_at(p, b);
+    if (!strcmp(pb->name, "dk, dv (float32)")) {
+      CU_ASSERT_NOT_EQUAL(pb->gpu, PLAN_ALL);
+      if (pb->gpu < 4) sums[pb->gpu]++;
+    }
+    next += !strcmp(pb->name, "next_dk, next_dv");
+    comm_bufs += !strcmp(pb->name, "dk_comm_buffer, dv_comm_buffer (float32)");
+  }
+  for (uint32_t g = 0; g < 4; g++) CU_ASSERT_EQUAL(sums[g], g + 1);
+  CU_ASSERT_EQUAL(next, 0);
+  CU_ASSERT_EQUAL(comm_bufs, 1);
+  exec_result *r = run(p, t, false);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  exec_result_free(r);
+  plan_free(p);
   topo_free(t);
 }
 
@@ -692,12 +731,91 @@ static void t_record_stream(void) {
   topology *t = switch_topo(2, 100e9);
   double u, lse;
   workload w = mha(2, false, PASS_BWD, &u, &lse);
+  t->record_stream = false; /* the default is on (topology.h) */
   exec_result *off = run_sched(&sched_ring, &w, t);
   t->record_stream = true;
   exec_result *on = run_sched(&sched_ring, &w, t);
   CU_ASSERT_DOUBLE_EQUAL(on->peak_bytes, off->peak_bytes, 0);
   /* at least one float32 dK/dV sum more: 4U, its segment */
   CU_ASSERT(on->peak_reserved_bytes >= off->peak_reserved_bytes + 4 * u);
+  CU_ASSERT_EQUAL(on->mem_errors, 0);
+  exec_result_free(on);
+  exec_result_free(off);
+  topo_free(t);
+}
+
+/* comm.record_stream, ring's forward on 4 GPUs: the KV chunk held a step
+ * ago was sent by the GPU after the host freed it, so the next receive
+ * buffer takes a segment of its own, one KV chunk (2U) beyond the
+ * allocated peak (16U + the float32 log-sum-exps) and no more: the
+ * merge's three float32 temporaries are three blocks of 2U
+ * (update_out_and_lse's tensors), which the next merge reuses.  Declared as
+ * one block of 6U, the receive buffer split it and every later merge
+ * needed a new 6U segment (calibration/h100x4-sp: 6.79 GiB reserved at
+ * 48K tokens per GPU, where that replay gave 8.27 GiB and this one 6.77). */
+static void t_record_stream_forward(void) {
+  topology *t = switch_topo(4, 100e9);
+  t->record_stream = true;
+  double u, lse;
+  workload w = mha(4, false, PASS_FWD, &u, &lse);
+  exec_result *r = run_sched(&sched_ring, &w, t);
+  for (uint32_t g = 0; g < 4; g++) {
+    CU_ASSERT_CLOSE(r->gpu_peak_bytes[g], 16 * u + 2 * lse, 1e-12);
+    /* a KV chunk's segment more, give or take the small pool's and the
+     * rounding's few MiB */
+    CU_ASSERT(r->gpu_peak_reserved_bytes[g] >= r->gpu_peak_bytes[g] + 2 * u);
+    CU_ASSERT(r->gpu_peak_reserved_bytes[g] < r->gpu_peak_bytes[g] + 3 * u);
+  }
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
+/* comm.record_stream, zigzag forward+backward on 2 GPUs: the forward's only
+ * transfer is issued before the GPU's first kernel, so it runs at once and
+ * its receive buffer is cached again when freed (calibration/h100x2-snap:
+ * `free_completed` at the next request, 3.4 ms of host time into the
+ * pass), and the backward's first receive buffer reuses it: GPU 1, whose
+ * backward's transfers leave no block pending where it matters, reserves
+ * as much as without recordStream.  Held to its GPU end behind the
+ * kernels, it took one KV chunk's segment more (2U). */
+static void t_record_stream_idle_gpu(void) {
+  topology *t = switch_topo(2, 100e9);
+  double u, lse;
+  workload w = mha(2, true, PASS_FWDBWD, &u, &lse);
+  t->record_stream = false; /* the default is on (topology.h) */
+  exec_result *off = run_sched(&sched_zigzag, &w, t);
+  t->record_stream = true;
+  exec_result *on = run_sched(&sched_zigzag, &w, t);
+  CU_ASSERT_DOUBLE_EQUAL(on->gpu_peak_bytes[1], off->gpu_peak_bytes[1], 0);
+  CU_ASSERT_DOUBLE_EQUAL(on->gpu_peak_reserved_bytes[1], off->gpu_peak_reserved_bytes[1], 0);
+  CU_ASSERT_EQUAL(on->mem_errors, 0);
+  exec_result_free(on);
+  exec_result_free(off);
+  topo_free(t);
+}
+
+/* comm.record_stream, USP 2 x 2 forward+backward on 4 GPUs: the ring's
+ * first transfer comes after the Ulysses all-to-all and the layout copies
+ * (memory-bound, short) but before any attention kernel, so it too is done
+ * before its KV buffer is freed and the backward reuses the block: each
+ * GPU reserves, beyond what it does without recordStream, only the
+ * backward's one float32 dK/dV sum held past its free (4U); held too, the
+ * KV buffer adds 2U (calibration/h100x4-sp: USP 2 x 2 full
+ * forward+backward, +15% with the copies counted as kernels, within 9.1%
+ * without). */
+static void t_record_stream_after_copies(void) {
+  topology *t = switch_topo(4, 100e9);
+  double u, lse;
+  workload w = mha(4, false, PASS_FWDBWD, &u, &lse);
+  sched_opt_set_num(&w, &usp_opt_ulysses, 2);
+  t->record_stream = false; /* the default is on (topology.h) */
+  exec_result *off = run_sched(&sched_usp, &w, t);
+  t->record_stream = true;
+  exec_result *on = run_sched(&sched_usp, &w, t);
+  for (uint32_t g = 0; g < 4; g++)
+    CU_ASSERT_DOUBLE_EQUAL(on->gpu_peak_reserved_bytes[g], off->gpu_peak_reserved_bytes[g] + 4 * u,
+                           0);
   CU_ASSERT_EQUAL(on->mem_errors, 0);
   exec_result_free(on);
   exec_result_free(off);
@@ -847,7 +965,8 @@ int main(void) {
                                     TEST(t_usp_saves_ring_output),
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
-                                    TEST(t_alloc_pending), TEST(t_record_stream),
+                                    TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
+                                    TEST(t_record_stream_idle_gpu), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};

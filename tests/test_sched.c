@@ -201,11 +201,11 @@ static double grad_scale(const workload *w) {
  * backward adds the dK/dV that follows (n chunks, in the accumulators'
  * precision: float32 here, twice the bf16 KV); every GPU merges one block
  * output less than it has kernels. */
-static void check_ring_family(const plan *p, const workload *w) {
+static void check_ring_family(const plan *p, const workload *w, double dkv_chunks) {
   uint32_t n = w->gpus;
   double chunk = workload_kv_bytes(w, (double)w->seq_len / n), per_gpu = 0;
   if (w->pass != PASS_BWD) per_gpu += (n - 1) * chunk;
-  if (w->pass != PASS_FWD) per_gpu += (n - 1) * chunk + n * chunk * grad_scale(w);
+  if (w->pass != PASS_FWD) per_gpu += (n - 1) * chunk + dkv_chunks * chunk;
   uint32_t *attn = g_new0(uint32_t, n), *merge = g_new0(uint32_t, n);
   for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(sent_by(p, g), per_gpu, 1e-9);
   for (guint i = 0; i < p->tasks->len; i++) {
@@ -226,7 +226,8 @@ static void check_ring_family(const plan *p, const workload *w) {
  * (forward) and of dO, dQ, dK, dV (backward, bf16), KV heads replicated up
  * to u; plus, for USP, the ring part's KV of (r-1) ring chunks forward and
  * r accumulators backward.  Calls: 4 per direction, 2 when fused. */
-static void check_ulysses_family(const plan *p, const workload *w, uint32_t u) {
+static void check_ulysses_family(const plan *p, const workload *w, uint32_t u,
+                                 double dkv_chunks) {
   uint32_t n = w->gpus, r = n / u;
   double c = (double)w->seq_len / n, e = w->elem_bytes, hd = (double)w->head_dim;
   double kvh = w->kv_heads < u ? u : w->kv_heads;
@@ -236,7 +237,7 @@ static void check_ulysses_family(const plan *p, const workload *w, uint32_t u) {
   double per_gpu = 0;
   if (w->pass != PASS_BWD) per_gpu += a2a + (r - 1) * ring;
   if (w->pass != PASS_FWD)
-    per_gpu += a2a + (r > 1 ? (r - 1) * ring + r * ring * grad_scale(w) : 0);
+    per_gpu += a2a + (r > 1 ? (r - 1) * ring + dkv_chunks * ring : 0);
   for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(sent_by(p, g), per_gpu, 1e-9);
   unsigned calls = 0;
   for (guint i = 0; i < p->tasks->len; i++)
@@ -493,6 +494,23 @@ static uint32_t dring_ulysses(const workload *w) {
   return sched_opt_num(w, sched_option_find("double_ring_ulysses"));
 }
 
+/* Double ring's dK/dV bytes per GPU, in KV chunks (of its r context
+ * ranks): InternEvo's w hops around a window in float32, then bf16 (the
+ * first window's sums cast) for the later rounds' hops and the o hops
+ * across; r in the gradient dtype where there is one window or an inner
+ * ring of one.  The inner size as doublering.c's default or option. */
+static double dring_dkv_chunks(const workload *w, const topology *t) {
+  uint32_t u = dring_ulysses(w) ? dring_ulysses(w) : 1, r = w->gpus / u;
+  uint32_t inner = sched_opt_num(w, sched_option_find("double_ring_inner"));
+  bool cf = u > 1 && sched_opt_num(w, sched_option_find("double_ring_context_first"));
+  uint32_t node = (t->gpus_per_node ? t->gpus_per_node : t->n_gpus) / (cf ? 1 : u);
+  for (uint32_t v = r < node ? r : node; !inner; v--)
+    if (v <= 1 || r % v == 0) inner = v > 1 ? v : 1;
+  uint32_t outer = r / inner;
+  if (inner > 1 && outer > 1) return inner * grad_scale(w) + (outer - 1) * inner + outer;
+  return r * grad_scale(w);
+}
+
 /* per_node: GPUs per node (0: one node), for tasp-mkm's node chains */
 static void check_sched_w(const sched_ops *s, topology *t, workload w) {
   g_autofree char *what = g_strdup_printf("%s n=%u u=%u %s %s %s", s->name, w.gpus,
@@ -523,10 +541,14 @@ static void check_sched_w(const sched_ops *s, topology *t, workload w) {
     check_lasp2(p, &w);
   else if (s == &sched_lasp2h) check_allgather(p, &w);
   else if (s == &sched_double_ring && dring_ulysses(&w) > 1)
-    check_ulysses_family(p, &w, dring_ulysses(&w));
-  else if (ring_family(s)) check_ring_family(p, &w);
-  else if (s == &sched_ulysses) check_ulysses_family(p, &w, w.gpus);
-  else if (ulysses_family(s)) check_ulysses_family(p, &w, usp_degree(&w, t));
+    check_ulysses_family(p, &w, dring_ulysses(&w), dring_dkv_chunks(&w, t));
+  else if (s == &sched_double_ring) check_ring_family(p, &w, dring_dkv_chunks(&w, t));
+  else if (ring_family(s)) check_ring_family(p, &w, w.gpus * grad_scale(&w));
+  else if (s == &sched_ulysses) check_ulysses_family(p, &w, w.gpus, 0);
+  else if (ulysses_family(s)) {
+    uint32_t u = usp_degree(&w, t);
+    check_ulysses_family(p, &w, u, w.gpus / u * grad_scale(&w));
+  }
   else if (s == &sched_allgather) check_allgather(p, &w);
   else if (s == &sched_te_all_gather) check_te_allgather(p, &w);
   else if (s == &sched_tokenring) check_tokenring(p, &w);
@@ -615,7 +637,7 @@ static void t_tasp_given_cycles(void) {
       CU_ASSERT_TRUE(to_next);
       check_coverage(p, &w, 1, "given cycles", false, true);
       check_coverage(p, &w, 1, "given cycles", true, true);
-      check_ring_family(p, &w);
+      check_ring_family(p, &w, w.gpus * grad_scale(&w));
       plan_free(p);
     }
     topo_free(t);
@@ -660,39 +682,77 @@ static void t_stripe_closed_form(void) {
   topo_free(t);
 }
 
-/* Double ring, in closed form: with inner rings of w = 4 of n = 8 GPUs,
- * the forward's hops are inner ((b, p) to (b, p+1)) but the w-th, which
- * goes across ((b, p) to (b+1, p+1)); every GPU holds every KV once; an
- * inner size that does not divide the SP degree is refused naming the
- * option; by default the inner ring is a node. */
+/* Double ring, in closed form, as InternEvo runs it (calibrate.py
+ * DoubleRing): with inner rings of w of n = 8 GPUs (o = n / w windows),
+ * every GPU's forward makes (w - 1) o hops around its window ((b, p) to
+ * (b, p+1)), none after a round's last step, and o - 1 across to the same
+ * place of the next window ((b, p) to (b+1, p)); each hop across is issued
+ * at a round's start (beside that step's kernels, after nothing of the
+ * round) and the next round's first kernels wait for it; every GPU holds
+ * every KV once (check_sched_w); an inner size that does not divide the SP
+ * degree is refused naming the option; by default the inner ring is a
+ * node. */
 static void t_double_ring_closed_form(void) {
-  uint32_t n = 8, inner = 4;
+  uint32_t n = 8;
   topology *t = complete_topo(n);
-  t->gpus_per_node = inner;
   workload w = shape(n, 2 * n * 6, true, PASS_FWD);
-  plan *p = sched_double_ring.build(&w, t, false);
-  CU_ASSERT_STRING_EQUAL(p->note->str, "double-ring: inner ring 4 x outer ring 2");
-  uint32_t across = 0, around = 0;
-  for (guint i = 0; i < p->tasks->len; i++) {
-    const plan_task *k = plan_task_at(p, i);
-    const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
-    if (!pi) continue;
-    bool cross = (k->step + 1) % inner == 0;
-    CU_ASSERT_EQUAL(pi->n_pairs, n);
-    for (uint32_t a = 0; a < pi->n_pairs; a++) {
-      const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off + a);
-      uint32_t b = pr->src / inner, q = pr->src % inner;
-      CU_ASSERT_EQUAL(pr->dst, ((b + cross) % (n / inner)) * inner + (q + 1) % inner);
-      across += cross;
-      around += !cross;
+  for (uint32_t inner = 2; inner <= 4; inner += 2) {
+    uint32_t outer = n / inner;
+    t->gpus_per_node = inner;
+    check_sched_w(&sched_double_ring, t, w);
+    plan *p = sched_double_ring.build(&w, t, false);
+    g_autofree char *note = g_strdup_printf("double-ring: inner ring %u x outer ring %u", inner,
+                                            outer);
+    CU_ASSERT_STRING_EQUAL(p->note->str, note);
+    uint32_t across = 0, around = 0, waited = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *k = plan_task_at(p, i);
+      const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
+      if (!pi) continue;
+      CU_ASSERT_EQUAL(pi->n_pairs, n);
+      bool cross = false;
+      for (uint32_t a = 0; a < pi->n_pairs; a++) {
+        const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off + a);
+        uint32_t b = pr->src / inner, q = pr->src % inner;
+        cross = pr->dst / inner != b;
+        uint32_t want = cross ? ((b + 1) % outer) * inner + q : b * inner + (q + 1) % inner;
+        CU_ASSERT_EQUAL(pr->dst, want);
+        across += cross;
+        around += !cross;
+      }
+      if (!cross) {
+        CU_ASSERT_NOT_EQUAL((k->step + 1) % inner, 0);
+        continue;
+      }
+      /* across: at a round's start, before all but its last round */
+      CU_ASSERT_EQUAL(k->step % inner, 0);
+      CU_ASSERT(k->step / inner + 1 < outer);
+      for (uint32_t d = 0; d < k->n_dep; d++) {
+        const plan_task *before = plan_task_at(p, p->deps[k->dep_off + d]);
+        if (before->kind != TASK_COMPUTE) continue;
+        if (plan_dep_is_overlap(k, d)) { CU_ASSERT_EQUAL(before->step, k->step); } /* beside it */
+        else { CU_ASSERT(before->step < k->step); } /* after nothing of its round */
+      }
+      /* the next round's kernels wait for it */
+      for (guint j = i + 1; j < p->tasks->len; j++) {
+        const plan_task *c = plan_task_at(p, j);
+        if (c->kind != TASK_COMPUTE || c->op.kind != OP_ATTN || c->step != k->step + inner)
+          continue;
+        bool found = false;
+        for (uint32_t d = 0; d < c->n_dep; d++) found |= p->deps[c->dep_off + d] == i;
+        CU_ASSERT_TRUE(found);
+        waited++;
+      }
     }
+    CU_ASSERT_EQUAL(across, n * (outer - 1));
+    CU_ASSERT_EQUAL(around, n * (inner - 1) * outer);
+    CU_ASSERT_EQUAL(waited, n * (outer - 1)); /* one causal block per GPU per step */
+    plan_free(p);
   }
-  CU_ASSERT_EQUAL(across, n);               /* one round boundary in n - 1 hops */
-  CU_ASSERT_EQUAL(around, n * (n - 2));
-  plan_free(p);
+  t->gpus_per_node = 4;
   /* a given inner size: 2 divides 8; 3 does not */
   sched_opt_set_num(&w, sched_option_find("double_ring_inner"), 2);
-  p = sched_double_ring.build(&w, t, false);
+  plan *p = sched_double_ring.build(&w, t, false);
   CU_ASSERT_STRING_EQUAL(p->note->str, "double-ring: inner ring 2 x outer ring 4");
   plan_free(p);
   sched_opt_set_num(&w, sched_option_find("double_ring_inner"), 3);
@@ -702,6 +762,78 @@ static void t_double_ring_closed_form(void) {
   CU_ASSERT_EQUAL(err->code, TASP_ERROR_SP);
   CU_ASSERT_PTR_NOT_NULL(strstr(err->message, "inner ring's size 3 does not divide the SP "
                                               "degree 8 (double_ring_inner)"));
+  topo_free(t);
+}
+
+/* Double ring's backward, in closed form, as InternEvo runs it
+ * (calibrate.py DoubleRing.run_backward): the KV moves as in forward; the
+ * dK/dV makes w hops around its window a round (the last brings it to the
+ * GPU that started the round with its KV) and then one across to the same
+ * place of the next window, o rounds: o (w + 1) hops per GPU, not n; each
+ * hop across leaves once the round's last hop around is done, and the next
+ * round's first kernels wait for that hop around too; the first round's
+ * hops around carry float32 sums, every later hop bf16 (InternEvo casts
+ * the first window's sums). */
+static void t_double_ring_backward(void) {
+  uint32_t n = 8;
+  topology *t = complete_topo(n);
+  workload w = shape(n, 2 * n * 6, true, PASS_BWD);
+  double chunk = workload_kv_bytes(&w, (double)w.seq_len / n), gs = grad_scale(&w);
+  CU_ASSERT_EQUAL(gs, 2.0);
+  for (uint32_t inner = 2; inner <= 4; inner += 2) {
+    uint32_t outer = n / inner;
+    t->gpus_per_node = inner;
+    check_sched_w(&sched_double_ring, t, w);
+    workload full = w; /* lockstep steps: the same hops */
+    full.causal = false;
+    full.pass = PASS_FWDBWD;
+    check_sched_w(&sched_double_ring, t, full);
+    plan *p = sched_double_ring.build(&w, t, false);
+    uint32_t around = 0, across = 0;
+    for (guint i = 0; i < p->tasks->len; i++) {
+      const plan_task *k = plan_task_at(p, i);
+      const plan_pattern_info *pi = k->kind == TASK_COMM ? plan_task_pattern(p, k) : NULL;
+      if (!pi || !k->grads) continue;
+      const plan_pair *pr = &g_array_index(p->pairs, plan_pair, pi->pair_off);
+      bool cross = pr->dst / inner != pr->src / inner;
+      plan_xfer x = plan_xfer_at(p, k, 0);
+      if (!cross) {
+        CU_ASSERT_EQUAL(pr->dst, pr->src / inner * inner + (pr->src + 1) % inner);
+        CU_ASSERT_DOUBLE_EQUAL(x.bytes, k->step < inner ? chunk * gs : chunk, 1e-9);
+        around++;
+        continue;
+      }
+      CU_ASSERT_EQUAL(pr->dst, (pr->src / inner + 1) % outer * inner + pr->src % inner);
+      CU_ASSERT_DOUBLE_EQUAL(x.bytes, chunk, 1e-9);
+      CU_ASSERT_EQUAL(k->step % inner, inner - 1); /* after a round */
+      across++;
+      /* after the round's last hop around, which the next kernels wait for */
+      int64_t last_around = -1;
+      for (uint32_t d = 0; d < k->n_dep; d++) {
+        const plan_task *b = plan_task_at(p, p->deps[k->dep_off + d]);
+        if (b->kind == TASK_COMM && b->grads && b->step == k->step)
+          last_around = p->deps[k->dep_off + d];
+      }
+      CU_ASSERT_FATAL(last_around >= 0);
+      unsigned waiting = 0;
+      for (guint j = i + 1; j < p->tasks->len; j++) {
+        const plan_task *c = plan_task_at(p, j);
+        if (c->kind != TASK_COMPUTE || c->op.kind != OP_ATTN || c->step != k->step + 1) continue;
+        bool found = false;
+        for (uint32_t d = 0; d < c->n_dep; d++) found |= p->deps[c->dep_off + d] == last_around;
+        CU_ASSERT_TRUE(found);
+        waiting++;
+      }
+      CU_ASSERT_EQUAL(waiting, k->step + 1 < n ? n : 0);
+    }
+    CU_ASSERT_EQUAL(around, n);   /* groups: one a step */
+    CU_ASSERT_EQUAL(across, outer); /* one a round, the last one home */
+    plan_free(p);
+    p = expanded(sched_double_ring.build(&w, t, false));
+    double dkv = inner * chunk * gs + ((outer - 1) * inner + outer) * chunk;
+    for (uint32_t g = 0; g < n; g++) CU_ASSERT_CLOSE(sent_by(p, g), (n - 1) * chunk + dkv, 1e-9);
+    plan_free(p);
+  }
   topo_free(t);
 }
 
@@ -769,14 +901,17 @@ static void t_double_ring_heads(void) {
                 CU_ASSERT_EQUAL(HEADS(tx->src), HEADS(tx->dst));
                 bool cross = a / inner != b / inner || inner == 1;
                 across += cross;
-                uint32_t next = (a % inner + 1) % inner; /* place p + 1 */
+                /* place p + 1; a hop across keeps its place */
+                uint32_t next = (a % inner + !cross) % inner;
                 CU_ASSERT_EQUAL(b % inner, next);
                 if (!cross) CU_ASSERT_EQUAL(b / inner, a / inner);
               }
             }
             CU_ASSERT_EQUAL(a2a, (fused ? 4u : 8u) * n * (u - 1)); /* fwd and bwd */
-            /* forward r - 1 hops, backward r - 1 of KV and r of dK, dV, on every GPU */
-            CU_ASSERT_EQUAL(hops, (3 * r - 2) * n * (r > 1));
+            /* forward r - 1 hops, backward r - 1 of KV and of dK, dV w + 1 a
+             * round (r where one window or an inner ring of one), on every GPU */
+            uint32_t outer = r / inner, dkv = inner > 1 && outer > 1 ? r + outer : r;
+            CU_ASSERT_EQUAL(hops, (2 * r - 2 + dkv) * n * (r > 1));
             if (r / inner > 1) CU_ASSERT(across > 0);
             plan_free(p);
             topo_free(t);
@@ -1455,7 +1590,8 @@ static void t_ring_linear_grad_bytes(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_all_schedulers_cover_mask), TEST(t_stripe_closed_form),
-                                    TEST(t_double_ring_closed_form), TEST(t_double_ring_heads),
+                                    TEST(t_double_ring_closed_form), TEST(t_double_ring_backward),
+                                    TEST(t_double_ring_heads),
                                     TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
                                     TEST(t_tasp_all_to_all), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),

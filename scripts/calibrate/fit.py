@@ -7,6 +7,7 @@ usage: scripts/calibrate/fit.py CALIBRATION_DIR --out topologies/NAME.json
        scripts/calibrate/fit.py --scale-from REFERENCE.json --out topologies/NAME.json
        scripts/calibrate/fit.py KERNEL_DIR --user-kernel --out topologies/NAME.json
        scripts/calibrate/fit.py --fp8-gemm FP8GEMM.jsonl --out topologies/NAME.json
+       scripts/calibrate/fit.py --elementwise-from LAYER_JSONL --out topologies/NAME.json
 
 --compute-only rewrites the kernel table of an existing --out topology and
 leaves the rest of it (links, host costs) as it is; it needs only
@@ -19,7 +20,8 @@ lacks (src/compute.h).  --user-kernel rewrites the kernel table of an existing -
 a user kernel's sweep (calibrate.py --parts kernels --kernel MODULE:FUNCTION,
 scripts/calibrate/user_kernel.py): the same table format and host-cost
 subtraction as below, the flash-specific aspect_table and kernel_model
-removed.  --scale-from gives an uncalibrated GPU the kernel
+removed.  --elementwise-from sets compute.elementwise_gbps / elementwise_bwd_gbps of an existing --out
+topology from a layer calibration's ops timed alone (elementwise_rates.py).  --scale-from gives an uncalibrated GPU the kernel
 table of REFERENCE.json scaled to its saturated rate: table_scale =
 peak_tflops x efficiency of --out over the reference's saturated forward
 rate; --out's compute.peak_tflops and efficiency must say where they come
@@ -430,6 +432,58 @@ def user_kernel(d, out, name=None):
     print(f"fit: wrote {out} ({len(table)} kernels of {what})")
 
 
+def elementwise_from(layer_jsonl, out):
+    """Write compute.elementwise_gbps of --out from the ops a layer
+    calibration timed alone, forward (elementwise_rates.py: bytes tasp-sim
+    counts over the measured time less the kernels' fixed cost, medians
+    from 8K tokens), with a source naming the records.  The backward's
+    rates are printed, not written: they come from forward+backward less
+    forward of an op whose timing loop also adds into its inputs' .grad
+    (a byte count assumed, not seen apart in those records), and they
+    exceed the forward's by up to 1.7x for the same access pattern (RoPE),
+    so the backward kernels keep the forward's rate (compute.h)."""
+    import elementwise_rates
+    topo = json.load(open(out))
+    c = topo.setdefault("compute", {})
+    fixed_us = c.get("copy_fixed_us", 5.0)
+    res, s = elementwise_rates.rates(read_jsonl(layer_jsonl), fixed_us * 1e-6)
+    if not res["fwd"]:
+        print(f"fit: {layer_jsonl}: no one-GPU layer_op records of the element-wise ops "
+              "(rmsnorm, rope, swiglu, residual_add) from 8K tokens", file=sys.stderr)
+        sys.exit(2)
+    c["elementwise_gbps"] = res["fwd"]
+    c.pop("elementwise_bwd_gbps", None)
+    n = min(len(v) for (kind, pas), v in s.items() if pas == "fwd")
+    note = (f"compute.elementwise_gbps: each op alone, forward "
+            f"({layer_jsonl}, part layer_op, from 8K tokens, {n} records a kind): "
+            f"the bytes tasp-sim counts over the measured time less {fixed_us:g} us a kernel, "
+            f"median (scripts/calibrate/elementwise_rates.py)")
+    topo["sources"] = [note] + [x for x in topo.get("sources", [])
+                                if not x.startswith("compute.elementwise_gbps")]
+    # edit the text in place (hand-formatted files stay as they are): the
+    # old lines of these fields go, new ones open "compute" and "sources"
+    lines = [x for x in open(out).read().split("\n")
+             if not x.lstrip().startswith(('"elementwise_gbps"', '"elementwise_bwd_gbps"',
+                                           '"compute.elementwise_gbps'))]
+    ind = " " * file_indent(out)
+    for i, x in enumerate(lines):
+        if x.startswith(ind + '"compute": {') or x.startswith(ind + '"sources": ['):
+            if x.rstrip().endswith(("{", "[")):
+                new = ([f'{ind * 2}"elementwise_gbps": {json.dumps(res["fwd"], sort_keys=True)},']
+                       if '"compute"' in x else [f"{ind * 2}{json.dumps(note)},"])
+                lines[i + 1:i + 1] = new
+    text = "\n".join(lines)
+    if json.loads(text) != topo:
+        print(f"fit: {out}: cannot place the element-wise rates in its text (\"compute\" "
+              "and \"sources\" must open on lines of their own); left as it was",
+              file=sys.stderr)
+        sys.exit(2)
+    with open(out, "w") as f:
+        f.write(text)
+    print(f"fit: wrote {out} (element-wise forward rates only): {res['fwd']}; backward "
+          f"(not written): {res['bwd']}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -444,9 +498,13 @@ def main():
     ap.add_argument("--sim", default="build/tasp-sim")
     ap.add_argument("--user-kernel", action="store_true")
     ap.add_argument("--fp8-gemm", metavar="JSONL")
+    ap.add_argument("--elementwise-from", metavar="LAYER_JSONL")
     a = ap.parse_args()
     if a.fp8_gemm:
         fp8_gemm(a.fp8_gemm, a.out)
+        return
+    if a.elementwise_from:
+        elementwise_from(a.elementwise_from, a.out)
         return
     if a.user_kernel:
         if not a.calibration:

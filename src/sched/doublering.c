@@ -3,16 +3,34 @@
  *
  * The N GPUs form o windows of w consecutive GPUs (w: the inner ring's
  * size, --double-ring-inner, by default the GPUs of a node; with a
- * head-parallel degree, below, of w context ranks).  KV moves w
- * - 1 hops around the inner ring of its window, then one hop across to
- * the next window, o rounds in all: at step t = r·w + s GPU (b, p)
- * (window b, place p) holds the KV of GPU ((b - r) mod o, (p - s) mod w).
- * Inner hops stay inside a node; the hop across is taken by every GPU of
- * a window at once, each on its own NIC, where a single ring of N GPUs
- * crosses between nodes from one GPU per node at every step.  The hop
- * across goes from (b, p) to (b + 1, p + 1): the place that needs that KV
- * first in the next round.  Causal: the zigzag layout (chunks g and
- * 2N-1-g on GPU g), with Zigzag-Ring's blocks (ring.c).
+ * head-parallel degree, below, of w context ranks), run as InternEvo runs
+ * them (internlm/model/ops/ring_flash_attn/zigzag_ring_flash_attn_with_
+ * sliding_window.py, zigzag_double_ring_flash_attn_forward/_backward; the
+ * program measured in calibration/h100x4-sp is calibrate.py DoubleRing):
+ * o rounds of w steps; at step t = r·w + s GPU (b, p) (window b, place p)
+ * holds the KV of GPU ((b - r) mod o, (p - s) mod w).
+ * Forward: as a round starts (but the last), each GPU sends the KV it
+ * holds then across to the same place of the next window, (b, p) to
+ * (b + 1, p), on the inter-window communicator, and waits for it only as
+ * the next round starts: the hop across runs beside the whole round
+ * (rotate_ops.ahead).  Each step but a round's last sends the held KV one
+ * hop around the window (intra-window communicator), waited for after the
+ * step's kernels.  Per GPU: (w - 1)·o hops around, o - 1 across; the hops
+ * across are taken by every GPU of a window at once, each on its own NIC,
+ * where a single ring of N GPUs crosses between nodes from one GPU per
+ * node at every step.
+ * Backward: the KV moves as in forward; the dK/dV of the KV held follows
+ * it one hop around after every step, w a round (the last brings it to
+ * the GPU that started the round with that KV), then, once that hop is
+ * done (the next round's kernels wait for it too), one across to the same
+ * place of the next window, after every round, the last one home
+ * (rotate_ops.grads_then_ahead): o·(w + 1) hops per GPU, not N.  The first
+ * round's sums are float32 (the gradient dtype) and cast to the inputs'
+ * dtype as it ends; every later hop carries bf16 (grads_cast_step).
+ * Causal: the zigzag layout (chunks g and 2N-1-g on GPU g), with
+ * Zigzag-Ring's blocks (ring.c).  An inner ring of one (or one window) is
+ * Zigzag-Ring's ring: each hop across one step, dK/dV in the gradient
+ * dtype.
  *
  * Head parallelism (LoongTrain's 2D-Attention, sec. 4.1: head-parallel
  * degree x context-parallel degree; InternEvo's sequence_2D head_size x
@@ -31,10 +49,10 @@
  * and each all-to-all spans GPUs r apart; the plan is built head-first and
  * its GPUs moved (plan_relabel).
  *
- * Not modelled: LoongTrain issues the hop across at the start of a round
- * so that it overlaps all w inner steps; here it overlaps the round's
- * last step only, as every hop of rotate.c overlaps its step (so the
- * time is an upper bound where the hop across is slower than a step). */
+ * Not modelled: the bf16 adds of later rounds' block gradients (compute
+ * prices no dK/dV add of softmax attention; measured 1-4% faster than
+ * zigzag's float32 ones, docs/validation.md), and dQ's cast with the
+ * dK/dV's (dQ stays float32 in the plan's buffers). */
 #include "usp_mem.h"
 
 /* --double-ring-inner (model.double_ring_inner): the inner ring's size;
@@ -56,6 +74,7 @@ static const sched_opt opt_ulysses = {
     .in_model = true,
     .type = SCHED_OPT_COUNT,
     .max = 16384,
+    .splits_heads = true,
     .metavar = "U",
     .help = "The head-parallel (Ulysses) degree of LoongTrain's 2D-Attention: all-to-all "
             "groups of U consecutive GPUs, the double ring over the SP degree / U context "
@@ -76,7 +95,8 @@ static const sched_opt *const opts[] = {&opt_inner, &opt_ulysses, &opt_context_f
 typedef struct {
   ring_geom geom; /* first: usp_mem's prologue and epilogue read it as self */
   uint32_t inner, outer; /* context ranks per window, windows */
-  plan_pair *across;     /* GPU (b, p) to (b + 1, p + 1), on the same heads */
+  /* the hop across: GPU (b, p) to (b + 1, p), on the same heads */
+  plan_pair *across;
   int64_t *across_pattern;
 } dring;
 
@@ -113,13 +133,40 @@ static uint32_t source(const dring *d, uint32_t a, uint32_t step) {
   return rank_at(d, b + d->outer - r % d->outer, p + d->inner - s);
 }
 
+/* The step chain: one hop around the window (an inner ring of one: the
+ * hop across).  The KV makes none after a round's last step (it goes
+ * across ahead: dring_ahead); the dK/dV makes w a round, then one across
+ * (dring_grads_across). */
 static void dring_xfers(const void *self, rotate_emit *e, uint32_t step) {
   const dring *d = self;
+  (void)step;
   if (d->geom.ranks < 2) return;
-  /* the last hop of a round crosses to the next window */
-  if ((step + 1) % d->inner == 0)
-    rotate_xfer_pairs(e, d->across, d->geom.w->gpus, d->across_pattern, d->geom.kv_bytes, 1);
-  else rotate_xfer_all(e, d->geom.kv_bytes, 1);
+  rotate_xfer_all(e, d->geom.kv_bytes, 1);
+}
+
+/* InternEvo sends the KV held at a round's start across to the same place
+ * of the next window as the round starts, on the inter-window
+ * communicator, and waits for it as the next round starts: it runs beside
+ * all w steps of the round.  With an inner ring of one every hop is
+ * across, and the step chain's. */
+static uint32_t dring_ahead(const void *self, uint32_t step) {
+  const dring *d = self;
+  if (d->inner < 2 || step % d->inner != 0 || step / d->inner + 1 >= d->outer) return 0;
+  return d->inner;
+}
+
+/* Backward: after a round's w hops around, the dK/dV goes across to the
+ * same place of the next window (InternEvo's dK/dV hop across, after
+ * every round, the last one home). */
+static bool dring_grads_across(const void *self, uint32_t step) {
+  const dring *d = self;
+  return d->inner > 1 && d->outer > 1 && (step + 1) % d->inner == 0;
+}
+
+static void dring_ahead_xfers(const void *self, rotate_emit *e, uint32_t step) {
+  const dring *d = self;
+  (void)step;
+  rotate_xfer_pairs(e, d->across, d->geom.w->gpus, d->across_pattern, d->geom.kv_bytes, 1);
 }
 
 static bool dring_alike(const void *self, uint32_t step) {
@@ -179,11 +226,15 @@ static plan *dring_build(const workload *w, const topology *t, bool record_segs)
   g_autofree plan_pair *around = g_new(plan_pair, n);
   for (uint32_t g = 0; g < n; g++) {
     uint32_t a = g / u, h = g % u, b = a / inner, p = a % inner;
-    d.across[g] = (plan_pair){g, rank_at(&d, b + 1, p + 1) * u + h};
+    d.across[g] = (plan_pair){g, rank_at(&d, b + 1, p) * u + h};
     around[g] = (plan_pair){g, rank_at(&d, b, p + 1) * u + h};
   }
   /* an inner ring of one: every hop is across */
   rotate_ops ops = {.n_steps = r, .xfers = dring_xfers, .kernels = dring_kernels,
+                    .ahead = dring_ahead, .ahead_xfers = dring_ahead_xfers,
+                    .grads_then_ahead = dring_grads_across,
+                    /* InternEvo casts the first window's sums to bf16 */
+                    .grads_cast_step = inner > 1 && r > inner ? inner : 0,
                     .alike = dring_alike, .pairs = inner > 1 ? around : d.across,
                     .n_pairs = r < 2 ? 0 : n, .grads_in_place = true};
   if (u > 1) {
@@ -218,5 +269,6 @@ const sched_ops sched_double_ring = {
     .build = dring_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = opts,
-    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
-    .size = {2.1, 0, 3, 3, 0, 2, 0, 3, 3, 8}};
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h); backward's dK/dV
+     * make up to P + P/2 hops (inner rings of 2): x2 2.5 */
+    .size = {2.1, 0, 3, 3, 0, 2.5, 0, 3, 3, 8}};

@@ -15,6 +15,8 @@ struct rotate_emit {
   double byte_scale;      /* of the group being filled: 1, or grad_scale */
   int64_t arrived;        /* comm group that brought this step's KV, -1 none */
   int64_t pattern;        /* plan pattern of ops.pairs, -1 none */
+  int64_t grads_wait;     /* backward: a dK/dV group this step's kernels also
+                             wait for (rotate_ops.grads_then_ahead), -1 none */
   int64_t grads_arrived;  /* backward: group that brought the dK/dV accumulator
                              this step adds to its own, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
@@ -57,6 +59,7 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   shape.heads = heads;
   uint32_t id = plan_attn(e->p, e->gpu, e->step, &shape, q, nq, k, nk);
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
+  if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
   g_array_append_val(e->step_kernels, id);
   rotate_buf_kernel(e->buf, id);
   if (started_once(e) && !e->backward)
@@ -78,6 +81,7 @@ void rotate_kernel_gathers(rotate_emit *e, double tokens) {
 
 static void step_task(rotate_emit *e, uint32_t id) {
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
+  if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
   g_array_append_val(e->step_kernels, id);
   rotate_buf_kernel(e->buf, id);
 }
@@ -162,7 +166,8 @@ static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *
                           uint32_t step, int64_t after, const int64_t *issued, bool grads) {
   e->comm = plan_comm(e->p, step, COMM_P2P);
   plan_task_at(e->p, e->comm)->grads = grads;
-  e->byte_scale = grads ? e->grad_scale : 1.0;
+  bool cast = ops->grads_cast_step && step >= ops->grads_cast_step;
+  e->byte_scale = grads && !cast ? e->grad_scale : 1.0;
   ops->xfers(self, e, step);
   rotate_buf_group(e->buf, e->comm, grads);
   if (after >= 0) plan_dep(e->p, (uint32_t)after, e->comm);
@@ -176,11 +181,16 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
                           bool backward, int64_t after) {
   uint32_t n = e->p->n_gpus;
   e->backward = backward;
+  e->grads_wait = -1;
   rotate_buf_pass(e->buf, backward);
   if (ops->prologue) after = ops->prologue(self, e->p, backward, after, rotate_buf_io(e->buf));
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;
+  /* the transfer in flight of ops.ahead, the step it is due at and its
+   * receive buffer (-1: none) */
+  int64_t ahead = -1;
+  uint32_t ahead_due = 0, ahead_buf = 0;
   g_autofree int64_t *issued = g_new(int64_t, n);
   for (uint32_t t = 0; t < ops->n_steps; t++) {
     int64_t kv = -1;
@@ -188,6 +198,12 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
     plan_issued(e->p, issued);
     g_array_set_size(e->step_kernels, 0);
     e->step = t;
+    if (ahead >= 0 && ahead_due == t) { /* this step's KV came ahead */
+      e->arrived = ahead;
+      rotate_buf_hold(e->buf, ahead_buf);
+      ahead = -1;
+    }
+    uint32_t lead = more && ops->ahead ? ops->ahead(self, t) : 0;
     e->grads_arrived = backward && t > 0 ? dkv_prev : -1;
     if (ops->alike && !e->p->record_segs && plan_lockstep(e->p) && ops->alike(self, t)) {
       e->gpu = PLAN_ALL;
@@ -198,7 +214,22 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
         ops->kernels(self, e, g, t);
       }
     }
-    if (more) {
+    if (lead) {
+      /* issued before the step's kernels, after the KV it sends arrived,
+       * on its own communicator (not after the step chain's groups) */
+      g_assert(ahead < 0 && t + lead < ops->n_steps);
+      uint32_t c = plan_comm(e->p, t, COMM_P2P);
+      e->comm = c;
+      e->byte_scale = 1.0;
+      ops->ahead_xfers(self, e, t);
+      ahead_buf = rotate_buf_ahead(e->buf, c);
+      if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, c);
+      plan_issue(e->p, c, issued, e->arrived, false);
+      plan_overlap(e->p, e->step_kernels, c);
+      ahead = c;
+      ahead_due = t + lead;
+    }
+    if (more && !(ahead >= 0 && ahead_due == t + 1)) {
       /* The next step's KV moves beside this step's kernels (double
        * buffering): the program issues the transfer before them (the host
        * pays for it there: plan_overlap).  Emitted after them so that it
@@ -209,13 +240,30 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
       kv = add_group(ops, self, e, t, kv_prev, issued, false);
       plan_overlap(e->p, e->step_kernels, (uint32_t)kv);
     }
+    e->grads_wait = -1;
     if (backward) {
       plan_issued(e->p, issued);
       uint32_t d = add_group(ops, self, e, t, dkv_prev, issued, true);
       plan_dep_all(e->p, e->step_kernels, d);
       dkv_prev = d;
+      if (ops->grads_then_ahead && ops->grads_then_ahead(self, t)) {
+        /* issued once d is done (the program waits for it first, and
+         * the next step's kernels wait for it too), after the cast */
+        if (ops->grads_cast_step == t + 1) rotate_buf_grads_cast(e->buf);
+        uint32_t c = plan_comm(e->p, t, COMM_P2P);
+        plan_task_at(e->p, c)->grads = true;
+        e->comm = c;
+        e->byte_scale = ops->grads_cast_step && t + 1 >= ops->grads_cast_step ? 1.0
+                                                                              : e->grad_scale;
+        ops->ahead_xfers(self, e, t);
+        rotate_buf_grads_ahead(e->buf, c);
+        plan_dep(e->p, d, c);
+        plan_issue(e->p, c, issued, d, false);
+        e->grads_wait = d;
+        dkv_prev = c;
+      }
     }
-    e->arrived = kv;
+    e->arrived = kv; /* or, at ahead_due, the group ahead */
     if (kv >= 0) kv_prev = kv;
     rotate_buf_step_end(e->buf);
   }
@@ -230,11 +278,12 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   plan *p = plan_new(w->gpus, record_segs);
   rotate_emit e = {.p = p, .w = w,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
-                   .started = g_new0(bool, w->gpus), .pattern = -1,
+                   .started = g_new0(bool, w->gpus), .pattern = -1, .grads_wait = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
   if (ops->n_pairs) e.pattern = plan_pattern(p, ops->pairs, ops->n_pairs);
   e.buf = rotate_buf_new(p, w, ops->kv_bytes ? ops->kv_bytes : workload_kv_bytes(w, (double)w->seq_len / w->gpus),
                          e.grad_scale, ops->kv_name, ops->grads_in_place);
+  if (ops->grads_stripe) rotate_buf_grads_stripe(e.buf);
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {

@@ -10,7 +10,9 @@
  * Backward: KV moves as in forward, and the dK/dV accumulator of the KV
  * just used follows it one hop after the step's kernels (so it moves
  * n_steps times, the last one home).  A scheduler supplies only the
- * transfers of a step and the kernels of a GPU at a step. */
+ * transfers of a step and the kernels of a GPU at a step; optionally a
+ * transfer that a later step waits for (ahead: double-ring's hop across,
+ * beside a whole round) and a dK/dV hop after a step's (grads_then_ahead). */
 #ifndef TASP_ROTATE_H
 #define TASP_ROTATE_H
 
@@ -29,6 +31,27 @@ typedef struct {
   int64_t (*epilogue)(const void *self, plan *p, bool backward, int64_t last);
   /* Transfers that move what each GPU holds at `step` one hop on. */
   void (*xfers)(const void *self, rotate_emit *e, uint32_t step);
+  /* Optional, NULL: a transfer issued at `step` beside its kernels, on a
+   * communicator of its own, that carries the KV held at `step` to the
+   * GPU that attends it `lead` steps later (returned, 0: none at this
+   * step): the kernels of step + lead wait for it, not for the step
+   * chain, which moves no KV after step + lead - 1 (double-ring:
+   * InternEvo's hop across, issued at a round's start).  ahead_xfers
+   * emits its transfers as xfers does.  At most one is in flight. */
+  uint32_t (*ahead)(const void *self, uint32_t step);
+  void (*ahead_xfers)(const void *self, rotate_emit *e, uint32_t step);
+  /* Optional, backward: whether, once `step`'s dK/dV hop (xfers) is done,
+   * the dK/dV that it brought makes one more along ahead_xfers' pairs, on
+   * that communicator (double-ring: w hops around the window, then one
+   * across); the next step's dK/dV hop follows that one, and the next
+   * step's kernels wait for the first (the program waits for it on the
+   * compute stream before the next round). */
+  bool (*grads_then_ahead)(const void *self, uint32_t step);
+  /* Backward: the dK/dV sums (and the hops that carry them) are in the
+   * inputs' dtype, not the gradient dtype, from this step's hops after
+   * its grads_then_ahead hop on (0: never; InternEvo casts the first
+   * window's sums to bf16). */
+  uint32_t grads_cast_step;
   /* Kernels of GPU `gpu` at `step`, by rotate_kernel(). */
   void (*kernels)(const void *self, rotate_emit *e, uint32_t gpu, uint32_t step);
   /* Optional: the GPU pairs every step's transfers go along, the same
@@ -46,6 +69,11 @@ typedef struct {
   /* Backward adds into the dK/dV that arrived and receives into the one
    * it sent (zigzag_ring_flash_attn), not a new sum each step (ring). */
   bool grads_in_place;
+  /* Backward receives into the dK/dV it sent and adds in place only at a
+   * step whose KV belongs to a later GPU (step > GPU), making a new sum at
+   * the others (ring_flash_attn's stripe_flash_attn_backward: `dk[:, :-1]
+   * += ...` on its shifted steps, `dk = block_dk_buffer + dk` else). */
+  bool grads_stripe;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,

@@ -10,12 +10,16 @@ struct rotate_buf {
   const workload *w;
   uint32_t n;
   double kv_bytes, grad_scale, q_bytes, lse_bytes;
+  double grad_scale_given; /* grad_scale before a cast (rotate_buf_grads_cast) */
   const char *kv_name;
   bool backward;
   sched_io io;
   uint32_t *kv;       /* per GPU: the KV chunk it holds */
   uint32_t pending;   /* this step's received chunk, NONE before the group */
   bool in_place;      /* backward adds into the received dK/dV (zigzag) */
+  bool stripe;        /* ...only at steps > the GPU, and receives into the one
+                         it sent (stripe_flash_attn_backward) */
+  uint32_t step;      /* the step being declared */
   uint32_t *dkv;      /* per GPU: the dK/dV accumulator that arrived, NONE */
   uint32_t *sum;      /* per GPU: the one it sent last (`dk`, `dv`), NONE */
   uint32_t *step_dkv; /* per GPU: its last kernel of this step, else NONE */
@@ -41,7 +45,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->w = w;
   b->n = w->gpus;
   b->kv_bytes = kv_bytes;
-  b->grad_scale = grad_scale;
+  b->grad_scale = b->grad_scale_given = grad_scale;
   b->q_bytes = sched_rows_bytes(w, w->heads);
   b->lse_bytes = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   b->kv_name = kv_name ? kv_name : "next_k, next_v";
@@ -73,9 +77,13 @@ static void fill(uint32_t *a, uint32_t n, uint32_t v) {
   for (uint32_t i = 0; i < n; i++) a[i] = v;
 }
 
+void rotate_buf_grads_stripe(rotate_buf *b) { b->stripe = true; }
+
 void rotate_buf_pass(rotate_buf *b, bool backward) {
+  b->grad_scale = b->grad_scale_given;
   plan *p = b->p;
   b->backward = backward;
+  b->step = 0;
   sched_io_pass(p, b->w, &b->io, backward);
   fill(b->kv, b->n, b->io.kv);
   fill(b->dkv, b->n, NONE);
@@ -145,12 +153,14 @@ static void touch(rotate_buf *b, uint32_t t, uint32_t comm, uint32_t buf, plan_b
 static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
   uint32_t i = g == PLAN_ALL ? 0 : g, arrived = b->dkv[i], old = b->sum[i];
   double acc = b->kv_bytes * b->grad_scale;
+  /* stripe: at step s GPU g holds GPU g - s's KV, a later GPU's when s > g */
+  bool in_place = b->in_place || (b->stripe && g != PLAN_ALL && b->step > g);
   if (k == NONE) {
-    if (!b->in_place && old != NONE && old != arrived)
+    if (!b->in_place && !b->stripe && old != NONE && old != arrived)
       plan_buf_use_on(b->p, comm, old, g, false, PLAN_BUF_EARLY);
     return arrived;
   }
-  if (b->in_place && arrived != NONE) {
+  if (in_place && arrived != NONE) {
     plan_buf_writes(b->p, k, arrived);
     return arrived;
   }
@@ -237,9 +247,9 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
       plan_buf_use_on(p, comm, b->dkv[g], on, false, PLAN_BUF_EARLY);
     if (all) break;
   }
-  if (b->in_place && b->sum[0] != NONE) {
-    /* zigzag receives into the buffer it sent last step (its
-     * dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
+  if ((b->in_place || b->stripe) && b->sum[0] != NONE) {
+    /* zigzag and stripe receive into the buffer they sent last step
+     * (dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
     for (uint32_t g = 0; g < b->n; g++) {
       if (b->sum[g] != NONE) plan_buf_use_on(p, comm, b->sum[g], all ? PLAN_ALL : g, true,
                                              PLAN_BUF_DURING);
@@ -248,7 +258,8 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     memcpy(b->dkv, b->sum, b->n * sizeof(uint32_t));
   } else {
     uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale,
-                                 b->in_place ? "dk_comm_buffer, dv_comm_buffer (float32)"
+                                 b->in_place || b->stripe
+                                     ? "dk_comm_buffer, dv_comm_buffer (float32)"
                                              : "next_dk, next_dv");
     fill(b->dkv, b->n, next);
   }
@@ -257,6 +268,30 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   b->step_all = NONE;
   b->last_group = comm;
 }
+
+uint32_t rotate_buf_ahead(rotate_buf *b, uint32_t comm) {
+  /* the held chunk is read while it is sent; the receive buffer is made
+   * as the group is issued (`torch.empty_like(start)`, InternEvo's
+   * double ring) and held from the step that attends it */
+  read_distinct(b, comm, b->kv, b->n);
+  return plan_buf_out(b->p, comm, b->kv_bytes, "KV from the window before");
+}
+
+void rotate_buf_hold(rotate_buf *b, uint32_t buf) { fill(b->kv, b->n, buf); }
+
+void rotate_buf_grads_ahead(rotate_buf *b, uint32_t comm) {
+  /* InternEvo's double ring: `done` (what the last hop around brought)
+   * is sent across into `torch.empty_like(done)`; the buffer that hop was
+   * sent from goes with `del dkv`, and the next round's first hop around
+   * receives into a new one (`spare` is None) */
+  read_distinct(b, comm, b->dkv, b->n);
+  fill(b->dkv, b->n,
+       plan_buf_out(b->p, comm, b->kv_bytes * b->grad_scale, "dK/dV from the window before"));
+  fill(b->sum, b->n, NONE);
+  b->last_group = comm;
+}
+
+void rotate_buf_grads_cast(rotate_buf *b) { b->grad_scale = 1.0; }
 
 /* Linear layers' backward task `id`: the float32 accumulators from the
  * pass's start; a kernel's dq, dk, dv (`self.dq, dk, dv = ...`, `dq, dm
@@ -340,9 +375,16 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
   const plan_op *op = &plan_task_at(p, id)->op;
   /* update_out_and_lse: the block's float32 copy and two float32
    * temporaries of the out-of-place update beside the running output
-   * (calibration/h200x2-mem: ring's forward peak is at the first merge) */
-  plan_buf_out(p, id, 3.0 * op->batch * op->sq * op->heads * op->head_dim * 4.0,
-               "update_out_and_lse temporaries (float32)");
+   * (calibration/h200x2-mem: ring's forward peak is at the first merge):
+   * three tensors, each its own block of the caching allocator (one
+   * buffer of three times the size would be one block, which a later
+   * request of one KV chunk's size splits: exec_alloc.h), as
+   * `block_out.to(float32)`, `out - block_out` and the product
+   * `sigmoid(block_lse - lse) * (out - block_out)` are made */
+  double rows_f32 = (double)op->batch * op->sq * op->heads * op->head_dim * 4.0;
+  plan_buf_out(p, id, rows_f32, "update_out_and_lse: block_out.to(float32)");
+  plan_buf_out(p, id, rows_f32, "update_out_and_lse: out - block_out (float32)");
+  plan_buf_out(p, id, rows_f32, "update_out_and_lse: sigmoid(...) * (out - block_out) (float32)");
   plan_buf_reads(p, id, b->block_out);
   plan_buf_reads(p, id, b->block_lse);
   /* the KV chunk held (`k`, `v`) is referenced until the step's loop
@@ -354,6 +396,7 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
 }
 
 void rotate_buf_step_end(rotate_buf *b) {
+  b->step++;
   if (b->pending != NONE) fill(b->kv, b->n, b->pending);
   b->pending = NONE;
   for (uint32_t g = 0; g < b->n; g++)

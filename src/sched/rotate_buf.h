@@ -19,7 +19,9 @@
  * arriving `next_dk, next_dv`, which is dropped when the next send_recv
  * returns; a GPU the causal mask skips
  * sends the arrived one on.  Zigzag (in_place) adds into the arrived one
- * and receives into the one it sent.  Flash backward keeps a float32 dQ
+ * and receives into the one it sent; stripe receives so too and adds in
+ * place only at its shifted steps (rotate_buf_grads_stripe).  Flash
+ * backward keeps a float32 dQ
  * accumulator of its queries (`dq_accum`, kernel workspace).  On one ring
  * rank the float32 sums are still made.  Linear layers: the forward state
  * K^T V of a step (`kv_state`, float32) lives until the product that
@@ -42,12 +44,27 @@ typedef struct rotate_buf rotate_buf;
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
                            const char *kv_name, bool in_place);
 void rotate_buf_free(rotate_buf *b);
+/* Backward as stripe_flash_attn_backward (rotate_ops.grads_stripe): the
+ * dK/dV received into the one sent last step; added into in place at a
+ * step greater than the GPU's index, else a new sum. */
+void rotate_buf_grads_stripe(rotate_buf *b);
 /* A pass begins: its tensors (sched_io) are declared. */
 void rotate_buf_pass(rotate_buf *b, bool backward);
 /* The pass's tensors (declared by rotate_buf_pass). */
 const sched_io *rotate_buf_io(const rotate_buf *b);
 /* Group `comm` moves the held KV (grads: the dK/dV accumulators) on. */
 void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads);
+/* Group `comm`, issued beside a step's kernels, moves the held KV to
+ * where it is attended some steps later (rotate_ops.ahead) into a new
+ * buffer, returned; rotate_buf_hold makes it the held one then. */
+uint32_t rotate_buf_ahead(rotate_buf *b, uint32_t comm);
+void rotate_buf_hold(rotate_buf *b, uint32_t buf);
+/* Backward: group `comm` moves on the dK/dV sums that the last group
+ * brought, into a new buffer (rotate_ops.grads_then_ahead); from then on
+ * the next group receives into a new buffer. */
+void rotate_buf_grads_ahead(rotate_buf *b, uint32_t comm);
+/* Backward: the dK/dV sums made from now on are in the inputs' dtype. */
+void rotate_buf_grads_cast(rotate_buf *b);
 /* Compute task `id` of a step (on its GPU, or every GPU: lockstep). */
 void rotate_buf_kernel(rotate_buf *b, uint32_t id);
 /* Merge `id` folds the last kernel's block into the accumulators. */

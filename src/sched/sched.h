@@ -47,6 +47,10 @@ typedef struct sched_opt {
    * (USP's Ulysses groups, double ring's inner ring); search enumerates
    * the divisors of SP as a dimension of the space. */
   bool splits_sp;
+  /* COUNT: a value given splits the heads among GPUs, so a step's kernels
+   * are no longer alike on every GPU (no lockstep task): the plan budget
+   * (budget.c) bounds its tasks by its spans. */
+  bool splits_heads;
 } sched_opt;
 
 /* The most distinct options all schedulers together declare. */

@@ -11,8 +11,10 @@
  * of q, k, v), j > i the triangle without it (the call on q[1:] against
  * k[:-1], v[:-1]: c - 1 rows).  Every GPU then does nearly the same work
  * at every step, where Ring's causal steps leave the early GPUs idle.
- * Backward: as Ring's (stripe_flash_attn_backward sums each step's dK/dV
- * into a new accumulator, then passes it on).
+ * Backward: KV and dK/dV around the ring as Ring's; stripe_flash_attn_backward
+ * receives the dK/dV into the buffer it sent last step and adds a shifted
+ * block (step > GPU) into the arrived one in place, making a new float32
+ * sum only at the other steps (rotate_ops.grads_stripe).
  * stripe_flash_attn_func asserts a causal mask; under a full one the
  * layout makes no difference and the blocks are Ring's full blocks.
  *
@@ -81,7 +83,8 @@ static plan *stripe_build(const workload *w, const topology *t, bool record_segs
   g_autofree plan_pair *pairs = g_new(plan_pair, n);
   for (uint32_t i = 0; i < n; i++) pairs[i] = (plan_pair){i, (i + 1) % n};
   rotate_ops ops = {.n_steps = n, .xfers = stripe_xfers, .kernels = stripe_kernels,
-                    .alike = stripe_alike, .pairs = pairs, .n_pairs = n < 2 ? 0 : n};
+                    .alike = stripe_alike, .pairs = pairs, .n_pairs = n < 2 ? 0 : n,
+                    .grads_stripe = true};
   return rotate_build(&ops, &s, w, record_segs);
 }
 

@@ -36,6 +36,7 @@ const sched_opt usp_opt_ulysses = {
     .type = SCHED_OPT_COUNT,
     .max = 16384,
     .splits_sp = true,
+    .splits_heads = true,
     .metavar = "N",
     .help = "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the "
             "largest that fits in a node and divides the heads"};
