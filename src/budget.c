@@ -3,6 +3,7 @@
 
 #include "layer.h"
 #include "layers.h"
+#include "orbits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -31,7 +32,7 @@ static bool has_size(const sched_size *z) {
 /* Room for the few tasks, transfers and spans any plan has whatever P. */
 #define SLACK 32.0
 
-bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
+bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts *out) {
   /* an alias's plan is its scheduler's */
   const sched_ops *so = pt->sched->alias_of ? pt->sched->alias_of : pt->sched;
   const sched_size *z = &so->size;
@@ -58,7 +59,10 @@ bool budget_counts_of(const scenario_point *pt, budget_counts *out) {
      * expanded (a lockstep task one per GPU: as many as its spans),
      * appended per layer (twice with full recomputation), TP rank and
      * replica, and the layer's own ops and collectives on every GPU */
-    double copies = layer_tp(&pt->w) * layer_dp(&pt->w) *
+    orbits *o = t ? layer_orbits(&pt->w, t) : NULL;
+    double ranks = o ? 1 : layer_tp(&pt->w) * layer_dp(&pt->w);
+    orbits_free(o);
+    double copies = ranks *
                     (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *
                     (pt->w.recompute == RECOMPUTE_FULL ? 2 : 1) *
                     layer_micro_batches(&pt->w);
@@ -81,11 +85,11 @@ static double plan_bytes(const budget_counts *k) {
   return k->tasks * BUDGET_TASK_BYTES + k->xfers * BUDGET_XFER_BYTES;
 }
 
-double budget_point_bytes(const scenario_point *pt, bool trace) {
+double budget_point_bytes(const scenario_point *pt, const topology *t, bool trace) {
   budget_counts k;
   /* a scheduler with no coefficients (test_budget fails for it) is not
    * refused */
-  if (!budget_counts_of(pt, &k)) return 0;
+  if (!budget_counts_of(pt, trace ? NULL : t, &k)) return 0;
   return plan_bytes(&k) + (trace ? trace_bytes(&k) : 0);
 }
 
@@ -161,10 +165,11 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
     const scenario *s = scens->pdata[k];
     for (guint i = 0; i < s->points->len; i++) {
       const scenario_point *pt = &g_array_index(s->points, scenario_point, i);
-      double plan = budget_point_bytes(pt, false), all = budget_point_bytes(pt, trace);
+      double plan = budget_point_bytes(pt, s->topo, false);
+      double all = budget_point_bytes(pt, s->topo, trace);
       if (all > limit) {
         budget_counts c = {0};
-        budget_counts_of(pt, &c);
+        budget_counts_of(pt, trace ? NULL : s->topo, &c);
         g_autofree char *seq = size_format(pt->w.seq_len);
         bool by_trace = plan <= limit;
         g_set_error(err, TASP_ERROR, TASP_ERROR_SP,

@@ -47,10 +47,13 @@ typedef struct {
   double spans, rates;   /* trace: spans and channel rate changes */
 } budget_counts;
 
-/* The point's counts; FALSE when its scheduler has no coefficients. */
-bool budget_counts_of(const scenario_point *pt, budget_counts *out);
-/* Bytes the point takes while it runs (trace: its trace too). */
-double budget_point_bytes(const scenario_point *pt, bool trace);
+/* The point's counts; FALSE when its scheduler has no coefficients.  With
+ * t, at scope layer or model, those of the plan for layer_orbits'
+ * representatives where t gives it some (a run without a trace: sim.c). */
+bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts *out);
+/* Bytes the point takes while it runs on t (trace: its trace too, every
+ * GPU simulated). */
+double budget_point_bytes(const scenario_point *pt, const topology *t, bool trace);
 
 /* The budget in bytes; FALSE with an error naming TASP_MEMORY_BUDGET when
  * it is set to something else than a size. */

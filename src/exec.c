@@ -10,6 +10,7 @@
 #include "exec_internal.h"
 
 #include "compute.h"
+#include "orbits.h"
 
 static void start_task(exec_state *s, uint32_t id);
 
@@ -165,6 +166,8 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   r->tasks = nt;
   g_autofree double *caps = g_new(double, nc);
   for (uint32_t c = 0; c < nc; c++) caps[c] = topo_chan(t, c)->cap_Bps;
+  g_assert(!opts->orbits || (!opts->keep_trace && p->xfer_to));
+  if (opts->orbits) orbits_caps(opts->orbits, t, caps);
 
   exec_state s = {.p = p, .t = t, .opts = *opts, .r = r};
   s.eng = engine_new();
@@ -204,6 +207,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   r->flows = net_flows_started(s.net);
   r->bundles = net_bundles_started(s.net);
   r->solves = net_solves(s.net);
+  if (opts->orbits) orbits_expand(opts->orbits, r);
 
   net_free(s.net);
   engine_free(s.eng);

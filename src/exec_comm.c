@@ -10,6 +10,7 @@
 #include "exec_internal.h"
 
 #include "groups.h"
+#include "orbits.h"
 
 /* exec_internal.h */
 void exec_group_gpus(exec_state *s, const plan_task *t, exec_gpu_fn fn, void *ctx) {
@@ -128,19 +129,24 @@ static flow_kinds sort_kinds(exec_state *s, const plan_task *t) {
   g_autofree net_member *m = g_new(net_member, nx);
   for (uint32_t i = 0; i < nx; i++) {
     plan_xfer x = plan_xfer_at(s->p, t, i);
+    /* the route to the GPU the bytes reach (a representative's transfer
+     * to another GPU: orbits.h), on the quotient network where replayed */
+    uint32_t to = plan_xfer_to(s->p, t, i);
     /* a ring collective's edge is several NCCL channels, not one
      * connection (plan_coll.c), and pays the latency once per step */
-    double cap = plan_api_is_ring(t->api) ? 0 : topo_route_cap(s->t, x.src, x.dst);
+    double cap = plan_api_is_ring(t->api) ? 0 : topo_route_cap(s->t, x.src, to);
     if (computed) {
-      m[i].route = &routes[(size_t)i * TOPO_SWITCHED_HOPS];
-      kinds[i].hops = topo_route_fill(s->t, x.src, x.dst, &routes[(size_t)i * TOPO_SWITCHED_HOPS]);
+      uint32_t *r = &routes[(size_t)i * TOPO_SWITCHED_HOPS];
+      m[i].route = r;
+      kinds[i].hops = topo_route_fill(s->t, x.src, to, r);
+      if (s->opts.orbits) orbits_route(s->opts.orbits, r, kinds[i].hops);
     } else {
-      m[i].route = topo_route_chans(s->t, x.src, x.dst, &kinds[i].hops);
+      m[i].route = topo_route_chans(s->t, x.src, to, &kinds[i].hops);
     }
     m[i].id = i;
     kinds[i].bytes = x.bytes;
     kinds[i].cap = cap;
-    kinds[i].latency = topo_route_latency(s->t, x.src, x.dst) * x.steps;
+    kinds[i].latency = topo_route_latency(s->t, x.src, to) * x.steps;
   }
   groups g;
   groups_make(&g, kinds, sizeof *kinds, nx, flow_kind_hash, flow_kind_equal);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "layer_build.h"
+#include "orbits.h"
 
 uint32_t layer_tp(const workload *w) { return w->tp ? w->tp : 1; }
 uint32_t layer_dp(const workload *w) { return w->scope == SCOPE_MODEL && w->dp ? w->dp : 1; }
@@ -141,6 +142,11 @@ static uint32_t backward_start(const plan *a, pass_kind pass) {
 
 plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool with_attention,
                   bool record_segs) {
+  return layer_build_orbits(s, w, t, with_attention, record_segs, NULL);
+}
+
+plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *t,
+                         bool with_attention, bool record_segs, const orbits *o) {
   lb b = {.t = t, .w = w, .d = layer_dims_of(w), .tp = layer_tp(w), .sp = w->gpus,
           .dp = layer_dp(w), .pass = w->pass, .model = w->scope == SCOPE_MODEL,
           .zero = w->zero, .recompute = w->recompute};
@@ -148,6 +154,17 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   b.n = b.tp * b.sp * b.dp;
   b.grad_group = b.sp * b.dp;
   b.p = plan_new(b.n, record_segs);
+  if (o) {
+    /* TP rank 0 of replica 0 stands for every rank and replica
+     * (layer_orbits checked that o's representatives are these) */
+    b.sim = g_new0(uint8_t, b.n);
+    b.rep = g_new(uint32_t, b.n);
+    for (uint32_t g = 0; g < b.n; g++) {
+      b.rep[g] = g / b.tp % b.sp * b.tp;
+      b.sim[g] = b.rep[g] == g;
+    }
+    plan_quotient(b.p, b.sim, b.rep);
+  }
   if (!layer_placed_by_default(w)) {
     b.phys = g_new(uint32_t, b.n);
     for (uint32_t g = 0; g < b.n; g++)
@@ -163,16 +180,15 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
    * bf16 weights; ZeRO 3: a 1 / (SP x DP) shard) */
   double wbytes = lb_layer_params(&b) * lb_param_bytes(&b);
   if (b.model && b.zero >= 3 && b.grad_group > 1) wbytes /= b.grad_group;
+  lb *bp = &b;
   for (uint32_t l = 0; l < b.layers; l++)
-    for (uint32_t g = 0; g < b.n; g++)
-      b.weights[(size_t)l * b.n + g] = plan_buf_input(b.p, g, wbytes, "weights");
+    LB_GPUS(bp, g) b.weights[(size_t)l * b.n + g] = plan_buf_input(b.p, g, wbytes, "weights");
   /* FP8: TransformerEngine keeps each GEMM weight's FP8 copy and its
    * transpose (forward and dgrad operands) between steps, 2 bytes a
    * weight beside the bf16 one (the norms' weights stay bf16) */
   if (w->precision == PRECISION_FP8)
     for (uint32_t l = 0; l < b.layers; l++)
-      for (uint32_t g = 0; g < b.n; g++)
-        plan_buf_input(b.p, g, lb_fp8_weight_bytes(&b), "weights_fp8");
+      LB_GPUS(bp, g) plan_buf_input(b.p, g, lb_fp8_weight_bytes(&b), "weights_fp8");
   for (uint32_t g = 0; g < b.n; g++) b.cur[g] = b.wcur[g] = NONE;
   b.grad_last = g_new(int64_t, b.n);
   for (uint32_t g = 0; g < b.n; g++) b.grad_last[g] = -1;
@@ -234,7 +250,7 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
       }
       if (b.model) lb_head_forward(&b, &e);
       else
-        for (uint32_t g = 0; g < b.n; g++) plan_buf_keep(b.p, b.cur[g]); /* the layer's output */
+        LB_GPUS(bp, g) plan_buf_keep(b.p, b.cur[g]); /* the layer's output */
     }
     b.transient = false;
     if (w->pass != PASS_FWD) {
@@ -252,13 +268,16 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
       }
       if (b.model) lb_embed_backward(&b, &e);
       else
-        for (uint32_t g = 0; g < b.n; g++) plan_buf_keep(b.p, b.cur[g]); /* dx */
+        LB_GPUS(bp, g) plan_buf_keep(b.p, b.cur[g]); /* dx */
     }
   }
   if (b.model && w->pass != PASS_FWD) lb_optimizer(&b);
+  plan_quotient_end(b.p);
   plan_finish(b.p);
   if (b.phys) plan_relabel(b.p, b.phys);
   g_free(b.phys);
+  g_free(b.sim);
+  g_free(b.rep);
   g_free(e_arr);
   g_free(b.main_grad);
   for (int k = 0; k < ATTN_KINDS; k++) plan_free((plan *)b.attns[k]);
@@ -273,13 +292,16 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
   return b.p;
 }
 
-double layer_tasks_estimate(const workload *w) {
+double layer_tasks_estimate(const workload *w, const topology *t) {
   double sp = w->gpus, layers = w->scope == SCOPE_MODEL ? layers_total(w) : 1;
   /* per layer, TP rank and replica: a ring-like attention plan (a kernel,
    * a merge and a group per GPU and step, both passes) and the layer's
    * ops and collectives on each SP GPU */
-  double mbs = layer_micro_batches(w);
-  return mbs * layers * layer_tp(w) * layer_dp(w) * (6 * sp * sp + 64 * sp) + 16;
+  double mbs = layer_micro_batches(w), copies = layer_tp(w) * layer_dp(w);
+  orbits *o = t ? layer_orbits(w, t) : NULL;
+  if (o) copies = 1;
+  orbits_free(o);
+  return mbs * layers * copies * (6 * sp * sp + 64 * sp) + 16;
 }
 
 double layer_tasks_flops(const plan *p, guint from, guint to) {

@@ -100,6 +100,20 @@ workload layer_attention_workload(const workload *w);
 plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool with_attention,
                   bool record_segs);
 
+/* Identical replicas and TP ranks, simulated once (orbits.h).  The
+ * symmetry of a job at scope layer or model: every GPU the image of TP
+ * rank 0 of DP rank 0 with the same SP rank, under shifts of the replicas
+ * and of the TP ranks; NULL where that is not exact or there is nothing
+ * to gain: scope attention, TP 1 and DP 1, a topology or placement those
+ * shifts do not map onto itself (orbits_new), or collectives whose rings
+ * they do not carry onto one another (layer_orbits.c).  Free with
+ * orbits_free. */
+struct orbits *layer_orbits(const workload *w, const topology *t);
+/* layer_build's plan for o's representatives only (o NULL: every GPU):
+ * exec_run it with exec_opts.orbits = o. */
+plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *t,
+                         bool with_attention, bool record_segs, const struct orbits *o);
+
 /* Scope model, forward then backward: bytes every GPU holds at the end of
  * the last micro-batch's forward, whatever the scheduler: the weights
  * (ZeRO 3: their shard), the embedding and LM head, the optimizer's
@@ -112,8 +126,9 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
 double layer_resident_bytes(const workload *w);
 
 /* About how many tasks layer_build's plan has (for the plan budget,
- * sched_check_tasks): an overestimate for every scheduler. */
-double layer_tasks_estimate(const workload *w);
+ * sched_check_tasks): an overestimate for every scheduler; with t, of the
+ * plan for layer_orbits' representatives where it has them. */
+double layer_tasks_estimate(const workload *w, const topology *t);
 
 /* Model FLOPs of a plan (Megatron's convention, as its training log
  * reports them): each GEMM's forward 2MNK and each attention kernel's

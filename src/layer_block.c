@@ -124,7 +124,7 @@ static uint32_t wgrad(lb *b, uint32_t task, layer_op which) {
 }
 
 /* The GPUs of TP group i (its TP ranks, consecutive). */
-static void tp_group(lb *b, uint32_t i) {
+void lb_tp_group(lb *b, uint32_t i) {
   for (uint32_t r = 0; r < b->tp; r++) b->group[r] = i * b->tp + r;
 }
 /* The GPUs holding TP rank r's weights: every SP rank of every replica. */
@@ -132,10 +132,24 @@ void lb_grad_group(lb *b, uint32_t r) {
   for (uint32_t k = 0; k < b->grad_group; k++) b->group[k] = k * b->tp + r;
 }
 
+bool lb_group_sim(const lb *b, uint32_t k) {
+  for (uint32_t j = 0; j < k; j++)
+    if (lb_sim(b, b->group[j])) return true;
+  return false;
+}
+
 static gint by_place(gconstpointer a, gconstpointer b, gpointer phys) {
   uint32_t x = ((const uint32_t *)phys)[*(const uint32_t *)a];
   uint32_t y = ((const uint32_t *)phys)[*(const uint32_t *)b];
   return (x > y) - (x < y);
+}
+
+void lb_ring_order(const lb *b, uint32_t k, uint32_t *ring) {
+  /* NCCL's rings follow the GPUs' order on the topology, node by node:
+   * under a placement of its own, the group in the order of where its
+   * GPUs lie */
+  memcpy(ring, b->group, k * sizeof *ring);
+  if (b->phys) g_qsort_with_data(ring, (gint)k, sizeof *ring, by_place, b->phys);
 }
 
 /* One ring collective `api` over a group of k GPUs (b->group) of `shard`
@@ -146,25 +160,27 @@ uint32_t lb_ring(lb *b, comm_api api, uint32_t k, double shard, const uint32_t *
                      double out_bytes, const char *name, uint32_t *out, uint32_t *comm_of,
                      bool grad_stream) {
   uint32_t c = plan_comm(b->p, b->step, api);
-  /* NCCL's rings follow the GPUs' order on the topology, node by node:
-   * under a placement of its own, the group in the order of where its
-   * GPUs lie */
-  g_autofree uint32_t *ring = g_memdup2(b->group, k * sizeof *ring);
-  if (b->phys) g_qsort_with_data(ring, (gint)k, sizeof *ring, by_place, b->phys);
+  g_autofree uint32_t *ring = g_new(uint32_t, k);
+  lb_ring_order(b, k, ring);
   plan_coll_ring(b->p, c, ring, k, shard, b->t->gpus_per_node);
   /* TP groups' calls run in order on their NCCL stream (plan_issue's
    * ordering); the gradient group (SP x DP) is another communicator with
    * a stream of its own */
   plan_issue(b->p, c, NULL, -1, !grad_stream);
-  for (uint32_t j = 0; grad_stream && j < k; j++) {
-    int64_t prev = b->grad_last[b->group[j]];
-    bool seen = false;
-    for (uint32_t j2 = 0; j2 < j; j2++) seen |= b->grad_last[b->group[j2]] == prev;
-    if (prev >= 0 && !seen) plan_dep(b->p, (uint32_t)prev, c);
+  if (grad_stream) {
+    /* after each distinct last call of the members' gradient streams, in
+     * the members' order */
+    g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+    for (uint32_t j = 0; j < k; j++) {
+      int64_t prev = b->grad_last[b->group[j]];
+      if (prev < 0 || !g_hash_table_add(seen, GUINT_TO_POINTER((guint)prev + 1))) continue;
+      plan_dep(b->p, (uint32_t)prev, c);
+    }
+    for (uint32_t j = 0; j < k; j++) b->grad_last[b->group[j]] = c;
   }
-  for (uint32_t j = 0; grad_stream && j < k; j++) b->grad_last[b->group[j]] = c;
   for (uint32_t j = 0; j < k; j++) {
     uint32_t g = b->group[j];
+    if (!lb_sim(b, g)) continue;
     if (in && in[g] != NONE) plan_buf_reads(b->p, c, in[g]);
     if (out_bytes > 0) {
       uint32_t buf = plan_buf_new(b->p, g, out_bytes, name);
@@ -183,8 +199,9 @@ void lb_coll(lb *b, comm_api api, double shard, const uint32_t *src, double out_
                  const char *name, uint32_t *comm_of) {
   g_autofree uint32_t *in = g_memdup2(src ? src : b->cur, b->n * sizeof *in);
   for (uint32_t i = 0; i < b->n / b->tp; i++) {
-    tp_group(b, i);
-    lb_ring(b, api, b->tp, shard, in, out_bytes, name, NULL, comm_of, false);
+    lb_tp_group(b, i);
+    if (lb_group_sim(b, b->tp))
+      lb_ring(b, api, b->tp, shard, in, out_bytes, name, NULL, comm_of, false);
   }
 }
 
@@ -215,19 +232,23 @@ void lb_open_ranks(lb *b, uint32_t l) {
   for (uint32_t d = 0; d < b->dp; d++)
     for (uint32_t r = 0; r < b->tp; r++) {
       for (uint32_t s = 0; s < b->sp; s++) gpus[s] = (d * b->sp + s) * b->tp + r;
-      b->ranks[d * b->tp + r] = plan_append_new(b->p, b->attn, gpus, own);
+      /* a rank of no simulated GPU: the image of one that has them */
+      b->ranks[d * b->tp + r] = lb_sim(b, gpus[0]) ? plan_append_new(b->p, b->attn, gpus, own)
+                                                   : NULL;
     }
 }
 
 void lb_close_ranks(lb *b) {
   if (!b->ranks) return;
-  for (uint32_t i = 0; i < b->tp * b->dp; i++) plan_append_free(b->ranks[i]);
+  for (uint32_t i = 0; i < b->tp * b->dp; i++)
+    if (b->ranks[i]) plan_append_free(b->ranks[i]);
   g_clear_pointer(&b->ranks, g_free);
 }
 
 static void append_attn(lb *b, uint32_t from, uint32_t to) {
   if (b->ranks)
-    for (uint32_t i = 0; i < b->tp * b->dp; i++) plan_append_range(b->ranks[i], from, to);
+    for (uint32_t i = 0; i < b->tp * b->dp; i++)
+      if (b->ranks[i]) plan_append_range(b->ranks[i], from, to);
 }
 
 /* ZeRO 3: layer l's weights gathered from their shards before its use
@@ -239,6 +260,7 @@ static void gather_weights(lb *b, uint32_t l, uint32_t *cm) {
   g_autofree uint32_t *in = g_memdup2(b->wcur, b->n * sizeof *in);
   for (uint32_t r = 0; r < b->tp; r++) {
     lb_grad_group(b, r);
+    if (!lb_group_sim(b, b->grad_group)) continue;
     lb_ring(b, COMM_ALL_GATHER, b->grad_group, full / b->grad_group, in, full, "weights_gathered",
          b->wcur, cm, true);
   }
@@ -327,11 +349,13 @@ void lb_reduce_grads(lb *b, double params) {
   g_autofree uint32_t *shard = g_new(uint32_t, b->n);
   for (uint32_t r = 0; r < b->tp; r++) {
     lb_grad_group(b, r);
+    if (!lb_group_sim(b, k)) continue;
     comm_api api = b->zero ? COMM_REDUCE_SCATTER : COMM_ALL_REDUCE;
     uint32_t c = lb_ring(b, api, k, bytes / k, NULL, b->zero >= 2 ? bytes / k : 0, "grad_shard",
                       shard, NULL, true);
     for (uint32_t j = 0; j < k; j++) {
       uint32_t g = b->group[j];
+      if (!lb_sim(b, g)) continue;
       for (int i = 0; i < 4; i++)
         if (b->grads[g * 4 + i] != NONE) plan_buf_reads(b->p, c, b->grads[g * 4 + i]);
       if (b->zero >= 2) plan_buf_keep(b->p, shard[g]);

@@ -50,10 +50,24 @@ typedef struct {
   /* The GPU each GPU of the builder's numbering (TP rank + tp (SP rank +
    * sp DP rank)) is under the placement; NULL: the same (layer_gpu) */
   uint32_t *phys;
+  /* A job simulated on its representatives (orbits.h, layer_orbits): per
+   * GPU of the builder's numbering, whether it is one (the builder adds
+   * tasks and buffers for those only), and each GPU's representative;
+   * NULL: every GPU */
+  uint8_t *sim;
+  uint32_t *rep;
 } lb;
 
 #define NONE UINT32_MAX
-#define ALL_GPUS(g) for (uint32_t g = 0; g < b->n; g++)
+/* The next simulated GPU after g (UINT32_MAX: from the first), or b->n. */
+static inline uint32_t lb_next(const lb *b, uint32_t g) {
+  for (g++; b->sim && g < b->n && !b->sim[g]; g++) {}
+  return g;
+}
+static inline bool lb_sim(const lb *b, uint32_t g) { return !b->sim || b->sim[g]; }
+/* Every simulated GPU of builder b. */
+#define LB_GPUS(b, g) for (uint32_t g = lb_next(b, UINT32_MAX); g < (b)->n; g = lb_next(b, g))
+#define ALL_GPUS(g) LB_GPUS(b, g)
 #define SAVED(l, g, k) b->saved[((size_t)(l) * b->n + (g)) * SV_COUNT + (k)]
 
 /* One layer (layer_block.c): helpers shared with the step's ends. */
@@ -78,7 +92,15 @@ void lb_coll(lb *b, comm_api api, double shard, const uint32_t *src, double out_
 uint32_t lb_ring(lb *b, comm_api api, uint32_t k, double shard, const uint32_t *in,
                  double out_bytes, const char *name, uint32_t *out, uint32_t *comm_of,
                  bool grad_stream);
+/* The GPUs of TP group i (its TP ranks) into b->group. */
+void lb_tp_group(lb *b, uint32_t i);
+/* The GPUs holding TP rank r's weights (every SP rank of every replica). */
 void lb_grad_group(lb *b, uint32_t r);
+/* The group's k GPUs (b->group) in the order NCCL's rings take them. */
+void lb_ring_order(const lb *b, uint32_t k, uint32_t *ring);
+/* Whether one of the group's k GPUs (b->group) is simulated: a group of
+ * none is the image of one that is, and is not built. */
+bool lb_group_sim(const lb *b, uint32_t k);
 uint32_t lb_wgrad_bytes(lb *b, uint32_t task, double bytes, uint32_t slot);
 void lb_reduce_grads(lb *b, double params);
 void lb_open_ranks(lb *b, uint32_t l);

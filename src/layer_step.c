@@ -180,7 +180,7 @@ void lb_optimizer(lb *b) {
     double bytes = params * lb_param_bytes(b);
     for (uint32_t r = 0; r < b->tp; r++) {
       lb_grad_group(b, r);
-      lb_ring(b, COMM_ALL_GATHER, k, bytes / k, NULL, 0, NULL, NULL, NULL, true);
+      if (lb_group_sim(b, k)) lb_ring(b, COMM_ALL_GATHER, k, bytes / k, NULL, 0, NULL, NULL, NULL, true);
     }
   }
 }

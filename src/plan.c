@@ -34,6 +34,7 @@ void plan_free(plan *p) {
   if (!p) return;
   g_array_free(p->tasks, TRUE);
   g_array_free(p->xfers, TRUE);
+  if (p->xfer_to) g_array_free(p->xfer_to, TRUE);
   g_array_free(p->segs, TRUE);
   g_array_free(p->dep_from, TRUE);
   g_array_free(p->dep_to, TRUE);
@@ -170,8 +171,32 @@ void plan_xfer_push(plan *p, uint32_t comm, plan_xfer x) {
   g_assert(t->kind == TASK_COMM && t->xfer_off + t->n_xfer == p->xfers->len);
   g_assert(x.src != x.dst && x.src < p->n_gpus && x.dst < p->n_gpus);
   g_assert(t->n_xfer == 0 || g_array_index(p->xfers, plan_xfer, t->xfer_off).src != PLAN_ALL);
+  uint32_t to = x.dst;
+  if (p->q_sim) {
+    if (!p->q_sim[x.src]) return;
+    x.dst = p->q_rep[x.dst];
+  }
   g_array_append_val(p->xfers, x);
+  if (p->xfer_to) g_array_append_val(p->xfer_to, to);
   t->n_xfer++;
+}
+
+void plan_quotient(plan *p, const uint8_t *sim, const uint32_t *rep) {
+  g_assert(!p->patterns->len && !p->has_lockstep);
+  p->q_sim = sim;
+  p->q_rep = rep;
+  if (!p->xfer_to) {
+    p->xfer_to = g_array_sized_new(FALSE, FALSE, sizeof(uint32_t), p->xfers->len);
+    for (guint i = 0; i < p->xfers->len; i++)
+      g_array_append_val(p->xfer_to, g_array_index(p->xfers, plan_xfer, i).dst);
+  }
+}
+
+void plan_quotient_end(plan *p) { p->q_sim = NULL, p->q_rep = NULL; }
+
+uint32_t plan_xfer_to(const plan *p, const plan_task *t, uint32_t i) {
+  if (p->xfer_to) return g_array_index(p->xfer_to, uint32_t, t->xfer_off + i);
+  return plan_xfer_at(p, t, i).dst;
 }
 
 void plan_xfer_add(plan *p, uint32_t comm, uint32_t src, uint32_t dst, double bytes) {
@@ -388,6 +413,7 @@ void plan_issue_at(plan *p, uint32_t comm, uint32_t at) {
 }
 
 plan *plan_expand(const plan *p) {
+  g_assert(!p->xfer_to);  /* a plan for representatives has nothing to expand */
   uint32_t n = p->n_gpus;
   guint nt = p->tasks->len;
   plan *q = plan_new(n, p->record_segs);
@@ -452,6 +478,7 @@ void plan_relabel(plan *p, const uint32_t *to) {
     plan_xfer *x = &g_array_index(p->xfers, plan_xfer, i);
     x->src = to[x->src];
     x->dst = to[x->dst];
+    if (p->xfer_to) g_array_index(p->xfer_to, uint32_t, i) = to[g_array_index(p->xfer_to, uint32_t, i)];
   }
   for (guint i = 0; p->bufs && i < p->bufs->len; i++) {
     plan_buf *b = &g_array_index(p->bufs, plan_buf, i);

@@ -176,6 +176,14 @@ typedef struct {
                               backward pass (plan_barrier), or UINT32_MAX */
   double recomputed_flops; /* FLOPs of the tasks that run a forward again
                               (full recomputation): not model FLOPs */
+  /* A plan for the representatives of a symmetric job (orbits.h): while
+   * it is built, q_sim (per GPU: simulated) and q_rep (per GPU: its
+   * representative) filter transfers (plan_quotient); xfer_to (uint32 per
+   * transfer; NULL: a plan of every GPU) the GPU each transfer really
+   * reaches, its route's end, where dst is that GPU's representative */
+  const uint8_t *q_sim;
+  const uint32_t *q_rep;
+  GArray *xfer_to;
 } plan;
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);
@@ -204,6 +212,18 @@ uint32_t plan_copy(plan *p, uint32_t gpu, uint32_t step, double bytes);
 bool plan_lockstep(const plan *p);
 
 /* ---- communication ---- */
+
+/* From now on, p holds the tasks of the GPUs marked in sim only (its
+ * builder adds no other's) and transfers leaving them: one from another
+ * GPU is dropped (it is the image of one leaving a representative), one
+ * to another GPU g is kept with dst rep[g], whose receive it stands for,
+ * and g as the GPU it reaches (plan_xfer_to).  sim and rep (n_gpus
+ * entries each) must live until plan_quotient_end. */
+void plan_quotient(plan *p, const uint8_t *sim, const uint32_t *rep);
+void plan_quotient_end(plan *p);
+/* The GPU the i-th transfer of group t reaches: its dst, or in a plan for
+ * representatives the GPU its route ends at. */
+uint32_t plan_xfer_to(const plan *p, const plan_task *t, uint32_t i);
 
 /* An empty communication group; add transfers with plan_xfer_add or a
  * collective with plan_coll_*, then issue it with plan_issue. */
@@ -238,6 +258,9 @@ void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t
                           double bytes);
 void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
                     uint32_t per_node);
+/* The ring edges plan_coll_ring moves over a group of n ranks (pairs of
+ * positions in the group), at most n x per_node of them; returns how many. */
+uint32_t plan_coll_ring_edges(uint32_t n, uint32_t per_node, plan_pair *out);
 /* Whether NCCL runs the API as rings (plan_coll_ring): several channels per
  * ring edge, so no per-connection cap, and a latency per pipelined step. */
 bool plan_api_is_ring(comm_api a);

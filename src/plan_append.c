@@ -27,7 +27,7 @@ struct plan_append {
 };
 
 plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus, unsigned own) {
-  g_assert(!src->has_lockstep && src->deps);
+  g_assert(!src->has_lockstep && src->deps && !src->xfer_to);
   plan_append *a = g_new0(plan_append, 1);
   a->own = own;
   a->dst = dst;
@@ -136,6 +136,7 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
         e.src = a->gpus[e.src];
         e.dst = a->gpus[e.dst];
         g_array_append_val(dst->xfers, e);
+        if (dst->xfer_to) g_array_append_val(dst->xfer_to, e.dst);
       }
     }
     if (dst->record_segs && src->record_segs && t.n_qseg + t.n_kseg) {

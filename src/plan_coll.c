@@ -29,16 +29,11 @@ void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t
       if (i != j) plan_xfer_add(p, comm, gpus[i], gpus[j], bytes);
 }
 
-void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
-                    uint32_t per_node) {
-  comm_api api = plan_task_at(p, comm)->api;
-  g_assert(plan_api_is_ring(api));
-  if (n < 2) return;
-  uint32_t rounds = api == COMM_ALL_REDUCE ? 2 : 1;
+uint32_t plan_coll_ring_edges(uint32_t n, uint32_t per_node, plan_pair *out) {
+  if (n < 2) return 0;
   /* several nodes, each wholly in the group: one ring per local GPU */
   uint32_t m = per_node && n > per_node && n % per_node == 0 ? per_node : 1;
-  uint32_t nodes = n / m;
-  double edge = bytes * (n - 1) * rounds / m;
+  uint32_t nodes = n / m, k = 0;
   for (uint32_t j = 0; j < m; j++)
     for (uint32_t a = 0; a < nodes; a++)
       for (uint32_t i = 0; i < m; i++) {
@@ -46,9 +41,23 @@ void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, do
          * last one hands over to the first of the next node */
         uint32_t src = a * m + (j + i) % m;
         uint32_t dst = i + 1 < m ? a * m + (j + i + 1) % m : ((a + 1) % nodes) * m + j;
-        if (src == dst) continue;
-        plan_xfer_push(p, comm, (plan_xfer){gpus[src], gpus[dst], edge, 1, (n - 1) * rounds});
+        if (src != dst) out[k++] = (plan_pair){src, dst};
       }
+  return k;
+}
+
+void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
+                    uint32_t per_node) {
+  comm_api api = plan_task_at(p, comm)->api;
+  g_assert(plan_api_is_ring(api));
+  if (n < 2) return;
+  uint32_t rounds = api == COMM_ALL_REDUCE ? 2 : 1;
+  uint32_t m = per_node && n > per_node && n % per_node == 0 ? per_node : 1;
+  double edge = bytes * (n - 1) * rounds / m;
+  g_autofree plan_pair *e = g_new(plan_pair, (size_t)n * m);
+  uint32_t k = plan_coll_ring_edges(n, per_node, e);
+  for (uint32_t i = 0; i < k; i++)
+    plan_xfer_push(p, comm, (plan_xfer){gpus[e[i].src], gpus[e[i].dst], edge, 1, (n - 1) * rounds});
 }
 
 bool plan_api_is_ring(comm_api a) {

@@ -955,7 +955,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             layer_view_clear(&view);
             if (!can ||
                 (w.scope != SCOPE_ATTENTION &&
-                 !sched_check_tasks(layer_tasks_estimate(&w), p.sched->name, &e))) {
+                 !sched_check_tasks(layer_tasks_estimate(&w, s->topo), p.sched->name, &e))) {
               origin o = blame(s, ov, e);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;

@@ -353,7 +353,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   workload built = w;
   attn_kind kind;
   if (!o->whole_steps && sim_step_repeats(&w, &kind)) built.layers[kind] = SIM_REPEAT_FROM + 1;
-  if (!sched_check_tasks(layer_tasks_estimate(&built), s->name, &e)) {
+  if (!sched_check_tasks(layer_tasks_estimate(&built, o->s->topo), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }

@@ -7,6 +7,7 @@
 
 #include "layer.h"
 #include "layers.h"
+#include "orbits.h"
 
 /* A switched topology's routes are one channel of the sender's (its
  * port, or its NIC's, by whether the peer shares its node) and one of the
@@ -71,23 +72,29 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
                      ? pt->w
                      : layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
                                                                               : ATTN_LINEAR);
-  plan *p = layer_build(pt->sched, &one, t, true, false);
+  /* identical replicas and TP ranks simulated once (orbits.h); a trace
+   * shows every GPU, so it replays them all */
+  orbits *q = o->keep_trace || o->per_flow ? NULL : layer_orbits(&one, t);
+  exec_opts run = *o;
+  run.orbits = q;
+  plan *p = layer_build_orbits(pt->sched, &one, t, true, false, q);
   if (p->note->len) g_string_append(notes, p->note->str);
-  res->model_flops = layer_model_flops(p);
-  exec_result *r = exec_run(p, t, o);
+  res->model_flops = layer_model_flops(p) * (q ? q->mult : 1);
+  exec_result *r = exec_run(p, t, &run);
   plan_free(p);
-  if (!attention_part) {
+  if (attention_part) {
+    exec_opts quiet = run;
+    quiet.progress = NULL;
+    quiet.keep_trace = false;
+    plan *rest = layer_build_orbits(pt->sched, &one, t, false, false, q);
+    exec_result *r0 = exec_run(rest, t, &quiet);
+    res->attention_s = r->step_s - r0->step_s;
+    exec_result_free(r0);
+    plan_free(rest);
+  } else {
     res->attention_s = NAN;
-    return r;
   }
-  exec_opts quiet = *o;
-  quiet.progress = NULL;
-  quiet.keep_trace = false;
-  plan *rest = layer_build(pt->sched, &one, t, false, false);
-  exec_result *r0 = exec_run(rest, t, &quiet);
-  res->attention_s = r->step_s - r0->step_s;
-  exec_result_free(r0);
-  plan_free(rest);
+  orbits_free(q);
   return r;
 }
 

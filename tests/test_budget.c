@@ -41,7 +41,7 @@ static void check_counts(const char *sched, const char *sp, const char *mask, co
       pt = &g_array_index(sc->points, scenario_point, i);
   budget_counts k;
   /* a scheduler added without its coefficients fails here */
-  CU_ASSERT_FATAL(budget_counts_of(pt, &k));
+  CU_ASSERT_FATAL(budget_counts_of(pt, NULL, &k));
   workload one = layers_one(&pt->w, pt->w.attention);
   plan *pl = pt->sched->build(&one, sc->topo, false);
   double xfers = 0;
@@ -96,7 +96,7 @@ static void t_check_refuses_and_narrows(void) {
   g_autoptr(GPtrArray) scens = g_ptr_array_new_with_free_func((GDestroyNotify)scenario_free);
   g_ptr_array_add(scens, sc);
   const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
-  double one = budget_point_bytes(pt, false), traced = budget_point_bytes(pt, true);
+  double one = budget_point_bytes(pt, NULL, false), traced = budget_point_bytes(pt, NULL, true);
   CU_ASSERT(one > 0 && traced > one);
   /* under one point's need: refused, blaming where the SP comes from */
   g_autofree char *small = g_strdup_printf("%.0f", one - 1);
@@ -122,7 +122,7 @@ static void t_check_refuses_and_narrows(void) {
   for (guint k = 0; k < scens->len; k++) {
     const scenario *s = scens->pdata[k];
     for (guint i = 0; i < s->points->len; i++)
-      most = MAX(most, budget_point_bytes(&g_array_index(s->points, scenario_point, i), false));
+      most = MAX(most, budget_point_bytes(&g_array_index(s->points, scenario_point, i), s->topo, false));
   }
   g_autofree char *room = g_strdup_printf("%.0f", 2.05 * most);
   g_setenv("TASP_MEMORY_BUDGET", room, TRUE);
@@ -153,7 +153,7 @@ static void t_counts_bound_documents(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
         const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
         budget_counts k;
-        CU_ASSERT_FATAL(budget_counts_of(pt, &k));
+        CU_ASSERT_FATAL(budget_counts_of(pt, NULL, &k));
         plan *pl = pt->sched->build(&pt->w, sc->topo, false);
         /* rings: more than one kernel a step; allgather (no steps): a
          * kernel per document piece on each of the 16 GPUs */

@@ -598,11 +598,11 @@ static void test_budget_covers(void) {
       w.recompute = scope == SCOPE_MODEL ? RECOMPUTE_FULL : RECOMPUTE_NONE;
       scenario_point pt = {w, scheds[k], false, NULL};
       budget_counts c;
-      CU_ASSERT_FATAL(budget_counts_of(&pt, &c));
+      CU_ASSERT_FATAL(budget_counts_of(&pt, NULL, &c));
       plan *p = layer_build(scheds[k], &w, t, true, false);
       CU_ASSERT(c.tasks >= p->tasks->len);
       CU_ASSERT(c.xfers >= p->xfers->len);
-      CU_ASSERT(layer_tasks_estimate(&w) >= p->tasks->len);
+      CU_ASSERT(layer_tasks_estimate(&w, NULL) >= p->tasks->len);
       plan_free(p);
     }
   topo_free(t);

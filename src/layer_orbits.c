@@ -1,0 +1,94 @@
+/* layer_orbits: a job's data-parallel replicas and TP ranks as images of
+ * TP rank 0 of replica 0 (layer.h layer_orbits; orbits.h says when that
+ * is exact and how the replay uses it).
+ *
+ * The builder makes the plan G-invariant by construction for its tasks:
+ * every TP rank and replica runs the same ops and the same scheduler plan
+ * on its own SP GPUs.  What could break it are the collectives' rings:
+ * NCCL orders a group's ring by where its GPUs lie, so under some
+ * placements shifting the replicas does not carry one ring onto another
+ * (SP outermost: the gradient group's ring runs replica by replica inside
+ * each SP rank, and its hand-over between SP ranks is no image of another
+ * edge).  Every kind of group's rings are checked here: the multiset of
+ * all their edges, moved by a generator, must be itself. */
+#include <string.h>
+
+#include "layer_build.h"
+#include "orbits.h"
+
+static gint by_key(gconstpointer a, gconstpointer b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The edges of every group of one kind (TP groups: tp_kind, else the
+ * gradient groups), in the builder's numbering, each moved by gen (NULL:
+ * as they are), as sorted keys src x n + dst. */
+static GArray *ring_edges(lb *b, bool tp_kind, const uint32_t *gen) {
+  uint32_t groups = tp_kind ? b->n / b->tp : b->tp, k = tp_kind ? b->tp : b->grad_group;
+  uint32_t per = b->t->gpus_per_node;
+  GArray *keys = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+  g_autofree uint32_t *ring = g_new(uint32_t, k);
+  g_autofree plan_pair *e = g_new(plan_pair, (size_t)k * MAX(per, 1));
+  for (uint32_t i = 0; i < groups; i++) {
+    if (tp_kind) lb_tp_group(b, i);
+    else lb_grad_group(b, i);
+    lb_ring_order(b, k, ring);
+    uint32_t ne = plan_coll_ring_edges(k, per, e);
+    for (uint32_t j = 0; j < ne; j++) {
+      uint32_t src = ring[e[j].src], dst = ring[e[j].dst];
+      if (gen) src = gen[src], dst = gen[dst];
+      uint64_t key = (uint64_t)src * b->n + dst;
+      g_array_append_val(keys, key);
+    }
+  }
+  g_array_sort(keys, by_key);
+  return keys;
+}
+
+static bool rings_invariant(lb *b, const uint32_t *gen) {
+  for (int tp_kind = 0; tp_kind < 2; tp_kind++) {
+    if ((tp_kind ? b->tp : b->grad_group) < 2) continue;
+    GArray *a = ring_edges(b, tp_kind, NULL), *m = ring_edges(b, tp_kind, gen);
+    bool same = a->len == m->len && !memcmp(a->data, m->data, a->len * sizeof(uint64_t));
+    g_array_free(a, TRUE);
+    g_array_free(m, TRUE);
+    if (!same) return false;
+  }
+  return true;
+}
+
+orbits *layer_orbits(const workload *w, const topology *t) {
+  uint32_t tp = layer_tp(w), dp = layer_dp(w), sp = w->gpus;
+  if (w->scope == SCOPE_ATTENTION || tp * dp < 2) return NULL;
+  lb b = {.t = t, .w = w, .tp = tp, .sp = sp, .dp = dp, .n = tp * sp * dp};
+  b.grad_group = sp * dp;
+  g_autofree uint32_t *group = b.group = g_new(uint32_t, MAX(tp, b.grad_group));
+  g_autofree uint32_t *phys = b.phys = g_new(uint32_t, b.n);
+  for (uint32_t g = 0; g < b.n; g++) phys[g] = layer_gpu(w, g % tp, g / tp % sp, g / (tp * sp));
+  /* generators in the builder's numbering (TP rank + tp (SP rank + sp DP
+   * rank)): the next replica, the next TP rank */
+  uint32_t n_gens = 0, N = t->n_gpus;
+  g_autofree uint32_t *by_builder = g_new(uint32_t, 2 * (size_t)b.n);
+  g_autofree uint32_t *by_gpu = g_new(uint32_t, 2 * (size_t)N);
+  const uint32_t *gens[2];
+  for (int k = 0; k < 2; k++) {
+    if ((k ? tp : dp) < 2) continue;
+    uint32_t *gb = by_builder + (size_t)n_gens * b.n, *gp = by_gpu + (size_t)n_gens * N;
+    for (uint32_t g = 0; g < b.n; g++) {
+      uint32_t r = g % tp;
+      gb[g] = k ? g - r + (r + 1) % tp : (g + tp * sp) % b.n;
+    }
+    if (!rings_invariant(&b, gb)) return NULL;
+    for (uint32_t g = 0; g < N; g++) gp[g] = g;
+    for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
+    gens[n_gens++] = gp;
+  }
+  orbits *o = orbits_new(t, gens, n_gens);
+  if (!o) return NULL;
+  /* the representatives the builder simulates: TP rank 0 of replica 0 */
+  bool ok = o->mult == tp * dp;
+  for (uint32_t g = 0; g < b.n && ok; g++) ok = o->rep[phys[g]] == phys[g / tp % sp * tp];
+  if (!ok) g_clear_pointer(&o, orbits_free);
+  return o;
+}

@@ -1,0 +1,210 @@
+/* orbits: identical replicas and TP ranks simulated once (orbits.h,
+ * layer.h layer_orbits), against the replay of every GPU: every figure of
+ * the result (times, the idle split, per-GPU busy and finish times, per
+ * channel bytes and busy times, FLOPs, peak allocated and reserved memory
+ * and the buffers at each GPU's peak) within 1e-9, for every scheduler
+ * that runs softmax layers, on one NVSwitch node, on two and four nodes
+ * with a NIC per GPU and with NICs shared by two GPUs, under every
+ * placement; the symmetry refused where it would not be exact. */
+#include "exec.h"
+#include "layer.h"
+#include "orbits.h"
+#include "plan_buf.h"
+#include "testutil.h"
+
+static topology *load(const char *file, const char *set) {
+  char *sets[] = {(char *)set, NULL};
+  g_autoptr(GError) e = NULL;
+  topology *t = topo_load_set(file, set ? sets : NULL, 0, &e);
+  if (!t) fprintf(stderr, "%s: %s\n", file, e->message);
+  CU_ASSERT_FATAL(t != NULL);
+  return t;
+}
+
+/* Llama-3-8B's shape (models/llama3-8b.json), `layers` layers, one step. */
+static workload step(uint32_t sp, uint32_t tp, uint32_t dp, uint64_t seq) {
+  workload w = {.gpus = sp, .seq_len = seq, .batch = 1, .heads = 32, .kv_heads = 8,
+                .head_dim = 128, .elem_bytes = 2, .grad_bytes = 4, .dtype = "bf16",
+                .causal = true, .pass = PASS_FWDBWD, .attention = ATTN_SOFTMAX, .hidden = 4096,
+                .ffn = 14336, .vocab = 128256, .scope = SCOPE_MODEL, .tp = tp, .dp = dp,
+                .linear_block = 64};
+  w.layers[ATTN_SOFTMAX] = 2;
+  return w;
+}
+
+static void same_array(const double *a, const double *b, uint32_t n) {
+  CU_ASSERT_FATAL((a == NULL) == (b == NULL));
+  for (uint32_t i = 0; a && i < n; i++) CU_ASSERT_CLOSE(a[i], b[i], 1e-9);
+}
+
+static void same_result(const exec_result *full, const exec_result *q) {
+  CU_ASSERT_EQUAL_FATAL(full->n_gpus, q->n_gpus);
+  CU_ASSERT_EQUAL_FATAL(full->n_chan, q->n_chan);
+  double scalars[][2] = {{full->step_s, q->step_s},
+                         {full->compute_s, q->compute_s},
+                         {full->comm_s, q->comm_s},
+                         {full->exposed_s, q->exposed_s},
+                         {full->imbalance_s, q->imbalance_s},
+                         {full->exposed_fixed_s, q->exposed_fixed_s},
+                         {full->exposed_host_s, q->exposed_host_s},
+                         {full->flops, q->flops},
+                         {full->peak_bytes, q->peak_bytes},
+                         {full->peak_reserved_bytes, q->peak_reserved_bytes},
+                         {full->gpu_finish_s[full->last_gpu], q->gpu_finish_s[q->last_gpu]}};
+  for (size_t i = 0; i < G_N_ELEMENTS(scalars); i++)
+    CU_ASSERT_CLOSE(scalars[i][0], scalars[i][1], 1e-9);
+  uint32_t n = full->n_gpus;
+  same_array(full->gpu_compute_s, q->gpu_compute_s, n);
+  same_array(full->gpu_comm_s, q->gpu_comm_s, n);
+  same_array(full->gpu_finish_s, q->gpu_finish_s, n);
+  same_array(full->gpu_imbalance_s, q->gpu_imbalance_s, n);
+  same_array(full->gpu_peak_bytes, q->gpu_peak_bytes, n);
+  same_array(full->gpu_peak_reserved_bytes, q->gpu_peak_reserved_bytes, n);
+  same_array(full->chan_bytes, q->chan_bytes, full->n_chan);
+  same_array(full->chan_busy_s, q->chan_busy_s, full->n_chan);
+  CU_ASSERT_EQUAL(full->mem_errors, q->mem_errors);
+  CU_ASSERT_EQUAL_FATAL(full->peak_live->len, q->peak_live->len);
+  for (guint i = 0; i < full->peak_live->len; i++) {
+    exec_mem_live a = g_array_index(full->peak_live, exec_mem_live, i);
+    exec_mem_live b = g_array_index(q->peak_live, exec_mem_live, i);
+    CU_ASSERT(a.gpu == b.gpu && a.count == b.count && !strcmp(a.name, b.name));
+    CU_ASSERT_CLOSE(a.bytes, b.bytes, 1e-12);
+  }
+}
+
+static uint32_t compute_tasks(const plan *p) {
+  uint32_t k = 0;
+  for (guint i = 0; i < p->tasks->len; i++) k += plan_task_at(p, i)->kind == TASK_COMPUTE;
+  return k;
+}
+
+/* The job replayed on every GPU and on its representatives: the same;
+ * returns whether it had representatives. */
+static bool check(const sched_ops *s, const workload *w, const topology *t) {
+  orbits *o = layer_orbits(w, t);
+  if (!o) return false;
+  CU_ASSERT_EQUAL(o->mult, layer_tp(w) * layer_dp(w));
+  plan *full = layer_build(s, w, t, true, false);
+  plan *q = layer_build_orbits(s, w, t, true, false, o);
+  /* each representative's tasks, and only theirs */
+  CU_ASSERT_EQUAL(compute_tasks(q) * o->mult, compute_tasks(full));
+  for (guint i = 0; i < q->tasks->len; i++) {
+    const plan_task *k = plan_task_at(q, i);
+    if (k->kind == TASK_COMPUTE) CU_ASSERT(orbits_is_rep(o, k->gpu));
+    for (uint32_t x = 0; k->kind == TASK_COMM && x < k->n_xfer; x++) {
+      plan_xfer e = plan_xfer_at(q, k, x);
+      CU_ASSERT(orbits_is_rep(o, e.src) && orbits_is_rep(o, e.dst));
+      CU_ASSERT(o->rep[plan_xfer_to(q, k, x)] == e.dst);
+    }
+  }
+  CU_ASSERT(layer_tasks_estimate(w, t) >= q->tasks->len);
+  CU_ASSERT_CLOSE(layer_model_flops(q) * o->mult, layer_model_flops(full), 1e-12);
+  exec_opts plain = {0}, quotient = {.orbits = o};
+  exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
+  same_result(a, b);
+  exec_result_free(a);
+  exec_result_free(b);
+  plan_free(full);
+  plan_free(q);
+  orbits_free(o);
+  return true;
+}
+
+/* Every scheduler that runs softmax layers, TP x DP around SP, where its
+ * own check lets it run. */
+static void test_every_scheduler(void) {
+  topology *t = load("topologies/h100x8x2.json", NULL);
+  uint32_t ran = 0;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    workload w = step(4, 2, 2, 32768);
+    if ((*s)->attention && !((*s)->attention & (1u << ATTN_SOFTMAX))) continue;
+    g_autoptr(GError) e = NULL;
+    workload a = layer_attention_workload(&w);
+    layer_view v;
+    layer_view_init(&v, &w, t);
+    bool can = sched_check(*s, &a, &v.t, &e);
+    layer_view_clear(&v);
+    if (can) ran += check(*s, &w, t);
+  }
+  CU_ASSERT(ran >= 10);
+  topo_free(t);
+}
+
+/* ZeRO stages, recomputation, micro-batches and a pass of each kind. */
+static void test_step_options(void) {
+  topology *t = load("topologies/h100x8x4.json", NULL);
+  for (uint32_t zero = 0; zero <= 3; zero++)
+    for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc += RECOMPUTE_FULL - RECOMPUTE_NONE) {
+      workload w = step(8, 1, 4, 65536);
+      w.zero = zero;
+      w.recompute = (recompute_kind)rc;
+      w.micro_batches = zero == 1 ? 2 : 1;
+      CU_ASSERT(check(zero % 2 ? &sched_usp : &sched_zigzag, &w, t));
+    }
+  for (int pass = PASS_FWD; pass <= PASS_FWDBWD; pass++) {
+    workload w = step(4, 2, 2, 32768);
+    w.pass = (pass_kind)pass;
+    CU_ASSERT(check(&sched_ring, &w, t));
+    w.scope = SCOPE_LAYER;
+    w.dp = 0;
+    CU_ASSERT(check(&sched_ulysses, &w, t));
+  }
+  topo_free(t);
+}
+
+/* One NVSwitch node (every permutation keeps it), and NICs shared by two
+ * GPUs: TP ranks 0 and 1 send through one NIC, which the quotient
+ * network's NIC carries twice over (|Stab| 2, half its capacity). */
+static void test_topologies(void) {
+  topology *one = load("topologies/h100x8.json", NULL);
+  workload w = step(2, 2, 2, 32768);
+  CU_ASSERT(check(&sched_zigzag, &w, one));
+  topo_free(one);
+  topology *t = load("topologies/h100x8x2.json", "generator.nics_per_node=4");
+  w = step(4, 2, 2, 65536);
+  orbits *o = layer_orbits(&w, t);
+  CU_ASSERT_FATAL(o != NULL);
+  uint32_t nic = t->switched.nic0;  /* node 0's first NIC, GPUs 0-1's: TP ranks 0, 1 */
+  CU_ASSERT_EQUAL(o->chan_stab[nic], 2);
+  CU_ASSERT_EQUAL(o->chan_stab[0], 1);  /* a GPU's own NVSwitch port */
+  orbits_free(o);
+  CU_ASSERT(check(&sched_zigzag, &w, t));
+  CU_ASSERT(check(&sched_ulysses, &w, t));
+  topo_free(t);
+}
+
+/* Every placement: exact wherever the symmetry is granted; granted for
+ * the default one, refused where the gradient group's rings are not
+ * carried onto one another (SP outermost: replica by replica inside each
+ * SP rank), and on an explicit topology (its routes are a table). */
+static void test_placements(void) {
+  topology *t = load("topologies/h100x8x2.json", NULL);
+  uint32_t granted = 0;
+  for (int k = 0; k < PLACE_KINDS; k++) {
+    workload w = step(4, 2, 2, 32768);
+    w.placement = (placement_kind)k;
+    bool got = check(&sched_zigzag, &w, t);
+    granted += got;
+    if (k == 0) CU_ASSERT(got);
+  }
+  CU_ASSERT(granted >= 2 && granted < PLACE_KINDS);
+  /* TP 2 x SP 4 x DP 4 on nodes of 8: the gradient group's 16 GPUs run as
+   * 8 rings over blocks of 8 of them (plan_coll_ring), blocks a replica
+   * shift does not keep */
+  topology *t4 = load("topologies/h100x8x4.json", NULL);
+  workload w = step(4, 2, 4, 32768);
+  w.zero = 3;
+  CU_ASSERT(layer_orbits(&w, t4) == NULL);
+  topo_free(t4);
+  topology *table = test_switch(8, 400e9, 1e-6);
+  w = step(2, 2, 2, 32768);
+  CU_ASSERT(layer_orbits(&w, table) == NULL);
+  topo_free(table);
+  topo_free(t);
+}
+
+int main(void) {
+  static const test_case cases[] = {TEST(test_every_scheduler), TEST(test_step_options),
+                                    TEST(test_topologies), TEST(test_placements), {NULL, NULL}};
+  return test_run("orbits", cases);
+}
