@@ -44,7 +44,8 @@ struct exec_alloc {
   GArray *blocks;      /* block; [0] unused (0: an empty tensor's handle) */
   free_set free[2];    /* per pool (0 large, 1 small): free blocks by (size, addr) */
   uint32_t dead;       /* first dead record, NONE: none */
-  GArray *pending;     /* uint32 ids of pending blocks */
+  GArray *pending;     /* uint32 ids of pending blocks: a binary heap, the
+                          one ready first (then the least id) on top */
   uint64_t next_addr, reserved, peak, allocated;
 };
 
@@ -209,6 +210,21 @@ void exec_alloc_release(exec_alloc *a, uint32_t id) {
   cache_block(a, id);
 }
 
+static bool ready_before(const exec_alloc *a, uint32_t i, uint32_t j) {
+  double ri = blk(a, i)->ready_s, rj = blk(a, j)->ready_s;
+  return ri != rj ? ri < rj : i < j;
+}
+
+static uint32_t *heap_at(const exec_alloc *a, guint k) {
+  return &g_array_index(a->pending, uint32_t, k);
+}
+
+static void heap_swap(exec_alloc *a, guint x, guint y) {
+  uint32_t t = *heap_at(a, x);
+  *heap_at(a, x) = *heap_at(a, y);
+  *heap_at(a, y) = t;
+}
+
 void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
   if (id == 0) return;
   block *b = blk(a, id);
@@ -218,28 +234,35 @@ void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
   b->pending = true;
   b->ready_s = ready_s;
   g_array_append_val(a->pending, id);
+  for (guint k = a->pending->len - 1; k > 0 && ready_before(a, *heap_at(a, k), *heap_at(a, (k - 1) / 2));
+       k = (k - 1) / 2)
+    heap_swap(a, k, (k - 1) / 2);
 }
 
-static gint by_ready(gconstpointer x, gconstpointer y, gpointer data) {
-  const exec_alloc *a = data;
-  uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
-  double ri = blk(a, i)->ready_s, rj = blk(a, j)->ready_s;
-  if (ri != rj) return ri < rj ? -1 : 1;
-  return (i > j) - (i < j);
+/* The pending block ready first, off the heap. */
+static uint32_t heap_pop(exec_alloc *a) {
+  uint32_t top = *heap_at(a, 0);
+  guint n = a->pending->len - 1;
+  *heap_at(a, 0) = *heap_at(a, n);
+  g_array_set_size(a->pending, n);
+  for (guint k = 0;;) {
+    guint l = 2 * k + 1, r = l + 1, m = k;
+    if (l < n && ready_before(a, *heap_at(a, l), *heap_at(a, m))) m = l;
+    if (r < n && ready_before(a, *heap_at(a, r), *heap_at(a, m))) m = r;
+    if (m == k) break;
+    heap_swap(a, k, m);
+    k = m;
+  }
+  return top;
 }
 
 void exec_alloc_settle(exec_alloc *a, double now_s) {
-  if (!a->pending->len) return;
-  g_array_sort_with_data(a->pending, by_ready, a);
-  guint k = 0;
-  while (k < a->pending->len) {
-    uint32_t id = g_array_index(a->pending, uint32_t, k);
-    if (blk(a, id)->ready_s > now_s) break;
+  /* in the order they became ready (then by id), as a sort would give */
+  while (a->pending->len && blk(a, *heap_at(a, 0))->ready_s <= now_s) {
+    uint32_t id = heap_pop(a);
     blk(a, id)->pending = false;
     cache_block(a, id);
-    k++;
   }
-  g_array_remove_range(a->pending, 0, k);
 }
 
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }
