@@ -60,7 +60,7 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
      * appended per layer (twice with full recomputation), TP rank and
      * replica, and the layer's own ops and collectives on every GPU */
     orbits *o = t ? layer_orbits(&pt->w, t) : NULL;
-    double ranks = o ? 1 : layer_tp(&pt->w) * layer_dp(&pt->w);
+    double ranks = layer_tp(&pt->w) * layer_dp(&pt->w) / (o ? o->mult : 1);
     orbits_free(o);
     double copies = ranks *
                     (pt->w.scope == SCOPE_MODEL ? layers_total(&pt->w) : 1) *

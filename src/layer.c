@@ -155,12 +155,15 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
   b.grad_group = b.sp * b.dp;
   b.p = plan_new(b.n, record_segs);
   if (o) {
-    /* TP rank 0 of replica 0 stands for every rank and replica
-     * (layer_orbits checked that o's representatives are these) */
+    /* o's representatives, in the builder's numbering (whole TP ranks of
+     * replicas: layer_orbits) */
+    g_autofree uint32_t *at = g_new(uint32_t, t->n_gpus);
+    for (uint32_t g = 0; g < b.n; g++) at[layer_gpu(w, g % b.tp, g / b.tp % b.sp, g / (b.tp * b.sp))] = g;
     b.sim = g_new0(uint8_t, b.n);
     b.rep = g_new(uint32_t, b.n);
     for (uint32_t g = 0; g < b.n; g++) {
-      b.rep[g] = g / b.tp % b.sp * b.tp;
+      uint32_t phys = layer_gpu(w, g % b.tp, g / b.tp % b.sp, g / (b.tp * b.sp));
+      b.rep[g] = at[o->rep[phys]];
       b.sim[g] = b.rep[g] == g;
     }
     plan_quotient(b.p, b.sim, b.rep);
@@ -299,7 +302,7 @@ double layer_tasks_estimate(const workload *w, const topology *t) {
    * ops and collectives on each SP GPU */
   double mbs = layer_micro_batches(w), copies = layer_tp(w) * layer_dp(w);
   orbits *o = t ? layer_orbits(w, t) : NULL;
-  if (o) copies = 1;
+  if (o) copies /= o->mult;
   orbits_free(o);
   return mbs * layers * copies * (6 * sp * sp + 64 * sp) + 16;
 }

@@ -101,13 +101,14 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
                   bool record_segs);
 
 /* Identical replicas and TP ranks, simulated once (orbits.h).  The
- * symmetry of a job at scope layer or model: every GPU the image of TP
- * rank 0 of DP rank 0 with the same SP rank, under shifts of the replicas
- * and of the TP ranks; NULL where that is not exact or there is nothing
- * to gain: scope attention, TP 1 and DP 1, a topology or placement those
- * shifts do not map onto itself (orbits_new), or collectives whose rings
- * they do not carry onto one another (layer_orbits.c).  Free with
- * orbits_free. */
+ * symmetry of a job at scope layer or model: shifts of the replicas and
+ * of the TP ranks, each by the fewest that the topology (orbits_new) and
+ * the collectives' rings (layer_orbits.c) allow: by one where replicas
+ * (TP groups) are whole nodes or one NVSwitch domain holds the job, by a
+ * node's worth where several share a node.  Representatives: the least
+ * GPU of each class, whole TP ranks of whole replicas.  NULL where no
+ * shift is exact or there is nothing to gain (scope attention, TP 1 and
+ * DP 1).  Free with orbits_free. */
 struct orbits *layer_orbits(const workload *w, const topology *t);
 /* layer_build's plan for o's representatives only (o NULL: every GPU):
  * exec_run it with exec_opts.orbits = o. */

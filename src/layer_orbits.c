@@ -58,6 +58,15 @@ static bool rings_invariant(lb *b, const uint32_t *gen) {
   return true;
 }
 
+/* Shift by k along one dimension in the builder's numbering (TP rank +
+ * tp (SP rank + sp DP rank)): the next k-th replica, or TP rank. */
+static void shift(const lb *b, bool tp_dim, uint32_t k, uint32_t *gb) {
+  for (uint32_t g = 0; g < b->n; g++) {
+    uint32_t r = g % b->tp;
+    gb[g] = tp_dim ? g - r + (r + k) % b->tp : (g + (size_t)k * b->tp * b->sp) % b->n;
+  }
+}
+
 orbits *layer_orbits(const workload *w, const topology *t) {
   uint32_t tp = layer_tp(w), dp = layer_dp(w), sp = w->gpus;
   if (w->scope == SCOPE_ATTENTION || tp * dp < 2) return NULL;
@@ -66,29 +75,35 @@ orbits *layer_orbits(const workload *w, const topology *t) {
   g_autofree uint32_t *group = b.group = g_new(uint32_t, MAX(tp, b.grad_group));
   g_autofree uint32_t *phys = b.phys = g_new(uint32_t, b.n);
   for (uint32_t g = 0; g < b.n; g++) phys[g] = layer_gpu(w, g % tp, g / tp % sp, g / (tp * sp));
-  /* generators in the builder's numbering (TP rank + tp (SP rank + sp DP
-   * rank)): the next replica, the next TP rank */
+  /* per dimension, the shift by the fewest replicas (TP ranks) that is an
+   * automorphism of the topology and carries the rings onto one another:
+   * by one where replicas fill whole nodes, by a node's worth where
+   * several share one (a shift inside a node would move a ring's hand-over
+   * between nodes) */
   uint32_t n_gens = 0, N = t->n_gpus;
-  g_autofree uint32_t *by_builder = g_new(uint32_t, 2 * (size_t)b.n);
+  g_autofree uint32_t *gb = g_new(uint32_t, b.n);
   g_autofree uint32_t *by_gpu = g_new(uint32_t, 2 * (size_t)N);
   const uint32_t *gens[2];
-  for (int k = 0; k < 2; k++) {
-    if ((k ? tp : dp) < 2) continue;
-    uint32_t *gb = by_builder + (size_t)n_gens * b.n, *gp = by_gpu + (size_t)n_gens * N;
-    for (uint32_t g = 0; g < b.n; g++) {
-      uint32_t r = g % tp;
-      gb[g] = k ? g - r + (r + 1) % tp : (g + tp * sp) % b.n;
+  for (int dim = 0; dim < 2; dim++) {
+    uint32_t size = dim ? tp : dp;
+    for (uint32_t k = 1; k < size; k++) {
+      if (size % k) continue;
+      shift(&b, dim, k, gb);
+      uint32_t *gp = by_gpu + (size_t)n_gens * N;
+      for (uint32_t g = 0; g < N; g++) gp[g] = g;
+      for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
+      if (!orbits_automorphism(t, gp) || !rings_invariant(&b, gb)) continue;
+      gens[n_gens++] = gp;
+      break;
     }
-    if (!rings_invariant(&b, gb)) return NULL;
-    for (uint32_t g = 0; g < N; g++) gp[g] = g;
-    for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
-    gens[n_gens++] = gp;
   }
-  orbits *o = orbits_new(t, gens, n_gens);
-  if (!o) return NULL;
-  /* the representatives the builder simulates: TP rank 0 of replica 0 */
-  bool ok = o->mult == tp * dp;
-  for (uint32_t g = 0; g < b.n && ok; g++) ok = o->rep[phys[g]] == phys[g / tp % sp * tp];
-  if (!ok) g_clear_pointer(&o, orbits_free);
+  orbits *o = n_gens ? orbits_new(t, gens, n_gens) : NULL;
+  /* the builder simulates whole ranks: each TP rank of a replica's SP
+   * GPUs all representatives or none */
+  for (uint32_t rank = 0; o && rank < tp * dp; rank++) {
+    uint32_t r = rank % tp, d = rank / tp, reps = 0;
+    for (uint32_t s = 0; s < sp; s++) reps += orbits_is_rep(o, phys[r + tp * (s + sp * d)]);
+    if (reps % sp) g_clear_pointer(&o, orbits_free);
+  }
   return o;
 }

@@ -11,11 +11,19 @@ static uint32_t nic_of(const topology *t, uint32_t g) {
   return g / per * t->switched.nics + topo_nic_for_gpu(g % per, per, t->switched.nics);
 }
 
+/* A topology whose routes are the switched generators' structure (the
+ * only ones orbits_automorphism can check). */
+static bool switched(const topology *t) {
+  return t->switched.on &&
+         t->channels->len == 2 * t->n_gpus + 2 * (t->n_gpus / t->gpus_per_node) * t->switched.nics;
+}
+
 /* Whether GPU permutation pi keeps a switched topology's routes: GPUs of
  * one node go to one node (routes inside a node stay inside one, with its
  * caps), GPUs of one NIC to one NIC, each map one-to-one. */
-static bool keeps_structure(const topology *t, const uint32_t *pi) {
+bool orbits_automorphism(const topology *t, const uint32_t *pi) {
   uint32_t n = t->n_gpus, per = t->gpus_per_node, nics = t->switched.nics;
+  if (!switched(t)) return false;
   if (nics == 0) return true;  /* one NVSwitch domain: every GPU alike */
   uint32_t nodes = n / per, units[2] = {nodes, nodes * nics};
   bool ok = true;
@@ -100,10 +108,8 @@ static uint64_t perm_order(const uint32_t *pi, uint32_t n) {
 
 orbits *orbits_new(const topology *t, const uint32_t *const *gens, uint32_t n_gens) {
   uint32_t n = t->n_gpus, nc = t->channels->len;
-  if (!t->switched.on || nc != 2 * n + 2 * (n / t->gpus_per_node) * t->switched.nics)
-    return NULL;
   for (uint32_t k = 0; k < n_gens; k++) {
-    if (!keeps_structure(t, gens[k])) return NULL;
+    if (!orbits_automorphism(t, gens[k])) return NULL;
     for (uint32_t j = 0; j < k; j++)
       if (!commute(gens[j], gens[k], n)) return NULL;
   }

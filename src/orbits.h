@@ -53,6 +53,10 @@ typedef struct orbits {
  * the job's GPUs of different sizes, or a group of order 1. */
 orbits *orbits_new(const topology *t, const uint32_t *const *gens, uint32_t n_gens);
 void orbits_free(orbits *o);
+/* Whether GPU permutation pi (t->n_gpus entries) is an automorphism of t
+ * that orbits_new can check: t's routes are a switched generator's and pi
+ * keeps GPUs of a node, and of a NIC, together. */
+bool orbits_automorphism(const topology *t, const uint32_t *pi);
 
 static inline bool orbits_is_rep(const orbits *o, uint32_t g) { return o->rep[g] == g; }
 
