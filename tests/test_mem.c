@@ -837,7 +837,7 @@ static void t_record_stream_after_copies(void) {
  * MiB reserved; one not done yet (the host behind by the first cudaMalloc
  * when it issued it, so the GPU ran it that much late), a segment of its
  * own: 400 MiB, exactly the block more.  Without recordStream, 300 MiB. */
-static double reserved_after_host_mallocs(double xfer_s, bool record_stream) {
+static double reserved_after_host_mallocs(double xfer_s, bool record_stream, double peer_bytes) {
   const double bw = 100e9;
   topology *t = switch_topo(2, bw);
   t->record_stream = record_stream;
@@ -849,6 +849,8 @@ static double reserved_after_host_mallocs(double xfer_s, bool record_stream) {
                 .sq = 128, .sk = 128, .pairs = 128 * 128};
   uint32_t k = plan_compute(p, 0, 0, &op);
   uint32_t x = plan_buf_out(p, k, 100 * MIB, "x");
+  if (peer_bytes > 0) /* the receiving GPU's host makes a segment first */
+    plan_buf_out(p, plan_compute(p, 1, 0, &op), peer_bytes, "peer's");
   int64_t issued[2];
   plan_issued(p, issued);
   uint32_t send = plan_comm(p, 0, COMM_P2P);
@@ -875,13 +877,18 @@ static void t_record_stream_host_mallocs(void) {
   double x_s = exec_alloc_segment_host_s(100 * MIB), z_s = exec_alloc_segment_host_s(200 * MIB);
   CU_ASSERT(x_s > 0 && z_s > 0);
   /* done within the second cudaMalloc: X's block is reused */
-  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true), 300 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 0), 300 * MIB, 0);
   /* the send would be done by the host's request in the GPU's own time
    * (xfer_s < both cudaMallocs), but it was issued after the first: not */
-  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s + x_s / 2, true), 400 * MIB, 0);
-  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s + x_s / 2, false), 300 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s + x_s / 2, true, 0), 400 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s + x_s / 2, false, 0), 300 * MIB, 0);
   /* long after the host's request: pending */
-  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(4 * (x_s + z_s), true), 400 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(4 * (x_s + z_s), true, 0), 400 * MIB, 0);
+  /* the send starts once both hosts issued it: the receiver's host, behind
+   * by a cudaMalloc longer than both of GPU 0's, issues it after GPU 0's
+   * request (a 4 GiB segment: 1.1 ms) */
+  CU_ASSERT(exec_alloc_segment_host_s(4096 * MIB) > x_s + z_s);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 4096 * MIB), 400 * MIB, 0);
 }
 
 /* Starts at one instant are applied in the program's order: a group the
