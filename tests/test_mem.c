@@ -836,7 +836,9 @@ static void t_record_stream_after_copies(void) {
  * cudaMalloc and takes xfer_s) leaves X's block cached and Y takes it: 300
  * MiB reserved; one not done yet (the host behind by the first cudaMalloc
  * when it issued it, so the GPU ran it that much late), a segment of its
- * own: 400 MiB, exactly the block more.  Without recordStream, 300 MiB. */
+ * own: 400 MiB, exactly the block more.  Without recordStream, 300 MiB.
+ * peer_bytes: GPU 1, the receiver, first runs a kernel making a segment of
+ * that size (its host's cudaMalloc). */
 static double reserved_after_host_mallocs(double xfer_s, bool record_stream, double peer_bytes) {
   const double bw = 100e9;
   topology *t = switch_topo(2, bw);
