@@ -4,8 +4,9 @@ max_memory_reserved.
 
 Reads the calibration tool's memory records (calibrate.py --parts memory:
 calibration/h200x2-mem/memory-n2.jsonl, the one-rank programs of
-emulated/*/memory-n*-emulated.jsonl, and calibration/h100x4-sp/memory-n4.jsonl,
-run on that set's fitted topology: FILE_TOPOLOGY), runs tasp-sim at every record's shape
+emulated/*/memory-n*-emulated.jsonl, calibration/h100x4-sp/memory-n4.jsonl,
+run on that set's fitted topology: FILE_TOPOLOGY, and the small passes of
+calibration/h200x2-snap-host/memory-n2.jsonl), runs tasp-sim at every record's shape
 with `--memory -` and compares each measured rank's peak with the same
 GPU's prediction (a record of both ranks: the larger of the two on each
 side; a one-rank program of rank R of N: GPU R).
@@ -57,12 +58,16 @@ TOPOLOGY = {("softmax", 2): "h200x2-tool", ("linear", 2): "h200x2-linear",
 DEFAULT_FILES = ["calibration/h200x2-mem/memory-n2.jsonl",
                  "calibration/h200x2-mem/emulated/e4/memory-n4-emulated.jsonl",
                  "calibration/h200x2-mem/emulated/e8/memory-n8-emulated.jsonl",
-                 "calibration/h100x4-sp/memory-n4.jsonl"]
+                 "calibration/h100x4-sp/memory-n4.jsonl",
+                 "calibration/h200x2-snap-host/memory-n2.jsonl"]
 # a record set measured on a machine with its own fitted topology: its
 # runs use that topology (the allocator model reads comm.record_stream and
 # kernel_blocks_comm from it)
 FILE_TOPOLOGY = {"calibration/h100x4-sp/memory-n4.jsonl":
                  "calibration/h100x4-sp/h100x4-tool.json"}
+# a record set of processes of its own (its residues its own; rows marked)
+FILE_SET = {"calibration/h100x4-sp/memory-n4.jsonl": "h100x4-sp",
+            "calibration/h200x2-snap-host/memory-n2.jsonl": "h200x2-snap-host"}
 
 
 def measured_gib(r, residue):
@@ -118,7 +123,13 @@ def residues(recs):
             least[proc] = ([min(a, b) for a, b in zip(a0, alloc)], [min(a, b) for a, b in zip(r0, res)])
         else:
             least[proc] = (alloc, res)
-    return {c: least[proc] for c, (_, _, proc) in own.items()}
+    out = {c: least[proc] for c, (_, _, proc) in own.items()}
+    # a configuration measured without its forward (a record set of some
+    # passes only): its process's least
+    for r in recs:
+        if config(r) not in out and process(r) in least:
+            out[config(r)] = least[process(r)]
+    return out
 
 
 def idle(r):
@@ -135,12 +146,12 @@ def process(r):
     """The process whose residue a record carries: its layer kind, group
     size and, for a one-rank program, the rank it played."""
     return (r["attention"], r["n"], tuple(r["gpus"]) if "emulated_rank" in r else None,
-            r.get("topology"))
+            r.get("topology"), r.get("set"))
 
 
 def config(r):
     return tuple(r.get(k) for k in ("attention", "sched", "usp_ulysses", "mask", "n",
-                                    "tokens_per_gpu", "topology"))
+                                    "tokens_per_gpu", "topology", "set"))
 
 
 def records(files):
@@ -156,8 +167,10 @@ def records(files):
                     if r.get("part") != "memory" or not r.get("comm", True):
                         continue
                     r["topology"] = FILE_TOPOLOGY.get(os.path.normpath(f))
+                    r["set"] = FILE_SET.get(os.path.normpath(f))
                     key = tuple(r.get(k) for k in ("attention", "sched", "usp_ulysses", "mask",
-                                                   "pass", "n", "tokens_per_gpu", "topology"))
+                                                   "pass", "n", "tokens_per_gpu", "topology",
+                                                   "set"))
                     gpus = ([r["emulated_rank"]] if "emulated_rank" in r
                             else list(range(len(r["peak_allocated"]))))
                     if key in out:
@@ -257,7 +270,7 @@ def main():
         err, err_r = 100 * (p - x) / x, 100 * (pr - xr) / xr
         name = r["sched"] + (f"-{r['usp_ulysses']}x{r['usp_ring']}" if r["sched"] == "usp" else "")
         name += "" if r["attention"] == "softmax" else " (linear)"
-        name += f" [{os.path.basename(os.path.dirname(r['topology']))}]" if r["topology"] else ""
+        name += f" [{r['set']}]" if r["set"] else ""
         rows.append((name, r["mask"], r["pass"], r["n"], r["tokens_per_gpu"], p, x, err,
                      pr, xr, err_r))
         by.setdefault(name, []).append(abs(err))

@@ -47,6 +47,7 @@ struct exec_alloc {
   GArray *pending;     /* uint32 ids of pending blocks: a binary heap, the
                           one ready first (then the least id) on top */
   uint64_t next_addr, reserved, peak, allocated;
+  uint64_t last_segment; /* exec_alloc_last_segment */
 };
 
 static block *blk(const exec_alloc *a, uint32_t id) {
@@ -141,11 +142,13 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   uint64_t size = exec_alloc_round(bytes);
   bool small = size <= ALLOC_SMALL_SIZE;
   uint32_t id = best_fit(a, small, size);
+  a->last_segment = 0;
   if (id == NONE) { /* a new segment */
     uint64_t seg = exec_alloc_segment_size(size);
     id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false, false, 0});
     a->next_addr += seg;
     a->reserved += seg;
+    a->last_segment = seg;
     if (a->reserved > a->peak) a->peak = a->reserved;
   } else {
     free_remove(a, id);
@@ -263,6 +266,12 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
     blk(a, id)->pending = false;
     cache_block(a, id);
   }
+}
+
+uint64_t exec_alloc_last_segment(const exec_alloc *a) { return a->last_segment; }
+
+double exec_alloc_segment_host_s(uint64_t bytes) {
+  return ALLOC_SEGMENT_HOST_S + ALLOC_SEGMENT_HOST_S_PER_GIB * (double)bytes / (double)(1u << 30);
 }
 
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }

@@ -42,7 +42,17 @@
  * transfer (calibration/h200x2-snap: `free_requested` without
  * `free_completed`; ring's backward at 64K tokens per GPU reserves 16.05
  * GiB with NCCL, 14.05 with local copies). exec_alloc_release_after and
- * exec_alloc_settle. */
+ * exec_alloc_settle.
+ * Whether the transfer is done when the host asks hinges on the host's
+ * clock, and a new segment costs the host a cudaMalloc (alloc_block), which
+ * the GPU does not wait for: the host falls behind by that much
+ * (exec_alloc_segment_host_s).  A pass that starts from an empty cache, as
+ * the calibration tool's memory part measures (and a job's first step),
+ * makes every segment it holds: where the kernels are short the host's
+ * cudaMallocs hold it back until the transfers are done, and their blocks
+ * are reused (calibration/h200x2-snap-host: zigzag forward+backward at 6K
+ * tokens per GPU on 2 H200 is issued in 3.5-3.8 ms of host time, 2.1 ms of
+ * it before its 9 new segments, for 10.3 ms of GPU time). */
 #ifndef TASP_EXEC_ALLOC_H
 #define TASP_EXEC_ALLOC_H
 
@@ -55,6 +65,20 @@
 #define ALLOC_LARGE_BUFFER (20u << 20)           /* kLargeBuffer */
 #define ALLOC_MIN_LARGE_ALLOC (10u << 20)        /* kMinLargeAlloc */
 #define ALLOC_ROUND_LARGE (2u << 20)             /* kRoundLarge */
+/* Host time of the cudaMalloc behind a new segment (alloc_block), which
+ * the GPU does not wait for: a fixed part and one per GiB, read in the
+ * allocator's own traces of the calibration tool's passes (PyTorch 2.11,
+ * CUDA 13.0), the host time before a `segment_alloc` against that before
+ * a request the cache serves (0.002 ms): calibration/h200x2-snap-host (2
+ * H200, no stacks) 0.10-0.13 ms for 2-96 MiB segments, 0.15 ms at 192 MiB,
+ * 0.20 ms at 384 MiB; calibration/h100x2-snap (2 H100, python stacks,
+ * less the same line's cached request) 0.10-0.18 ms at 20 MiB, 0.2-0.45
+ * ms at 0.5-1 GiB.  The first two segments of a pass that follows
+ * empty_cache() take 0.3-1.1 ms (the driver finishing the release of what
+ * was emptied: malloc-r*.jsonl there); not modelled, as a job does not
+ * empty its cache before a step. */
+#define ALLOC_SEGMENT_HOST_S 100e-6
+#define ALLOC_SEGMENT_HOST_S_PER_GIB 250e-6
 
 typedef struct exec_alloc exec_alloc;
 
@@ -63,6 +87,11 @@ void exec_alloc_free(exec_alloc *a);
 /* A tensor of `bytes` is allocated; returns its block (a handle for
  * exec_alloc_release; 0 for an empty tensor, which takes none). */
 uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes);
+/* Bytes of the segment the last exec_alloc_take made (cudaMalloc); 0 if it
+ * took a cached block. */
+uint64_t exec_alloc_last_segment(const exec_alloc *a);
+/* Host time of the cudaMalloc of a new segment of `bytes`. */
+double exec_alloc_segment_host_s(uint64_t bytes);
 /* Block `block` is freed (cached). */
 void exec_alloc_release(exec_alloc *a, uint32_t block);
 /* Block `block` is freed while another stream's use of it ends only at

@@ -24,7 +24,12 @@
  * end, except a transfer the host issued before its GPU's first kernel
  * (memory-bound copies aside: they hold the GPU for microseconds), which
  * ran at once and is done when its block is freed
- * (calibration/h100x2-snap).
+ * (calibration/h100x2-snap).  The host's clock there is its issue time
+ * (exec_host) plus the cudaMallocs of the segments its GPU's allocator
+ * made so far (host_lag: exec_alloc_segment_host_s), which the GPU does
+ * not wait for; a transfer its hosts issued that late is done no earlier
+ * than that plus its time (xfer_done): where the host is the slower of
+ * the two, the GPU runs it late too.
  * Events are numbered so that the instances live at a GPU's peak are found
  * after the run without a snapshot at every new peak. */
 #include "exec_mem.h"
@@ -53,6 +58,10 @@ struct exec_mem {
   uint32_t *block;         /* per instance: its block in its GPU's allocator */
   double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
+  double *host_lag;        /* per GPU: host time its cudaMallocs took so far (exec_alloc_
+                              segment_host_s): its host is that much behind host_s */
+  double *xfer_issue_s;    /* per task: a transfer's issue by its hosts, lag included */
+  double *start_s;         /* per task: when it started (GPU time) */
   uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
                               task other than a copy (issue_key; recordStream: a
                               transfer the host issues before it runs at once) */
@@ -142,12 +151,16 @@ static void sample(exec_mem *m, uint32_t g, double now) {
   g_array_append_val(m->r->mem, s);
 }
 
-/* host_s: when the host makes the request (its task's issue) */
+/* host_s: when the host makes the request (its task's issue; < 0: an
+ * input, made before the pass) */
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
                   double host_s) {
   m->state[inst] = INST_LIVE;
-  if (m->host_s) exec_alloc_settle(m->alloc[g], host_s);
+  if (m->host_s && host_s >= 0) exec_alloc_settle(m->alloc[g], host_s + m->host_lag[g]);
   m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
+  /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
+  uint64_t seg = exec_alloc_last_segment(m->alloc[g]);
+  if (m->host_s && host_s >= 0 && seg) m->host_lag[g] += exec_alloc_segment_host_s(seg);
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
   if (m->live[g] > m->peak[g]) {
@@ -242,6 +255,9 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->block = g_new0(uint32_t, ni);
   m->sent_s = g_new(double, ni);
   for (uint32_t i = 0; i < ni; i++) m->sent_s[i] = -1;
+  m->host_lag = g_new0(double, n);
+  m->xfer_issue_s = g_new0(double, nt);
+  m->start_s = g_new0(double, nt);
   m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) m->alloc[g] = exec_alloc_new();
   m->live = g_new0(double, n);
@@ -268,7 +284,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
       uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
       if (pb->input) {
         m->written[i] = true;
-        alloc(m, i, g, pb->bytes, 0, 0);
+        alloc(m, i, g, pb->bytes, 0, -1);
       } else if (m->refs[i] == 0) {
         r->mem_errors++; /* declared, never used */
       }
@@ -287,6 +303,15 @@ static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, ui
     alloc(m, inst, g, b->bytes, now, m->host_s ? m->host_s[u->task] : 0);
 }
 
+/* When transfer `task`, ending at `now` in the replay, is done: the
+ * replay's GPUs start it once every host has issued it at host_s, but
+ * hosts that fell behind by their cudaMallocs (host_lag) issue it later,
+ * and a GPU that waits for its host does it that much later too. */
+static double xfer_done(const exec_mem *m, uint32_t task, double now) {
+  double late = m->xfer_issue_s[task] + (now - m->start_s[task]);
+  return late > now ? late : now;
+}
+
 static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                      uint32_t g, double now) {
   if (u->write) m->written[inst] = true;
@@ -300,7 +325,8 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
    * host time into the pass; every later transfer's block stays pending
    * through the pass): freed at once */
   if (t->kind == TASK_COMM && t->api == COMM_P2P)
-    m->sent_s[inst] = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1 : now;
+    m->sent_s[inst] = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1
+                                                                              : xfer_done(m, u->task, now);
   g_assert(m->refs[inst] > 0);
   if (--m->refs[inst] > 0 || b->keep) return;
   m->state[inst] = INST_FREED;
@@ -331,8 +357,18 @@ static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned
 /* The task's references are taken (its writes allocated); those it
  * holds only at its start are dropped. */
 static void apply_start(exec_mem *m, uint32_t task, double now_s) {
+  m->start_s[task] = now_s;
   on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_DURING) | PHASE(PLAN_BUF_EARLY));
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_EARLY));
+  const plan_task *t = plan_task_at(m->p, task);
+  if (m->host_s && t->kind == TASK_COMM && t->api == COMM_P2P) {
+    /* issued after its receive buffers are made, by the latest of its hosts */
+    uint32_t k = task_gpus(m, t);
+    double lag = 0;
+    for (uint32_t i = 0; i < k; i++)
+      if (m->host_lag[m->gpus[i]] > lag) lag = m->host_lag[m->gpus[i]];
+    m->xfer_issue_s[task] = m->host_s[task] + lag;
+  }
 }
 
 /* Program order: a group the host issues at an earlier task's place
@@ -444,7 +480,8 @@ void exec_mem_finish(exec_mem *m) {
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel); g_free(m->alloc); g_free(m->stamp);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel);
+  g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->start_s); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);

@@ -21,7 +21,9 @@ typedef bool (*exec_held_fn)(const plan_task *t, uint32_t i, const void *ctx);
  * allocations at that kernel's start (the host issued it before).
  * host_issue_s (NULL: none): per task, when its host issues it; then a
  * block a send/receive used is cached again only at the first request
- * its host makes after the transfer is done (exec_alloc.h). */
+ * its host makes after the transfer is done, the host's clock behind
+ * host_issue_s by the cudaMallocs of the segments made so far
+ * (exec_alloc.h). */
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
                        const void *ctx, const double *host_issue_s);
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s);

@@ -756,6 +756,10 @@ static void t_record_stream(void) {
 static void t_record_stream_forward(void) {
   topology *t = switch_topo(4, 100e9);
   t->record_stream = true;
+  /* kernels of 14 ms a step: the host, its cudaMallocs included, is far
+   * ahead (at 1.4 ms, about as long as its cudaMallocs, the held chunk's
+   * send is done before the next request: t_record_stream_host_mallocs) */
+  t->compute.peak_flops = 10e12;
   double u, lse;
   workload w = mha(4, false, PASS_FWD, &u, &lse);
   exec_result *r = run_sched(&sched_ring, &w, t);
@@ -820,6 +824,73 @@ static void t_record_stream_after_copies(void) {
   exec_result_free(on);
   exec_result_free(off);
   topo_free(t);
+}
+
+/* comm.record_stream and the host's own cudaMallocs: GPU 0 runs a kernel
+ * writing X (100 MiB, a new segment), sends X (its last use, so X is
+ * freed pending until the send is done), a copy writing Z (200 MiB, a new
+ * segment), then, after the send, a copy reading Z and writing Y (100
+ * MiB).  Host costs are nil but for the two cudaMallocs
+ * (exec_alloc_segment_host_s), which the GPU does not wait for: the host
+ * asks for Y that much late.  A send done by then (it was issued after X's
+ * cudaMalloc and takes xfer_s) leaves X's block cached and Y takes it: 300
+ * MiB reserved; one not done yet (the host behind by the first cudaMalloc
+ * when it issued it, so the GPU ran it that much late), a segment of its
+ * own: 400 MiB, exactly the block more.  Without recordStream, 300 MiB.
+ * peer_bytes: GPU 1, the receiver, first runs a kernel making a segment of
+ * that size (its host's cudaMalloc). */
+static double reserved_after_host_mallocs(double xfer_s, bool record_stream, double peer_bytes) {
+  const double bw = 100e9;
+  topology *t = switch_topo(2, bw);
+  t->record_stream = record_stream;
+  t->compute.host_s = t->compute.bwd_host_s = t->compute.copy_host_s = 0;
+  t->compute.merge_host_s = 0;
+  t->comm_host_s = t->p2p_host_s = t->p2p_op_host_s = 0;
+  plan *p = plan_new(2, false);
+  plan_op op = {.kind = OP_ATTN, .batch = 1, .heads = 1, .head_dim = 128, .elem_bytes = 2,
+                .sq = 128, .sk = 128, .pairs = 128 * 128};
+  uint32_t k = plan_compute(p, 0, 0, &op);
+  uint32_t x = plan_buf_out(p, k, 100 * MIB, "x");
+  if (peer_bytes > 0) /* the receiving GPU's host makes a segment first */
+    plan_buf_out(p, plan_compute(p, 1, 0, &op), peer_bytes, "peer's");
+  int64_t issued[2];
+  plan_issued(p, issued);
+  uint32_t send = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, send, 0, 1, xfer_s * bw);
+  plan_issue(p, send, issued, -1, false);
+  plan_buf_reads(p, send, x);
+  uint32_t c = plan_copy(p, 0, 0, 1e6);
+  uint32_t z = plan_buf_out(p, c, 200 * MIB, "z");
+  uint32_t b = plan_copy(p, 0, 1, 1e6);
+  plan_dep(p, send, b);
+  plan_buf_reads(p, b, z);
+  plan_buf_out(p, b, 100 * MIB, "y");
+  plan_finish(p);
+  exec_result *r = run(p, t, false);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  double reserved = r->gpu_peak_reserved_bytes[0];
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+  return reserved;
+}
+
+static void t_record_stream_host_mallocs(void) {
+  double x_s = exec_alloc_segment_host_s(100 * MIB), z_s = exec_alloc_segment_host_s(200 * MIB);
+  CU_ASSERT(x_s > 0 && z_s > 0);
+  /* done within the second cudaMalloc: X's block is reused */
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 0), 300 * MIB, 0);
+  /* the send would be done by the host's request in the GPU's own time
+   * (xfer_s < both cudaMallocs), but it was issued after the first: not */
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s + x_s / 2, true, 0), 400 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s + x_s / 2, false, 0), 300 * MIB, 0);
+  /* long after the host's request: pending */
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(4 * (x_s + z_s), true, 0), 400 * MIB, 0);
+  /* the send starts once both hosts issued it: the receiver's host, behind
+   * by a cudaMalloc longer than both of GPU 0's, issues it after GPU 0's
+   * request (a 4 GiB segment: 1.1 ms) */
+  CU_ASSERT(exec_alloc_segment_host_s(4096 * MIB) > x_s + z_s);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 4096 * MIB), 400 * MIB, 0);
 }
 
 /* Starts at one instant are applied in the program's order: a group the
@@ -966,7 +1037,7 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
-                                    TEST(t_record_stream_idle_gpu), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
+                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};
