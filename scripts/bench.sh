@@ -65,6 +65,19 @@ awk -F'|' '{ gsub(/ /, ""); k = $2 " " $4 " " $5; n = $6 + 0; w = $8;
                growth[k] = growth[k] sprintf("  %d->%d: N^%.2f", n0[k], n, log(w / w0[k]) / log(n / n0[k])) }
            END { for (i = 1; i <= nk; i++) if (keys[i] in growth) print "growth " keys[i] ":" growth[keys[i]] }' "$rows"
 
+# Whole training steps (--scope model) of Llama-3-70B at 1M tokens on
+# nodes of 8 over NIC rails: 1,024 GPUs (TP 8 x SP 64 x DP 2) and 16,384
+# (TP 8 x SP 64 x DP 32), zigzag context parallelism, ZeRO 1.  Identical
+# replicas and TP ranks are one simulation with a multiplicity
+# (layer_orbits): the 16,384-GPU job costs about what its 64-GPU SP group does.
+echo
+for dp in 2 32; do
+  echo -n "step: llama3-70b TP 8 x SP 64 x DP $dp ($((512 * dp)) GPUs), 1M tokens: "
+  /usr/bin/time -f "%e s wall, %U s user, %M KB peak" build/tasp-sim --topology h100x8x32 \
+    --set generator.nodes=$((64 * dp)) --model llama3-70b --scope model --sched zigzag \
+    --seq 1M --sp 64 --tp 8 --dp $dp --zero 1 --pass fwdbwd --csv /dev/null --quiet
+done
+
 # A 10,368-point sweep with backward passes on h100x8x4 (4 nodes of 8 over
 # NIC rails): 9 schedulers x full and causal x SP 8/16/32 x 16 sequence
 # lengths x 12 NIC speeds, one thread per core.

@@ -24,8 +24,10 @@
  *
  * Placement (--placement): by default TP innermost, then SP, then DP:
  * GPU g is TP rank g % tp of SP rank g / tp; another order places the
- * dimensions as it says (layer_gpu).  Every GPU of the job is simulated
- * (no rank stands for another): the plan is built with the default
+ * dimensions as it says (layer_gpu).  Every GPU of the job is in the
+ * plan, unless the run asks for its representatives (layer_orbits:
+ * replicas and TP ranks that are exact images of others are left to
+ * them): the plan is built with the default
  * numbering and its GPUs moved to the placement's at the end
  * (plan_relabel); each collective's ring follows its GPUs' order on the
  * topology (NCCL's rings per node).  The scheduler's plan over SP ranks
