@@ -72,9 +72,10 @@ orbits *layer_orbits(const workload *w, const topology *t) {
   if (w->scope == SCOPE_ATTENTION || tp * dp < 2) return NULL;
   lb b = {.t = t, .w = w, .tp = tp, .sp = sp, .dp = dp, .n = tp * sp * dp};
   b.grad_group = sp * dp;
-  g_autofree uint32_t *group = b.group = g_new(uint32_t, MAX(tp, b.grad_group));
-  g_autofree uint32_t *phys = b.phys = g_new(uint32_t, b.n);
-  for (uint32_t g = 0; g < b.n; g++) phys[g] = layer_gpu(w, g % tp, g / tp % sp, g / (tp * sp));
+  b.group = g_new(uint32_t, MAX(tp, b.grad_group));
+  b.phys = g_new(uint32_t, b.n);
+  const uint32_t *phys = b.phys;
+  for (uint32_t g = 0; g < b.n; g++) b.phys[g] = layer_gpu(w, g % tp, g / tp % sp, g / (tp * sp));
   /* per dimension, the shift by the fewest replicas (TP ranks) that is an
    * automorphism of the topology and carries the rings onto one another:
    * by one where replicas fill whole nodes, by a node's worth where
@@ -105,5 +106,7 @@ orbits *layer_orbits(const workload *w, const topology *t) {
     for (uint32_t s = 0; s < sp; s++) reps += orbits_is_rep(o, phys[r + tp * (s + sp * d)]);
     if (reps % sp) g_clear_pointer(&o, orbits_free);
   }
+  g_free(b.group);
+  g_free(b.phys);
   return o;
 }
