@@ -27,7 +27,7 @@
  * log-sum-exp; backward dQ, and the KV's dK and dV, which stay), and at
  * each forward merge two float32 temporaries of the block's rows (the
  * log-sum-exp merge in place); backward, flash backward's outputs dQ, dK,
- * dV (bf16) until added in, and its float32 dQ workspace. */
+ * dV (bf16, three tensors) until added in, and its float32 dQ workspace. */
 #include "sched.h"
 
 #define NONE UINT32_MAX
@@ -41,7 +41,7 @@ typedef struct {
   uint32_t *blk;
   uint32_t acc[2]; /* forward: out, lse (float32); backward: dq, dk+dv (float32) */
   uint32_t qbufs, home;
-  uint32_t *grads; /* backward, per GPU: its last kernel's dq, dk, dv, NONE */
+  uint32_t *grads; /* backward, 3 per GPU: its last kernel's dq, dk, dv, NONE */
 } tr_bufs;
 
 static tr_bufs *bufs_of(const sched_ctx *s) { return (tr_bufs *)s->io->aux; }
@@ -74,12 +74,22 @@ static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, b
   if (backward) {
     plan_buf_out(s->p, id, hr * w->head_dim * 4.0, "dq_accum (flash backward, float32)");
     double keys = plan_task_at(s->p, id)->op.sk;
-    /* `dq, dk, dv = flash_bwd(...)`: the last step's are referenced until
-     * this call returns and the names are rebound (held through this
-     * kernel), the last step's until the pass returns */
-    if (b->grads[r] != NONE) plan_buf_reads(s->p, id, b->grads[r]);
-    b->grads[r] = plan_buf_out(s->p, id, hr * w->head_dim * w->elem_bytes + workload_kv_bytes(w, keys),
-                               "dq, dk, dv of the block (flash backward)");
+    /* `dq, dk, dv = flash_bwd(...)` (calibrate.py TokenRing.run_backward,
+     * line 1656): three tensors, three blocks of the caching allocator
+     * (flash-attention's mha_bwd makes each `empty_like` its q, k, v);
+     * the last step's are referenced until this call returns and the
+     * names are rebound (held through this kernel), the last step's until
+     * the pass returns */
+    static const char *const grad_names[3] = {"dq of the block (flash backward)",
+                                              "dk of the block (flash backward)",
+                                              "dv of the block (flash backward)"};
+    double grad_bytes[3] = {hr * w->head_dim * w->elem_bytes, workload_kv_bytes(w, keys) / 2,
+                            workload_kv_bytes(w, keys) / 2};
+    uint32_t *grads = &b->grads[3 * r];
+    for (uint32_t i = 0; i < 3; i++) {
+      if (grads[i] != NONE) plan_buf_reads(s->p, id, grads[i]);
+      grads[i] = plan_buf_out(s->p, id, grad_bytes[i], grad_names[i]);
+    }
     /* the last step's block dQ is being sent home through this kernel
      * (`sending`, dropped after the step's wait); this one's is made
      * after the kernel (`dq.float()`), unless the queries are r's own */
@@ -147,8 +157,8 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   int64_t arrived = after, q_prev = after, last = after;
   g_autofree uint32_t *blk = g_new(uint32_t, n);
   for (uint32_t g = 0; g < n; g++) blk[g] = NONE;
-  g_autofree uint32_t *grads = g_new(uint32_t, n);
-  for (uint32_t g = 0; g < n; g++) grads[g] = NONE;
+  g_autofree uint32_t *grads = g_new(uint32_t, 3 * n);
+  for (uint32_t g = 0; g < 3 * n; g++) grads[g] = NONE;
   tr_bufs b = {{s->io->q, s->io->dout, s->io->o, s->io->lse}, backward ? 4 : 1, blk, {0, 0},
                UINT32_MAX, UINT32_MAX, grads};
   if (n > 1) {
@@ -216,7 +226,8 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     int64_t at = p->last_compute[g];
     if (at < 0 || at == done) continue;
     done = at;
-    if (grads[g] != NONE) plan_buf_reads(p, (uint32_t)at, grads[g]);
+    for (uint32_t i = 0; i < 3; i++)
+      if (grads[3 * g + i] != NONE) plan_buf_reads(p, (uint32_t)at, grads[3 * g + i]);
     if (b.qbufs == UINT32_MAX) continue;
     plan_buf_reads(p, (uint32_t)at, b.qbufs);
     plan_buf_reads(p, (uint32_t)at, b.home);

@@ -47,21 +47,33 @@ int64_t usp_mem_epilogue(const void *self, plan *p, bool backward, int64_t last)
   ulysses_bufs src = {{0}, 0};
   if (!backward && g->u >= 2) {
     /* the ring's bf16 output and log-sum-exp on H/u heads, made as its
-     * last kernel ends (`out.to(q.dtype)`), gathered back, and saved for
-     * the backward (calibrate.py USP.run: self.saved holds o, lse) */
+     * last kernel ends, two tensors (ring_flash_attn_forward's
+     * `out = out.to(q.dtype)` and `lse = lse.squeeze(dim=-1).transpose(1,
+     * 2)`, calibrate.py USP.attend lines 1300-1302: the log-sum-exp a view
+     * of the last float32 running one, which the ring's accumulators give
+     * up then), so two blocks of the caching allocator (the log-sum-exp
+     * often in its small pool); only the output is gathered back
+     * (calibrate.py Ulysses.run line 1155, `self.to_seq(o)`; yunchang's
+     * LongContextAttention returns the output alone), and both are saved
+     * for the backward (line 1156, `self.saved = (qg, kg, vg, o, lse)`;
+     * ring_flash_attn's `ctx.save_for_backward(q, k, v, out, softmax_lse)`) */
     double rows = (double)w->batch * w->seq_len * w->heads / w->gpus;
-    uint32_t ro = plan_buf_new(p, PLAN_ALL, rows * (w->head_dim * w->elem_bytes + 4.0),
-                               "ring out, lse on H/u heads");
+    uint32_t ro = plan_buf_new(p, PLAN_ALL, rows * w->head_dim * w->elem_bytes,
+                               "ring out on H/u heads");
+    uint32_t rl = plan_buf_new(p, PLAN_ALL, rows * 4.0, "ring lse on H/u heads (float32)");
     int64_t done = -1;
     for (uint32_t gpu = 0; gpu < p->n_gpus; gpu++) {
       int64_t t = p->last_compute[gpu];
       if (t < 0 || t == done) continue;
       done = t;
       plan_buf_writes_late(p, (uint32_t)t, ro);
+      plan_buf_writes_late(p, (uint32_t)t, rl);
     }
     sched_io_save(p, w, ro);
+    sched_io_save(p, w, rl);
     src.id[src.n++] = ro;
-    if (m->saved.n < G_N_ELEMENTS(m->saved.id)) m->saved.id[m->saved.n++] = ro;
+    for (uint32_t i = 0; i < 2; i++)
+      if (m->saved.n < G_N_ELEMENTS(m->saved.id)) m->saved.id[m->saved.n++] = i ? rl : ro;
   }
   int64_t out = ulysses_gather_heads(p, w, g->u, backward, g->ranks, &src, g->held);
   if (g->u >= 2) return out >= 0 ? out : last;
