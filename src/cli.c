@@ -277,6 +277,7 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .head_dim = o->head_dim, .batch = o->batch, .model = o->model,
                               .sched_opts = o->sched_opts, .baseline = o->baseline,
                               .set = o->set, .attention = o->attention, .strict = o->strict,
+                              .topology_only = o->dump_topology,
                               .scope = o->scope, .tp = o->tp, .elementwise = o->elementwise,
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
                               .micro_batches = o->micro_batches, .placement = o->placement,

@@ -974,7 +974,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             g_array_append_val(s->points, p);
           }
         }
-  if (!any_ran && first) {
+  if (!any_ran && first && !ov->topology_only) {
     g_propagate_error(err, g_steal_pointer(&first));
     return false;
   }

@@ -62,6 +62,9 @@ typedef struct {
   char *const *set;          /* topology "key=value" assignments, NULL-terminated, or NULL */
   const char *attention;     /* softmax or linear: every layer's attention */
   bool strict;               /* a point some scheduler cannot run is an error, not an n/a row */
+  bool topology_only;        /* --dump-topology: the topology is all that is asked, so the
+                                points need not run (gb200nvl72's 72 GPUs at the default
+                                128K, which no scheduler splits) */
   uint64_t topo_max_bytes;   /* the most the topology may take; 0: TOPO_MAX_BYTES */
   const char *scope;         /* --scope: attention or layer */
   const char *tp;            /* --tp: tensor-parallel degree */

@@ -247,6 +247,9 @@ check "--list: every scheduler, every bundled topology and every bundled model" 
 "$sim" --topology h100x8x2 --dump-topology --set generator.nic_gbps=25 --set compute.table_scale=0.5 > "$tmp/dump"
 check "--dump-topology: channels by kind with capacities, costs with defaults, compute model, --set applied" \
   "grep -q '^  nic  *32 channels, 25 GB/s each, latency 2.5 us' $tmp/dump && grep -q 'p2p_launch_us 15, p2p_msg_us 0' $tmp/dump && grep -q 'table of 28 full and 28 causal kernels, table_scale 0.5, aspect_table 27 kernels,' $tmp/dump"
+rc=0; "$sim" --topology gb200nvl72 --dump-topology > "$tmp/nvl72" 2>&1 || rc=$?
+check "--dump-topology needs no point that runs (72 GPUs at the default 128K: no scheduler splits it)" \
+  "[ $rc -eq 0 ] && grep -q '^topology gb200nvl72 .*: 72 GPUs' $tmp/nvl72"
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --csv - > "$tmp/set0.csv"
 "$sim" --topology h100x8x2 --sched ring --seq 128K --mask full --set generator.nic_gbps=23 --csv - > "$tmp/set1.csv"
 check "--set generator.nic_gbps halves the NICs: the ring's transfers take twice as long" \
