@@ -95,9 +95,10 @@ static GOptionContext *context(search_cli *o) {
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("[SCENARIO.json | --merge FILE.csv...]");
   g_option_context_set_summary(ctx,
-      "Which configuration to run: every SP method, SP degree, SP split (Ulysses, double\n"
-      "ring), TP, DP, ZeRO stage, recomputation and placement of a model's training step\n"
-      "on the GPUs, what cannot run excluded with its reason, the rest ranked.");
+      "Which configuration to run: every SP method, SP degree, head-parallel degree (double\n"
+      "ring), SP split (Ulysses, double ring), TP, DP, ZeRO stage, recomputation and\n"
+      "placement of a model's training step on the GPUs, in one precision recipe, what\n"
+      "cannot run excluded with its reason, the rest ranked.");
   g_option_context_set_help_enabled(ctx, FALSE);
   g_option_context_add_main_entries(ctx, entries, NULL);
   return ctx;
