@@ -30,7 +30,8 @@ QUESTIONS = [
     # this size is over the plan cap: see the printed classes)
     "--model llama3-70b --topology h100x8x32 --set generator.nodes=128 --seq 1M --count",
 ]
-DIMS = ["scheduler", "tp", "sp", "ulysses", "dp", "zero", "recompute", "placement"]
+DIMS = ["scheduler", "tp", "sp", "head_parallel", "split", "dp", "zero", "recompute", "placement",
+        "precision"]
 
 
 def run(sim, question, jobs):

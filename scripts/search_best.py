@@ -11,7 +11,8 @@ exposes (the same bound, a step further above it).
 usage: scripts/search_best.py FILE.csv [--objective tokens|step] [--sim IGNORED]
 
 Prints a markdown table, best method first: method, TP, SP, split, DP,
-ZeRO, recompute, step_s, bound_s, step over bound, tokens/s per GPU.
+ZeRO, recompute, step_s, bound_s, step over bound, tokens/s per GPU (the
+split after a head-parallel degree U: "UxW", as the search's table).
 Only simulated configurations count (status "simulated"; a pruned one has
 no step).  Bad input: a message naming the file and what was expected,
 exit status 2.
@@ -70,6 +71,10 @@ def main():
     for r in best:
         step, bound = float(r["step_s"]), float(r["bound_s"])
         split = r["split"] if r["split"] not in ("", "0") else "-"
+        # a head-parallel degree U before the split (double ring's
+        # Ulysses degree; CSVs from before it have no such column): "UxW"
+        if r.get("head_parallel", "") not in ("", "0", "1"):
+            split = f"{r['head_parallel']}x{split}"
         print(f"| {r['scheduler']} | {r['tp']} | {r['sp']} | {split} | {r['dp']} | {r['zero']} "
               f"| {r['recompute']} | {step:.2f} | {bound:.2f} | {step / bound - 1:.1%} "
               f"| {float(r['tokens_per_s_per_gpu']):.1f} |")

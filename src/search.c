@@ -25,6 +25,21 @@ const char *search_objective_name(search_objective o) {
   return o == SEARCH_STEP ? "step" : "tokens";
 }
 
+static const char *const precision_names[PRECISION_KINDS] = {"megatron", "amp", "bf16", "fp8"};
+
+const char *search_precision_name(precision_kind p) {
+  return (unsigned)p < PRECISION_KINDS ? precision_names[p] : NULL;
+}
+
+bool search_precision_parse(const char *text, precision_kind *out) {
+  for (int k = 0; k < PRECISION_KINDS; k++)
+    if (!strcmp(text, precision_names[k])) {
+      *out = (precision_kind)k;
+      return true;
+    }
+  return false;
+}
+
 static void row_free(gpointer p) {
   search_row *r = p;
   g_free(r->sched);
@@ -90,6 +105,16 @@ static const sched_opt *split_opt(const sched_ops *s) {
   return NULL;
 }
 
+/* The first option the scheduler declares that divides SP before its
+ * split (sched_opt.divides_sp_first: double ring's head-parallel degree,
+ * LoongTrain's 2D attention, arXiv 2406.18485 sec. 4.1); its values are a
+ * dimension.  NULL: it takes none. */
+static const sched_opt *heads_opt(const sched_ops *s) {
+  for (const sched_opt *const *o = s->opts; o && *o; o++)
+    if ((*o)->divides_sp_first) return *o;
+  return NULL;
+}
+
 static GArray *divisors(uint32_t n) {
   GArray *d = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   for (uint32_t k = 1; k <= n; k++)
@@ -133,11 +158,14 @@ static uint32_t placements(const search_opts *o, uint32_t tp, uint32_t sp, uint3
 }
 
 /* Every configuration in the enumeration order (SP 1 first, then each
- * method; TP, SP, placement, Ulysses split, ZeRO, recomputation); returns
- * how many.
+ * method; TP, SP, placement, head-parallel degree, split, ZeRO,
+ * recomputation); returns how many.
  * ZeRO shards over the SP x DP ranks, so with one of them its stages are
- * one configuration; a Ulysses split lies strictly inside SP (1 and SP
- * are ring and Ulysses, methods of their own). */
+ * one configuration; a split lies strictly inside what it splits (SP, or
+ * SP over the head-parallel degree: 1 and all of it are the ring and
+ * Ulysses, or a double ring of one window, methods of their own); a
+ * head-parallel degree is every divisor of SP (1: none), those the heads
+ * cannot take left to the scheduler's check to exclude with its reason. */
 static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
   static const recompute_kind recs[] = {RECOMPUTE_NONE, RECOMPUTE_FULL};
   uint64_t index = 0;
@@ -151,16 +179,25 @@ static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
       for (guint b = 0; b < sps->len; b++) {
         uint32_t sp = g_array_index(sps, uint32_t, b), dp = o->gpus / tp / sp;
         if ((sp == 1) != (k == 0)) continue;
+        /* the (head-parallel degree, split) pairs: hs[i], us[i] */
+        g_autoptr(GArray) hs = g_array_new(FALSE, FALSE, sizeof(uint32_t));
         g_autoptr(GArray) us = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-        if (split_opt(s)) {
-          g_autoptr(GArray) ds = divisors(sp);
+        g_autoptr(GArray) heads = divisors(heads_opt(s) ? sp : 1);
+        for (guint h = 0; h < heads->len; h++) {
+          uint32_t hp = heads_opt(s) ? g_array_index(heads, uint32_t, h) : 0;
+          uint32_t rest = sp / (hp ? hp : 1), none = 0;
+          if (!split_opt(s)) {
+            g_array_append_val(hs, hp);
+            g_array_append_val(us, none);
+            continue;
+          }
+          g_autoptr(GArray) ds = divisors(rest);
           for (guint i = 0; i < ds->len; i++) {
             uint32_t u = g_array_index(ds, uint32_t, i);
-            if (u > 1 && u < sp) g_array_append_val(us, u);
+            if (u == 1 || u == rest) continue;
+            g_array_append_val(hs, hp);
+            g_array_append_val(us, u);
           }
-        } else {
-          uint32_t none = 0;
-          g_array_append_val(us, none);
         }
         uint32_t zeros = sp * dp > 1 ? 4 : 1;
         placement_kind places[3];
@@ -172,6 +209,7 @@ static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
                 if (fn) {
                   search_row c = {.tp = tp, .sp = sp, .dp = dp, .zero = z, .recompute = recs[r],
                                   .split = g_array_index(us, uint32_t, i),
+                                  .head_parallel = g_array_index(hs, uint32_t, i),
                                   .placement = places[pl]};
                   fn((uint32_t)index, s, name, &c, user);
                 }
@@ -191,7 +229,7 @@ typedef struct {
   GPtrArray *ops;       /* per row: its const sched_ops * */
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
-  GHashTable *attention; /* "method/tp/sp/split/placement" -> double[2]: attention_s */
+  GHashTable *attention; /* "method/tp/sp/heads/split/placement" -> double[2]: attention_s */
 } space;
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
@@ -207,6 +245,7 @@ static workload config_workload(const space *sp, const sched_ops *s, const searc
   w.recompute = c->recompute;
   w.micro_batches = c->micro_batches;
   if (c->split) sched_opt_set_num(&w, split_opt(s), c->split);
+  if (c->head_parallel > 1) sched_opt_set_num(&w, heads_opt(s), c->head_parallel);
   w.placement = c->placement;
   return w;
 }
@@ -243,8 +282,8 @@ static double layer_ops_s(const workload *w, const topology *t) {
  * on the view layer_build gives it), its compute tasks as compute prices
  * them, times the layers of that kind; out[0] as it runs, out[1] with its
  * forward (the tasks before the pass barrier) run again, as full
- * recomputation does.  Depends on the method, TP, SP, the Ulysses split
- * and the placement only. */
+ * recomputation does.  Depends on the method, TP, SP, the head-parallel
+ * degree, the split and the placement only. */
 static void attention_s(const sched_ops *s, const workload *w, const topology *t, double out[2]) {
   layer_view view;
   layer_view_init(&view, w, t);
@@ -357,9 +396,10 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }
-  /* the attention's part, once per method, TP, SP and split */
-  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%d", s->name, c->tp, c->sp, c->split,
-                                         (int)c->placement);
+  /* the attention's part, once per method, TP, SP, head-parallel degree,
+   * split and placement */
+  g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%u/%d", s->name, c->tp, c->sp, c->head_parallel,
+                                         c->split, (int)c->placement);
   double *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
     attn = g_new(double, 2);
@@ -519,7 +559,8 @@ search_result *search_run(const search_opts *o, GError **err) {
                              .global_batch_tokens = o->global_batch_tokens,
                              .causal = g_array_index(o->s->masks, gboolean, 0),
                              .objective = o->objective, .top = o->top,
-                             .configs = (uint32_t)total, .usable_gib = topo_usable_gib(t)};
+                             .configs = (uint32_t)total, .usable_gib = topo_usable_gib(t),
+                             .precision = o->s->model.precision};
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
               g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
   enumerate(o, visit, &sp);

@@ -2,11 +2,14 @@
  *
  * For a model, a topology, a sequence length and a GPU count, enumerates
  * every way to run the training step on exactly those GPUs: SP method x SP
- * degree x Ulysses/ring split (the schedulers that take a Ulysses degree)
- * x TP x DP x ZeRO stage x recomputation x placement (which of TP, SP
+ * degree x head-parallel degree (the schedulers that divide SP by one
+ * first: double ring's Ulysses degree) x SP split (USP's Ulysses degree,
+ * double ring's inner ring) x TP x DP x ZeRO stage x recomputation x
+ * placement (which of TP, SP
  * and DP lies innermost, inside a node, the others in the default order;
  * only where the job spans several nodes) (SP 1 once, as the
- * pseudo-method "no-sp": no method has anything to do there).  A configuration
+ * pseudo-method "no-sp": no method has anything to do there), in one
+ * precision recipe (--precision, as the main command's).  A configuration
  * that cannot run is excluded before anything is simulated, with its reason
  * and class (TP split, global batch, the method's own check, plan size, or
  * memory: weights, gradients, optimizer states and saved layer inputs
@@ -52,6 +55,10 @@ typedef struct {
    * (USP's Ulysses degree, double ring's inner ring; search.c split_opt);
    * 0: it takes none */
   uint32_t tp, sp, split, dp, zero;
+  /* the head-parallel degree SP is divided by before the split (double
+   * ring's Ulysses degree; search.c heads_opt): 1 none, the option unset;
+   * 0: the scheduler takes none */
+  uint32_t head_parallel;
   recompute_kind recompute;
   placement_kind placement;
   uint32_t micro_batches;
@@ -77,6 +84,7 @@ typedef struct {
   uint32_t top;
   uint32_t configs;        /* how many the enumeration holds */
   double usable_gib;       /* memory a GPU may allocate (0: not given) */
+  precision_kind precision; /* every configuration's recipe */
 } search_question;
 
 typedef struct {
@@ -85,7 +93,8 @@ typedef struct {
 } search_result;
 
 typedef struct {
-  const scenario *s;       /* topology, the model's shape, seq_len (the first), mask (the first) */
+  const scenario *s;       /* topology, the model's shape and precision, seq_len (the
+                              first), mask (the first) */
   uint32_t gpus;
   uint64_t global_batch_tokens;
   const char *global_batch_from; /* "command line: option '--global-batch-tokens'", or a file's field */
@@ -146,5 +155,8 @@ int search_main(int argc, char **argv);
 
 const char *search_status_name(search_status s);
 const char *search_objective_name(search_objective o);
+/* --precision's words: "megatron", "amp", "bf16", "fp8"; NULL: none such. */
+const char *search_precision_name(precision_kind p);
+bool search_precision_parse(const char *text, precision_kind *out);
 
 #endif

@@ -3,11 +3,13 @@
  *   tasp-sim search --model llama3-70b --topology h100x8x4 --seq 256K
  *       [--gpus 32] [--global-batch-tokens 4M] [--gpu-memory 80GiB]
  *       [--sched LIST] [--top K] [--objective tokens|step] [--mask causal|full]
+ *       [--precision megatron|amp|bf16|fp8]
  *       [--set KEY=VALUE] [--csv FILE] [--shard I/N] [--jobs N] [SCENARIO.json]
  *   tasp-sim search --merge A.csv B.csv ... [--csv FILE]
  *
  * The model, topology, length and mask are read as the main command reads
- * them (scenario_load: a scenario file's keys, options over them); the
+ * them (scenario_load: a scenario file's keys, options over them; the
+ * precision is the main command's --precision or job.precision); the
  * GPU memory is the topology's field (--gpu-memory V is --set
  * gpu_memory_gib=V). */
 #include <stdio.h>
@@ -20,7 +22,7 @@
 
 typedef struct {
   char *topology, *model, *seq, *gpus, *global_batch, *gpu_memory, *sched, *top, *objective,
-      *mask, *csv, *shard;
+      *mask, *csv, *shard, *precision;
   char **set;
   /* where gpus, global_batch, top and objective came from: an option, or
    * the scenario's "search" object ("FILE: field 'search.gpus'") */
@@ -34,7 +36,7 @@ typedef struct {
 static void search_cli_clear(search_cli *o) {
   char **strs[] = {&o->topology, &o->model, &o->seq, &o->gpus, &o->global_batch,
                    &o->gpu_memory, &o->sched, &o->top, &o->objective, &o->mask, &o->csv,
-                   &o->shard};
+                   &o->shard, &o->precision};
   for (size_t i = 0; i < G_N_ELEMENTS(strs); i++) g_clear_pointer(strs[i], g_free);
   g_clear_pointer(&o->set, g_strfreev);
   g_clear_pointer(&o->args, g_strfreev);
@@ -61,6 +63,9 @@ static GOptionContext *context(search_cli *o) {
        "Methods to consider, comma separated (default: every one that runs the model's layers)",
        "LIST"},
       {"mask", 0, 0, G_OPTION_ARG_FILENAME, &o->mask, "causal (default) or full", "MASK"},
+      {"precision", 0, 0, G_OPTION_ARG_FILENAME, &o->precision,
+       "The recipe of every configuration, as the main command's --precision: megatron "
+       "(default), amp, bf16 or fp8 (fp8: the topology's compute.fp8_gemm_table)", "RECIPE"},
       {"top", 0, 0, G_OPTION_ARG_FILENAME, &o->top, "How many configurations to rank (default 10)",
        "K"},
       {"objective", 0, 0, G_OPTION_ARG_FILENAME, &o->objective,
@@ -90,9 +95,10 @@ static GOptionContext *context(search_cli *o) {
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("[SCENARIO.json | --merge FILE.csv...]");
   g_option_context_set_summary(ctx,
-      "Which configuration to run: every SP method, SP degree, SP split (Ulysses, double\n"
-      "ring), TP, DP, ZeRO stage, recomputation and placement of a model's training step\n"
-      "on the GPUs, what cannot run excluded with its reason, the rest ranked.");
+      "Which configuration to run: every SP method, SP degree, head-parallel degree (double\n"
+      "ring), SP split (Ulysses, double ring), TP, DP, ZeRO stage, recomputation and\n"
+      "placement of a model's training step on the GPUs, in one precision recipe, what\n"
+      "cannot run excluded with its reason, the rest ranked.");
   g_option_context_set_help_enabled(ctx, FALSE);
   g_option_context_add_main_entries(ctx, entries, NULL);
   return ctx;
@@ -257,7 +263,7 @@ static scenario *load(const search_cli *o, GError **err) {
   g_ptr_array_add(sets, NULL);
   scenario_overrides ov = {.topology = o->topology, .model = o->model, .seq = o->seq,
                            .sp = "1", .sched = "ring", .scope = "model", .pass = "fwdbwd",
-                           .mask = o->mask ? o->mask : "causal",
+                           .mask = o->mask ? o->mask : "causal", .precision = o->precision,
                            .set = sets->len > 1 ? (char *const *)sets->pdata : NULL};
   const char *file = o->args && o->args[0] ? o->args[0] : NULL;
   if (o->args && o->args[0] && o->args[1])
@@ -303,7 +309,7 @@ int search_main(int argc, char **argv) {
   g_autoptr(search_result) res = NULL;
   if (o.merge) {
     const char *given[] = {o.topology, o.model, o.seq, o.gpus, o.global_batch, o.gpu_memory,
-                           o.sched, o.top, o.objective, o.mask, o.shard};
+                           o.sched, o.top, o.objective, o.mask, o.shard, o.precision};
     for (size_t i = 0; i < G_N_ELEMENTS(given); i++)
       if (given[i]) {
         g_set_error(&err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--merge': the "

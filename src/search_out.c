@@ -16,11 +16,18 @@ static const char *recompute_name(recompute_kind k) {
   return k == RECOMPUTE_FULL ? "full" : k == RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
-/* "TP 8 x SP 4 (Ulysses 2 x ring 2) x DP 1, ZeRO 3, recompute full, 2 micro-batches" */
+/* "TP 8 x SP 4 (Ulysses 2 x ring 2) x DP 1, ZeRO 3, recompute full, 2 micro-batches";
+ * a head-parallel degree: "SP 8 (Ulysses 2 x inner ring 2 x outer 2)" */
 static char *config_text(const search_row *r) {
   GString *s = g_string_new(NULL);
   g_string_printf(s, "TP %u x SP %u", r->tp, r->sp);
-  if (r->split && strstr(r->sched, "usp"))
+  if (r->head_parallel > 1 && r->split)
+    g_string_append_printf(s, " (Ulysses %u x inner ring %u x outer %u)", r->head_parallel,
+                           r->split, r->sp / r->head_parallel / r->split);
+  else if (r->head_parallel > 1)
+    g_string_append_printf(s, " (Ulysses %u x ring %u)", r->head_parallel,
+                           r->sp / r->head_parallel);
+  else if (r->split && strstr(r->sched, "usp"))
     g_string_append_printf(s, " (Ulysses %u x ring %u)", r->split, r->sp / r->split);
   else if (r->split)
     g_string_append_printf(s, " (inner ring %u x outer %u)", r->split, r->sp / r->split);
@@ -66,8 +73,13 @@ static void print_head(FILE *f, const search_result *r) {
   g_autofree char *batch = q->global_batch_tokens
                                ? g_strdup_printf("global batch %s tokens", gbt)
                                : g_strdup("one sequence per DP replica");
-  fprintf(f, "search: %s on %s, %u GPUs, %s tokens %s, %s; ranked by %s\n", q->model,
-          q->topology, q->gpus, seq, q->causal ? "causal" : "full mask", batch,
+  /* the default recipe unsaid, as the main command leaves it */
+  g_autofree char *prec = q->precision == PRECISION_MEGATRON
+                              ? g_strdup("")
+                              : g_strdup_printf(", precision %s",
+                                                search_precision_name(q->precision));
+  fprintf(f, "search: %s on %s, %u GPUs, %s tokens %s, %s%s; ranked by %s\n", q->model,
+          q->topology, q->gpus, seq, q->causal ? "causal" : "full mask", batch, prec,
           q->objective == SEARCH_STEP ? "step time" : "tokens/s per GPU");
   guint n[SEARCH_STATUSES] = {0};
   static const char *const classes[] = {"memory", "method", "tp", "batch", "plan"};
@@ -91,6 +103,8 @@ static void print_head(FILE *f, const search_result *r) {
   values(d, r, G_STRUCT_OFFSET(search_row, tp), false);
   g_string_append(d, "; SP ");
   values(d, r, G_STRUCT_OFFSET(search_row, sp), false);
+  g_string_append(d, "; head-parallel (double ring's Ulysses) ");
+  values(d, r, G_STRUCT_OFFSET(search_row, head_parallel), true);
   g_string_append(d, "; SP splits (Ulysses or inner ring) ");
   values(d, r, G_STRUCT_OFFSET(search_row, split), true);
   g_string_append(d, "; DP ");
@@ -119,8 +133,14 @@ static void print_top(FILE *f, const search_result *r, GPtrArray *ranked) {
           "tok/s/GPU", "mfu", "mem", "why");
   for (guint i = 0; i < k; i++) {
     const search_row *x = ranked->pdata[i];
-    char u[16] = "-";
-    if (x->split) g_snprintf(u, sizeof u, "%u", x->split);
+    /* the split; after a head-parallel degree U, "UxW" */
+    char u[32] = "-";
+    if (x->head_parallel > 1 && x->split)
+      g_snprintf(u, sizeof u, "%ux%u", x->head_parallel, x->split);
+    else if (x->head_parallel > 1)
+      g_snprintf(u, sizeof u, "%ux-", x->head_parallel);
+    else if (x->split)
+      g_snprintf(u, sizeof u, "%u", x->split);
     char mfu[16] = "-";
     if (!isnan(x->mfu)) g_snprintf(mfu, sizeof mfu, "%.1f%%", 100 * x->mfu);
     fprintf(f, "%4u  %-11s %3u %4u %3s %4u %-8s %4u %-9s %3u %11.4f %10.1f %6s %7.1fG  %s\n",
@@ -232,8 +252,15 @@ static const char *const columns[] = {
     "model", "topology", "seq_len", "gpus", "global_batch_tokens", "mask", "objective", "top",
     "configs", "usable_gib", "index", "scheduler", "tp", "sp", "split", "dp", "zero",
     "recompute", "micro_batches", "status", "class", "reason", "bound_s", "mem_bound_gib",
-    "step_s", "tokens_per_s_per_gpu", "mfu", "peak_mem_gib", "placement"};
-enum { N_QUESTION = 10, N_COLUMNS = G_N_ELEMENTS(columns) };
+    "step_s", "tokens_per_s_per_gpu", "mfu", "peak_mem_gib", "placement", "head_parallel",
+    "precision"};
+/* The question's columns: the first ten and the precision.  A CSV of
+ * N_BEFORE_HEADS columns (made before head_parallel and precision were
+ * appended) reads as head_parallel 0 (none taken) and precision megatron
+ * (the one recipe those searches ranked in). */
+static const guint question_columns[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 30};
+enum { N_QUESTION = G_N_ELEMENTS(question_columns), N_COLUMNS = G_N_ELEMENTS(columns),
+       N_BEFORE_HEADS = 29 };
 
 static void num(FILE *f, double v) {
   if (!isnan(v)) fprintf(f, "%.17g", v);
@@ -268,7 +295,7 @@ void search_csv(FILE *f, const search_result *r) {
     num(f, x->mfu);
     num(f, x->peak_mem_gib);
     report_csv_str(f, layer_placement_name(x->placement));
-    fputc('\n', f);
+    fprintf(f, ",%u,%s\n", x->head_parallel, search_precision_name(q->precision));
   }
 }
 
@@ -326,11 +353,11 @@ static bool get_num(const char *s, double *out) {
   return !*end && errno == 0 && isfinite(*out);
 }
 
-/* Row fields f[N_QUESTION..] into x; the question's into q (first row). */
+/* A row's own fields (the columns after the question's first ten) into x. */
 static bool parse_row(GPtrArray *fs, const char *file, guint line, search_row *x, GError **err) {
   char **f = (char **)fs->pdata;
   uint64_t v[9];
-  static const guint ints[] = {10, 12, 13, 14, 15, 16, 18};
+  static const guint ints[] = {10, 12, 13, 14, 15, 16, 18, 29};
   for (size_t k = 0; k < G_N_ELEMENTS(ints); k++)
     if (!get_u64(f[ints[k]], UINT32_MAX, &v[k]))
       return bad_field(err, file, line, columns[ints[k]], "a whole number", f[ints[k]]);
@@ -341,6 +368,7 @@ static bool parse_row(GPtrArray *fs, const char *file, guint line, search_row *x
   x->dp = (uint32_t)v[4];
   x->zero = (uint32_t)v[5];
   x->micro_batches = (uint32_t)v[6];
+  x->head_parallel = (uint32_t)v[7];
   x->sched = g_strdup(f[11]);
   if (!strcmp(f[17], "none")) x->recompute = RECOMPUTE_NONE;
   else if (!strcmp(f[17], "selective")) x->recompute = RECOMPUTE_SELECTIVE;
@@ -392,12 +420,15 @@ static bool parse_question(GPtrArray *fs, const char *file, guint line, search_q
     return bad_field(err, file, line, "configs", "a number of configurations", f[8]);
   double usable;
   if (!get_num(f[9], &usable)) return bad_field(err, file, line, "usable_gib", "GiB", f[9]);
+  precision_kind prec;
+  if (!search_precision_parse(f[30], &prec))
+    return bad_field(err, file, line, "precision", "megatron, amp, bf16 or fp8", f[30]);
   *q = (search_question){.model = g_strdup(f[0]), .topology = g_strdup(f[1]), .seq_len = seq,
                          .gpus = (uint32_t)gpus, .global_batch_tokens = gbt,
                          .causal = !strcmp(f[5], "causal"),
                          .objective = strcmp(f[6], "step") ? SEARCH_TOKENS : SEARCH_STEP,
                          .top = (uint32_t)top, .configs = (uint32_t)configs,
-                         .usable_gib = isnan(usable) ? 0 : usable};
+                         .usable_gib = isnan(usable) ? 0 : usable, .precision = prec};
   return true;
 }
 
@@ -421,34 +452,41 @@ search_result *search_merge(char *const *files, guint n, GError **err) {
       return NULL;
     }
     const char *p = text;
-    if (!csv_record(&p, fs) || fs->len != N_COLUMNS) {
+    if (!csv_record(&p, fs) || (fs->len != N_COLUMNS && fs->len != N_BEFORE_HEADS)) {
       g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: line 1: expected the header of a "
                   "search CSV (tasp-sim search --csv)", files[k]);
       return NULL;
     }
-    for (guint c = 0; c < N_COLUMNS; c++)
+    guint width = fs->len;
+    for (guint c = 0; c < width; c++)
       if (strcmp(fs->pdata[c], columns[c])) {
         bad_field(err, files[k], 1, columns[c], "this column's name", fs->pdata[c]);
         return NULL;
       }
     for (guint line = 2; csv_record(&p, fs); line++) {
       if (fs->len == 1 && !*(char *)fs->pdata[0]) continue; /* an empty line */
-      if (fs->len != N_COLUMNS) {
+      if (fs->len != width) {
         g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: line %u: expected %u fields, got "
-                    "%u", files[k], line, (guint)N_COLUMNS, fs->len);
+                    "%u", files[k], line, width, fs->len);
         return NULL;
+      }
+      if (width == N_BEFORE_HEADS) {
+        g_ptr_array_add(fs, g_strdup("0"));
+        g_ptr_array_add(fs, g_strdup(search_precision_name(PRECISION_MEGATRON)));
       }
       if (!question) {
         if (!parse_question(fs, files[k], line, &res->q, err)) return NULL;
         question = g_new0(char *, N_QUESTION + 1);
-        for (guint c = 0; c < N_QUESTION; c++) question[c] = g_strdup(fs->pdata[c]);
+        for (guint c = 0; c < N_QUESTION; c++)
+          question[c] = g_strdup(fs->pdata[question_columns[c]]);
         question_file = files[k];
       }
       for (guint c = 0; c < N_QUESTION; c++)
-        if (strcmp(fs->pdata[c], question[c])) {
+        if (strcmp(fs->pdata[question_columns[c]], question[c])) {
           g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: line %u: field '%s': \"%s\", "
                       "but %s asked \"%s\": shards of different searches", files[k], line,
-                      columns[c], (char *)fs->pdata[c], question_file, question[c]);
+                      columns[question_columns[c]], (char *)fs->pdata[question_columns[c]],
+                      question_file, question[c]);
           return NULL;
         }
       search_row *x = search_row_new();

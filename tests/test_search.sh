@@ -7,8 +7,9 @@
 sim=$1
 . "$(dirname "$0")/checks.sh"
 
-# a small model (12 query heads: Ulysses cannot split them 8 ways, nor TP 8)
-q="--model tests/data/search-model.json --topology h100x8 --seq 32K --sched ring,zigzag,ulysses,usp"
+# a small model (12 query heads: Ulysses cannot split them 8 ways, nor TP 8);
+# double ring brings its head-parallel degree (1 or 2 at SP 8) and inner ring
+q="--model tests/data/search-model.json --topology h100x8 --seq 32K --sched ring,zigzag,ulysses,usp,double-ring"
 
 "$sim" search $q --csv "$tmp/p.csv" > "$tmp/p.txt" 2> "$tmp/p.err"
 check "search exits 0 with a winner" "[ \$? -eq 0 ] && grep -q '^winner: ' $tmp/p.txt"
@@ -16,6 +17,28 @@ check "search exits 0 with a winner" "[ \$? -eq 0 ] && grep -q '^winner: ' $tmp/
 check "the pruned search prints what exhaustive simulation prints" "cmp -s $tmp/p.txt $tmp/x.txt"
 check "the pruned search pruned something" "grep -q ',pruned,' $tmp/p.csv"
 check "exhaustive simulation prunes nothing" "! grep -q ',pruned,' $tmp/x.csv"
+# the head-parallel degree: double ring's rows (and only its) carry one,
+# U = 2 at SP 8 with an inner ring of 2 over the 4 context ranks, and the
+# degree reaches the scheduler (its step differs from U = 1's, same inner)
+python3 - "$tmp/x.csv" > "$tmp/hp" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print("only", all((r["scheduler"] == "double-ring") == (r["head_parallel"] != "0") for r in rows))
+print("values", ",".join(sorted({f"{r['head_parallel']}x{r['split']}@{r['sp']}"
+                                  for r in rows if r["scheduler"] == "double-ring"})))
+def step(u):
+    return {(r["tp"], r["zero"], r["recompute"]): r["step_s"] for r in rows
+            if r["scheduler"] == "double-ring" and r["sp"] == "8" and r["split"] == "2"
+            and r["head_parallel"] == u and r["status"] == "simulated"}
+a, b = step("1"), step("2")
+print("differ", len(b), len(b) > 0 and all(a[k] != b[k] for k in b))
+EOF
+check "only double ring has a head-parallel degree" "grep -qx 'only True' $tmp/hp"
+check "double ring: U 1 with inner 2 (SP 4, 8) and 4 (SP 8), U 2 with inner 2 (SP 8)" \
+  "grep -qx 'values 1x2@4,1x2@8,1x4@8,2x2@8' $tmp/hp"
+check "double ring: the head-parallel degree reaches its plan" "grep -q '^differ [1-9][0-9]* True$' $tmp/hp"
+check "the dimensions line counts the head-parallel degrees" \
+  "grep -q \"head-parallel (double ring's Ulysses) 1,2;\" $tmp/p.txt"
 
 # many layers: each step replayed with 6 and 7 layers and extended
 # (sim_run_step_repeating) gives the answer replaying every layer gives,
@@ -67,9 +90,9 @@ check "no pruned configuration would have ranked or been its method's best" \
 check "statuses differ only where pruned" "grep -qx 'same 0' $tmp/bounds"
 
 "$sim" search $q --jobs 1 --csv "$tmp/j1.csv" > "$tmp/j1.txt" 2>/dev/null
-"$sim" search $q --jobs 3 --csv "$tmp/j3.csv" > "$tmp/j3.txt" 2>/dev/null
-check "--jobs 1 and 3 give the same table" "cmp -s $tmp/j1.txt $tmp/j3.txt && cmp -s $tmp/j1.txt $tmp/p.txt"
-check "--jobs 1 and 3 give the same CSV" "cmp -s $tmp/j1.csv $tmp/j3.csv && cmp -s $tmp/j1.csv $tmp/p.csv"
+"$sim" search $q --jobs 2 --csv "$tmp/j2.csv" > "$tmp/j2.txt" 2>/dev/null
+check "--jobs 1 and 2 give the same table" "cmp -s $tmp/j1.txt $tmp/j2.txt && cmp -s $tmp/j1.txt $tmp/p.txt"
+check "--jobs 1 and 2 give the same CSV" "cmp -s $tmp/j1.csv $tmp/j2.csv && cmp -s $tmp/j1.csv $tmp/p.csv"
 
 # shards over GNU parallel, as a user spreads a search over machines
 if command -v parallel >/dev/null 2>&1; then
@@ -97,13 +120,26 @@ sed 's/,simulated,/,bogus,/' "$tmp/shard0.csv" > "$tmp/bogus.csv"
 "$sim" search --merge "$tmp/bogus.csv" "$tmp/shard1.csv" "$tmp/shard2.csv" > /dev/null 2> "$tmp/err"
 check "a bad status is refused, naming file, line and field" \
   "[ \$? -eq 2 ] && grep -q \"bogus.csv: line 2: field 'status'\" $tmp/err"
+# a CSV made before head_parallel and precision were appended (its last
+# two columns cut; the kept CSVs of docs/search/ are such) merges as a
+# search without head-parallel degrees in the default recipe
+"$sim" search --model tests/data/search-model.json --topology h100x8 --seq 16K --sched zigzag \
+  --csv "$tmp/new.csv" > "$tmp/new.txt" 2>/dev/null
+python3 - "$tmp/new.csv" "$tmp/old.csv" <<'EOF'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+csv.writer(open(sys.argv[2], "w", newline=""), lineterminator="\n").writerows(r[:-2] for r in rows)
+EOF
+"$sim" search --merge "$tmp/old.csv" --csv "$tmp/old-merged.csv" > "$tmp/old.txt"
+check "a CSV without the head_parallel and precision columns merges to the same answer" \
+  "[ \$? -eq 0 ] && cmp -s $tmp/new.txt $tmp/old.txt && cmp -s $tmp/new.csv $tmp/old-merged.csv"
 
 # what cannot run, with its reason and class
 check "Ulysses at SP 8 excluded: 12 heads do not divide" \
   "grep -q '^  ulysses (method): .*12 query heads do not divide among a Ulysses degree of 8' $tmp/p.txt"
 check "TP 8 excluded: the heads do not divide" "grep -q '^  no-sp (tp): .*TP 8 does not divide' $tmp/p.txt"
-check "USP splits strictly inside SP, and only USP has one" \
-  "! awk -F, 'NR > 1 && ((\$12 == \"usp\") != (\$15 > 0) || (\$15 > 0 && \$15 >= \$14))' $tmp/p.csv | grep -q . && grep -q ',usp,1,4,2,' $tmp/p.csv"
+check "USP and double ring split strictly inside SP, and only they have a split" \
+  "! awk -F, 'NR > 1 && ((\$12 == \"usp\" || \$12 == \"double-ring\") != (\$15 > 0) || (\$15 > 0 && \$15 >= \$14))' $tmp/p.csv | grep -q . && grep -q ',usp,1,4,2,' $tmp/p.csv"
 check "every excluded row has a class and a reason" \
   "! awk -F, 'NR > 1 && \$20 == \"excluded\" && (\$21 == \"\" || \$22 == \"\")' $tmp/p.csv | grep -q ."
 # placement: one in a node; with two nodes of two GPUs each dimension
@@ -160,6 +196,79 @@ sed 's/"128K"/"100K"/' "$tmp/q.json" > "$tmp/qgbt.json"
 check "a global batch of no whole sequences names the file's field" \
   "[ \$? -eq 2 ] && grep -q \"field 'search.global_batch_tokens': expected whole sequences\" $tmp/err"
 
+# double ring's head-parallel degree where the heads cannot take it: 3 KV
+# heads neither divide among 2 GPUs nor replicate evenly to them, so U 2
+# is excluded by the scheduler's own check, with its reason, and U 1 runs
+sed 's/"kv_heads": 4/"kv_heads": 3/' tests/data/search-model.json > "$tmp/kv3.json"
+"$sim" search --model "$tmp/kv3.json" --topology h100x8 --seq 32K --sched double-ring \
+  --csv "$tmp/kv3.csv" > "$tmp/kv3.txt" 2>/dev/null
+check "double ring U 2 with 3 KV heads: excluded with the scheduler's reason" \
+  "grep -q \"^  double-ring (method): .*3 KV heads neither divide among a Ulysses degree of 2\" $tmp/kv3.txt"
+python3 - "$tmp/kv3.csv" > "$tmp/kv3" <<'EOF'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["scheduler"] == "double-ring"]
+print("u2", {r["status"] + "/" + r["class"] for r in rows if r["head_parallel"] == "2"})
+print("u1", any(r["status"] == "simulated" for r in rows if r["head_parallel"] == "1"))
+EOF
+check "double ring U 2 with 3 KV heads: every such row excluded, U 1 simulated" \
+  "grep -qx \"u2 {'excluded/method'}\" $tmp/kv3 && grep -qx 'u1 True' $tmp/kv3"
+
+# --precision: every configuration in the recipe.  FP8 keeps an FP8 copy
+# of every GEMM weight beside the bf16 one (TransformerEngine), so each
+# configuration's memory bound grows, and its GEMMs take the FP8 table's
+# times; a memory between a configuration's two peaks keeps it in the
+# default recipe and drops it in FP8.  12 layers make the copies count.
+f="--model $tmp/deep.json --topology h100x8 --seq 32K --sched zigzag --gpus 2 --exhaustive"
+"$sim" search $f --csv "$tmp/mg.csv" > "$tmp/mg.txt" 2>/dev/null
+"$sim" search $f --precision fp8 --csv "$tmp/f8.csv" > "$tmp/f8.txt" 2>/dev/null
+"$sim" search $f --gpu-memory 100GiB --csv - -q 2>/dev/null | python3 -c '
+import csv, sys
+print(100 - float(next(csv.DictReader(sys.stdin))["usable_gib"]))' > "$tmp/headroom"
+python3 - "$tmp/mg.csv" "$tmp/f8.csv" "$(cat $tmp/headroom)" > "$tmp/prec" <<'EOF'
+import csv, sys
+mg, f8 = ({r["index"]: r for r in csv.DictReader(open(f))} for f in sys.argv[1:3])
+both = [i for i in mg if mg[i]["status"] == f8[i]["status"] == "simulated"]
+print("recipe", {r["precision"] for r in mg.values()}, {r["precision"] for r in f8.values()})
+print("memory", len(both) > 0 and all(float(f8[i]["mem_bound_gib"]) > float(mg[i]["mem_bound_gib"])
+                                      and float(f8[i]["peak_mem_gib"]) > float(mg[i]["peak_mem_gib"])
+                                      for i in both))
+print("time", all(f8[i]["step_s"] != mg[i]["step_s"] for i in both))
+# the configuration whose FP8 copies add the most: a memory halfway
+x = max(both, key=lambda i: float(f8[i]["peak_mem_gib"]) - float(mg[i]["peak_mem_gib"]))
+half = (float(f8[x]["peak_mem_gib"]) + float(mg[x]["peak_mem_gib"])) / 2
+print("pick", x, round(float(f8[x]["peak_mem_gib"]) - float(mg[x]["peak_mem_gib"]), 3),
+      f"{half + float(sys.argv[3]):.4f}")
+EOF
+check "--precision fp8: every row says its recipe" \
+  "grep -qx \"recipe {'megatron'} {'fp8'}\" $tmp/prec && grep -q 'tokens causal, one sequence per DP replica, precision fp8; ranked' $tmp/f8.txt && ! grep -q precision $tmp/mg.txt"
+check "--precision fp8: every configuration's memory bound and peak grow" "grep -qx 'memory True' $tmp/prec"
+check "--precision fp8: every configuration's step moves" "grep -qx 'time True' $tmp/prec"
+set -- $(grep '^pick' "$tmp/prec")
+"$sim" search $f --gpu-memory "$4" --csv "$tmp/mg2.csv" -q 2>/dev/null
+"$sim" search $f --gpu-memory "$4" --precision fp8 --csv "$tmp/f82.csv" -q 2>/dev/null
+python3 - "$tmp/mg2.csv" "$tmp/f82.csv" "$2" > "$tmp/prec2" <<'EOF'
+import csv, sys
+mg, f8 = ({r["index"]: r for r in csv.DictReader(open(f))} for f in sys.argv[1:3])
+x = sys.argv[3]
+print("fits", mg[x]["status"], "|", f8[x]["status"], f8[x]["class"])
+EOF
+check "--precision fp8: a configuration that fits in the default recipe does not in FP8 ($3 GiB more)" \
+  "grep -Eqx 'fits simulated \\| (excluded|does not fit) memory' $tmp/prec2"
+# the scenario key the main command reads (job.precision) asks the same
+cat > "$tmp/p8.json" <<EOF2
+{"topology": "h100x8", "model": "$tmp/deep.json", "seq_len": "32K", "schedulers": ["zigzag"],
+ "job": {"precision": "fp8"}, "search": {"gpus": 2}}
+EOF2
+"$sim" search "$tmp/p8.json" --exhaustive > "$tmp/p8.txt" 2>/dev/null
+check "a scenario file's job.precision asks what --precision asks" "cmp -s $tmp/p8.txt $tmp/f8.txt"
+"$sim" search --model tests/data/search-model.json --topology l20x8-pcie --seq 32K --precision fp8 \
+  > /dev/null 2> "$tmp/err"
+check "--precision fp8 on a topology without FP8 GEMM times: exit 2 naming the field" \
+  "[ \$? -eq 2 ] && grep -q \"option '--precision': fp8 needs .*compute.fp8_gemm_table\" $tmp/err"
+"$sim" search --merge "$tmp/f8.csv" "$tmp/mg.csv" > /dev/null 2> "$tmp/err"
+check "shards of different recipes are refused, naming the field" \
+  "[ \$? -eq 2 ] && grep -q \"field 'precision'\" $tmp/err"
+
 check "search --help names its options" \
   "'$sim' search --help | grep -q -- '--global-batch-tokens' && '$sim' --help | grep -q 'tasp-sim search'"
 
@@ -167,7 +276,7 @@ check "search --help names its options" \
 for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq" \
             "--gpus 9|--gpus" "--global-batch-tokens 40K|--global-batch-tokens" \
             "--sched ring,nope|--sched" "--shard 2/2|--shard" "--mask both|--mask" \
-            "--jobs -1|--jobs"; do
+            "--jobs -1|--jobs" "--precision fp16|--precision"; do
   args=${case%|*}
   opt=${case#*|}
   "$sim" search $q $args > /dev/null 2> "$tmp/err"
@@ -175,6 +284,9 @@ for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq"
 done
 "$sim" search --merge --model llama3-8b "$tmp/shard0.csv" > /dev/null 2> "$tmp/err"
 check "--merge with a question's option: exit 2" "[ \$? -eq 2 ] && grep -q \"option '--merge'\" $tmp/err"
+"$sim" search --merge --precision fp8 "$tmp/shard0.csv" > /dev/null 2> "$tmp/err"
+check "--merge with --precision (the shards' recipe is theirs): exit 2" \
+  "[ \$? -eq 2 ] && grep -q \"option '--merge'\" $tmp/err"
 "$sim" search $q --csv "$tmp/none/x.csv" > /dev/null 2> "$tmp/err"
 check "an output that cannot be written is refused before the search" \
   "[ \$? -eq 2 ] && grep -q \"option '--csv'\" $tmp/err"

@@ -60,6 +60,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 0 and [r[0] for r in t] == ["ulysses", "ring", "usp"]
           and t[1][7] == "11.00", f"--objective step: shortest step per method: {t}")
 
+    # a head-parallel degree (double ring's Ulysses degree) before the
+    # split: "UxW"; 1 (none given) and 0 (none taken) show the split alone
+    with open(f, "w") as fh:
+        fh.write(HEAD.rstrip("\n") + ",head_parallel\n"
+                 + "double-ring,1,8,2,1,0,none,simulated,10,12,100,2\n"
+                 + "usp,1,8,4,1,0,none,simulated,10,12,90,0\n"
+                 + "zigzag,1,8,0,1,0,none,simulated,10,12,80,0\n")
+    t = table(run(f).stdout)
+    check([r[3] for r in t] == ["2x2", "4", "-"], f"head-parallel degree shown UxW: {t}")
     with open(f, "w") as fh:
         fh.write("scheduler,tp,sp\nring,1,8\n")
     p = run(f)

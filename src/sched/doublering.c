@@ -75,6 +75,7 @@ static const sched_opt opt_ulysses = {
     .type = SCHED_OPT_COUNT,
     .max = 16384,
     .splits_heads = true,
+    .divides_sp_first = true,
     .metavar = "U",
     .help = "The head-parallel (Ulysses) degree of LoongTrain's 2D-Attention: all-to-all "
             "groups of U consecutive GPUs, the double ring over the SP degree / U context "

@@ -47,6 +47,13 @@ typedef struct sched_opt {
    * (USP's Ulysses groups, double ring's inner ring); search enumerates
    * the divisors of SP as a dimension of the space. */
   bool splits_sp;
+  /* COUNT: a head-parallel degree the SP degree is divided by before the
+   * scheduler's splits_sp option splits what is left (LoongTrain's 2D
+   * attention: U head groups x SP / U context ranks, double ring's inner
+   * ring among those ranks).  search enumerates its divisors of SP as a
+   * dimension of the space (1: the option left unset), and the
+   * scheduler's check refuses those its heads cannot take. */
+  bool divides_sp_first;
   /* COUNT: a value given splits the heads among GPUs, so a step's kernels
    * are no longer alike on every GPU (no lockstep task): the plan budget
    * (budget.c) bounds its tasks by its spans. */
