@@ -4,6 +4,7 @@ parallelism from 32K to 1M tokens) beside tasp-sim's prediction of the
 same configurations (docs/paper.md, "NeMo's long-sequence table").
 
 usage: scripts/nemo_long_sequence.py [--sim build/tasp-sim] [--jobs N] [--commands]
+       scripts/nemo_long_sequence.py --searched [DIR]
 
 Reads docs/paper/nemo_long_sequence.csv (the published table, its source
 in every row) and, for every row with context parallelism (CP > 1; NeMo's
@@ -40,6 +41,13 @@ follow the table; --commands prints each row's command as NeMo ran it
 (its own DP, which the 512K and 1M rows exceed tasp-sim's bound at), as a
 markdown list.
 Prints markdown; writes nothing.
+
+--searched: for each row whose search was kept (DIR, default docs/search:
+llama2-7b-*-<seq>-fp8.csv, `tasp-sim search ... --precision fp8 --csv`),
+NVIDIA's layout and TFLOP/s beside the search's winner and the best of
+zigzag (Megatron's p2p, what NeMo runs), in TFLOP/s per GPU as NeMo counts
+them (the global batch is the row's in every configuration); reads the
+CSVs only.
 """
 import argparse
 import concurrent.futures
@@ -110,16 +118,58 @@ def run(sim, row, precision, dp=None):
         return dp, next(csv.DictReader(io.StringIO(p.stdout)))
 
 
+def best_simulated(rows, scheduler=None):
+    """The simulated configuration with the most tokens/s per GPU (of one
+    scheduler), or None."""
+    ok = [r for r in rows if r["status"] == "simulated" and
+          (scheduler is None or r["scheduler"] == scheduler)]
+    return max(ok, key=lambda r: float(r["tokens_per_s_per_gpu"]), default=None)
+
+
+def layout(r):
+    """A search row's configuration, as the search's winner line words it."""
+    split = f" (split {r['split']})" if r.get("split", "0") not in ("", "0") else ""
+    return (f"{r['scheduler']} TP {r['tp']} x SP {r['sp']}{split} x DP {r['dp']}, "
+            f"ZeRO {r['zero']}, recompute {r['recompute']}")
+
+
+def searched(m, table, directory):
+    """Markdown: per NeMo row with a kept FP8 search, NVIDIA's layout beside
+    the search's winner and zigzag's best (module doc)."""
+    out = ["| seq | GPUs | NVIDIA: TP x CP x DP | NeMo TFLOP/s/GPU | search's winner | "
+           "TFLOP/s/GPU | zigzag's best (p2p) | TFLOP/s/GPU |",
+           "|---|---:|---|---:|---|---:|---|---:|"]
+    for r in table:
+        seq = f"{r['seq_k']}K" if int(r["seq_k"]) < 1024 else "1M"
+        files = sorted(f for f in os.listdir(directory)
+                       if f.startswith("llama2-7b-") and f.endswith(f"-{seq}-fp8.csv"))
+        if not files:
+            continue
+        rows = list(csv.DictReader(open(os.path.join(directory, files[0]))))
+        s, gbs, gpus = int(r["seq_k"]) * 1024, int(r["global_batch"]), int(r["gpus"])
+        tf = lambda x: nemo_flops(m, gbs, s) / (float(x["step_s"]) * gpus) / 1e12
+        win, zz = best_simulated(rows), best_simulated(rows, "zigzag")
+        out.append(f"| {seq} | {gpus} | {r['tp']} x {r['cp']} x {r['dp']} | "
+                   f"{float(r['with_cp_tflops_per_gpu']):g} | {layout(win)} | {tf(win):.0f} | "
+                   + (f"{layout(zz)} | {tf(zz):.0f} |" if zz else "- | - |"))
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sim", default="build/tasp-sim")
     ap.add_argument("--jobs", type=int, default=2, help="tasp-sim processes at once")
     ap.add_argument("--commands", action="store_true", help="print the commands only")
+    ap.add_argument("--searched", nargs="?", const=os.path.join(ROOT, "docs", "search"),
+                    metavar="DIR", help="the kept FP8 searches beside NeMo's layouts")
     a = ap.parse_args()
     rows = [r for r in csv.DictReader(open(TABLE)) if int(r["cp"]) > 1 and int(r["pp"]) == 1]
     m = json.load(open(os.path.join(ROOT, "models", "llama2-7b.json")))
     m["layers_total"] = sum(x.get("count", 1) for x in m["layers"])
+    if a.searched:
+        print(searched(m, rows, a.searched))
+        return
     # the DP check: the 256K row again at DP 2
     check = [dict(r, check="2") for r in rows if r["seq_k"] == "256"]
     if a.commands:
