@@ -283,7 +283,10 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
                               .micro_batches = o->micro_batches, .placement = o->placement,
                               .precision = o->precision,
-                              .global_batch_tokens = o->global_batch_tokens, .docs = o->docs};
+                              .global_batch_tokens = o->global_batch_tokens, .docs = o->docs,
+                              /* --memory lists the buffers live at the peak: an
+                               * extended step has none (sim.h) */
+                              .whole_steps = o->whole_steps || o->memory};
 }
 
 char *cli_help(void) {

@@ -75,10 +75,7 @@ int main(int argc, char **argv) {
   sim_opts so = {.exec = {.no_compute = o.no_compute, .no_comm = o.no_comm || o.alone,
                           .alone = o.alone, .per_flow = o.per_flow,
                           .keep_trace = o.trace != NULL},
-                 .jobs = jobs, .shard = o.shard_i, .shards = o.shard_n,
-                 /* --memory lists the buffers live at the peak: an extended
-                  * step has none (sim.h), so it replays the whole step */
-                 .whole_steps = o.whole_steps || o.memory};
+                 .jobs = jobs, .shard = o.shard_i, .shards = o.shard_n};
   /* the trace is written as points finish, not held for the whole sweep */
   trace_writer *tw = NULL;
   if (o.trace) {

@@ -304,7 +304,7 @@ static void run_one(gpointer data, gpointer user) {
     c->out[i]->pt = *pt;
     c->out[i]->topo = c->s->topo;
   } else {
-    c->out[i] = (c->o->whole_steps ? sim_run_point : sim_run_point_repeating)(c->s->topo, pt, &o);
+    c->out[i] = (c->s->whole_steps ? sim_run_point : sim_run_point_repeating)(c->s->topo, pt, &o);
   }
   g_atomic_int_set(&c->state[i], 2);
   if (c->o->on_point) emit_ready(c);

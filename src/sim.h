@@ -53,10 +53,6 @@ typedef struct {
    * NULL: none. */
   void (*on_point)(sim_result *r, void *user);
   void *user;
-  /* Replay every layer and micro-batch of a step (sim_run_point) instead
-   * of extending a few (sim_run_point_repeating): --whole-steps, and
-   * --memory (its buffers at the peak are not extended). */
-  bool whole_steps;
 } sim_opts;
 
 /* Memory: the largest total of live bytes on one GPU during the point's
@@ -140,6 +136,9 @@ sim_result *sim_run_point_repeating(const topology *t, const scenario_point *pt,
 void sim_result_free(sim_result *r);
 
 /* All points of the scenario (of this shard); results in point order.
+ * A step is extended from a few layers and micro-batches
+ * (sim_run_point_repeating) unless s->whole_steps (--whole-steps, and
+ * --memory: its buffers at the peak are not extended).
  * Hidden ring baselines are run too and then dropped.  n/a points are not
  * run: their rows have r NULL, and speedups and the group's best count
  * only the points that ran. */
