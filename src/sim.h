@@ -97,9 +97,11 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   model FLOPs, the attention part (sim_run_point's, extended the same
  *   way): extended; within 0.5% of the whole step.  tests/test_layer.c,
  *   every softmax scheduler x ZeRO 0/3 x recomputation none/full x
- *   micro-batches 1-5 (9 layers, 16 GPUs on two nodes), worst: step
- *   0.048%, exposed 0.089% (tokenring, ZeRO 0, no recomputation, 2
- *   micro-batches), attention part 0.029% of the step, compute 4e-14;
+ *   micro-batches 1-5 (9 layers, 16 GPUs on two nodes: 260 cases, 104
+ *   with the micro-batches extended), worst: step 0.048%, exposed 0.089%
+ *   (tokenring, ZeRO 0, no recomputation, 2 micro-batches; where the
+ *   micro-batches are extended 0.033% and 0.082%, 4 micro-batches),
+ *   attention part 0.029% of the step, compute 4e-14;
  *   Llama-3-70B at 256K: 1e-10; small layers, where the hosts' lead over
  *   the GPUs still moves from layer to layer, up to 0.22% seen (search);
  * - peak allocated memory, per GPU and the largest (so fits): exact (the
