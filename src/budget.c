@@ -4,6 +4,7 @@
 #include "layer.h"
 #include "layers.h"
 #include "orbits.h"
+#include "sim.h"
 
 #include <errno.h>
 #include <math.h>
@@ -164,7 +165,11 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
   for (guint k = 0; k < scens->len; k++) {
     const scenario *s = scens->pdata[k];
     for (guint i = 0; i < s->points->len; i++) {
-      const scenario_point *pt = &g_array_index(s->points, scenario_point, i);
+      /* the plan built: the step's, or (no trace kept) the largest of the
+       * few it is extended from (sim.h) */
+      scenario_point built = g_array_index(s->points, scenario_point, i);
+      if (!s->whole_steps && !trace) built.w = sim_step_replayed(&built.w);
+      const scenario_point *pt = &built;
       double plan = budget_point_bytes(pt, s->topo, false);
       double all = budget_point_bytes(pt, s->topo, trace);
       if (all > limit) {

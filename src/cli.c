@@ -7,6 +7,7 @@
 
 #include "jsonio.h"
 #include "names.h"
+#include "sim.h"
 
 static bool opt_error(GError **err, const char *option, const char *what) {
   g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '%s': %s", option, what);
@@ -77,6 +78,7 @@ static GOptionEntry *option_table(cli_opts *o) {
        "bf16 copies made by autocast in each forward), bf16 (bf16 weights, gradients and "
        "optimizer states) or fp8 (megatron with TransformerEngine's FP8 linear layers, priced "
        "from the topology's compute.fp8_gemm_table)", "RECIPE"},
+      {"whole-steps", 0, 0, G_OPTION_ARG_NONE, &o->whole_steps, SIM_WHOLE_STEPS_HELP, NULL},
       {"elementwise", 0, 0, G_OPTION_ARG_STRING, &o->elementwise,
        "Element-wise ops of the layer: fused (default, as Megatron/TransformerEngine) or "
        "unfused (as plain PyTorch)", "MODE"},
@@ -282,7 +284,10 @@ scenario_overrides cli_overrides(const cli_opts *o) {
                               .dp = o->dp, .zero = o->zero, .recompute = o->recompute,
                               .micro_batches = o->micro_batches, .placement = o->placement,
                               .precision = o->precision,
-                              .global_batch_tokens = o->global_batch_tokens, .docs = o->docs};
+                              .global_batch_tokens = o->global_batch_tokens, .docs = o->docs,
+                              /* --memory lists the buffers live at the peak: an
+                               * extended step has none (sim.h) */
+                              .whole_steps = o->whole_steps || o->memory};
 }
 
 char *cli_help(void) {

@@ -32,6 +32,7 @@ typedef struct {
   gboolean strict;      /* a point a scheduler cannot run is an error (exit 2), not an n/a row */
   gboolean quiet, version, help, list, dump_topology, no_compute, no_comm, alone, links_summary,
       per_flow;
+  gboolean whole_steps; /* replay every layer and micro-batch (sim_opts.whole_steps) */
   int jobs;             /* 0: one per CPU */
   unsigned shard_i, shard_n; /* shard_n 0: all */
 } cli_opts;

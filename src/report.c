@@ -357,10 +357,13 @@ void report_csv(FILE *f, const report_ctx *c) {
     fputc(',', f);
     report_csv_str(f, r->topo->overrides ? r->topo->overrides : "");
     /* memory: empty for n/a; fits empty where the topology gives no capacity */
-    if (r->r) fprintf(f, ",%.4f,%s,%.4f", sim_peak_gib(r),
-                      topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "",
-                      sim_peak_reserved_gib(r));
-    else fputs(",,,", f);
+    if (r->r) {
+      fprintf(f, ",%.4f,%s,", sim_peak_gib(r),
+              topo_usable_gib(r->topo) > 0 ? (sim_fits(r) ? "yes" : "no") : "");
+      csv_num(f, "%.4f", sim_peak_reserved_gib(r)); /* none for an extended step (sim.h) */
+    } else {
+      fputs(",,,", f);
+    }
     /* the scope's figures (sim.h), empty for n/a but the scope and GPUs */
     fprintf(f, ",%s,", scope_name(w->scope));
     if (r->r) fprintf(f, "%.6f", r->attention_s * 1e3);

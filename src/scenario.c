@@ -6,6 +6,7 @@
 
 #include "docs.h"
 #include "names.h"
+#include "sim.h"
 #include "layer.h"
 #include "layers.h"
 #include "model.h"
@@ -953,9 +954,12 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             layer_view_init(&view, &w, s->topo);
             bool can = sched_check(p.sched, &chk, &view.t, &e);
             layer_view_clear(&view);
+            /* the plan built: the step's, or the largest of the few it is
+             * extended from */
+            workload built = s->whole_steps ? w : sim_step_replayed(&w);
             if (!can ||
                 (w.scope != SCOPE_ATTENTION &&
-                 !sched_check_tasks(layer_tasks_estimate(&w, s->topo), p.sched->name, &e))) {
+                 !sched_check_tasks(layer_tasks_estimate(&built, s->topo), p.sched->name, &e))) {
               origin o = blame(s, ov, e);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;
@@ -988,6 +992,7 @@ guint scenario_groups(const scenario *s) {
 scenario *scenario_load(const char *file, const scenario_overrides *ov, GError **err) {
   scenario *s = g_new0(scenario, 1);
   s->file = g_strdup(file);
+  s->whole_steps = ov->whole_steps;
   s->seqs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   s->sps = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   s->masks = g_array_new(FALSE, FALSE, sizeof(gboolean));

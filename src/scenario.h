@@ -75,6 +75,10 @@ typedef struct {
   const char *placement;     /* --placement: tp,sp,dp (default) or another order */
   const char *precision;     /* --precision: megatron (default), amp, bf16 or fp8 */
   const char *docs;          /* --docs: packed documents' lengths, "2K,59K,4K,63K" */
+  /* --whole-steps (and --memory, cli.c): a step of scope model is
+   * replayed whole, and its plan checked at that size; otherwise from the
+   * few layers and micro-batches sim.h extends it from (sim_step_replayed) */
+  bool whole_steps;
 } scenario_overrides;
 
 typedef struct {
@@ -105,6 +109,7 @@ typedef struct {
   GPtrArray *scheds;         /* const sched_ops * */
   GArray *points;            /* scenario_point, in output order */
   const sched_ops *baseline; /* what speedup_vs_best compares with; NULL: the group's best */
+  bool whole_steps;          /* scenario_overrides.whole_steps */
 } scenario;
 
 /* Load, check and expand.  Sweep lists name each value once (32K and

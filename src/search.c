@@ -389,9 +389,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
     return;
   }
   /* the plan the simulation builds: a few layers where it extends them */
-  workload built = w;
-  attn_kind kind;
-  if (!o->whole_steps && sim_step_repeats(&w, &kind)) built.layers[kind] = SIM_REPEAT_FROM + 1;
+  workload built = o->whole_steps ? w : sim_step_replayed(&w);
   if (!sched_check_tasks(layer_tasks_estimate(&built, o->s->topo), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;

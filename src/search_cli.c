@@ -18,6 +18,7 @@
 #include "jsonio.h"
 #include "outputs.h"
 #include "search.h"
+#include "sim.h"
 #include "sizes.h"
 
 typedef struct {
@@ -81,10 +82,7 @@ static GOptionContext *context(search_cli *o) {
        "Rank the union of the shards' CSVs given as arguments", NULL},
       {"exhaustive", 0, 0, G_OPTION_ARG_NONE, &o->exhaustive,
        "Simulate every configuration that can run (no pruning; the same ranked answer)", NULL},
-      {"whole-steps", 0, 0, G_OPTION_ARG_NONE, &o->whole_steps,
-       "Replay every layer of each step (default: a model of many layers of one kind is "
-       "replayed with 6 and 7 layers and the rest extended from their difference: peak memory "
-       "the same, times within 0.5%)", NULL},
+      {"whole-steps", 0, 0, G_OPTION_ARG_NONE, &o->whole_steps, SIM_WHOLE_STEPS_HELP, NULL},
       {"count", 0, 0, G_OPTION_ARG_NONE, &o->count,
        "Enumerate and exclude only: how many configurations the search would simulate at "
        "most, per class, without simulating any", NULL},

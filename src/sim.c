@@ -166,26 +166,78 @@ bool sim_step_repeats(const workload *w, attn_kind *kind) {
   return w->scope == SCOPE_MODEL && kinds == 1 && layers_count(w, *kind) > SIM_REPEAT_FROM + 1;
 }
 
-sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
-                                   const exec_opts *o) {
+bool sim_step_mbs_repeat(const workload *w) {
+  return w->scope == SCOPE_MODEL && layer_micro_batches(w) > SIM_MB_REPEAT_FROM + 1;
+}
+
+/* w with n micro-batches (a global batch no longer gives them). */
+static workload with_mbs(const workload *w, uint32_t n) {
+  workload x = *w;
+  x.global_batch_tokens = 0;
+  x.micro_batches = n;
+  return x;
+}
+
+workload sim_step_replayed(const workload *w) {
+  workload x = *w;
   attn_kind kind;
-  if (!sim_step_repeats(&pt->w, &kind) || o->keep_trace) return sim_run_step(t, pt, o);
-  uint32_t layers = layers_count(&pt->w, kind);
-  scenario_point few = *pt;
-  few.w.layers[kind] = SIM_REPEAT_FROM;
-  sim_result *a = run_point(t, &few, o, false);
-  few.w.layers[kind] = SIM_REPEAT_FROM + 1;
-  sim_result *b = run_point(t, &few, o, false);
-  double more = layers - (SIM_REPEAT_FROM + 1.0);
+  if (sim_step_repeats(w, &kind)) x.layers[kind] = SIM_REPEAT_FROM + 1;
+  if (sim_step_mbs_repeat(w)) x = with_mbs(&x, SIM_MB_REPEAT_FROM + 1);
+  return x;
+}
+
+/* b, the step with one more repeating part than a, extended by `more`
+ * such parts; a freed.  The result is pt's. */
+static sim_result *extend(const topology *t, const scenario_point *pt, sim_result *a,
+                          sim_result *b, double more) {
   exec_result *x = exec_result_extend(a->r, b->r, more);
   exec_result_free(b->r);
   b->r = x;
   b->pt = *pt;
   b->model_flops += more * (b->model_flops - a->model_flops);
+  b->attention_s += more * (b->attention_s - a->attention_s); /* NAN stays NAN */
   b->wall_s += a->wall_s;
+  b->extended = true;
   sim_result_free(a);
   set_util(t, b);
   return b;
+}
+
+/* The step along its layers: SIM_REPEAT_FROM and one more, extended. */
+static sim_result *run_layers_extended(const topology *t, const scenario_point *pt,
+                                       const exec_opts *o, bool attention_part) {
+  attn_kind kind;
+  if (!sim_step_repeats(&pt->w, &kind)) return run_point(t, pt, o, attention_part);
+  scenario_point few = *pt;
+  few.w.layers[kind] = SIM_REPEAT_FROM;
+  sim_result *a = run_point(t, &few, o, attention_part);
+  few.w.layers[kind] = SIM_REPEAT_FROM + 1;
+  sim_result *b = run_point(t, &few, o, attention_part);
+  return extend(t, pt, a, b, layers_count(&pt->w, kind) - (SIM_REPEAT_FROM + 1.0));
+}
+
+/* Then along its micro-batches: SIM_MB_REPEAT_FROM and one more, each
+ * extended along its layers, extended. */
+static sim_result *run_extended(const topology *t, const scenario_point *pt, const exec_opts *o,
+                                bool attention_part) {
+  if (o->keep_trace) return run_point(t, pt, o, attention_part);
+  if (!sim_step_mbs_repeat(&pt->w)) return run_layers_extended(t, pt, o, attention_part);
+  scenario_point few = *pt;
+  few.w = with_mbs(&pt->w, SIM_MB_REPEAT_FROM);
+  sim_result *a = run_layers_extended(t, &few, o, attention_part);
+  few.w = with_mbs(&pt->w, SIM_MB_REPEAT_FROM + 1);
+  sim_result *b = run_layers_extended(t, &few, o, attention_part);
+  return extend(t, pt, a, b, layer_micro_batches(&pt->w) - (SIM_MB_REPEAT_FROM + 1.0));
+}
+
+sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
+                                   const exec_opts *o) {
+  return run_extended(t, pt, o, false);
+}
+
+sim_result *sim_run_point_repeating(const topology *t, const scenario_point *pt,
+                                    const exec_opts *o) {
+  return run_extended(t, pt, o, true);
 }
 
 sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exec_opts *o) {
@@ -259,7 +311,7 @@ static void run_one(gpointer data, gpointer user) {
     c->out[i]->pt = *pt;
     c->out[i]->topo = c->s->topo;
   } else {
-    c->out[i] = sim_run_point(c->s->topo, pt, &o);
+    c->out[i] = (c->s->whole_steps ? sim_run_point : sim_run_point_repeating)(c->s->topo, pt, &o);
   }
   g_atomic_int_set(&c->state[i], 2);
   if (c->o->on_point) emit_ready(c);

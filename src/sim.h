@@ -34,6 +34,9 @@ typedef struct {
   uint32_t job_gpus;
   double attention_s;
   double model_flops;
+  /* the step was extended from a few replayed layers or micro-batches
+   * (sim_run_point_repeating): peak reserved memory is NAN */
+  bool extended;
 } sim_result;
 
 typedef struct {
@@ -73,27 +76,73 @@ sim_result *sim_run_point(const topology *t, const scenario_point *pt, const exe
 /* The same at scope layer or model without the attention part
  * (attention_s NAN): one replay instead of two, what a search needs. */
 sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec_opts *o);
-/* The same for a model of one kind of layer, many of them (more than
- * SIM_REPEAT_FROM + 1): the step replayed with SIM_REPEAT_FROM layers and
- * with one more, the other layers' share extended from the difference
- * (exec_result_extend): a layer in the middle of the step repeats the one
- * before it (the same kernels, transfers, prefetches and buffers, one
- * period later).  Peak allocated memory then is the whole step's; times
- * come within 0.5% (Llama-3-70B at 256K: 1e-10; small layers, where the
- * hosts' lead over the GPUs still moves from layer to layer, up to 0.22%
- * seen): tests/test_layer.c checks both against the whole step for every
- * scheduler, ZeRO 0 and 3, recomputation and micro-batch count, and
- * tests/test_search.sh a search's answer; reserved memory is NAN.  Other points (scope attention or layer, hybrid models,
- * few layers, a trace kept): sim_run_step. */
+/* A whole step extended from a few replays (scope model).  A step of
+ * many identical layers or micro-batches is replayed with fewer and the
+ * rest extended from the difference (exec_result_extend): a layer in the
+ * middle of the step repeats the one before it, and a micro-batch in the
+ * middle repeats the one before it (the same kernels, transfers,
+ * prefetches and buffers, one period later).
+ * - Layers: a model of one kind of layer, more than SIM_REPEAT_FROM + 1 of
+ *   them, is replayed with SIM_REPEAT_FROM and SIM_REPEAT_FROM + 1 layers.
+ * - Micro-batches: more than SIM_MB_REPEAT_FROM + 1 are replayed as
+ *   SIM_MB_REPEAT_FROM and SIM_MB_REPEAT_FROM + 1 (the first micro-batch
+ *   and the last, which reduces the gradients, are unlike the middle
+ *   ones, and one micro-batch keeps no whole gradients under ZeRO 2-3:
+ *   the smallest step with a middle one has three).
+ * Both: four replays (6 and 7 layers x 2 and 3 micro-batches), extended
+ * along layers, then along micro-batches (bilinear in the two counts).
+ * Per output, what the extension gives:
+ * - step, compute, communication, exposed, imbalance times (and per GPU),
+ *   channel bytes and busy times (so utilisation and --links), FLOPs,
+ *   model FLOPs, the attention part (sim_run_point's, extended the same
+ *   way): extended; within 0.5% of the whole step.  tests/test_layer.c,
+ *   every softmax scheduler x ZeRO 0/3 x recomputation none/full x
+ *   micro-batches 1-5 (9 layers, 16 GPUs on two nodes: 260 cases, 104
+ *   with the micro-batches extended), worst: step 0.048%, exposed 0.089%
+ *   (tokenring, ZeRO 0, no recomputation, 2 micro-batches; where the
+ *   micro-batches are extended 0.033% and 0.082%, 4 micro-batches),
+ *   attention part 0.029% of the step, compute 4e-14;
+ *   Llama-3-70B at 256K: 1e-10; small layers, where the hosts' lead over
+ *   the GPUs still moves from layer to layer, up to 0.22% seen (search);
+ * - peak allocated memory, per GPU and the largest (so fits): exact (the
+ *   same tests);
+ * - peak reserved memory: NAN (the caching allocator's segments do not
+ *   repeat layer by layer): the CSV's peak_reserved_gib is empty;
+ * - the buffers live at the peak (--memory) and traces (--trace): none
+ *   are extended, so a point that needs them (sim_opts.whole_steps, or
+ *   exec_opts.keep_trace) replays every layer and micro-batch;
+ * - events, flows, tasks: what the replays did (the work actually done).
+ * Other points (scope attention or layer, hybrid models, few layers and
+ * micro-batches) are replayed whole. */
 #define SIM_REPEAT_FROM 6
-/* Whether sim_run_step_repeating extends w's step (then *kind is its
- * layers' kind, of which it replays SIM_REPEAT_FROM + 1 at most). */
+#define SIM_MB_REPEAT_FROM 2
+/* The --whole-steps option's help, the same for tasp-sim and its search. */
+#define SIM_WHOLE_STEPS_HELP                                                                  \
+  "Replay every layer and micro-batch of each step (scope model; default: a step of many "   \
+  "layers of one kind is replayed with 6 and 7 layers, of many micro-batches with 2 and 3, " \
+  "and the rest extended from their difference: peak allocated memory the same, times "     \
+  "within 0.5%, peak reserved memory not given)"
+/* Whether w's step is extended along its layers (then *kind is its
+ * layers' kind, of which it replays SIM_REPEAT_FROM + 1 at most), along
+ * its micro-batches; the largest workload the extension replays (w
+ * itself where it is not extended): the plan whose size counts. */
 bool sim_step_repeats(const workload *w, attn_kind *kind);
+bool sim_step_mbs_repeat(const workload *w);
+workload sim_step_replayed(const workload *w);
+/* sim_run_step, extended where sim_step_repeats or sim_step_mbs_repeat
+ * (and no trace is kept); the search's. */
 sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,
                                    const exec_opts *o);
+/* sim_run_point, extended the same way (the attention part too); the
+ * main command's default (sim_opts.whole_steps). */
+sim_result *sim_run_point_repeating(const topology *t, const scenario_point *pt,
+                                    const exec_opts *o);
 void sim_result_free(sim_result *r);
 
 /* All points of the scenario (of this shard); results in point order.
+ * A step is extended from a few layers and micro-batches
+ * (sim_run_point_repeating) unless s->whole_steps (--whole-steps, and
+ * --memory: its buffers at the peak are not extended).
  * Hidden ring baselines are run too and then dropped.  n/a points are not
  * run: their rows have r NULL, and speedups and the group's best count
  * only the points that ran. */

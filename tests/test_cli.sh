@@ -1087,6 +1087,23 @@ expect_error "an unknown job key is refused" "zeros" "$tmp/jobkey.json"
 "$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
   --scope model --dp 2 --zero 3 --micro-batches 4 --csv "$tmp/mb4.csv" --quiet
 check "--global-batch-tokens 128K at 16K x DP 2 is --micro-batches 4" "cmp -s $tmp/gbt.csv $tmp/mb4.csv"
+# a step of many layers and micro-batches (32 x 4) is extended from 6-7
+# layers x 2-3 micro-batches (sim.h); --whole-steps replays every one, and
+# so does --memory (the buffers at the peak are not extended)
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
+  --scope model --dp 2 --zero 3 --micro-batches 4 --whole-steps --csv "$tmp/mb4w.csv" --quiet
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
+  --scope model --dp 2 --zero 3 --micro-batches 4 --memory "$tmp/mb4.mem" --csv "$tmp/mb4m.csv" --quiet
+check "--whole-steps: the step within 0.5%, the attention part within 0.5% of it, peak memory the same, reserved given only there" \
+  "awk -v s=\$(field $tmp/mb4.csv 1 step_ms) -v w=\$(field $tmp/mb4w.csv 1 step_ms) -v a=\$(field $tmp/mb4.csv 1 attention_ms) -v b=\$(field $tmp/mb4w.csv 1 attention_ms) 'BEGIN {d = s - w; e = a - b; exit !(s != w && d * d < 2.5e-5 * w * w && e * e < 2.5e-5 * w * w)}' && [ \$(field $tmp/mb4.csv 1 peak_mem_gib) = \$(field $tmp/mb4w.csv 1 peak_mem_gib) ] && [ -z \"\$(field $tmp/mb4.csv 1 peak_reserved_gib)\" ] && [ -n \"\$(field $tmp/mb4w.csv 1 peak_reserved_gib)\" ]"
+check "--memory replays the whole step (the CSV --whole-steps gives)" "cmp -s $tmp/mb4m.csv $tmp/mb4w.csv && grep -q 'GPU 0: .* GiB (reserved' $tmp/mb4.mem"
+# the plan checked against the cap is the one built: NeMo's 1M row at
+# DP 4 (1,024 GPUs) is refused whole and runs extended
+one_m="--model llama2-7b --scope model --topology h100x8x32 --set generator.nodes=128 --tp 8 --sp 32 --dp 4 --seq 1M --global-batch-tokens 4M --sched zigzag --pass fwdbwd --zero 1"
+"$sim" $one_m --dump-topology > /dev/null 2> "$tmp/stderr"
+check "a step over the plan cap whole is accepted extended" "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ]"
+expect_error "--whole-steps: the whole step's plan checked against the cap" \
+  "option '--sp': zigzag at seq_len 1M, SP 32: zigzag: a plan of about" $one_m --whole-steps
 expect_error "a global batch that is not whole micro-batches" \
   "option '--global-batch-tokens': 100K tokens are not whole micro-batches of batch 1 x seq_len 16K x DP 2" \
   --topology h100x8 --model llama3-8b --seq 16K --sp 4 --scope model --dp 2 --global-batch-tokens 100K
