@@ -1098,8 +1098,10 @@ check "--whole-steps: the step within 0.5%, the attention part within 0.5% of it
   "awk -v s=\$(field $tmp/mb4.csv 1 step_ms) -v w=\$(field $tmp/mb4w.csv 1 step_ms) -v a=\$(field $tmp/mb4.csv 1 attention_ms) -v b=\$(field $tmp/mb4w.csv 1 attention_ms) 'BEGIN {d = s - w; e = a - b; exit !(s != w && d * d < 2.5e-5 * w * w && e * e < 2.5e-5 * w * w)}' && [ \$(field $tmp/mb4.csv 1 peak_mem_gib) = \$(field $tmp/mb4w.csv 1 peak_mem_gib) ] && [ -z \"\$(field $tmp/mb4.csv 1 peak_reserved_gib)\" ] && [ -n \"\$(field $tmp/mb4w.csv 1 peak_reserved_gib)\" ]"
 check "--memory replays the whole step (the CSV --whole-steps gives)" "cmp -s $tmp/mb4m.csv $tmp/mb4w.csv && grep -q 'GPU 0: .* GiB (reserved' $tmp/mb4.mem"
 # the plan checked against the cap is the one built: NeMo's 1M row at
-# DP 4 (1,024 GPUs) is refused whole and runs extended
-one_m="--model llama2-7b --scope model --topology h100x8x32 --set generator.nodes=128 --tp 8 --sp 32 --dp 4 --seq 1M --global-batch-tokens 4M --sched zigzag --pass fwdbwd --zero 1"
+# DP 4 (1,024 GPUs, its replicas and TP ranks one simulation: layer_orbits)
+# with 32 micro-batches is refused whole and runs extended (--strict: a
+# point that cannot run is an error even where only the topology is asked)
+one_m="--model llama2-7b --scope model --topology h100x8x32 --set generator.nodes=128 --tp 8 --sp 32 --dp 4 --seq 1M --global-batch-tokens 128M --sched zigzag --pass fwdbwd --zero 1 --strict"
 "$sim" $one_m --dump-topology > /dev/null 2> "$tmp/stderr"
 check "a step over the plan cap whole is accepted extended" "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ]"
 expect_error "--whole-steps: the whole step's plan checked against the cap" \
