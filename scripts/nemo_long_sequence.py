@@ -136,9 +136,9 @@ def layout(r):
 def searched(m, table, directory):
     """Markdown: per NeMo row with a kept FP8 search, NVIDIA's layout beside
     the search's winner and zigzag's best (module doc)."""
-    out = ["| seq | GPUs | NVIDIA: TP x CP x DP | NeMo TFLOP/s/GPU | search's winner | "
-           "TFLOP/s/GPU | zigzag's best (p2p) | TFLOP/s/GPU |",
-           "|---|---:|---|---:|---|---:|---|---:|"]
+    out = ["| seq | GPUs | NVIDIA: TP x CP x DP | NeMo TFLOP/s/GPU | NVIDIA's layout in the search "
+           "(zigzag, ZeRO 1) | search's winner | TFLOP/s/GPU | zigzag's best (p2p) | TFLOP/s/GPU |",
+           "|---|---:|---|---:|---|---|---:|---|---:|"]
     for r in table:
         seq = f"{r['seq_k']}K" if int(r["seq_k"]) < 1024 else "1M"
         files = sorted(f for f in os.listdir(directory)
@@ -149,8 +149,16 @@ def searched(m, table, directory):
         s, gbs, gpus = int(r["seq_k"]) * 1024, int(r["global_batch"]), int(r["gpus"])
         tf = lambda x: nemo_flops(m, gbs, s) / (float(x["step_s"]) * gpus) / 1e12
         win, zz = best_simulated(rows), best_simulated(rows, "zigzag")
+        # NVIDIA's own configuration as the search saw it: Megatron's p2p
+        # CP, the distributed optimizer (ZeRO 1), TP innermost
+        nv = [x for x in rows if x["scheduler"] == "zigzag" and x["tp"] == r["tp"] and
+              x["sp"] == r["cp"] and x["dp"] == r["dp"] and x["zero"] == "1" and
+              x["recompute"] == "none" and x.get("placement", "tp,sp,dp") == "tp,sp,dp"]
+        theirs = "not enumerated" if not nv else (
+            f"{tf(nv[0]):.0f}" if nv[0]["status"] == "simulated" else
+            nv[0]["status"] + (f" ({nv[0]['class']})" if nv[0].get("class") else ""))
         out.append(f"| {seq} | {gpus} | {r['tp']} x {r['cp']} x {r['dp']} | "
-                   f"{float(r['with_cp_tflops_per_gpu']):g} | {layout(win)} | {tf(win):.0f} | "
+                   f"{float(r['with_cp_tflops_per_gpu']):g} | {theirs} | {layout(win)} | {tf(win):.0f} | "
                    + (f"{layout(zz)} | {tf(zz):.0f} |" if zz else "- | - |"))
     return "\n".join(out)
 

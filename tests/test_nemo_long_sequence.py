@@ -80,22 +80,25 @@ check("1M at DP 2: half the GPUs and half the tokens, the micro-batches a replic
 # only, however fast a pruned or unfitting row's figure), in NeMo's TFLOP/s
 import tempfile  # noqa: E402
 with tempfile.TemporaryDirectory() as d:
-    cols = "scheduler,tp,sp,split,dp,zero,recompute,status,step_s,tokens_per_s_per_gpu"
+    cols = "scheduler,tp,sp,split,dp,zero,recompute,status,class,reason,step_s,tokens_per_s_per_gpu"
     with open(os.path.join(d, "llama2-7b-h100x8x8-64K-fp8.csv"), "w") as f:
         f.write(cols + "\n" + "\n".join([
-            "ulysses,1,8,0,8,3,none,simulated,16.0,4000",
-            "zigzag,2,4,0,8,1,none,simulated,17.0,3800",
-            "zigzag,1,8,0,8,1,none,pruned,1.0,99999",
-            "usp-zigzag,1,8,2,8,1,none,does not fit,1.0,99999"]) + "\n")
+            "ulysses,1,8,0,8,3,none,simulated,,,16.0,4000",
+            "zigzag,2,4,0,8,1,none,simulated,,,17.0,3800",
+            "zigzag,1,8,0,8,1,none,pruned,,,1.0,99999",
+            "zigzag,4,2,0,8,1,none,pruned,,,1.0,99999",
+            "usp-zigzag,1,8,2,8,1,none,does not fit,,,1.0,99999"]) + "\n")
     table = [r for r in rows if r["seq_k"] in ("32", "64")]
     out = nls.searched(m, table, d).splitlines()
     check("--searched: one row per kept search (64K only)", len(out) == 3 and "| 64K |" in out[2])
     f64 = nls.nemo_flops(m, 64, 65536)
     cells = [c.strip() for c in out[2].split("|")]
+    check("--searched: NVIDIA's layout (TP 4 x CP 2 x DP 8 at 64K) found with its status",
+          cells[5] == "pruned")
     check("--searched: the winner is the fastest simulated row, TFLOP/s = NeMo FLOPs / (step x GPUs)",
-          cells[5].startswith("ulysses TP 1 x SP 8 x DP 8") and
-          cells[6] == f"{f64 / (16.0 * 64) / 1e12:.0f}")
+          cells[6].startswith("ulysses TP 1 x SP 8 x DP 8") and
+          cells[7] == f"{f64 / (16.0 * 64) / 1e12:.0f}")
     check("--searched: zigzag's best among its simulated rows only",
-          cells[7].startswith("zigzag TP 2 x SP 4") and cells[8] == f"{f64 / (17.0 * 64) / 1e12:.0f}")
+          cells[8].startswith("zigzag TP 2 x SP 4") and cells[9] == f"{f64 / (17.0 * 64) / 1e12:.0f}")
 print(f"nemo_long_sequence: {fails} failed")
 sys.exit(1 if fails else 0)
