@@ -14,7 +14,8 @@ static uint32_t nic_of(const topology *t, uint32_t g) {
 /* A topology whose routes are the switched generators' structure (the
  * only ones orbits_automorphism can check). */
 static bool switched(const topology *t) {
-  return t->switched.on &&
+  /* topo_gen.c: each GPU's port pair (2g, 2g + 1), then each NIC's */
+  return t->switched.on && (t->switched.nics == 0 || t->switched.nic0 == 2 * t->n_gpus) &&
          t->channels->len == 2 * t->n_gpus + 2 * (t->n_gpus / t->gpus_per_node) * t->switched.nics;
 }
 
