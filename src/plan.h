@@ -258,6 +258,9 @@ void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t
                           double bytes);
 void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, double bytes,
                     uint32_t per_node);
+/* How many rings plan_coll_ring runs over a group of n ranks (one per
+ * local GPU where the group is several whole nodes, else one). */
+uint32_t plan_coll_rings(uint32_t n, uint32_t per_node);
 /* The ring edges plan_coll_ring moves over a group of n ranks (pairs of
  * positions in the group), at most n x per_node of them; returns how many. */
 uint32_t plan_coll_ring_edges(uint32_t n, uint32_t per_node, plan_pair *out);

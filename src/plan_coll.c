@@ -29,11 +29,14 @@ void plan_coll_all_to_all(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t
       if (i != j) plan_xfer_add(p, comm, gpus[i], gpus[j], bytes);
 }
 
+uint32_t plan_coll_rings(uint32_t n, uint32_t per_node) {
+  /* several nodes, each wholly in the group: one ring per local GPU */
+  return per_node && n > per_node && n % per_node == 0 ? per_node : 1;
+}
+
 uint32_t plan_coll_ring_edges(uint32_t n, uint32_t per_node, plan_pair *out) {
   if (n < 2) return 0;
-  /* several nodes, each wholly in the group: one ring per local GPU */
-  uint32_t m = per_node && n > per_node && n % per_node == 0 ? per_node : 1;
-  uint32_t nodes = n / m, k = 0;
+  uint32_t m = plan_coll_rings(n, per_node), nodes = n / m, k = 0;
   for (uint32_t j = 0; j < m; j++)
     for (uint32_t a = 0; a < nodes; a++)
       for (uint32_t i = 0; i < m; i++) {
@@ -52,7 +55,7 @@ void plan_coll_ring(plan *p, uint32_t comm, const uint32_t *gpus, uint32_t n, do
   g_assert(plan_api_is_ring(api));
   if (n < 2) return;
   uint32_t rounds = api == COMM_ALL_REDUCE ? 2 : 1;
-  uint32_t m = per_node && n > per_node && n % per_node == 0 ? per_node : 1;
+  uint32_t m = plan_coll_rings(n, per_node);
   double edge = bytes * (n - 1) * rounds / m;
   g_autofree plan_pair *e = g_new(plan_pair, (size_t)n * m);
   uint32_t k = plan_coll_ring_edges(n, per_node, e);
