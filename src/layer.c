@@ -56,6 +56,13 @@ bool layer_placement_parse(const char *text, placement_kind *out) {
   return false;
 }
 
+uint32_t *lb_placement(const workload *w) {
+  uint32_t tp = layer_tp(w), sp = w->gpus, n = tp * sp * layer_dp(w);
+  uint32_t *to = g_new(uint32_t, n);
+  for (uint32_t g = 0; g < n; g++) to[g] = layer_gpu(w, g % tp, g / tp % sp, g / (tp * sp));
+  return to;
+}
+
 uint32_t layer_gpu(const workload *w, uint32_t r, uint32_t s, uint32_t d) {
   uint32_t size[3] = {layer_tp(w), w->gpus, layer_dp(w)}, rank[3] = {r, s, d};
   placement_kind k = w->scope == SCOPE_ATTENTION ? PLACE_TP_SP_DP : w->placement;
@@ -154,25 +161,22 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
   b.n = b.tp * b.sp * b.dp;
   b.grad_group = b.sp * b.dp;
   b.p = plan_new(b.n, record_segs);
+  uint32_t *placed = lb_placement(w);
   if (o) {
     /* o's representatives, in the builder's numbering (whole TP ranks of
      * replicas: layer_orbits) */
     g_autofree uint32_t *at = g_new(uint32_t, t->n_gpus);
-    for (uint32_t g = 0; g < b.n; g++) at[layer_gpu(w, g % b.tp, g / b.tp % b.sp, g / (b.tp * b.sp))] = g;
+    for (uint32_t g = 0; g < b.n; g++) at[placed[g]] = g;
     b.sim = g_new0(uint8_t, b.n);
     b.rep = g_new(uint32_t, b.n);
     for (uint32_t g = 0; g < b.n; g++) {
-      uint32_t phys = layer_gpu(w, g % b.tp, g / b.tp % b.sp, g / (b.tp * b.sp));
-      b.rep[g] = at[o->rep[phys]];
+      b.rep[g] = at[o->rep[placed[g]]];
       b.sim[g] = b.rep[g] == g;
     }
     plan_quotient(b.p, b.sim, b.rep);
   }
-  if (!layer_placed_by_default(w)) {
-    b.phys = g_new(uint32_t, b.n);
-    for (uint32_t g = 0; g < b.n; g++)
-      b.phys[g] = layer_gpu(w, g % b.tp, g / b.tp % b.sp, g / (b.tp * b.sp));
-  }
+  if (layer_placed_by_default(w)) g_free(placed);
+  else b.phys = placed;
   b.saved = g_new(uint32_t, (size_t)b.layers * b.n * SV_COUNT);
   b.weights = g_new(uint32_t, (size_t)b.layers * b.n);
   b.wcur = g_new(uint32_t, b.n);

@@ -58,6 +58,10 @@ typedef struct {
   uint32_t *rep;
 } lb;
 
+/* Per GPU of the builder's numbering (TP rank + tp (SP rank + sp DP
+ * rank)), the GPU w's placement puts it on (layer_gpu); g_free it. */
+uint32_t *lb_placement(const workload *w);
+
 #define NONE UINT32_MAX
 /* The next simulated GPU after g (UINT32_MAX: from the first), or b->n. */
 static inline uint32_t lb_next(const lb *b, uint32_t g) {

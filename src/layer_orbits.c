@@ -73,9 +73,8 @@ orbits *layer_orbits(const workload *w, const topology *t) {
   lb b = {.t = t, .w = w, .tp = tp, .sp = sp, .dp = dp, .n = tp * sp * dp};
   b.grad_group = sp * dp;
   b.group = g_new(uint32_t, MAX(tp, b.grad_group));
-  b.phys = g_new(uint32_t, b.n);
+  b.phys = lb_placement(w);
   const uint32_t *phys = b.phys;
-  for (uint32_t g = 0; g < b.n; g++) b.phys[g] = layer_gpu(w, g % tp, g / tp % sp, g / (tp * sp));
   /* per dimension, the shift by the fewest replicas (TP ranks) that is an
    * automorphism of the topology and carries the rings onto one another:
    * by one where replicas fill whole nodes, by a node's worth where
