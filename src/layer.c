@@ -83,9 +83,7 @@ bool layer_placed_by_default(const workload *w) {
   return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
 }
 
-/* View GPUs per node under a placement of its own: c where the view's
- * GPUs lie in consecutive blocks of c, one block a node; else 1. */
-static uint32_t view_per_node(const uint32_t *phys, uint32_t n, uint32_t per) {
+uint32_t lb_node_blocks(const uint32_t *phys, uint32_t n, uint32_t per) {
   uint32_t c = 0;
   for (uint32_t i = 0; i < n; i++) c += phys[i] / per == phys[0] / per;
   for (uint32_t i = 0; i < n; i++) {
@@ -117,7 +115,7 @@ void layer_view_init(layer_view *v, const workload *w, const topology *t) {
     n = sp * layer_dp(w);
     phys = g_new(uint32_t, n);
     for (uint32_t i = 0; i < n; i++) phys[i] = layer_gpu(w, 0, i % sp, i / sp);
-    v->t.gpus_per_node = view_per_node(phys, n, per);
+    v->t.gpus_per_node = lb_node_blocks(phys, n, per);
   }
   v->t.n_gpus = n;
   if (v->t.gpus_per_node > n) v->t.gpus_per_node = n;

@@ -152,6 +152,18 @@ void lb_ring_order(const lb *b, uint32_t k, uint32_t *ring) {
   if (b->phys) g_qsort_with_data(ring, (gint)k, sizeof *ring, by_place, b->phys);
 }
 
+uint32_t lb_ring_per_node(const lb *b, uint32_t k, const uint32_t *ring) {
+  /* NCCL's rings cross between nodes once a node each, so a group with
+   * c GPUs on each of its nodes runs c rings, ring j entering a node at
+   * its j-th GPU of the group: a gradient group strided by TP holds
+   * m / tp GPUs of each node of m, not m */
+  uint32_t per = b->t->gpus_per_node;
+  if (!per) return 0;
+  g_autofree uint32_t *at = g_new(uint32_t, k);
+  for (uint32_t i = 0; i < k; i++) at[i] = b->phys ? b->phys[ring[i]] : ring[i];
+  return lb_node_blocks(at, k, per);
+}
+
 /* One ring collective `api` over a group of k GPUs (b->group) of `shard`
  * bytes per rank, reading in[g] (NONE: nothing) and writing a tensor of
  * out_bytes (0: none) on each, into out[g] (NULL: cur); comm_of[g] is set
@@ -162,7 +174,7 @@ uint32_t lb_ring(lb *b, comm_api api, uint32_t k, double shard, const uint32_t *
   uint32_t c = plan_comm(b->p, b->step, api);
   g_autofree uint32_t *ring = g_new(uint32_t, k);
   lb_ring_order(b, k, ring);
-  plan_coll_ring(b->p, c, ring, k, shard, b->t->gpus_per_node);
+  plan_coll_ring(b->p, c, ring, k, shard, lb_ring_per_node(b, k, ring));
   /* TP groups' calls run in order on their NCCL stream (plan_issue's
    * ordering); the gradient group (SP x DP) is another communicator with
    * a stream of its own */

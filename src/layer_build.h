@@ -102,6 +102,13 @@ void lb_tp_group(lb *b, uint32_t i);
 void lb_grad_group(lb *b, uint32_t r);
 /* The group's k GPUs (b->group) in the order NCCL's rings take them. */
 void lb_ring_order(const lb *b, uint32_t k, uint32_t *ring);
+/* GPUs a node of the group's ring (k GPUs in lb_ring_order's order): the
+ * `per_node` plan_coll_ring takes, for the nodes the group's members lie
+ * on, not the topology's whole nodes. */
+uint32_t lb_ring_per_node(const lb *b, uint32_t k, const uint32_t *ring);
+/* c where the n GPUs phys[] lie in consecutive blocks of c, one block a
+ * node of per GPUs (and distinct from the block before); else 1. */
+uint32_t lb_node_blocks(const uint32_t *phys, uint32_t n, uint32_t per);
 /* Whether one of the group's k GPUs (b->group) is simulated: a group of
  * none is the image of one that is, and is not built. */
 bool lb_group_sim(const lb *b, uint32_t k);

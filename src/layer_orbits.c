@@ -26,15 +26,14 @@ static gint by_key(gconstpointer a, gconstpointer b) {
  * as they are), as sorted keys src x n + dst. */
 static GArray *ring_edges(lb *b, bool tp_kind, const uint32_t *gen) {
   uint32_t groups = tp_kind ? b->n / b->tp : b->tp, k = tp_kind ? b->tp : b->grad_group;
-  uint32_t per = b->t->gpus_per_node;
   GArray *keys = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   g_autofree uint32_t *ring = g_new(uint32_t, k);
-  g_autofree plan_pair *e = g_new(plan_pair, (size_t)k * MAX(per, 1));
+  g_autofree plan_pair *e = g_new(plan_pair, (size_t)k * MAX(b->t->gpus_per_node, 1));
   for (uint32_t i = 0; i < groups; i++) {
     if (tp_kind) lb_tp_group(b, i);
     else lb_grad_group(b, i);
     lb_ring_order(b, k, ring);
-    uint32_t ne = plan_coll_ring_edges(k, per, e);
+    uint32_t ne = plan_coll_ring_edges(k, lb_ring_per_node(b, k, ring), e);
     for (uint32_t j = 0; j < ne; j++) {
       uint32_t src = ring[e[j].src], dst = ring[e[j].dst];
       if (gen) src = gen[src], dst = gen[dst];

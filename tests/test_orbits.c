@@ -192,15 +192,26 @@ static void test_placements(void) {
   CU_ASSERT_EQUAL(o->mult, 4);
   orbits_free(o);
   CU_ASSERT(check(&sched_ulysses, &w, t));
-  /* TP 2 x SP 4 x DP 4 on nodes of 8, ZeRO 3: the gradient group's 16 GPUs
-   * run as 8 rings over blocks of 8 of them (plan_coll_ring), which a
-   * shift by one replica (one node) breaks and by two keeps */
+  /* TP 2 x SP 4 x DP 4 on nodes of 8, ZeRO 3: the gradient group of a TP
+   * rank holds 4 GPUs of each node and runs 4 rings over them
+   * (lb_ring_per_node), which a shift by one replica (one node) keeps */
   topology *t4 = load("topologies/h100x8x4.json", NULL);
   w = step(4, 2, 4, 32768);
   w.zero = 3;
   o = layer_orbits(&w, t4);
   CU_ASSERT_FATAL(o != NULL);
-  CU_ASSERT_EQUAL(o->mult, 2 * 2);
+  CU_ASSERT_EQUAL(o->mult, 2 * 4);
+  orbits_free(o);
+  CU_ASSERT(check(&sched_zigzag, &w, t4));
+  /* DP innermost (dp,sp,tp: GPU = dp + 4 sp + 16 tp): a TP rank's gradient
+   * group is the SP x DP GPUs of one node pair, its rings in the GPUs'
+   * order; a shift of the replicas moves GPUs within their nodes (an
+   * automorphism) but carries the hand-over edge 3 -> 4 to 0 -> 5, no
+   * ring edge: only the TP shift is exact (16 classes of 2) */
+  w.placement = PLACE_DP_SP_TP;
+  o = layer_orbits(&w, t4);
+  CU_ASSERT_FATAL(o != NULL);
+  CU_ASSERT_EQUAL(o->mult, 2);
   orbits_free(o);
   CU_ASSERT(check(&sched_zigzag, &w, t4));
   topo_free(t4);
