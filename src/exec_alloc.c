@@ -48,6 +48,9 @@ struct exec_alloc {
                           one ready first (then the least id) on top */
   uint64_t next_addr, reserved, peak, allocated;
   uint64_t last_segment; /* exec_alloc_last_segment */
+  uint64_t capacity;     /* bytes cudaMalloc can reserve; 0: no bound */
+  double synced_s;       /* the host waited for every pending block until then */
+  bool synced;           /* a request found the device full (exec_alloc_synced) */
 };
 
 static block *blk(const exec_alloc *a, uint32_t id) {
@@ -137,6 +140,8 @@ static uint32_t best_fit(exec_alloc *a, bool small, uint64_t size) {
   return i < f->n ? f->v[i].id : NONE;
 }
 
+static void release_cached(exec_alloc *a);
+
 uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   if (bytes == 0) return 0; /* an empty tensor has no storage (no block) */
   uint64_t size = exec_alloc_round(bytes);
@@ -145,6 +150,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   a->last_segment = 0;
   if (id == NONE) { /* a new segment */
     uint64_t seg = exec_alloc_segment_size(size);
+    if (a->capacity && a->reserved + seg > a->capacity) release_cached(a);
     id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false, false, 0});
     a->next_addr += seg;
     a->reserved += seg;
@@ -260,6 +266,8 @@ static uint32_t heap_pop(exec_alloc *a) {
 }
 
 void exec_alloc_settle(exec_alloc *a, double now_s) {
+  /* a host that synchronized is no earlier than what it waited for */
+  if (now_s < a->synced_s) now_s = a->synced_s;
   /* in the order they became ready (then by id), as a sort would give */
   while (a->pending->len && blk(a, *heap_at(a, 0))->ready_s <= now_s) {
     uint32_t id = heap_pop(a);
@@ -267,6 +275,43 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
     cache_block(a, id);
   }
 }
+
+/* cudaMalloc found the device full (malloc: alloc_block failed, and
+ * release_available_cached_blocks does nothing without max_split_size):
+ * release_cached_blocks waits for every pending block's events
+ * (synchronize_and_free_events: the host stops until the last is done),
+ * caches them, and gives every free segment that is whole back to the
+ * device (release_blocks: neither split part of a segment); alloc_block is
+ * then tried again (c10/cuda/CUDACachingAllocator.cpp). */
+static void release_cached(exec_alloc *a) {
+  a->synced = true;
+  while (a->pending->len) {
+    uint32_t id = heap_pop(a);
+    if (blk(a, id)->ready_s > a->synced_s) a->synced_s = blk(a, id)->ready_s;
+    blk(a, id)->pending = false;
+    cache_block(a, id);
+  }
+  for (int pool = 0; pool < 2; pool++) {
+    free_set *f = &a->free[pool];
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < f->n; i++) {
+      uint32_t id = f->v[i].id;
+      block *b = blk(a, id);
+      if (b->prev != NONE || b->next != NONE) {
+        f->v[kept++] = f->v[i];
+        continue;
+      }
+      a->reserved -= b->size;
+      b->dead = true;
+      b->next = a->dead;
+      a->dead = id;
+    }
+    f->n = kept;
+  }
+}
+
+void exec_alloc_set_capacity(exec_alloc *a, uint64_t bytes) { a->capacity = bytes; }
+bool exec_alloc_synced(const exec_alloc *a) { return a->synced; }
 
 uint64_t exec_alloc_last_segment(const exec_alloc *a) { return a->last_segment; }
 

@@ -29,8 +29,12 @@
  * - a freed block stays cached and merges with its free neighbours in
  *   the same segment (free_block, try_merge_blocks);
  * - nothing is returned to the device during a pass (empty_cache is not
- *   called; no allocation fails here, so no cached segment is released
- *   to retry one).
+ *   called), unless a segment would take the reserved bytes past what
+ *   the device has (exec_alloc_set_capacity): then the allocator waits
+ *   for every pending block, caches them, gives every whole free segment
+ *   back, and makes the segment (release_cached_blocks; where it still
+ *   does not fit, PyTorch raises out-of-memory, which the allocated peak
+ *   against the usable memory reports: `fits`).
  * One stream per GPU: blocks freed on one stream are reused by the next
  * request at once (the programs measured run their kernels on the
  * current stream), except a block another stream used: ProcessGroupNCCL
@@ -100,6 +104,10 @@ void exec_alloc_release_after(exec_alloc *a, uint32_t block, double ready_s);
 /* A request is about to be made at `now_s` (process_events): pending
  * blocks whose use has ended by then are cached, earliest first. */
 void exec_alloc_settle(exec_alloc *a, double now_s);
+/* Bytes the device lets the allocator reserve (0: no bound). */
+void exec_alloc_set_capacity(exec_alloc *a, uint64_t bytes);
+/* Whether a request found the device full and synchronized (tests). */
+bool exec_alloc_synced(const exec_alloc *a);
 /* Bytes of the segments held now, and the most held so far. */
 uint64_t exec_alloc_reserved(const exec_alloc *a);
 uint64_t exec_alloc_peak_reserved(const exec_alloc *a);

@@ -35,6 +35,7 @@
 #include "exec_mem.h"
 
 #include "exec_alloc.h"
+#include "exec_queue.h"
 #include "plan_buf.h"
 
 #include <math.h>
@@ -65,6 +66,7 @@ struct exec_mem {
   uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
                               task other than a copy (issue_key; recordStream: a
                               transfer the host issues before it runs at once) */
+  exec_queue *queue;       /* how far each host may be ahead of its GPU (NULL: any) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved` */
@@ -151,16 +153,22 @@ static void sample(exec_mem *m, uint32_t g, double now) {
   g_array_append_val(m->r->mem, s);
 }
 
-/* host_s: when the host makes the request (its task's issue; < 0: an
- * input, made before the pass) */
+/* task: whose request it is (UINT32_MAX: an input, made before the
+ * pass); the host makes it at the task's issue, its cudaMallocs so far
+ * late, but no earlier than its launch queue lets it (exec_queue.h) */
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
-                  double host_s) {
+                  uint32_t task) {
   m->state[inst] = INST_LIVE;
-  if (m->host_s && host_s >= 0) exec_alloc_settle(m->alloc[g], host_s + m->host_lag[g]);
+  bool hosted = m->host_s && task != UINT32_MAX;
+  if (hosted) {
+    double host = m->host_s[task] + m->host_lag[g];
+    double floor = exec_queue_host_floor(m->queue, g, task, now);
+    exec_alloc_settle(m->alloc[g], host > floor ? host : floor);
+  }
   m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
   uint64_t seg = exec_alloc_last_segment(m->alloc[g]);
-  if (m->host_s && host_s >= 0 && seg) m->host_lag[g] += exec_alloc_segment_host_s(seg);
+  if (hosted && seg) m->host_lag[g] += exec_alloc_segment_host_s(seg);
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
   if (m->live[g] > m->peak[g]) {
@@ -207,7 +215,7 @@ static uint64_t issue_key(const plan *p, uint32_t task) {
 }
 
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
-                       const void *ctx, const double *host_issue_s) {
+                       const void *ctx, const double *host_issue_s, uint64_t capacity_bytes) {
   exec_mem *m = g_new0(exec_mem, 1);
   m->p = p;
   m->host_s = host_issue_s;
@@ -227,6 +235,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
         if ((t->gpu == PLAN_ALL || t->gpu == g) && k < m->first_kernel[g]) m->first_kernel[g] = k;
     }
   }
+  if (host_issue_s) m->queue = exec_queue_new(p, issue_key);
   move_held_writes(m, held_back, ctx);
   m->n_plan_uses = plan_buf_use_count(p);
   uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
@@ -259,7 +268,10 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->xfer_issue_s = g_new0(double, nt);
   m->start_s = g_new0(double, nt);
   m->alloc = g_new(exec_alloc *, n);
-  for (uint32_t g = 0; g < n; g++) m->alloc[g] = exec_alloc_new();
+  for (uint32_t g = 0; g < n; g++) {
+    m->alloc[g] = exec_alloc_new();
+    exec_alloc_set_capacity(m->alloc[g], capacity_bytes);
+  }
   m->live = g_new0(double, n);
   m->peak = g_new0(double, n);
   m->peak_seq = g_new0(uint64_t, n);
@@ -284,7 +296,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
       uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
       if (pb->input) {
         m->written[i] = true;
-        alloc(m, i, g, pb->bytes, 0, -1);
+        alloc(m, i, g, pb->bytes, 0, UINT32_MAX);
       } else if (m->refs[i] == 0) {
         r->mem_errors++; /* declared, never used */
       }
@@ -300,7 +312,7 @@ static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, ui
     m->r->mem_errors++; /* read before anything wrote it */
   if (m->state[inst] == INST_FREED) m->r->mem_errors++;  /* cannot happen: refs held */
   if (m->state[inst] == INST_NONE)
-    alloc(m, inst, g, b->bytes, now, m->host_s ? m->host_s[u->task] : 0);
+    alloc(m, inst, g, b->bytes, now, u->task);
 }
 
 /* When transfer `task`, ending at `now` in the replay, is done: the
@@ -407,6 +419,7 @@ void exec_mem_end(exec_mem *m, uint32_t task, double now_s) {
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_DURING));
   on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_LATE));
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_LATE));
+  exec_queue_ended(m->queue, task, now_s);
 }
 
 static gint by_gpu_bytes(gconstpointer a, gconstpointer b) {
@@ -481,6 +494,7 @@ void exec_mem_finish(exec_mem *m) {
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
   g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel);
+  exec_queue_free(m->queue);
   g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->start_s); g_free(m->alloc); g_free(m->stamp);
   g_free(m->use_off); g_free(m->use_of);
   g_array_free(m->moved, TRUE);

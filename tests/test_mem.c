@@ -4,6 +4,7 @@
  * transfer is delayed, and closed-form peaks of schedulers. */
 #include "compute.h"
 #include "exec_alloc.h"
+#include "exec_queue.h"
 #include "exec.h"
 #include "plan_buf.h"
 #include "sched/sched.h"
@@ -902,6 +903,88 @@ static void t_record_stream_host_mallocs(void) {
   CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 4096 * MIB), 400 * MIB, 0);
 }
 
+/* How far the host runs ahead, and a device that fills up (recordStream
+ * on): GPU 0 runs `steps` kernels of 0.7 ms, each writing a 12 MiB buffer
+ * that a send to GPU 1 then reads last, so each is freed pending until
+ * its send is done.  Host costs are nil: without a bound the host asks
+ * for every buffer at once and each takes a segment of its own.  The
+ * launch queue (exec_queue.h) holds the host to EXEC_LAUNCH_QUEUE kernels
+ * ahead, so it asks for buffer k once kernel k - EXEC_LAUNCH_QUEUE has
+ * ended, when the sends before it are done and their blocks cached: about
+ * EXEC_LAUNCH_QUEUE segments (those pending, and a few in flight), not
+ * `steps`.  usable_mib: what the device lets the allocator reserve; past
+ * it, the allocator waits for the pending blocks and gives whole free
+ * segments back before making one (release_cached_blocks). */
+static double reserved_after_steps(uint32_t steps, double usable_mib) {
+  topology *t = switch_topo(2, 100e9);
+  t->record_stream = true;
+  t->compute.host_s = t->compute.bwd_host_s = t->compute.copy_host_s = 0;
+  t->compute.merge_host_s = 0;
+  t->comm_host_s = t->p2p_host_s = t->p2p_op_host_s = 0;
+  t->memory_gib = usable_mib / 1024;
+  t->memory_headroom_gib = 0;
+  plan *p = plan_new(2, false);
+  /* an attention kernel of about 0.7 ms (3.4e10 FLOPs at 50 TFLOP/s) */
+  plan_op op = {.kind = OP_ATTN, .batch = 1, .heads = 1, .head_dim = 128, .elem_bytes = 2,
+                .sq = 8192, .sk = 8192, .pairs = 8192.0 * 8192};
+  for (uint32_t k = 0; k < steps; k++) {
+    uint32_t c = plan_compute(p, 0, k, &op);
+    uint32_t x = plan_buf_out(p, c, 12 * MIB, "x");
+    int64_t issued[2];
+    plan_issued(p, issued);
+    uint32_t send = plan_comm(p, k, COMM_P2P);
+    plan_xfer_add(p, send, 0, 1, 1e6);
+    plan_issue(p, send, issued, -1, false);
+    plan_buf_reads(p, send, x);
+  }
+  plan_finish(p);
+  exec_result *r = run(p, t, false);
+  CU_ASSERT_EQUAL(r->mem_errors, 0);
+  double reserved = r->gpu_peak_reserved_bytes[0];
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+  return reserved;
+}
+
+static void t_launch_queue_and_full_device(void) {
+  /* below the queue's depth the host is held back only by its cudaMallocs
+   * (0.1 ms each against 0.7 ms kernels): a segment for most buffers, more
+   * with more steps */
+  double below = reserved_after_steps(EXEC_LAUNCH_QUEUE - 122, 0) / (12 * MIB);
+  double more = reserved_after_steps(EXEC_LAUNCH_QUEUE - 22, 0) / (12 * MIB);
+  CU_ASSERT(more > below + 50);
+  /* beyond it the host, held back by its queue, reuses the blocks of the
+   * sends done by then: about EXEC_LAUNCH_QUEUE segments, however many
+   * steps */
+  double held = reserved_after_steps(1500, 0) / (12 * MIB);
+  CU_ASSERT(held >= EXEC_LAUNCH_QUEUE && held <= EXEC_LAUNCH_QUEUE + 3);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after_steps(2000, 0) / (12 * MIB), held, 0);
+  /* a device of 600 segments' worth: the allocator fills it, then waits
+   * for the pending blocks and makes its segments again from there */
+  double full = reserved_after_steps(1500, 600 * 12);
+  CU_ASSERT(full <= 600 * 12 * MIB && full >= 599 * 12 * MIB);
+  /* the allocator alone: a block pending until 5 s, a request that does
+   * not fit beside it; the host waits, the block's segment goes back, and
+   * the next request settles what was ready by 5 s though asked at 1 s */
+  exec_alloc *a = exec_alloc_new();
+  exec_alloc_set_capacity(a, 20 * MIB);
+  exec_alloc_release_after(a, exec_alloc_take(a, 12 * MIB), 5.0);
+  CU_ASSERT(!exec_alloc_synced(a));
+  uint32_t b = exec_alloc_take(a, 12 * MIB);
+  CU_ASSERT(exec_alloc_synced(a));
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 12 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_peak_reserved(a), 12 * MIB);
+  uint32_t c = exec_alloc_take(a, 4 * MIB); /* a 20 MiB segment: past the device */
+  exec_alloc_release_after(a, c, 4.0);
+  exec_alloc_release(a, b);
+  exec_alloc_settle(a, 1.0);
+  /* c's block was cached (its segment merged whole): 8 MiB reuse it */
+  exec_alloc_take(a, 8 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 32 * MIB);
+  exec_alloc_free(a);
+}
+
 /* Starts at one instant are applied in the program's order: a group the
  * host issues before a kernel (plan_overlap places it there) allocates
  * first even though the plan lists it after.  GPU 0 frees a 100 MiB block,
@@ -1085,7 +1168,7 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
-                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
+                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs), TEST(t_launch_queue_and_full_device), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};

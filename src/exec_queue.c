@@ -1,0 +1,85 @@
+/* exec_queue: how far a host may run ahead of its GPU (exec_queue.h). */
+#include "exec_queue.h"
+
+#include <math.h>
+
+struct exec_queue {
+  const plan *p;
+  uint64_t (*key)(const plan *, uint32_t);
+  uint32_t *off;  /* per GPU: its first entry in task (CSR, n + 1) */
+  uint32_t *task; /* compute tasks, each GPU's in the host's order */
+  double *end_s;  /* per task of the plan: when it ended, NAN: not yet */
+};
+
+static gint by_key(gconstpointer a, gconstpointer b, gpointer q) {
+  const exec_queue *x = q;
+  uint64_t u = x->key(x->p, *(const uint32_t *)a), v = x->key(x->p, *(const uint32_t *)b);
+  return (u > v) - (u < v);
+}
+
+exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t)) {
+  uint32_t n = p->n_gpus;
+  g_autofree uint32_t *count = g_new0(uint32_t, n + 1);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMPUTE) continue;
+    if (t->gpu == PLAN_ALL)
+      for (uint32_t g = 0; g < n; g++) count[g + 1]++;
+    else
+      count[t->gpu + 1]++;
+  }
+  bool binds = false;
+  for (uint32_t g = 0; g < n; g++) binds |= count[g + 1] > EXEC_LAUNCH_QUEUE;
+  if (!binds) return NULL;
+  exec_queue *q = g_new0(exec_queue, 1);
+  q->p = p;
+  q->key = key;
+  q->off = g_new0(uint32_t, n + 1);
+  for (uint32_t g = 0; g < n; g++) q->off[g + 1] = q->off[g] + count[g + 1];
+  q->task = g_new(uint32_t, q->off[n]);
+  g_autofree uint32_t *fill = g_memdup2(q->off, (n + 1) * sizeof(uint32_t));
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMPUTE) continue;
+    for (uint32_t g = t->gpu == PLAN_ALL ? 0 : t->gpu; g < n; g++) {
+      q->task[fill[g]++] = i;
+      if (t->gpu != PLAN_ALL) break;
+    }
+  }
+  for (uint32_t g = 0; g < n; g++)
+    g_qsort_with_data(q->task + q->off[g], (gint)(q->off[g + 1] - q->off[g]), sizeof(uint32_t),
+                      by_key, q);
+  q->end_s = g_new(double, p->tasks->len);
+  for (guint i = 0; i < p->tasks->len; i++) q->end_s[i] = NAN;
+  return q;
+}
+
+void exec_queue_free(exec_queue *q) {
+  if (!q) return;
+  g_free(q->off);
+  g_free(q->task);
+  g_free(q->end_s);
+  g_free(q);
+}
+
+void exec_queue_ended(exec_queue *q, uint32_t task, double now_s) {
+  if (q && plan_task_at(q->p, task)->kind == TASK_COMPUTE) q->end_s[task] = now_s;
+}
+
+double exec_queue_host_floor(const exec_queue *q, uint32_t g, uint32_t task, double now_s) {
+  if (!q) return 0;
+  /* launches of g the host has made by `task`: its entries keyed at or
+   * before it (the task itself, if a compute task) */
+  uint64_t k = q->key(q->p, task);
+  uint32_t lo = q->off[g], hi = q->off[g + 1];
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (q->key(q->p, q->task[mid]) <= k) lo = mid + 1;
+    else hi = mid;
+  }
+  uint32_t made = lo - q->off[g];
+  if (made <= EXEC_LAUNCH_QUEUE) return 0;
+  /* the last of them waited for the one EXEC_LAUNCH_QUEUE before it */
+  double end = q->end_s[q->task[q->off[g] + made - 1 - EXEC_LAUNCH_QUEUE]];
+  return isnan(end) || end > now_s ? now_s : end;
+}
