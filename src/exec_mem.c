@@ -231,8 +231,12 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
        * calibration/h100x4-sp USP 2 x 2 forward+backward +15% -> 9.1%) */
       if (t->kind != TASK_COMPUTE || t->op.kind == OP_COPY) continue;
       uint64_t k = issue_key(p, i);
-      for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task (PLAN_ALL) runs on every GPU */
-        if ((t->gpu == PLAN_ALL || t->gpu == g) && k < m->first_kernel[g]) m->first_kernel[g] = k;
+      if (t->gpu != PLAN_ALL) {
+        if (k < m->first_kernel[t->gpu]) m->first_kernel[t->gpu] = k;
+        continue;
+      }
+      for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task runs on every GPU */
+        if (k < m->first_kernel[g]) m->first_kernel[g] = k;
     }
   }
   if (host_issue_s) m->queue = exec_queue_new(p, issue_key);

@@ -3,17 +3,25 @@
 
 #include <math.h>
 
+typedef struct {
+  uint64_t key; /* its place in the host's order */
+  uint32_t task;
+} entry;
+
 struct exec_queue {
   const plan *p;
   uint64_t (*key)(const plan *, uint32_t);
-  uint32_t *off;  /* per GPU: its first entry in task (CSR, n + 1) */
-  uint32_t *task; /* compute tasks, each GPU's in the host's order */
+  uint32_t *off;  /* per GPU: its first entry (CSR, n + 1) */
+  entry *e;       /* compute tasks, each GPU's in the host's order */
   double *end_s;  /* per task of the plan: when it ended, NAN: not yet */
+  uint32_t *made; /* per GPU: entries keyed at or before the last task asked
+                     about (requests come nearly in the host's order: a walk
+                     from there instead of a search) */
 };
 
-static gint by_key(gconstpointer a, gconstpointer b, gpointer q) {
-  const exec_queue *x = q;
-  uint64_t u = x->key(x->p, *(const uint32_t *)a), v = x->key(x->p, *(const uint32_t *)b);
+static gint by_key(gconstpointer a, gconstpointer b, gpointer unused) {
+  (void)unused;
+  uint64_t u = ((const entry *)a)->key, v = ((const entry *)b)->key;
   return (u > v) - (u < v);
 }
 
@@ -36,19 +44,26 @@ exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t
   q->key = key;
   q->off = g_new0(uint32_t, n + 1);
   for (uint32_t g = 0; g < n; g++) q->off[g + 1] = q->off[g] + count[g + 1];
-  q->task = g_new(uint32_t, q->off[n]);
+  q->e = g_new(entry, q->off[n]);
   g_autofree uint32_t *fill = g_memdup2(q->off, (n + 1) * sizeof(uint32_t));
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
     if (t->kind != TASK_COMPUTE) continue;
+    entry x = {key(p, i), i};
     for (uint32_t g = t->gpu == PLAN_ALL ? 0 : t->gpu; g < n; g++) {
-      q->task[fill[g]++] = i;
+      q->e[fill[g]++] = x;
       if (t->gpu != PLAN_ALL) break;
     }
   }
-  for (uint32_t g = 0; g < n; g++)
-    g_qsort_with_data(q->task + q->off[g], (gint)(q->off[g + 1] - q->off[g]), sizeof(uint32_t),
-                      by_key, q);
+  /* compute tasks are issued in their place (plan order) as a rule: a
+   * GPU's entries are sorted already unless some came early */
+  for (uint32_t g = 0; g < n; g++) {
+    entry *v = q->e + q->off[g];
+    uint32_t len = q->off[g + 1] - q->off[g], i = 1;
+    while (i < len && v[i - 1].key <= v[i].key) i++;
+    if (i < len) g_qsort_with_data(v, (gint)len, sizeof *v, by_key, NULL);
+  }
+  q->made = g_new0(uint32_t, n);
   q->end_s = g_new(double, p->tasks->len);
   for (guint i = 0; i < p->tasks->len; i++) q->end_s[i] = NAN;
   return q;
@@ -57,7 +72,8 @@ exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t
 void exec_queue_free(exec_queue *q) {
   if (!q) return;
   g_free(q->off);
-  g_free(q->task);
+  g_free(q->e);
+  g_free(q->made);
   g_free(q->end_s);
   g_free(q);
 }
@@ -66,20 +82,18 @@ void exec_queue_ended(exec_queue *q, uint32_t task, double now_s) {
   if (q && plan_task_at(q->p, task)->kind == TASK_COMPUTE) q->end_s[task] = now_s;
 }
 
-double exec_queue_host_floor(const exec_queue *q, uint32_t g, uint32_t task, double now_s) {
+double exec_queue_host_floor(exec_queue *q, uint32_t g, uint32_t task, double now_s) {
   if (!q) return 0;
   /* launches of g the host has made by `task`: its entries keyed at or
    * before it (the task itself, if a compute task) */
   uint64_t k = q->key(q->p, task);
-  uint32_t lo = q->off[g], hi = q->off[g + 1];
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (q->key(q->p, q->task[mid]) <= k) lo = mid + 1;
-    else hi = mid;
-  }
-  uint32_t made = lo - q->off[g];
+  const entry *v = q->e + q->off[g];
+  uint32_t len = q->off[g + 1] - q->off[g], made = q->made[g];
+  while (made < len && v[made].key <= k) made++;
+  while (made > 0 && v[made - 1].key > k) made--;
+  q->made[g] = made;
   if (made <= EXEC_LAUNCH_QUEUE) return 0;
   /* the last of them waited for the one EXEC_LAUNCH_QUEUE before it */
-  double end = q->end_s[q->task[q->off[g] + made - 1 - EXEC_LAUNCH_QUEUE]];
+  double end = q->end_s[v[made - 1 - EXEC_LAUNCH_QUEUE].task];
   return isnan(end) || end > now_s ? now_s : end;
 }

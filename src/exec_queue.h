@@ -39,6 +39,6 @@ void exec_queue_ended(exec_queue *q, uint32_t task, double now_s);
  * being when the GPU starts it: the end of the launch EXEC_LAUNCH_QUEUE
  * before it on g, now_s where that has not ended yet, 0 where there is
  * none. */
-double exec_queue_host_floor(const exec_queue *q, uint32_t g, uint32_t task, double now_s);
+double exec_queue_host_floor(exec_queue *q, uint32_t g, uint32_t task, double now_s);
 
 #endif
