@@ -567,6 +567,28 @@ static void t_lasp_intra_outputs(void) {
   topo_free(t);
 }
 
+/* LASP-2 causal backward (calibrate.py Lasp2.run_backward), MHA, 4 GPUs:
+ * the last GPU's peak is its intra-chunk backward, while the prefix's dQ
+ * (`dqa`, bf16, U) and dM (float32, one state) that the apply's backward
+ * made before it are still held (dq += dqa after it); the first GPU has
+ * no prefix (calibration/h200x2-mem emulated/e4: 4K tokens per GPU, rank
+ * 3, 0.82 GiB measured, 0.78 predicted without them). */
+static void t_lasp2_backward_temporaries(void) {
+  double u, lse, state = 4.0 * 32 * 128 * 128;
+  topology *t = switch_topo(4, 100e9);
+  workload w = mha(4, true, PASS_BWD, &u, &lse);
+  w.attention = ATTN_LINEAR;
+  w.linear_block = 64;
+  exec_result *r = run_sched(&sched_lasp2, &w, t);
+  uint32_t count;
+  CU_ASSERT_CLOSE(live_at_peak(r, 3, "dqa (the prefix's dq)", &count), u, 1e-12);
+  CU_ASSERT_EQUAL(count, 1);
+  CU_ASSERT_CLOSE(live_at_peak(r, 3, "dm (float32)", &count), state, 1e-12);
+  CU_ASSERT_EQUAL(live_at_peak(r, 0, "dqa (the prefix's dq)", &count), 0);
+  exec_result_free(r);
+  topo_free(t);
+}
+
 /* Ring on linear layers (calibrate.py LinRing), MHA, full mask, 2 GPUs:
  * forward, q, k, v (3U), the pair of KV receive buffers made at the
  * pass's start (4U) and the output (U): 8U, and the arrived chunk's
@@ -1168,7 +1190,7 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
-                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs), TEST(t_launch_queue_and_full_device), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
+                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs), TEST(t_launch_queue_and_full_device), TEST(t_lasp2_backward_temporaries), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};

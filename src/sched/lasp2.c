@@ -72,27 +72,49 @@ static int64_t fwd(const sched_ctx *c, int64_t after) {
   return ag;
 }
 
+/* Backward, causal: the program's temporaries (calibrate.py
+ * Lasp2.run_backward, lin_apply_bwd, lin_state_bwd): the prefix's dQ
+ * (`dqa`, bf16) and dM (float32) come out of the apply's backward before
+ * the intra-chunk backward and live through it (`self.dq += dqa` after it;
+ * `dm` until the pass returns); the suffix's dK and dV (`dks`, `dvs`, two
+ * bf16 tensors) until they are added in.  Bidirectional, dQ and dK, dV
+ * are those tensors themselves (sched_io's). */
 static int64_t bwd(const sched_ctx *c, int64_t after) {
   const workload *w = c->w;
   uint32_t n = w->gpus;
+  plan *p = c->p;
+  double rows = sched_rows_bytes(w, w->heads);
+  double half_kv = workload_kv_bytes(w, (double)lasp_chunk(w, 0).len) / 2;
+  g_autofree uint32_t *dqa = g_new(uint32_t, n), *dm = g_new(uint32_t, n);
+  for (uint32_t r = 0; r < n; r++) dqa[r] = dm[r] = UINT32_MAX;
   for (uint32_t r = w->causal ? 1 : 0; r < n; r++) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_before(w, r) : lasp_all(w);
-    lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &src, after);
+    uint32_t ap = lasp_task(c, r, 0, OP_LIN_APPLY, true, &own, &src, after);
+    if (!w->causal) continue;
+    dqa[r] = plan_buf_out(p, ap, rows, "dqa (the prefix's dq)");
+    dm[r] = plan_buf_out(p, ap, workload_state_bytes(w), "dm (float32)");
   }
   uint32_t got;
   int64_t ag = gather(c, 0, true, after, &got);
+  for (uint32_t r = 1; r < n && w->causal && ag >= 0; r++) plan_buf_reads(p, (uint32_t)ag, dm[r]);
   for (uint32_t r = 0; r < n && w->causal; r++) {
     plan_seg own = lasp_chunk(w, r);
-    lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
-    if (r > 0) lasp_grad_add(c, r, 0, 1, -1); /* dQ += the prefix's dQ */
+    uint32_t intra = lasp_task(c, r, 0, OP_LIN_INTRA, true, &own, &own, after);
+    if (r == 0) continue;
+    plan_buf_reads(p, intra, dm[r]);
+    plan_buf_reads(p, lasp_grad_add(c, r, 0, 1, -1), dqa[r]); /* dQ += the prefix's dQ */
   }
   for (uint32_t r = 0; r < (w->causal ? n - 1 : n); r++) {
     plan_seg own = lasp_chunk(w, r), src = w->causal ? lasp_after(w, r) : lasp_all(w);
     uint32_t states = w->causal ? n - 1 - r : n;
     if (states > 1) reads(c, lasp_sum(c, r, 1, states, ag), got);
-    reads(c, lasp_task(c, r, 1, OP_LIN_STATE, true, &src, &own, ag), got);
-    /* causal: added to the intra-chunk dK, dV (bidirectional: the only ones) */
-    if (w->causal) lasp_grad_add(c, r, 1, 2, -1);
+    uint32_t st = lasp_task(c, r, 1, OP_LIN_STATE, true, &src, &own, ag);
+    reads(c, st, got);
+    if (!w->causal) continue;
+    /* added to the intra-chunk dK, dV (bidirectional: the only ones) */
+    uint32_t add = lasp_grad_add(c, r, 1, 2, -1);
+    plan_buf_reads(p, add, plan_buf_out(p, st, half_kv, "dks (the suffix's dk)"));
+    plan_buf_reads(p, add, plan_buf_out(p, st, half_kv, "dvs (the suffix's dv)"));
   }
   return ag;
 }
