@@ -284,6 +284,7 @@ plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
   e.buf = rotate_buf_new(p, w, ops->kv_bytes ? ops->kv_bytes : workload_kv_bytes(w, (double)w->seq_len / w->gpus),
                          e.grad_scale, ops->kv_name, ops->grads_in_place);
   if (ops->grads_stripe) rotate_buf_grads_stripe(e.buf);
+  if (ops->kv_split) rotate_buf_kv_split(e.buf);
   int64_t last = -1;
   if (w->pass != PASS_BWD) last = build_pass(ops, self, &e, false, -1);
   if (w->pass != PASS_FWD) {

@@ -74,6 +74,9 @@ typedef struct {
    * the others (ring_flash_attn's stripe_flash_attn_backward: `dk[:, :-1]
    * += ...` on its shifted steps, `dk = block_dk_buffer + dk` else). */
   bool grads_stripe;
+  /* The program holds K and V, and their dK/dV, as two tensors each, not
+   * one packed tensor (rotate_buf_kv_split). */
+  bool kv_split;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,

@@ -36,6 +36,12 @@ struct rotate_buf {
   uint32_t *lin_step, *lin_prev;
   uint32_t *seen;     /* scratch: distinct ids */
   uint32_t *last_kernel; /* per GPU: its last kernel of the pass, NONE */
+  /* kv_split: K and V, their receive buffers and float32 dK/dV sums are
+   * two tensors each (rotate_buf_kv_split); twins: the first of each such
+   * pair of buffers (its V twin is the next id), whose every use is the
+   * pair's */
+  bool kv_split;
+  GHashTable *twins;
 };
 
 rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double grad_scale,
@@ -63,6 +69,7 @@ rotate_buf *rotate_buf_new(plan *p, const workload *w, double kv_bytes, double g
   b->lin_step = g_new(uint32_t, b->n);
   b->last_kernel = g_new(uint32_t, b->n);
   b->lin_prev = g_new(uint32_t, b->n);
+  b->twins = g_hash_table_new(g_direct_hash, g_direct_equal);
   return b;
 }
 
@@ -70,6 +77,7 @@ void rotate_buf_free(rotate_buf *b) {
   if (!b) return;
   g_free(b->kv); g_free(b->dkv); g_free(b->sum); g_free(b->lin_step); g_free(b->lin_prev);
   g_free(b->last_kernel); g_free(b->step_dkv); g_free(b->seen);
+  g_hash_table_destroy(b->twins);
   g_free(b);
 }
 
@@ -79,12 +87,70 @@ static void fill(uint32_t *a, uint32_t n, uint32_t v) {
 
 void rotate_buf_grads_stripe(rotate_buf *b) { b->stripe = true; }
 
+void rotate_buf_kv_split(rotate_buf *b) { b->kv_split = true; }
+
+/* The V twin of buffer `buf` (a pair's first), else NONE. */
+static uint32_t twin(const rotate_buf *b, uint32_t buf) {
+  return g_hash_table_contains(b->twins, GUINT_TO_POINTER(buf)) ? buf + 1 : NONE;
+}
+
+/* A use of `buf` and, where it is a pair's K, of its V (made, read and
+ * dropped right after it, as the program's statements do: `next_k,
+ * next_v = ...`, `dk = ...; dv = ...`). */
+static void use_on(rotate_buf *b, uint32_t task, uint32_t buf, uint32_t gpu, bool write,
+                   plan_buf_when when) {
+  plan_buf_use_on(b->p, task, buf, gpu, write, when);
+  uint32_t v = twin(b, buf);
+  if (v != NONE) plan_buf_use_on(b->p, task, v, gpu, write, when);
+}
+static void reads(rotate_buf *b, uint32_t t, uint32_t buf) {
+  use_on(b, t, buf, PLAN_ALL, false, PLAN_BUF_DURING);
+}
+static void writes(rotate_buf *b, uint32_t t, uint32_t buf) {
+  use_on(b, t, buf, PLAN_ALL, true, PLAN_BUF_DURING);
+}
+static void reads_early(rotate_buf *b, uint32_t t, uint32_t buf) {
+  use_on(b, t, buf, PLAN_ALL, false, PLAN_BUF_EARLY);
+}
+static void reads_late(rotate_buf *b, uint32_t t, uint32_t buf) {
+  use_on(b, t, buf, PLAN_ALL, false, PLAN_BUF_LATE);
+}
+static void writes_late(rotate_buf *b, uint32_t t, uint32_t buf) {
+  use_on(b, t, buf, PLAN_ALL, true, PLAN_BUF_LATE);
+}
+
+/* A KV-sized buffer of `bytes` (K and V together) on GPU gpu: two
+ * tensors of half the size where `split` (ring_flash_attn's `k`, `v`),
+ * named k_name and v_name, else one (a packed (B, c, 2, H, D) tensor, as
+ * calibrate.py's Pass makes), named `packed`; returns the first id. */
+static uint32_t kv_new(rotate_buf *b, bool split, uint32_t gpu, double bytes, const char *packed,
+                       const char *k_name, const char *v_name) {
+  if (!split) return plan_buf_new(b->p, gpu, bytes, packed);
+  uint32_t k = plan_buf_new(b->p, gpu, bytes / 2, k_name);
+  uint32_t v = plan_buf_new(b->p, gpu, bytes / 2, v_name);
+  g_assert(v == k + 1);
+  g_hash_table_add(b->twins, GUINT_TO_POINTER(k));
+  return k;
+}
+
+/* ... written by task `task`, on its GPU (plan_buf_out's). */
+static uint32_t kv_out(rotate_buf *b, uint32_t task, double bytes, const char *packed,
+                       const char *k_name, const char *v_name) {
+  const plan_task *t = plan_task_at(b->p, task);
+  uint32_t id = kv_new(b, b->kv_split, t->kind == TASK_COMPUTE ? t->gpu : PLAN_ALL, bytes,
+                       packed, k_name, v_name);
+  writes(b, task, id);
+  return id;
+}
+
 void rotate_buf_pass(rotate_buf *b, bool backward) {
   b->grad_scale = b->grad_scale_given;
   plan *p = b->p;
   b->backward = backward;
   b->step = 0;
-  sched_io_pass(p, b->w, &b->io, backward);
+  /* the program's dK and dV are converted apart where it holds them so */
+  if (b->kv_split) sched_io_pass_apart(p, b->w, &b->io, backward);
+  else sched_io_pass(p, b->w, &b->io, backward);
   fill(b->kv, b->n, b->io.kv);
   fill(b->dkv, b->n, NONE);
   fill(b->sum, b->n, NONE);
@@ -104,7 +170,11 @@ void rotate_buf_pass(rotate_buf *b, bool backward) {
     return;
   }
   b->blk_dq = plan_buf_new(p, PLAN_ALL, b->q_bytes, "block_dq_buffer");
-  b->blk_dkv = plan_buf_new(p, PLAN_ALL, b->kv_bytes, "block_dk_buffer, block_dv_buffer");
+  /* two tensors in every program: ring_flash_attn's two torch.empty,
+   * flash backward's dk and dv in calibrate.py's (flash-attention's
+   * mha_bwd makes dq, dk, dv apart) */
+  b->blk_dkv = kv_new(b, true, PLAN_ALL, b->kv_bytes, "block_dk_buffer, block_dv_buffer",
+                      "block_dk_buffer", "block_dv_buffer");
   b->dq = plan_buf_new(p, PLAN_ALL, b->q_bytes * f32, "dq (float32)");
 }
 
@@ -122,7 +192,7 @@ static void read_distinct(rotate_buf *b, uint32_t t, const uint32_t *ids, uint32
   qsort(b->seen, n, sizeof(uint32_t), cmp_u32);
   for (uint32_t i = 0; i < n; i++)
     if (b->seen[i] != NONE && (i == 0 || b->seen[i] != b->seen[i - 1]))
-      plan_buf_reads(b->p, t, b->seen[i]);
+      reads(b, t, b->seen[i]);
 }
 
 /* Buffer `buf` is read by task t at `when`, or, where t is a lockstep
@@ -132,11 +202,11 @@ static void touch(rotate_buf *b, uint32_t t, uint32_t comm, uint32_t buf, plan_b
   if (buf == NONE) return;
   const plan_task *k = plan_task_at(b->p, t);
   if (k->kind == TASK_COMPUTE && k->gpu == PLAN_ALL && plan_buf_at(b->p, buf)->gpu != PLAN_ALL)
-    plan_buf_reads_early(b->p, comm, buf);
+    reads_early(b, comm, buf);
   else if (when == PLAN_BUF_LATE)
-    plan_buf_reads_late(b->p, t, buf);
+    reads_late(b, t, buf);
   else
-    plan_buf_reads(b->p, t, buf);
+    reads(b, t, buf);
 }
 
 /* The dK/dV sum GPU g (PLAN_ALL: every GPU, lockstep) sends from this
@@ -157,15 +227,15 @@ static uint32_t step_sum(rotate_buf *b, uint32_t comm, uint32_t g, uint32_t k) {
   bool in_place = b->in_place || (b->stripe && g != PLAN_ALL && b->step > g);
   if (k == NONE) {
     if (!b->in_place && !b->stripe && old != NONE && old != arrived)
-      plan_buf_use_on(b->p, comm, old, g, false, PLAN_BUF_EARLY);
+      use_on(b, comm, old, g, false, PLAN_BUF_EARLY);
     return arrived;
   }
   if (in_place && arrived != NONE) {
-    plan_buf_writes(b->p, k, arrived);
+    writes(b, k, arrived);
     return arrived;
   }
-  uint32_t sum = plan_buf_new(b->p, g, acc, "dk, dv (float32)");
-  plan_buf_writes_late(b->p, k, sum);
+  uint32_t sum = kv_new(b, b->kv_split, g, acc, "dk, dv (float32)", "dk (float32)", "dv (float32)");
+  writes_late(b, k, sum);
   /* the old sum is held to the add; the arrived one, whose group may not
    * be done when the kernel is (the program waits for it: the add is
    * where the model's timing and the program's part), is held by this
@@ -199,8 +269,8 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
     for (uint32_t g = 0; g < b->n; g++) {
       uint32_t k = b->step_all != NONE ? b->step_all : b->step_dkv[g];
       if (k == NONE) continue;
-      if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
-      if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+      if (b->blk_dq != NONE) reads_late(b, k, b->blk_dq);
+      if (b->blk_dkv != NONE) reads_late(b, k, b->blk_dkv);
       if (b->step_all != NONE) break;
     }
     fill(b->step_dkv, b->n, NONE);
@@ -212,7 +282,7 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
   if (!grads && linear) {
     /* `recv = self.bufs[t % 2]`: the pair made at the pass's start */
     read_distinct(b, comm, b->kv, b->n);
-    plan_buf_writes(p, comm, lin_bufs(b));
+    writes(b, comm, lin_bufs(b));
     b->pending = b->lin_bufs;
     return;
   }
@@ -222,11 +292,11 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
      * before the step's kernels are issued; where the hardware holds the
      * transfer back until they end, exec still makes it there (exec_mem:
      * a group's allocations at the kernels it overlaps) */
-    b->pending = plan_buf_out(p, comm, b->kv_bytes, b->kv_name);
+    b->pending = kv_out(b, comm, b->kv_bytes, b->kv_name, "next_k", "next_v");
     return;
   }
   if (linear) { /* the accumulator held is sent from the three, into them */
-    if (b->lin_dacc != NONE) plan_buf_writes(p, comm, b->lin_dacc);
+    if (b->lin_dacc != NONE) writes(b, comm, b->lin_dacc);
     fill(b->step_dkv, b->n, NONE);
     b->step_all = NONE;
     b->last_group = comm;
@@ -242,25 +312,27 @@ void rotate_buf_group(rotate_buf *b, uint32_t comm, bool grads) {
    * buffer (`next_dk, next_dv = ...`), unless it is what is sent */
   for (uint32_t g = 0; g < b->n; g++) {
     uint32_t on = all ? PLAN_ALL : g;
-    if (sent[g] != NONE) plan_buf_use_on(p, comm, sent[g], on, false, PLAN_BUF_DURING);
+    if (sent[g] != NONE) use_on(b, comm, sent[g], on, false, PLAN_BUF_DURING);
     if (b->dkv[g] != NONE && b->dkv[g] != sent[g] && !b->in_place)
-      plan_buf_use_on(p, comm, b->dkv[g], on, false, PLAN_BUF_EARLY);
+      use_on(b, comm, b->dkv[g], on, false, PLAN_BUF_EARLY);
     if (all) break;
   }
   if ((b->in_place || b->stripe) && b->sum[0] != NONE) {
     /* zigzag and stripe receive into the buffer they sent last step
      * (dk_comm_buffer, dv_comm_buffer alternate with dk, dv) */
     for (uint32_t g = 0; g < b->n; g++) {
-      if (b->sum[g] != NONE) plan_buf_use_on(p, comm, b->sum[g], all ? PLAN_ALL : g, true,
+      if (b->sum[g] != NONE) use_on(b, comm, b->sum[g], all ? PLAN_ALL : g, true,
                                              PLAN_BUF_DURING);
       if (all) break;
     }
     memcpy(b->dkv, b->sum, b->n * sizeof(uint32_t));
   } else {
-    uint32_t next = plan_buf_out(p, comm, b->kv_bytes * b->grad_scale,
-                                 b->in_place || b->stripe
-                                     ? "dk_comm_buffer, dv_comm_buffer (float32)"
-                                             : "next_dk, next_dv");
+    bool comm_buffer = b->in_place || b->stripe;
+    uint32_t next = kv_out(b, comm, b->kv_bytes * b->grad_scale,
+                           comm_buffer ? "dk_comm_buffer, dv_comm_buffer (float32)"
+                                       : "next_dk, next_dv",
+                           comm_buffer ? "dk_comm_buffer (float32)" : "next_dk",
+                           comm_buffer ? "dv_comm_buffer (float32)" : "next_dv");
     fill(b->dkv, b->n, next);
   }
   memcpy(b->sum, sent, b->n * sizeof(uint32_t));
@@ -274,7 +346,8 @@ uint32_t rotate_buf_ahead(rotate_buf *b, uint32_t comm) {
    * as the group is issued (`torch.empty_like(start)`, InternEvo's
    * double ring) and held from the step that attends it */
   read_distinct(b, comm, b->kv, b->n);
-  return plan_buf_out(b->p, comm, b->kv_bytes, "KV from the window before");
+  return kv_out(b, comm, b->kv_bytes, "KV from the window before", "K from the window before",
+                "V from the window before");
 }
 
 void rotate_buf_hold(rotate_buf *b, uint32_t buf) { fill(b->kv, b->n, buf); }
@@ -286,7 +359,8 @@ void rotate_buf_grads_ahead(rotate_buf *b, uint32_t comm) {
    * receives into a new one (`spare` is None) */
   read_distinct(b, comm, b->dkv, b->n);
   fill(b->dkv, b->n,
-       plan_buf_out(b->p, comm, b->kv_bytes * b->grad_scale, "dK/dV from the window before"));
+       kv_out(b, comm, b->kv_bytes * b->grad_scale, "dK/dV from the window before",
+              "dK from the window before", "dV from the window before"));
   fill(b->sum, b->n, NONE);
   b->last_group = comm;
 }
@@ -305,14 +379,14 @@ static void linear_backward(rotate_buf *b, uint32_t id) {
   if (b->lin_dacc == NONE)
     b->lin_dacc = plan_buf_new(p, PLAN_ALL, 3 * b->kv_bytes * b->grad_scale,
                                "dacc: dK/dV accumulators (float32, x3)");
-  plan_buf_writes(p, id, b->lin_dacc);
+  writes(b, id, b->lin_dacc);
   if (t->op.kind == OP_COPY) return;
   if (b->lin_step[i] == NONE) {
     uint32_t step = plan_buf_new(p, g, b->q_bytes + b->kv_bytes, "dq, dk, dv of the step");
     if (g == PLAN_ALL) fill(b->lin_step, b->n, step);
     else b->lin_step[g] = step;
   }
-  plan_buf_writes(p, id, b->lin_step[i]);
+  writes(b, id, b->lin_step[i]);
   touch(b, id, id, b->lin_prev[i], PLAN_BUF_DURING);
 }
 
@@ -330,15 +404,15 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
    * follows it (`k, v = next_k, next_v` ends the step) */
   if (op.kind != OP_COPY) {
     uint32_t kv = g == PLAN_ALL ? b->kv[0] : b->kv[g];
-    if (b->backward) plan_buf_reads_late(p, id, kv);
-    else plan_buf_reads(p, id, kv);
+    if (b->backward) reads_late(b, id, kv);
+    else reads(b, id, kv);
   }
   if (op.kind == OP_LIN_INTRA) sched_lin_intra_workspace(p, id);
   /* forward: the own chunk's intra-chunk kernel makes the output, to
    * which later steps add */
-  if (op.kind == OP_LIN_INTRA && !b->backward) plan_buf_writes(p, id, b->io.o);
+  if (op.kind == OP_LIN_INTRA && !b->backward) writes(b, id, b->io.o);
   /* made before the loop, whether or not anything arrives in them */
-  if (op.kind != OP_COPY && b->w->attention == ATTN_LINEAR) plan_buf_writes(p, id, lin_bufs(b));
+  if (op.kind != OP_COPY && b->w->attention == ATTN_LINEAR) writes(b, id, lin_bufs(b));
   if (b->backward && b->w->attention == ATTN_LINEAR) linear_backward(b, id);
   if (op.kind == OP_LIN_STATE && !b->backward) {
     b->state = plan_buf_out(p, id, 4.0 * op.batch * op.heads * op.head_dim * op.head_dim,
@@ -346,24 +420,24 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     return;
   }
   if (op.kind == OP_LIN_APPLY && !b->backward && b->state != NONE) {
-    plan_buf_reads(p, id, b->state);
+    reads(b, id, b->state);
     b->state = NONE;
   }
   if (op.kind == OP_ATTN && !b->backward) {
     b->block_out = plan_buf_out(p, id, rows * op.head_dim * op.elem_bytes, "block_out");
     b->block_lse = plan_buf_out(p, id, rows * 4.0, "block_lse");
-    plan_buf_writes(p, id, b->out);
-    plan_buf_writes(p, id, b->lse);
+    writes(b, id, b->out);
+    writes(b, id, b->lse);
     return;
   }
   if (!b->backward) return;
   if (op.kind == OP_ATTN) {
     plan_buf_out(p, id, rows * op.head_dim * 4.0, "dq_accum (flash backward, float32)");
-    plan_buf_writes(p, id, b->blk_dq);
-    plan_buf_writes(p, id, b->blk_dkv);
+    writes(b, id, b->blk_dq);
+    writes(b, id, b->blk_dkv);
     /* `dq = block_dq_buffer.to(float32)` after the first kernel, then
      * `dq += block_dq_buffer` */
-    plan_buf_writes_late(p, id, b->dq);
+    writes_late(b, id, b->dq);
   }
   /* this GPU (every GPU, lockstep) makes its dK/dV sum after this step */
   if (g == PLAN_ALL) b->step_all = id;
@@ -385,14 +459,14 @@ void rotate_buf_merge(rotate_buf *b, uint32_t id) {
   plan_buf_out(p, id, rows_f32, "update_out_and_lse: block_out.to(float32)");
   plan_buf_out(p, id, rows_f32, "update_out_and_lse: out - block_out (float32)");
   plan_buf_out(p, id, rows_f32, "update_out_and_lse: sigmoid(...) * (out - block_out) (float32)");
-  plan_buf_reads(p, id, b->block_out);
-  plan_buf_reads(p, id, b->block_lse);
+  reads(b, id, b->block_out);
+  reads(b, id, b->block_lse);
   /* the KV chunk held (`k`, `v`) is referenced until the step's loop
    * body ends, after the merge (`k, v = next_k, next_v`) */
   uint32_t g = plan_task_at(p, id)->gpu;
-  plan_buf_reads(p, id, g == PLAN_ALL ? b->kv[0] : b->kv[g]);
-  plan_buf_writes(p, id, b->out);
-  plan_buf_writes(p, id, b->lse);
+  reads(b, id, g == PLAN_ALL ? b->kv[0] : b->kv[g]);
+  writes(b, id, b->out);
+  writes(b, id, b->lse);
 }
 
 void rotate_buf_step_end(rotate_buf *b) {
@@ -419,23 +493,23 @@ void rotate_buf_pass_end(rotate_buf *b) {
     uint32_t t = (uint32_t)b->last_group;
     b->io.end_task = t;
     for (int i = 0; i < 2; i++)
-      if (acc[i] != NONE) plan_buf_reads_late(p, t, acc[i]);
-    if (b->dkv[0] != NONE) plan_buf_reads_late(p, t, b->dkv[0]); /* `next_dk.to(q.dtype)` */
-    if (b->lin_dacc != NONE) plan_buf_reads_late(p, t, b->lin_dacc);
+      if (acc[i] != NONE) reads_late(b, t, acc[i]);
+    if (b->dkv[0] != NONE) reads_late(b, t, b->dkv[0]); /* `next_dk.to(q.dtype)` */
+    if (b->lin_dacc != NONE) reads_late(b, t, b->lin_dacc);
     /* the block buffers are the function's locals, gone as it returns */
-    if (b->blk_dq != NONE) plan_buf_reads_late(p, t, b->blk_dq);
-    if (b->blk_dkv != NONE) plan_buf_reads_late(p, t, b->blk_dkv);
+    if (b->blk_dq != NONE) reads_late(b, t, b->blk_dq);
+    if (b->blk_dkv != NONE) reads_late(b, t, b->blk_dkv);
   } else {
     /* tasks follow the ring (USP's gather): the block buffers go as the
      * ring's function returns, after its last kernel's add */
     for (uint32_t g = 0; g < b->n; g++) {
       uint32_t k = b->last_kernel[g];
       if (k == NONE || (g > 0 && k == b->last_kernel[g - 1])) continue;
-      if (b->blk_dq != NONE) plan_buf_reads_late(p, k, b->blk_dq);
-      if (b->blk_dkv != NONE) plan_buf_reads_late(p, k, b->blk_dkv);
+      if (b->blk_dq != NONE) reads_late(b, k, b->blk_dq);
+      if (b->blk_dkv != NONE) reads_late(b, k, b->blk_dkv);
       /* and its accumulators are converted then, into what follows */
       for (int i = 0; i < 2; i++)
-        if (acc[i] != NONE) plan_buf_reads_late(p, k, acc[i]);
+        if (acc[i] != NONE) reads_late(b, k, acc[i]);
     }
     int64_t done = -1;
     for (uint32_t g = 0; g < b->n; g++) {
@@ -443,11 +517,11 @@ void rotate_buf_pass_end(rotate_buf *b) {
       if (t < 0 || t == done) continue;
       done = t;
       for (int i = 0; i < 2; i++)
-        if (acc[i] != NONE && b->last_kernel[g] == NONE) plan_buf_reads(p, (uint32_t)t, acc[i]);
+        if (acc[i] != NONE && b->last_kernel[g] == NONE) reads(b, (uint32_t)t, acc[i]);
       /* one ring rank: its own float32 dK/dV sum, converted */
       uint32_t home = b->backward && b->last_group < 0 ? b->sum[g] : NONE;
       if (home != NONE) touch(b, (uint32_t)t, (uint32_t)t, home, PLAN_BUF_DURING);
-      if (b->lin_dacc != NONE) plan_buf_reads(p, (uint32_t)t, b->lin_dacc);
+      if (b->lin_dacc != NONE) reads(b, (uint32_t)t, b->lin_dacc);
     }
   }
   /* linear: the receive buffers and the last step's gradients go as the
@@ -456,7 +530,7 @@ void rotate_buf_pass_end(rotate_buf *b) {
   for (uint32_t g = 0; g < b->n; g++) {
     int64_t t = p->last_compute[g];
     if (t < 0) continue;
-    if (t != done && b->lin_bufs != NONE) plan_buf_reads(p, (uint32_t)t, b->lin_bufs);
+    if (t != done && b->lin_bufs != NONE) reads(b, (uint32_t)t, b->lin_bufs);
     uint32_t prev = b->lin_step[g] != NONE ? b->lin_step[g] : b->lin_prev[g];
     if (prev != NONE) touch(b, (uint32_t)t, (uint32_t)t, prev, PLAN_BUF_DURING);
     done = t;

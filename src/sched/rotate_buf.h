@@ -48,6 +48,15 @@ void rotate_buf_free(rotate_buf *b);
  * dK/dV received into the one sent last step; added into in place at a
  * step greater than the GPU's index, else a new sum. */
 void rotate_buf_grads_stripe(rotate_buf *b);
+/* The program holds K and V as two tensors, and so their receive buffers
+ * (`next_k`, `next_v`), float32 dK/dV sums (`dk`, `dv`) and their receive
+ * buffers (`next_dk`, `next_dv`): ring_flash_attn, and calibrate.py's USP
+ * (USP.attend, attend_bwd), not one packed (B, c, 2, H, D) tensor each
+ * (calibrate.py's Pass: ring, zigzag, TASP, stripe, double ring).  Each
+ * tensor is a block of the caching allocator of its own (exec_alloc.h).
+ * The block buffers `block_dk_buffer`, `block_dv_buffer` are two in every
+ * program. */
+void rotate_buf_kv_split(rotate_buf *b);
 /* A pass begins: its tensors (sched_io) are declared. */
 void rotate_buf_pass(rotate_buf *b, bool backward);
 /* The pass's tensors (declared by rotate_buf_pass). */

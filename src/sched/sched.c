@@ -325,13 +325,15 @@ double sched_rows_bytes(const workload *w, double heads) {
   return (double)w->batch * ((double)w->seq_len / w->gpus) * heads * w->head_dim * w->elem_bytes;
 }
 
-void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward) {
+/* apart: backward's dK and dV two tensors (sched_io_pass_apart) */
+static void io_pass(plan *p, const workload *w, sched_io *io, bool backward, bool apart) {
   double q = sched_rows_bytes(w, w->heads), kv = workload_kv_bytes(w, (double)w->seq_len / w->gpus);
   /* flash attention's softmax_lse: float32, one per query row and head */
   double lse = 4.0 * w->batch * ((double)w->seq_len / w->gpus) * w->heads;
   bool softmax = w->attention == ATTN_SOFTMAX;
   io->late = false;
   io->end_task = -1;
+  io->dv = UINT32_MAX;
   if (io->q == UINT32_MAX) io->q = plan_buf_input(p, PLAN_ALL, q, "q");
   if (io->kv == UINT32_MAX) io->kv = plan_buf_input(p, PLAN_ALL, kv, "k, v");
   if (!backward) {
@@ -345,15 +347,26 @@ void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward) {
   if (io->lse == UINT32_MAX && softmax) io->lse = plan_buf_input(p, PLAN_ALL, lse, "softmax_lse");
   io->dout = plan_buf_input(p, PLAN_ALL, q, "dout");
   io->dq = plan_buf_new(p, PLAN_ALL, q, "dq");
-  io->dkv = plan_buf_new(p, PLAN_ALL, kv, "dk, dv");
+  io->dkv = plan_buf_new(p, PLAN_ALL, apart ? kv / 2 : kv, apart ? "dk" : "dk, dv");
+  if (apart) io->dv = plan_buf_new(p, PLAN_ALL, kv / 2, "dv");
   plan_buf_keep(p, io->dq);
   plan_buf_keep(p, io->dkv);
+  if (apart) plan_buf_keep(p, io->dv);
+}
+
+void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward) {
+  io_pass(p, w, io, backward, false);
+}
+
+void sched_io_pass_apart(plan *p, const workload *w, sched_io *io, bool backward) {
+  io_pass(p, w, io, backward, true);
 }
 
 void sched_io_end(plan *p, const sched_io *io, bool backward, bool late) {
-  uint32_t outs[2] = {backward ? io->dq : io->o, backward ? io->dkv : io->lse};
+  uint32_t outs[3] = {backward ? io->dq : io->o, backward ? io->dkv : io->lse,
+                      backward ? io->dv : UINT32_MAX};
   if (io->end_task >= 0) {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
       if (outs[i] != UINT32_MAX) plan_buf_writes_late(p, (uint32_t)io->end_task, outs[i]);
     return;
   }
@@ -362,7 +375,7 @@ void sched_io_end(plan *p, const sched_io *io, bool backward, bool late) {
     int64_t t = p->last_compute[g];
     if (t < 0 || t == done) continue;
     done = t; /* a lockstep task writes every GPU's at once */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
       if (outs[i] == UINT32_MAX) continue;
       if (late) plan_buf_writes_late(p, (uint32_t)t, outs[i]);
       else plan_buf_writes(p, (uint32_t)t, outs[i]);

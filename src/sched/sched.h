@@ -183,6 +183,8 @@ uint32_t sched_layout(uint64_t seq, uint32_t a, uint32_t r, bool zigzag, plan_se
  * plan (allocated by the caller: live from its start).  UINT32_MAX: none. */
 typedef struct {
   uint32_t q, kv, o, lse, dout, dq, dkv;
+  uint32_t dv; /* V's gradient, where the program returns it apart from
+                  K's (dkv then holds dK alone: sched_io_pass_apart) */
   uint32_t saved; /* a scheduler's own tensor forward hands to backward */
   uint32_t keep[8], n_keep; /* more of them (n_keep 0: none; set by forward) */
   bool late;      /* the pass's outputs are made as its last task ends
@@ -195,6 +197,9 @@ typedef struct {
 /* Declares a pass's tensors into io (all UINT32_MAX before the first
  * pass; the forward's are kept for backward). */
 void sched_io_pass(plan *p, const workload *w, sched_io *io, bool backward);
+/* ... where backward's dK and dV are two tensors (ring_flash_attn's
+ * `next_dk.to(q.dtype)`, `next_dv.to(q.dtype)`): io->dkv and io->dv. */
+void sched_io_pass_apart(plan *p, const workload *w, sched_io *io, bool backward);
 /* The outputs of the pass io was last declared for are written by each
  * GPU's last compute task so far (the pass's final conversion or copy);
  * late: as it ends (plan_buf_writes_late: a conversion after the task's

@@ -79,7 +79,10 @@ static plan *build(const workload *w, const topology *t, bool record_segs, bool 
   struct usp_mem mem = {{{0}, 0}, 0};
   g.held = &held;
   g.mem = &mem;
-  rotate_ops ops = {.prologue = usp_mem_prologue, .epilogue = usp_mem_epilogue};
+  /* K and V are two tensors from the all-to-alls (Ulysses.to_heads, once
+   * each) to the ring's buffers (ring_flash_attn's k, v; calibrate.py's
+   * USP.attend and attend_bwd: nk, nv, dk, dv, ndk, ndv) */
+  rotate_ops ops = {.prologue = usp_mem_prologue, .epilogue = usp_mem_epilogue, .kv_split = true};
   plan *p = ring_geom_build(&g, ops, record_segs);
   g_string_printf(p->note, "%s: Ulysses degree %u x ring degree %u", zigzag ? "usp-zigzag" : "usp",
                   u, g.ranks);

@@ -7,9 +7,9 @@
  * holds them (a backward alone: as one input) until the ring's backward
  * has returned, and frees them then (read by the gathers, which follow).
  * With u = 1 there is no scatter, but ring_flash_attn's autograd function
- * makes K and V contiguous (`k.contiguous()` of the packed KV's views)
- * and saves those: declared by the epilogue on the pass's first and last
- * kernels. */
+ * makes K and V contiguous (`k.contiguous()` of the packed KV's views,
+ * two tensors) and saves those: declared by the epilogue on the pass's
+ * first and last kernels. */
 int64_t usp_mem_prologue(const void *self, plan *p, bool backward, int64_t after,
                          const sched_io *io) {
   const ring_geom *g = self;
@@ -24,14 +24,17 @@ int64_t usp_mem_prologue(const void *self, plan *p, bool backward, int64_t after
     return r;
   }
   if (!backward) return r;
-  if (m->saved.n == 0) {
+  if (m->saved.n == 0 && g->u < 2) {
+    /* the contiguous K and V, two tensors (below) */
+    m->saved.id[m->saved.n++] =
+        plan_buf_saved_input(p, PLAN_ALL, g->kv_bytes / 2, "k made contiguous (saved by forward)");
+    m->saved.id[m->saved.n++] =
+        plan_buf_saved_input(p, PLAN_ALL, g->kv_bytes / 2, "v made contiguous (saved by forward)");
+  } else if (m->saved.n == 0) {
     double rows = (double)w->batch * w->seq_len * w->heads / w->gpus;
-    double bytes = g->u < 2 ? g->kv_bytes
-                            : 2 * rows * w->head_dim * w->elem_bytes + rows * 4.0 + g->kv_bytes;
-    m->saved.id[m->saved.n++] = plan_buf_saved_input(
-        p, PLAN_ALL, bytes,
-        g->u < 2 ? "k, v made contiguous (saved by forward)"
-                 : "saved by forward: q, k, v, out, lse on H/u heads");
+    double bytes = 2 * rows * w->head_dim * w->elem_bytes + rows * 4.0 + g->kv_bytes;
+    m->saved.id[m->saved.n++] =
+        plan_buf_saved_input(p, PLAN_ALL, bytes, "saved by forward: q, k, v, out, lse on H/u heads");
   }
   for (uint32_t i = 0; g->u >= 2 && i < m->saved.n && g->held->n < G_N_ELEMENTS(g->held->id); i++)
     g->held->id[g->held->n++] = m->saved.id[i];
@@ -78,20 +81,26 @@ int64_t usp_mem_epilogue(const void *self, plan *p, bool backward, int64_t last)
   int64_t out = ulysses_gather_heads(p, w, g->u, backward, g->ranks, &src, g->held);
   if (g->u >= 2) return out >= 0 ? out : last;
   int64_t done = -1;
-  if (!backward) { /* u = 1: the contiguous K, V, made before the first kernel */
-    uint32_t kv = plan_buf_new(p, PLAN_ALL, g->kv_bytes, "k, v made contiguous (ring_flash_attn)");
+  if (!backward) {
+    /* u = 1: the contiguous K, V, made before the first kernel, two
+     * tensors (ring_flash_attn's `k = k.contiguous()`, `v =
+     * v.contiguous()`; calibrate.py Ulysses.run's to_heads of each) */
+    uint32_t kv[2] = {plan_buf_new(p, PLAN_ALL, g->kv_bytes / 2, "k made contiguous (ring_flash_attn)"),
+                      plan_buf_new(p, PLAN_ALL, g->kv_bytes / 2, "v made contiguous (ring_flash_attn)")};
     g_autofree bool *seen = g_new0(bool, p->n_gpus);
     for (uint32_t t = m->first_task; t < p->tasks->len; t++) {
       const plan_task *k = plan_task_at(p, t);
       if (k->kind != TASK_COMPUTE) continue;
       if (k->gpu == PLAN_ALL ? seen[0] : seen[k->gpu]) continue;
-      plan_buf_writes(p, t, kv);
+      for (int i = 0; i < 2; i++) plan_buf_writes(p, t, kv[i]);
       if (k->gpu == PLAN_ALL) break;
       seen[k->gpu] = true;
     }
-    sched_io_save(p, g->w, kv);
     m->saved.n = 0;
-    m->saved.id[m->saved.n++] = kv;
+    for (int i = 0; i < 2; i++) {
+      sched_io_save(p, g->w, kv[i]);
+      m->saved.id[m->saved.n++] = kv[i];
+    }
   }
   /* ... and referenced to the end of every GPU's last compute of the pass
    * (forward: kept for the backward; backward: freed as it returns, after
