@@ -11,7 +11,9 @@ typedef struct {
 struct exec_queue {
   const plan *p;
   uint64_t (*key)(const plan *, uint32_t);
-  uint32_t *off;  /* per GPU: its first entry (CSR, n + 1) */
+  uint32_t *off;  /* per list: its first entry (CSR) */
+  bool shared;    /* every compute task runs on every GPU (a lockstep plan):
+                     one list for all */
   entry *e;       /* compute tasks, each GPU's in the host's order */
   double *end_s;  /* per task of the plan: when it ended, NAN: not yet */
   uint32_t *made; /* per GPU: entries keyed at or before the last task asked
@@ -36,12 +38,18 @@ exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t
     else
       count[t->gpu + 1]++;
   }
-  bool binds = false;
+  bool binds = false, shared = true;
   for (uint32_t g = 0; g < n; g++) binds |= count[g + 1] > EXEC_LAUNCH_QUEUE;
   if (!binds) return NULL;
+  for (guint i = 0; i < p->tasks->len && shared; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    shared = t->kind != TASK_COMPUTE || t->gpu == PLAN_ALL;
+  }
   exec_queue *q = g_new0(exec_queue, 1);
   q->p = p;
   q->key = key;
+  q->shared = shared;
+  n = shared ? 1 : n; /* lists */
   q->off = g_new0(uint32_t, n + 1);
   for (uint32_t g = 0; g < n; g++) q->off[g + 1] = q->off[g] + count[g + 1];
   q->e = g_new(entry, q->off[n]);
@@ -50,7 +58,7 @@ exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t
     const plan_task *t = plan_task_at(p, i);
     if (t->kind != TASK_COMPUTE) continue;
     entry x = {key(p, i), i};
-    for (uint32_t g = t->gpu == PLAN_ALL ? 0 : t->gpu; g < n; g++) {
+    for (uint32_t g = t->gpu == PLAN_ALL || shared ? 0 : t->gpu; g < n; g++) {
       q->e[fill[g]++] = x;
       if (t->gpu != PLAN_ALL) break;
     }
@@ -63,7 +71,7 @@ exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t
     while (i < len && v[i - 1].key <= v[i].key) i++;
     if (i < len) g_qsort_with_data(v, (gint)len, sizeof *v, by_key, NULL);
   }
-  q->made = g_new0(uint32_t, n);
+  q->made = g_new0(uint32_t, p->n_gpus);
   q->end_s = g_new(double, p->tasks->len);
   for (guint i = 0; i < p->tasks->len; i++) q->end_s[i] = NAN;
   return q;
@@ -87,8 +95,9 @@ double exec_queue_host_floor(exec_queue *q, uint32_t g, uint32_t task, double no
   /* launches of g the host has made by `task`: its entries keyed at or
    * before it (the task itself, if a compute task) */
   uint64_t k = q->key(q->p, task);
-  const entry *v = q->e + q->off[g];
-  uint32_t len = q->off[g + 1] - q->off[g], made = q->made[g];
+  uint32_t l = q->shared ? 0 : g;
+  const entry *v = q->e + q->off[l];
+  uint32_t len = q->off[l + 1] - q->off[l], made = q->made[g];
   while (made < len && v[made].key <= k) made++;
   while (made > 0 && v[made - 1].key > k) made--;
   q->made[g] = made;
