@@ -106,6 +106,8 @@ void exec_alloc_release_after(exec_alloc *a, uint32_t block, double ready_s);
 void exec_alloc_settle(exec_alloc *a, double now_s);
 /* Bytes the device lets the allocator reserve (0: no bound). */
 void exec_alloc_set_capacity(exec_alloc *a, uint64_t bytes);
+/* When the first pending block is done (INFINITY: none is pending). */
+double exec_alloc_next_ready(const exec_alloc *a);
 /* Whether a request found the device full and synchronized (tests). */
 bool exec_alloc_synced(const exec_alloc *a);
 /* Bytes of the segments held now, and the most held so far. */

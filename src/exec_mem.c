@@ -162,8 +162,13 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
   bool hosted = m->host_s && task != UINT32_MAX;
   if (hosted) {
     double host = m->host_s[task] + m->host_lag[g];
-    double floor = exec_queue_host_floor(m->queue, g, task, now);
-    exec_alloc_settle(m->alloc[g], host > floor ? host : floor);
+    exec_alloc_settle(m->alloc[g], host);
+    /* the queue's floor is at most now: asked only where a block it
+     * could settle is pending */
+    if (m->queue && exec_alloc_next_ready(m->alloc[g]) <= now) {
+      double floor = exec_queue_host_floor(m->queue, g, task, now);
+      if (floor > host) exec_alloc_settle(m->alloc[g], floor);
+    }
   }
   m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
