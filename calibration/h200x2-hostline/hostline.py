@@ -107,7 +107,7 @@ def one_pass(fn, busy=False, cold=False, wrapped=False):
     if wrapped:
         rec["class_us"] = {k: v * 1e6 for k, v in CLK.excl.items()}
         rec["class_calls"] = dict(CLK.cnt)
-        rec["class_us"]["python_between"] = (t1 - t0) * 1e6 - sum(CLK.excl.values())
+        rec["class_us"]["python_between"] = (t1 - t0 - sum(CLK.excl.values())) * 1e6
     return rec
 
 
