@@ -215,6 +215,11 @@ def predict(sim, r, sets=()):
     if "emulated_rank" in r:
         sets = [s for s in sets if not s.startswith("comm.record_stream=")]
         sets.append("comm.record_stream=false")
+    # every record's pass starts right after torch.cuda.empty_cache()
+    # (calibrate.py pass_memory), whose first cudaMalloc waits for the
+    # driver's release (exec_alloc.h); a --set given wins
+    if not any(s.startswith("comm.empty_cache_first=") for s in sets):
+        sets = list(sets) + ["comm.empty_cache_first=true"]
     for s in sets:
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)

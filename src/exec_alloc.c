@@ -326,8 +326,10 @@ bool exec_alloc_synced(const exec_alloc *a) { return a->synced; }
 
 uint64_t exec_alloc_last_segment(const exec_alloc *a) { return a->last_segment; }
 
-double exec_alloc_segment_host_s(uint64_t bytes) {
-  return ALLOC_SEGMENT_HOST_S + ALLOC_SEGMENT_HOST_S_PER_GIB * (double)bytes / (double)(1u << 30);
+double exec_alloc_segment_host_s(uint64_t bytes, bool after_empty) {
+  double gib = (double)bytes / (double)(1u << 30);
+  if (after_empty) return ALLOC_FIRST_SEGMENT_HOST_S + ALLOC_FIRST_SEGMENT_HOST_S_PER_GIB * gib;
+  return ALLOC_SEGMENT_HOST_S + ALLOC_SEGMENT_HOST_S_PER_GIB * gib;
 }
 
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }

@@ -70,19 +70,25 @@
 #define ALLOC_MIN_LARGE_ALLOC (10u << 20)        /* kMinLargeAlloc */
 #define ALLOC_ROUND_LARGE (2u << 20)             /* kRoundLarge */
 /* Host time of the cudaMalloc behind a new segment (alloc_block), which
- * the GPU does not wait for: a fixed part and one per GiB, read in the
- * allocator's own traces of the calibration tool's passes (PyTorch 2.11,
- * CUDA 13.0), the host time before a `segment_alloc` against that before
- * a request the cache serves (0.002 ms): calibration/h200x2-snap-host (2
- * H200, no stacks) 0.10-0.13 ms for 2-96 MiB segments, 0.15 ms at 192 MiB,
- * 0.20 ms at 384 MiB; calibration/h100x2-snap (2 H100, python stacks,
- * less the same line's cached request) 0.10-0.18 ms at 20 MiB, 0.2-0.45
- * ms at 0.5-1 GiB.  The first two segments of a pass that follows
- * empty_cache() take 0.3-1.1 ms (the driver finishing the release of what
- * was emptied: malloc-r*.jsonl there); not modelled, as a job does not
- * empty its cache before a step. */
-#define ALLOC_SEGMENT_HOST_S 100e-6
+ * the GPU does not wait for: a fixed part and one per GiB.  The fixed
+ * part is what each new segment after a pass's first adds to its host
+ * time against the same pass with a warm cache (calibration/h200x2-
+ * hostline, 2 H200, calibrate.py's ring, zigzag and TASP passes run from
+ * an emptied cache: median 180-240 us a segment from 1.5K to 6K tokens per
+ * GPU); the allocator's own traces, which time only the gap before each
+ * `segment_alloc`, give 0.10-0.13 ms for 2-96 MiB (calibration/h200x2-
+ * snap-host) and the part per GiB (0.15 ms at 192 MiB, 0.20 at 384 MiB;
+ * calibration/h100x2-snap 0.2-0.45 ms at 0.5-1 GiB).
+ * The first cudaMalloc after torch.cuda.empty_cache() waits for the
+ * driver to finish releasing what was emptied (topology
+ * comm.empty_cache_first): +290 / +380 / +660 us for the 48 / 96 / 192
+ * MiB receive buffer that is a pass's first segment at 3K / 6K / 12K
+ * tokens per GPU (h200x2-hostline), 0.167 ms + 2.63 ms per GiB (their
+ * line); 0.3-1.1 ms in h200x2-snap-host's malloc-r*.jsonl. */
+#define ALLOC_SEGMENT_HOST_S 200e-6
 #define ALLOC_SEGMENT_HOST_S_PER_GIB 250e-6
+#define ALLOC_FIRST_SEGMENT_HOST_S 167e-6
+#define ALLOC_FIRST_SEGMENT_HOST_S_PER_GIB 2.63e-3
 
 typedef struct exec_alloc exec_alloc;
 
@@ -94,8 +100,9 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes);
 /* Bytes of the segment the last exec_alloc_take made (cudaMalloc); 0 if it
  * took a cached block. */
 uint64_t exec_alloc_last_segment(const exec_alloc *a);
-/* Host time of the cudaMalloc of a new segment of `bytes`. */
-double exec_alloc_segment_host_s(uint64_t bytes);
+/* Host time of the cudaMalloc of a new segment of `bytes`; after_empty:
+ * the first since torch.cuda.empty_cache(). */
+double exec_alloc_segment_host_s(uint64_t bytes, bool after_empty);
 /* Block `block` is freed (cached). */
 void exec_alloc_release(exec_alloc *a, uint32_t block);
 /* Block `block` is freed while another stream's use of it ends only at

@@ -26,9 +26,12 @@ typedef bool (*exec_held_fn)(const plan_task *t, uint32_t i, const void *ctx);
  * (exec_alloc.h), and no earlier than its launch queue lets it
  * (exec_queue.h).  capacity_bytes: what each GPU's allocator may reserve
  * before it must synchronize and give cached segments back (0: no bound;
- * exec_alloc_set_capacity). */
+ * exec_alloc_set_capacity).  empty_cache_first: the pass starts after
+ * torch.cuda.empty_cache() (its first cudaMalloc on a GPU costs its host
+ * more: exec_alloc_segment_host_s). */
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
-                       const void *ctx, const double *host_issue_s, uint64_t capacity_bytes);
+                       const void *ctx, const double *host_issue_s, uint64_t capacity_bytes,
+                       bool empty_cache_first);
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s);
 void exec_mem_end(exec_mem *m, uint32_t task, double now_s);
 /* The run is over: fills r's peak fields and frees m. */

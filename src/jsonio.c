@@ -423,6 +423,14 @@ bool json_get_u32(json_object *obj, json_where w, const char *key, bool required
   return true;
 }
 
+bool json_get_bool(json_object *obj, json_where w, const char *key, bool *out, GError **err) {
+  json_object *v;
+  if (!lookup(obj, key, &v)) return true;
+  if (!json_object_is_type(v, json_type_boolean)) return fail(err, w, key, "expected true or false");
+  *out = json_object_get_boolean(v);
+  return true;
+}
+
 bool json_get_string(json_object *obj, json_where w, const char *key, bool required,
                      const char *def, const char **out, GError **err) {
   json_object *v;

@@ -81,6 +81,8 @@ bool json_get_u32(json_object *obj, json_where w, const char *key, bool required
                   uint32_t def, uint32_t min, uint32_t *out, GError **err);
 bool json_get_string(json_object *obj, json_where w, const char *key, bool required,
                      const char *def, const char **out, GError **err);
+/* true or false; absent: *out left as it is. */
+bool json_get_bool(json_object *obj, json_where w, const char *key, bool *out, GError **err);
 /* An object or array field; NULL in *out when absent and not required. */
 bool json_get_typed(json_object *obj, json_where w, const char *key, bool required,
                     json_type type, json_object **out, GError **err);

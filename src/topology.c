@@ -358,7 +358,8 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   static const char *const comm_keys[] = {"launch_us", "p2p_launch_us", "p2p_msg_us",
                                           "flow_cap_gbps", "inter_node_flow_cap_gbps",
                                           "host_us", "p2p_host_us", "p2p_op_host_us", "kernel_blocks_comm",
-                                          "record_stream", "flow_rate_by_size", "source", NULL};
+                                          "record_stream", "empty_cache_first", "flow_rate_by_size",
+                                          "source", NULL};
   double launch_us, p2p_launch_us, p2p_msg_us, cap_gbps, inter_gbps, host_us, p2p_host_us,
       op_host_us;
   if (!json_check_keys(comm, cw, comm_keys, err) ||
@@ -397,22 +398,11 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
   /* without p2p constants, grouped send/receive costs what a collective does */
   t->p2p_launch_s = (p2p_launch_us < 0 ? launch_us : p2p_launch_us) * 1e-6;
   t->p2p_msg_s = p2p_msg_us * 1e-6;
-  json_object *kb;
-  if (json_object_object_get_ex(comm, "kernel_blocks_comm", &kb)) {
-    if (!json_object_is_type(kb, json_type_boolean)) {
-      json_fail(err, cw, "kernel_blocks_comm", "expected true or false");
-      topo_free(t);
-      return NULL;
-    }
-    t->kernel_blocks_comm = json_object_get_boolean(kb);
-  }
-  if (json_object_object_get_ex(comm, "record_stream", &kb)) {
-    if (!json_object_is_type(kb, json_type_boolean)) {
-      json_fail(err, cw, "record_stream", "expected true or false");
-      topo_free(t);
-      return NULL;
-    }
-    t->record_stream = json_object_get_boolean(kb);
+  if (!json_get_bool(comm, cw, "kernel_blocks_comm", &t->kernel_blocks_comm, err) ||
+      !json_get_bool(comm, cw, "record_stream", &t->record_stream, err) ||
+      !json_get_bool(comm, cw, "empty_cache_first", &t->empty_cache_first, err)) {
+    topo_free(t);
+    return NULL;
   }
   t->comm_host_s = host_us * 1e-6;
   t->p2p_host_s = p2p_host_us < 0 ? host_us * 1e-6 : p2p_host_us * 1e-6;

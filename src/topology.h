@@ -93,6 +93,12 @@ typedef struct topology {
    * (docs/validation.md: reserved within 12.4% on every 2-GPU NCCL
    * record with it, 18.7% without) */
   bool record_stream;
+  /* comm.empty_cache_first (default false): the pass starts right after
+   * torch.cuda.empty_cache(), as the calibration tool's memory part runs
+   * each pass, so its first cudaMalloc waits for the driver to finish
+   * releasing what was emptied (exec_alloc_segment_host_s); a job does
+   * not empty its cache before a step */
+  bool empty_cache_first;
   double comm_host_s;      /* host time to issue one group, per GPU taking part */
   double p2p_host_s;       /* the same for a grouped send/receive (< 0: comm_host_s)... */
   double p2p_op_host_s;    /* ...plus this per op (isend or irecv) the GPU puts in it */

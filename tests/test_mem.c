@@ -882,10 +882,12 @@ static void t_record_stream_after_copies(void) {
  * own: 400 MiB, exactly the block more.  Without recordStream, 300 MiB.
  * peer_bytes: GPU 1, the receiver, first runs a kernel making a segment of
  * that size (its host's cudaMalloc). */
-static double reserved_after_host_mallocs(double xfer_s, bool record_stream, double peer_bytes) {
+static double reserved_after(double xfer_s, bool record_stream, double peer_bytes,
+                             bool empty_cache_first) {
   const double bw = 100e9;
   topology *t = switch_topo(2, bw);
   t->record_stream = record_stream;
+  t->empty_cache_first = empty_cache_first;
   t->compute.host_s = t->compute.bwd_host_s = t->compute.copy_host_s = 0;
   t->compute.merge_host_s = 0;
   t->comm_host_s = t->p2p_host_s = t->p2p_op_host_s = 0;
@@ -918,8 +920,12 @@ static double reserved_after_host_mallocs(double xfer_s, bool record_stream, dou
   return reserved;
 }
 
+static double reserved_after_host_mallocs(double xfer_s, bool record_stream, double peer_bytes) {
+  return reserved_after(xfer_s, record_stream, peer_bytes, false);
+}
+
 static void t_record_stream_host_mallocs(void) {
-  double x_s = exec_alloc_segment_host_s(100 * MIB), z_s = exec_alloc_segment_host_s(200 * MIB);
+  double x_s = exec_alloc_segment_host_s(100 * MIB, false), z_s = exec_alloc_segment_host_s(200 * MIB, false);
   CU_ASSERT(x_s > 0 && z_s > 0);
   /* done within the second cudaMalloc: X's block is reused */
   CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 0), 300 * MIB, 0);
@@ -932,8 +938,21 @@ static void t_record_stream_host_mallocs(void) {
   /* the send starts once both hosts issued it: the receiver's host, behind
    * by a cudaMalloc longer than both of GPU 0's, issues it after GPU 0's
    * request (a 4 GiB segment: 1.1 ms) */
-  CU_ASSERT(exec_alloc_segment_host_s(4096 * MIB) > x_s + z_s);
+  CU_ASSERT(exec_alloc_segment_host_s(4096 * MIB, false) > x_s + z_s);
   CU_ASSERT_DOUBLE_EQUAL(reserved_after_host_mallocs(z_s / 4, true, 4096 * MIB), 400 * MIB, 0);
+  /* after empty_cache() a GPU's first cudaMalloc waits for the driver's
+   * release (comm.empty_cache_first): the receiver's first segment, 256
+   * MiB, then takes longer than GPU 0's two (its first, X, longer too),
+   * and the send is issued after GPU 0's request; without it, it does not */
+  double peer = exec_alloc_segment_host_s(256 * MIB, true);
+  CU_ASSERT(peer > exec_alloc_segment_host_s(100 * MIB, true) + z_s);
+  CU_ASSERT(exec_alloc_segment_host_s(256 * MIB, false) < x_s + z_s);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after(z_s / 4, true, 256 * MIB, false), 300 * MIB, 0);
+  CU_ASSERT_DOUBLE_EQUAL(reserved_after(z_s / 4, true, 256 * MIB, true), 400 * MIB, 0);
+  /* h200x2-hostline: +290 / +380 / +660 us for a first segment of 48 /
+   * 96 / 192 MiB */
+  CU_ASSERT(fabs(exec_alloc_segment_host_s(48 * MIB, true) - 290e-6) < 10e-6);
+  CU_ASSERT(fabs(exec_alloc_segment_host_s(192 * MIB, true) - 660e-6) < 10e-6);
 }
 
 /* How far the host runs ahead, and a device that fills up (recordStream

@@ -517,6 +517,7 @@ static void t_set_load(void) {
       {"compute.model=magic", "command line: option '--set': compute.model=magic: expected \"roofline\""},
       {"comm.kernel_blocks_comm=1", "command line: option '--set': comm.kernel_blocks_comm=1: expected true or false"},
       {"comm.record_stream=yes", "command line: option '--set': comm.record_stream=yes: expected true or false"},
+      {"comm.empty_cache_first=1", "command line: option '--set': comm.empty_cache_first=1: expected true or false"},
       {"generator={\"kind\":\"nvswitch\",\"gpus\":8,\"port_gbps\":\"x\"}",
        "}: field 'generator.port_gbps': expected a rate"}};
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
