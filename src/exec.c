@@ -180,7 +180,8 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   exec_comm_init(&s);
   exec_slow_init(&s);
   build_successors(&s);
-  s.mem = exec_mem_new(p, r, opts->keep_trace, held_back, &s, t->record_stream ? issue : NULL);
+  s.mem = exec_mem_new(p, r, opts->keep_trace, held_back, &s, t->record_stream ? issue : NULL,
+                       s.g.start_s, opts->mem_per_gpu);
 
   if (opts->progress) {
     g_atomic_int_set(&opts->progress->done, 0);
