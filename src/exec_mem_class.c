@@ -4,9 +4,11 @@
  * every GPU shares need not be added at all: a task's part on a GPU it
  * touches with no use of its own ("plain") is the same on all of them; a
  * GPU with uses of its own in the task (a buffer of that GPU only, a use
- * naming that GPU's copy) gets instead the hash of those uses and their
- * places among the task's uses (writes first, then reads: the order
- * exec_mem applies them in).  A task touching every GPU adds its plain
+ * naming that GPU's copy) gets instead the hash of those uses, in order,
+ * each with how many of the uses every GPU of the task has come before it
+ * (writes first, then reads: the order exec_mem applies them in), which
+ * fixes the GPU's sequence; a group with a use per GPU, each of its own
+ * copy, has its GPUs alike.  A task touching every GPU adds its plain
  * part to none (a constant); a pattern group over some GPUs adds it to
  * its pattern, and each pattern's sum goes to its GPUs once at the end. */
 #include "exec_mem_class.h"
@@ -112,16 +114,18 @@ static void task_parts(builder *b, uint32_t task, const uint32_t *use_off, const
   b->n_owners = 0;
   const plan_pattern_info *pi;
   set_kind k = task_set(b, t, &pi);
-  uint64_t place = 0;
+  /* an own use's place: after how many uses every GPU of the task has
+   * (its order among the GPU's own uses is the hash's order) */
+  uint64_t common = 0;
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = use_off[task]; i < use_off[task + 1]; i++) {
       const plan_buf_use *u = use(ctx, use_of[i]);
       if (u->write != (bool)writes) continue;
-      place++;
-      uint64_t key = mix(place << 40 ^ (uint64_t)u->buf << 3 ^ (uint64_t)u->write << 2 ^ u->when);
+      uint64_t key = mix(common << 40 ^ (uint64_t)u->buf << 3 ^ (uint64_t)u->write << 2 ^ u->when);
       const plan_buf *pb = plan_buf_at(b->p, u->buf);
       if (pb->gpu != PLAN_ALL) own_use(b, pb->gpu, key);
-      else if (u->gpu != PLAN_ALL && in_set(b, k, t, pi, u->gpu)) own_use(b, u->gpu, key);
+      else if (u->gpu == PLAN_ALL) common++;
+      else if (in_set(b, k, t, pi, u->gpu)) own_use(b, u->gpu, key);
     }
   h128 plain = step(step(SEED, task), TAG_PLAIN);
   if (k == S_ONE) add(&b->sig[t->gpu], plain);

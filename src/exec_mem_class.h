@@ -15,7 +15,7 @@
  *
  * A GPU's sequence is summarised as a 128-bit hash: per task, the task
  * and the uses that touch only some of its GPUs (a buffer of one GPU, a
- * use naming one GPU's copy) with their places in the task's order; the
+ * use naming one GPU's copy) with their places among the others; the
  * uses touching all of the task's GPUs alike are left out, as are tasks
  * touching every GPU alike (they add the same to every GPU's sequence).
  * Per-task parts are added, so a task costs its own uses, plus its GPUs
