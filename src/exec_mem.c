@@ -37,7 +37,8 @@
  * instance per class, each class one allocator, and at the end every GPU
  * gets its class's figures; errors count once per GPU an instance stands
  * for.  A lockstep ring was n copies of every buffer replayed one by one,
- * n^2 allocator operations (2,048 GPUs: 16 of its 16.3 CPU s). */
+ * n^2 allocator operations (a 2,048-GPU full-mask ring forward: 16.3 CPU
+ * s, 0.6 s replayed by class). */
 #include "exec_mem.h"
 
 #include "exec_alloc.h"

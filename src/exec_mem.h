@@ -20,7 +20,7 @@ typedef bool (*exec_held_fn)(const plan_task *t, uint32_t i, const void *ctx);
  * start_s: per task, when it started (the replay's; read at its end).
  * GPUs whose replays coincide (exec_mem_class.h: a lockstep plan's) are
  * replayed once and r's per-GPU figures copied to each; `per_gpu` (or
- * trace, or a plan without lockstep tasks): every GPU replayed itself. 
+ * trace, or a plan without lockstep tasks): every GPU replayed itself.
  * held_back (NULL: none is): a group held back by a kernel makes its
  * allocations at that kernel's start (the host issued it before).
  * host_issue_s (NULL: none): per task, when its host issues it; then a
