@@ -4,18 +4,30 @@
 # and the construction of K_n*'s Hamiltonian cycles at n = 256, 512 and
 # 1,024 (tasp-bench); a scaling table of single points to 1,024 GPUs; a
 # 10,000-point sweep.  Prints figures; asserts nothing.
+# BENCH_PARTS: which parts run, of "process scaling table step sweep"
+# (default all); the table's rows are chosen by BENCH_GPUS, BENCH_SCHEDS,
+# BENCH_MASKS and BENCH_PASSES (below).  BENCH_BIN: the build directory
+# whose tasp-sim and tasp-bench run (default build; another build's, for
+# figures before a change).
 set -e
 cd "$(dirname "$0")/.."
 TIMEFORMAT='%R s wall, %U s user'
+bin=${BENCH_BIN:-build}
+parts=" ${BENCH_PARTS:-process scaling table step sweep} "
+part() { case "$parts" in *" $1 "*) return 0 ;; esac; return 1; }
+
+if part process; then
 for j in 1 0; do
   echo -n "process: tasp-sim scenarios/h100x8.json --jobs $j: "
-  time build/tasp-sim scenarios/h100x8.json --jobs $j --csv /dev/null --quiet
+  time $bin/tasp-sim scenarios/h100x8.json --jobs $j --csv /dev/null --quiet
 done
-build/tasp-bench scenarios/h100x8.json
+$bin/tasp-bench scenarios/h100x8.json
+fi
 
 # Scaling: one forward point per process (peak memory is the process's),
 # ring and tasp, one NVSwitch domain and nodes of 8 over NIC rails, about
 # 1M tokens: N(N-1)*c so that tasp's N-1 pieces per chunk are even.
+if part scaling; then
 echo
 echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
 echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
@@ -23,33 +35,36 @@ for sched in ring tasp; do
   for n in 8 16 32 64 128 256 512 1024; do
     c=$(( (1048576 + n * (n - 1) / 2) / (n * (n - 1)) )); [ "$c" -lt 1 ] && c=1
     seq=$(( n * (n - 1) * c ))
-    build/tasp-bench --row $sched h100x8 $n $seq full generator.gpus=$n
-    [ "$n" -ge 16 ] && build/tasp-bench --row $sched h100x8x32 $n $seq full generator.nodes=$((n / 8))
+    $bin/tasp-bench --row $sched h100x8 $n $seq full generator.gpus=$n
+    [ "$n" -ge 16 ] && $bin/tasp-bench --row $sched h100x8x32 $n $seq full generator.nodes=$((n / 8))
   done
 done
+fi
 
 # Every scheduler x full and causal x forward and forward+backward, one
 # point per process on one NVSwitch domain of N GPUs (h100x8 with
 # generator.gpus=N), 2,048 tokens per GPU; ulysses with N heads (its heads
 # must divide among the GPUs; at most 1,024), lasp and lasp2 on linear
-# attention.  BENCH_GPUS lists the sizes (default 1024); a point that runs
-# past BENCH_TIMEOUT seconds (default 300) or is refused shows as such.
-# Then the growth exponent of CPU time (the wall time of an unshared core)
-# from the smallest size to each larger one, log(ratio) / log(GPU ratio),
-# where both ran.
+# attention.  BENCH_GPUS lists the sizes (default 1024); BENCH_SCHEDS,
+# BENCH_MASKS and BENCH_PASSES the rows (default every scheduler, both
+# masks, both passes); a point that runs past BENCH_TIMEOUT seconds
+# (default 300) or is refused shows as such.  Then the growth exponent of
+# CPU time (the wall time of an unshared core) from the smallest size to
+# each larger one, log(ratio) / log(GPU ratio), where both ran.
+if part table; then
 echo
 echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
 echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 for n in ${BENCH_GPUS:-1024}; do
-  for sched in ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp lasp2 lasp2h; do
+  for sched in ${BENCH_SCHEDS:-ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp lasp2 lasp2h}; do
     extra=""
     case $sched in ulysses) extra="heads=$n" ;; lasp | lasp2) extra="attention=linear" ;; esac
-    for mask in full causal; do
-      for pass in fwd fwdbwd; do
+    for mask in ${BENCH_MASKS:-full causal}; do
+      for pass in ${BENCH_PASSES:-fwd fwdbwd}; do
         rc=0
-        row=$(timeout "${BENCH_TIMEOUT:-300}" build/tasp-bench --row $sched h100x8 $n $((2048 * n)) \
+        row=$(timeout "${BENCH_TIMEOUT:-300}" $bin/tasp-bench --row $sched h100x8 $n $((2048 * n)) \
               $mask generator.gpus=$n pass=$pass $extra 2>/dev/null) || rc=$?
         if [ "$rc" = 124 ]; then why="past ${BENCH_TIMEOUT:-300} s"; elif [ "$rc" != 0 ]; then why=refused; fi
         [ "$rc" = 0 ] || row=$(printf '| %-10s | %-9s | %-6s | %-6s | %5s | %9s |' $sched h100x8 $mask $pass $n "$why")
@@ -64,26 +79,31 @@ awk -F'|' '{ gsub(/ /, ""); k = $2 " " $4 " " $5; n = $6 + 0; w = $8;
              else if (n > n0[k] && w0[k] > 0 && w > 0)
                growth[k] = growth[k] sprintf("  %d->%d: N^%.2f", n0[k], n, log(w / w0[k]) / log(n / n0[k])) }
            END { for (i = 1; i <= nk; i++) if (keys[i] in growth) print "growth " keys[i] ":" growth[keys[i]] }' "$rows"
+fi
 
 # Whole training steps (--scope model) of Llama-3-70B at 1M tokens on
 # nodes of 8 over NIC rails: 1,024 GPUs (TP 8 x SP 64 x DP 2) and 16,384
 # (TP 8 x SP 64 x DP 32), zigzag context parallelism, ZeRO 1.  Identical
 # replicas and TP ranks are one simulation with a multiplicity
 # (layer_orbits): the 16,384-GPU job costs about what its 64-GPU SP group does.
+if part step; then
 echo
 for dp in 2 32; do
   echo -n "step: llama3-70b TP 8 x SP 64 x DP $dp ($((512 * dp)) GPUs), 1M tokens: "
-  /usr/bin/time -f "%e s wall, %U s user, %M KB peak" build/tasp-sim --topology h100x8x32 \
+  /usr/bin/time -f "%e s wall, %U s user, %M KB peak" $bin/tasp-sim --topology h100x8x32 \
     --set generator.nodes=$((64 * dp)) --model llama3-70b --scope model --sched zigzag \
     --seq 1M --sp 64 --tp 8 --dp $dp --zero 1 --pass fwdbwd --csv /dev/null --quiet
 done
+fi
 
 # A 10,368-point sweep with backward passes on h100x8x4 (4 nodes of 8 over
 # NIC rails): 9 schedulers x full and causal x SP 8/16/32 x 16 sequence
 # lengths x 12 NIC speeds, one thread per core.
+if part sweep; then
 echo
 echo -n "sweep: h100x8x4, fwdbwd, 10,368 points, --jobs 0 ($(nproc) cores): "
-time build/tasp-sim scenarios/h100x8x4.json --pass fwdbwd --mask full,causal --sp 8,16,32 \
+time $bin/tasp-sim scenarios/h100x8x4.json --pass fwdbwd --mask full,causal --sp 8,16,32 \
   --seq 32K,48K,64K,96K,128K,192K,256K,384K,512K,768K,1M,1536K,2M,3M,4M,6M \
   --set generator.nic_gbps=25,50,100,150,200,250,300,400,500,600,800,1000 \
   --jobs 0 --csv /dev/null --quiet
+fi

@@ -181,6 +181,7 @@ exec_result *exec_run(const plan *p, const topology *t, const exec_opts *opts) {
   exec_slow_init(&s);
   build_successors(&s);
   s.mem = exec_mem_new(p, r, opts->keep_trace, held_back, &s, t->record_stream ? issue : NULL,
+                       s.g.start_s, opts->mem_per_gpu,
                        (uint64_t)(topo_usable_gib(t) * 1073741824.0), t->empty_cache_first);
 
   if (opts->progress) {

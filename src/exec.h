@@ -39,6 +39,8 @@ typedef struct {
                        taken out runs (calibrate.py's passes "comm": false) */
   bool keep_trace;  /* record spans and channel rates */
   bool per_flow;    /* every flow on its own (net.h): the bundles' reference */
+  bool mem_per_gpu; /* the memory replay GPU by GPU, no classes
+                       (exec_mem_class.h): its reference */
   /* A plan for the representatives of a symmetric job (orbits.h): the
    * quotient network is replayed and the result expanded to every GPU
    * and channel; NULL: the plan is the whole job.  Not with keep_trace. */

@@ -31,10 +31,18 @@
  * than that plus its time (xfer_done): where the host is the slower of
  * the two, the GPU runs it late too.
  * Events are numbered so that the instances live at a GPU's peak are found
- * after the run without a snapshot at every new peak. */
+ * after the run without a snapshot at every new peak.
+ * GPUs whose replays coincide (exec_mem_class.h: a full-mask lockstep
+ * plan's are one class) are replayed once: a buffer of every GPU has an
+ * instance per class, each class one allocator, and at the end every GPU
+ * gets its class's figures; errors count once per GPU an instance stands
+ * for.  A lockstep ring was n copies of every buffer replayed one by one,
+ * n^2 allocator operations (a 2,048-GPU full-mask ring forward: 16.3 CPU
+ * s, 0.6 s replayed by class). */
 #include "exec_mem.h"
 
 #include "exec_alloc.h"
+#include "exec_mem_class.h"
 #include "exec_queue.h"
 #include "plan_buf.h"
 
@@ -48,7 +56,12 @@ struct exec_mem {
   const plan *p;
   exec_result *r;
   bool trace;
-  uint32_t n;
+  uint32_t n;              /* replays: classes of GPUs (exec_mem_class.h); every
+                              "per GPU" array below is per class, and a GPU index
+                              in this file's replay is a class's */
+  uint32_t n_gpus;
+  exec_mem_classes *cls;
+  uint32_t *pat_off, *pat_cls; /* per pattern: its GPUs' classes, each once */
   uint32_t *inst_off;      /* per buffer: its first instance */
   uint32_t *refs;          /* per instance: uses not yet ended */
   uint8_t *state;          /* per instance: INST_* */
@@ -64,7 +77,7 @@ struct exec_mem {
   double *host_lag;        /* per GPU: host time its cudaMallocs took so far (exec_alloc_
                               segment_host_s): its host is that much behind host_s */
   double *xfer_issue_s;    /* per task: a transfer's issue by its hosts, lag included */
-  double *start_s;         /* per task: when it started (GPU time) */
+  const double *start_s;   /* per task: when it started (GPU time; exec_graph's) */
   uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
                               task other than a copy (issue_key; recordStream: a
                               transfer the host issues before it runs at once) */
@@ -91,13 +104,15 @@ struct exec_mem {
   double starts_at;
 };
 
-/* The GPUs task t touches, into m->gpus; returns how many. */
+/* The classes of the GPUs task t touches, into m->gpus, each once;
+ * returns how many. */
 static uint32_t task_gpus(exec_mem *m, const plan_task *t) {
-  m->stamp_now++; /* m->stamp marks the task's GPUs (each_inst) */
+  m->stamp_now++; /* m->stamp marks the task's classes (each_inst) */
+  const uint32_t *of = m->cls->of;
   if (t->kind == TASK_COMPUTE) {
     if (t->gpu != PLAN_ALL) {
-      m->gpus[0] = t->gpu;
-      m->stamp[t->gpu] = m->stamp_now;
+      m->gpus[0] = of[t->gpu];
+      m->stamp[of[t->gpu]] = m->stamp_now;
       return 1;
     }
     for (uint32_t g = 0; g < m->n; g++) m->gpus[g] = g, m->stamp[g] = m->stamp_now;
@@ -105,15 +120,16 @@ static uint32_t task_gpus(exec_mem *m, const plan_task *t) {
   }
   const plan_pattern_info *pi = plan_task_pattern(m->p, t);
   if (pi) {
-    memcpy(m->gpus, &g_array_index(m->p->pattern_gpus, uint32_t, pi->gpu_off),
-           pi->n_gpus * sizeof(uint32_t));
-    for (uint32_t i = 0; i < pi->n_gpus; i++) m->stamp[m->gpus[i]] = m->stamp_now;
-    return pi->n_gpus;
+    uint32_t id = (uint32_t)(pi - &g_array_index(m->p->patterns, plan_pattern_info, 0));
+    uint32_t k = m->pat_off[id + 1] - m->pat_off[id];
+    memcpy(m->gpus, &m->pat_cls[m->pat_off[id]], k * sizeof(uint32_t));
+    for (uint32_t i = 0; i < k; i++) m->stamp[m->gpus[i]] = m->stamp_now;
+    return k;
   }
   uint32_t k = 0;
   for (uint32_t i = 0; i < t->n_xfer; i++) {
     const plan_xfer *x = &g_array_index(m->p->xfers, plan_xfer, t->xfer_off + i);
-    uint32_t g2[2] = {x->src, x->dst};
+    uint32_t g2[2] = {of[x->src], of[x->dst]};
     for (int j = 0; j < 2; j++)
       if (m->stamp[g2[j]] != m->stamp_now) {
         m->stamp[g2[j]] = m->stamp_now;
@@ -123,7 +139,38 @@ static uint32_t task_gpus(exec_mem *m, const plan_task *t) {
   return k;
 }
 
-static uint32_t inst_gpu(const plan_buf *b, uint32_t g) { return b->gpu == PLAN_ALL ? g : b->gpu; }
+/* Each pattern's GPUs' classes, each once, in the order of their first
+ * GPUs in it (task_gpus). */
+static void pattern_classes(exec_mem *m) {
+  const plan *p = m->p;
+  uint32_t np = p->patterns ? p->patterns->len : 0, total = 0;
+  m->pat_off = g_new0(uint32_t, np + 1);
+  for (uint32_t id = 0; id < np; id++)
+    total += g_array_index(p->patterns, plan_pattern_info, id).n_gpus;
+  m->pat_cls = g_new(uint32_t, total ? total : 1);
+  uint32_t k = 0;
+  for (uint32_t id = 0; id < np; id++) {
+    const plan_pattern_info *pi = &g_array_index(p->patterns, plan_pattern_info, id);
+    m->stamp_now++;
+    for (uint32_t i = 0; i < pi->n_gpus; i++) {
+      uint32_t c = m->cls->of[g_array_index(p->pattern_gpus, uint32_t, pi->gpu_off + i)];
+      if (m->stamp[c] != m->stamp_now) m->stamp[c] = m->stamp_now, m->pat_cls[k++] = c;
+    }
+    m->pat_off[id + 1] = k;
+  }
+}
+
+/* The class an instance of b lives in (i: its index among b's). */
+static uint32_t inst_gpu(const exec_mem *m, const plan_buf *b, uint32_t i) {
+  return b->gpu == PLAN_ALL ? i : m->cls->of[b->gpu];
+}
+
+/* How many GPUs' instances an instance of b in class c stands for (a
+ * buffer of one GPU: that GPU's, and its class has no other: the class
+ * hash holds its uses). */
+static uint32_t inst_weight(const exec_mem *m, const plan_buf *b, uint32_t c) {
+  return b->gpu == PLAN_ALL ? m->cls->size[c] : 1;
+}
 
 /* Calls fn on each instance use u touches (task GPUs in m->gpus[0..k)). */
 typedef void (*inst_fn)(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
@@ -137,13 +184,17 @@ static const plan_buf_use *use_at(const exec_mem *m, uint32_t i) {
 static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn, double now) {
   const plan_buf *b = plan_buf_at(m->p, u->buf);
   if (b->gpu != PLAN_ALL) {
-    fn(m, b, u, m->inst_off[u->buf], b->gpu, now);
+    fn(m, b, u, m->inst_off[u->buf], m->cls->of[b->gpu], now);
     return;
   }
   if (u->gpu != PLAN_ALL) {
     /* one GPU's copy, if the task touches that GPU (not a scan of the
-     * task's GPUs: a pattern group has a use per GPU) */
-    if (m->stamp[u->gpu] == m->stamp_now) fn(m, b, u, m->inst_off[u->buf] + u->gpu, u->gpu, now);
+     * task's GPUs: a pattern group has a use per GPU); its class's, by the
+     * use naming the class's first GPU (the others' uses are alike, in
+     * the same places: exec_mem_class.h) */
+    uint32_t c = m->cls->of[u->gpu];
+    if (m->cls->rep[c] == u->gpu && m->stamp[c] == m->stamp_now)
+      fn(m, b, u, m->inst_off[u->buf] + c, c, now);
     return;
   }
   for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
@@ -168,7 +219,7 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
     /* the queue's floor is at most now: asked only where a block it
      * could settle is pending */
     if (m->queue && exec_alloc_next_ready(m->alloc[g]) <= now) {
-      double floor = exec_queue_host_floor(m->queue, g, task, now);
+      double floor = exec_queue_host_floor(m->queue, m->cls->rep[g], task, now);
       if (floor > host) exec_alloc_settle(m->alloc[g], floor);
     }
   }
@@ -226,44 +277,74 @@ static uint64_t issue_key(const plan *p, uint32_t task) {
   return (uint64_t)(h == PLAN_IN_PLACE ? task : h) << 1 | (h == PLAN_IN_PLACE);
 }
 
+/* Per GPU, the program-order place of its first compute task other than a
+ * copy (UINT64_MAX: none), for recordStream (m->first_kernel). */
+static uint64_t *first_kernels(const plan *p) {
+  uint64_t *fk = g_new(uint64_t, p->n_gpus), all = UINT64_MAX;
+  for (uint32_t g = 0; g < p->n_gpus; g++) fk[g] = UINT64_MAX;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    /* a copy (OP_COPY: layout changes, torch.cat) is memory-bound and
+     * short: USP's ring transfer after its Ulysses all-to-all and
+     * layout copies runs as early (calibration/h100x2-snap: USP u = 1's
+     * first ring receive buffer `free_completed` 1 ms after its free;
+     * calibration/h100x4-sp USP 2 x 2 forward+backward +15% -> 9.1%) */
+    if (t->kind != TASK_COMPUTE || t->op.kind == OP_COPY) continue;
+    uint64_t k = issue_key(p, i);
+    uint64_t *at = t->gpu == PLAN_ALL ? &all : &fk[t->gpu]; /* lockstep: every GPU's */
+    if (k < *at) *at = k;
+  }
+  for (uint32_t g = 0; g < p->n_gpus; g++)
+    if (all < fk[g]) fk[g] = all;
+  return fk;
+}
+
+static const plan_buf_use *use_cb(const void *m, uint32_t i) { return use_at(m, i); }
+
+/* The uses by task (CSR: m->use_off, m->use_of). */
+static void uses_by_task(exec_mem *m, uint32_t nu) {
+  guint nt = m->p->tasks->len;
+  m->use_off = g_new0(uint32_t, nt + 1);
+  m->use_of = g_new(uint32_t, nu ? nu : 1);
+  for (uint32_t i = 0; i < nu; i++) m->use_off[use_at(m, i)->task + 1]++;
+  for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
+  g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
+  for (uint32_t i = 0; i < nu; i++) m->use_of[fill[use_at(m, i)->task]++] = i;
+}
+
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
-                       const void *ctx, const double *host_issue_s, uint64_t capacity_bytes,
-                       bool empty_cache_first) {
+                       const void *ctx, const double *host_issue_s, const double *start_s,
+                       bool per_gpu, uint64_t capacity_bytes, bool empty_cache_first) {
   exec_mem *m = g_new0(exec_mem, 1);
   m->p = p;
   m->host_s = host_issue_s;
-  if (host_issue_s) {
-    m->first_kernel = g_new(uint64_t, p->n_gpus);
-    for (uint32_t g = 0; g < p->n_gpus; g++) m->first_kernel[g] = UINT64_MAX;
-    for (guint i = 0; i < p->tasks->len; i++) {
-      const plan_task *t = plan_task_at(p, i);
-      /* a copy (OP_COPY: layout changes, torch.cat) is memory-bound and
-       * short: USP's ring transfer after its Ulysses all-to-all and
-       * layout copies runs as early (calibration/h100x2-snap: USP u = 1's
-       * first ring receive buffer `free_completed` 1 ms after its free;
-       * calibration/h100x4-sp USP 2 x 2 forward+backward +15% -> 9.1%) */
-      if (t->kind != TASK_COMPUTE || t->op.kind == OP_COPY) continue;
-      uint64_t k = issue_key(p, i);
-      if (t->gpu != PLAN_ALL) {
-        if (k < m->first_kernel[t->gpu]) m->first_kernel[t->gpu] = k;
-        continue;
-      }
-      for (uint32_t g = 0; g < p->n_gpus; g++) /* a lockstep task runs on every GPU */
-        if (k < m->first_kernel[g]) m->first_kernel[g] = k;
-    }
-  }
+  m->start_s = start_s;
   if (host_issue_s) m->queue = exec_queue_new(p, issue_key);
   move_held_writes(m, held_back, ctx);
   m->n_plan_uses = plan_buf_use_count(p);
-  uint32_t n = p->n_gpus, nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
+  uint32_t nb = plan_buf_count(p), nu = m->n_plan_uses + m->moved->len;
+  uint32_t ng = p->n_gpus;
+  uses_by_task(m, nu);
+  g_autofree uint64_t *fk = host_issue_s ? first_kernels(p) : NULL;
+  /* only a lockstep plan has GPUs alike (a per-GPU task is its GPU's
+   * alone); a trace lists every GPU's changes in the order they happen,
+   * which the replay GPU by GPU gives */
+  m->cls = exec_mem_classes_new(p, m->use_off, m->use_of, use_cb, m, fk,
+                                per_gpu || trace || !p->has_lockstep);
+  uint32_t n = m->cls->n;
   guint nt = p->tasks->len;
   m->r = r;
   m->trace = trace;
   m->n = n;
+  m->n_gpus = ng;
+  if (fk) {
+    m->first_kernel = g_new(uint64_t, n);
+    for (uint32_t c = 0; c < n; c++) m->first_kernel[c] = fk[m->cls->rep[c]];
+  }
   m->starts = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  m->held = g_new0(uint8_t, p->tasks->len);
-  if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, n);
-  if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, n);
+  m->held = g_new0(uint8_t, nt);
+  if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, ng);
+  if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, ng);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
   m->inst_off = g_new(uint32_t, nb + 1);
   uint32_t ni = 0;
@@ -285,7 +366,6 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->empty_cache_first = empty_cache_first;
   m->made_segment = g_new0(bool, n);
   m->xfer_issue_s = g_new0(double, nt);
-  m->start_s = g_new0(double, nt);
   m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) {
     m->alloc[g] = exec_alloc_new();
@@ -296,12 +376,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->peak_seq = g_new0(uint64_t, n);
   m->gpus = g_new(uint32_t, n);
   m->stamp = g_new0(uint32_t, n);
-  m->use_off = g_new0(uint32_t, nt + 1);
-  m->use_of = g_new(uint32_t, nu ? nu : 1);
-  for (uint32_t i = 0; i < nu; i++) m->use_off[use_at(m, i)->task + 1]++;
-  for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
-  g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
-  for (uint32_t i = 0; i < nu; i++) m->use_of[fill[use_at(m, i)->task]++] = i;
+  pattern_classes(m);
   /* the task's GPUs once per task, not per use */
   for (guint t = 0; t < nt; t++) {
     if (m->use_off[t] == m->use_off[t + 1]) continue;
@@ -312,12 +387,12 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   for (uint32_t b = 0; b < nb; b++) {
     const plan_buf *pb = plan_buf_at(p, b);
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
-      uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
+      uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
       if (pb->input) {
         m->written[i] = true;
         alloc(m, i, g, pb->bytes, 0, UINT32_MAX);
       } else if (m->refs[i] == 0) {
-        r->mem_errors++; /* declared, never used */
+        r->mem_errors += inst_weight(m, pb, g); /* declared, never used */
       }
     }
   }
@@ -328,8 +403,9 @@ static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, ui
                        uint32_t g, double now) {
   if (u->write) m->writing[inst] = u->task + 1;
   else if (!m->written[inst] && m->writing[inst] != u->task + 1)
-    m->r->mem_errors++; /* read before anything wrote it */
-  if (m->state[inst] == INST_FREED) m->r->mem_errors++;  /* cannot happen: refs held */
+    m->r->mem_errors += inst_weight(m, b, g); /* read before anything wrote it */
+  if (m->state[inst] == INST_FREED)
+    m->r->mem_errors += inst_weight(m, b, g); /* cannot happen: refs held */
   if (m->state[inst] == INST_NONE)
     alloc(m, inst, g, b->bytes, now, u->task);
 }
@@ -388,7 +464,6 @@ static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned
 /* The task's references are taken (its writes allocated); those it
  * holds only at its start are dropped. */
 static void apply_start(exec_mem *m, uint32_t task, double now_s) {
-  m->start_s[task] = now_s;
   on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_DURING) | PHASE(PLAN_BUF_EARLY));
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_EARLY));
   const plan_task *t = plan_task_at(m->p, task);
@@ -454,18 +529,38 @@ static gint by_gpu_name(gconstpointer a, gconstpointer b) {
   return strcmp(x->name, y->name);
 }
 
+/* Each class's entries in `live` (sorted by class) given to each of its
+ * GPUs, into out. */
+static void expand_live(const exec_mem *m, const GArray *live, GArray *out) {
+  g_autofree uint32_t *off = g_new0(uint32_t, m->n + 1);
+  for (guint i = 0; i < live->len; i++) off[g_array_index(live, exec_mem_live, i).gpu + 1]++;
+  for (uint32_t c = 0; c < m->n; c++) off[c + 1] += off[c];
+  for (uint32_t g = 0; g < m->n_gpus; g++) {
+    uint32_t c = m->cls->of[g];
+    for (uint32_t i = off[c]; i < off[c + 1]; i++) {
+      exec_mem_live l = g_array_index(live, exec_mem_live, i);
+      l.gpu = g;
+      g_array_append_val(out, l);
+    }
+  }
+}
+
 /* The instances live on each GPU at its peak, summed by name, into r:
- * one pass over the instances, then sorted and merged. */
+ * one pass over the instances, then sorted and merged (per class, then
+ * given to its GPUs). */
 static void peak_live(exec_mem *m) {
   const plan *p = m->p;
-  GArray *out = m->r->peak_live;
+  bool classes = m->n < m->n_gpus;
+  GArray *out = classes ? g_array_new(FALSE, FALSE, sizeof(exec_mem_live)) : m->r->peak_live;
   for (uint32_t b = 0; b < plan_buf_count(p); b++) {
     const plan_buf *pb = plan_buf_at(p, b);
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
-      uint32_t g = inst_gpu(pb, i - m->inst_off[b]);
+      uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
       uint64_t at = m->peak_seq[g];
       if (m->state[i] == INST_NONE || m->alloc_seq[i] > at) continue;
       if (m->state[i] == INST_FREED && m->free_seq[i] <= at) continue;
+      /* a buffer of one GPU is touched by it alone, so its class is it */
+      g_assert(pb->gpu == PLAN_ALL || m->cls->size[g] == 1);
       exec_mem_live l = {g, 1, pb->name, pb->bytes};
       g_array_append_val(out, l);
     }
@@ -483,6 +578,9 @@ static void peak_live(exec_mem *m) {
     }
   }
   g_array_set_size(out, k);
+  if (!classes) return;
+  expand_live(m, out, m->r->peak_live);
+  g_array_free(out, TRUE);
 }
 
 void exec_mem_finish(exec_mem *m) {
@@ -491,31 +589,37 @@ void exec_mem_finish(exec_mem *m) {
   const plan *p = m->p;
   for (uint32_t b = 0; b < plan_buf_count(p); b++)
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++)
-      if (m->state[i] == INST_LIVE && !plan_buf_at(p, b)->keep) r->mem_errors++;
+      if (m->state[i] == INST_LIVE && !plan_buf_at(p, b)->keep) {
+        const plan_buf *pb = plan_buf_at(p, b);
+        r->mem_errors += inst_weight(m, pb, inst_gpu(m, pb, i - m->inst_off[b]));
+      }
   if (!r->peak_live) r->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
   g_array_set_size(r->peak_live, 0);
   r->peak_bytes = 0;
   r->peak_gpu = 0;
   r->peak_reserved_bytes = 0;
-  for (uint32_t g = 0; g < m->n; g++) {
-    r->gpu_peak_bytes[g] = m->peak[g];
-    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[g]);
+  /* each GPU its class's figures */
+  for (uint32_t g = 0; g < m->n_gpus; g++) {
+    uint32_t c = m->cls->of[g];
+    r->gpu_peak_bytes[g] = m->peak[c];
+    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[c]);
     if (r->gpu_peak_reserved_bytes[g] > r->peak_reserved_bytes)
       r->peak_reserved_bytes = r->gpu_peak_reserved_bytes[g];
-    exec_alloc_free(m->alloc[g]);
-    if (m->peak[g] > r->peak_bytes) {
-      r->peak_bytes = m->peak[g];
+    if (m->peak[c] > r->peak_bytes) {
+      r->peak_bytes = m->peak[c];
       r->peak_gpu = g;
     }
   }
+  for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->alloc[c]);
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
   g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel);
   exec_queue_free(m->queue);
-  g_free(m->host_lag); g_free(m->made_segment); g_free(m->xfer_issue_s); g_free(m->start_s); g_free(m->alloc); g_free(m->stamp);
-  g_free(m->use_off); g_free(m->use_of);
+  g_free(m->host_lag); g_free(m->made_segment); g_free(m->xfer_issue_s); g_free(m->alloc);
+  g_free(m->stamp); g_free(m->use_off); g_free(m->use_of); g_free(m->pat_off); g_free(m->pat_cls);
+  exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
   g_free(m->held);

@@ -17,6 +17,10 @@ typedef bool (*exec_held_fn)(const plan_task *t, uint32_t i, const void *ctx);
 
 /* Tracking of p's buffers into r (its gpu_peak_bytes made here); the
  * layer's inputs are live from time 0.  trace: record exec_mem_sample.
+ * start_s: per task, when it started (the replay's; read at its end).
+ * GPUs whose replays coincide (exec_mem_class.h: a lockstep plan's) are
+ * replayed once and r's per-GPU figures copied to each; `per_gpu` (or
+ * trace, or a plan without lockstep tasks): every GPU replayed itself.
  * held_back (NULL: none is): a group held back by a kernel makes its
  * allocations at that kernel's start (the host issued it before).
  * host_issue_s (NULL: none): per task, when its host issues it; then a
@@ -30,8 +34,8 @@ typedef bool (*exec_held_fn)(const plan_task *t, uint32_t i, const void *ctx);
  * torch.cuda.empty_cache() (its first cudaMalloc on a GPU costs its host
  * more: exec_alloc_segment_host_s). */
 exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn held_back,
-                       const void *ctx, const double *host_issue_s, uint64_t capacity_bytes,
-                       bool empty_cache_first);
+                       const void *ctx, const double *host_issue_s, const double *start_s,
+                       bool per_gpu, uint64_t capacity_bytes, bool empty_cache_first);
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s);
 void exec_mem_end(exec_mem *m, uint32_t task, double now_s);
 /* The run is over: fills r's peak fields and frees m. */
