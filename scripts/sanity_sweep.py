@@ -77,11 +77,17 @@ EPS_UTIL = 1.5e-4  # utilisations, mfu: 4 decimals
 class Checker:
     """Runs the binary and collects violations, each with its command."""
 
-    def __init__(self, binary, tmp, verbose):
-        self.binary, self.tmp, self.verbose = binary, tmp, verbose
+    def __init__(self, binary, tmp, verbose, every=False):
+        self.binary, self.tmp, self.verbose, self.every = binary, tmp, verbose, every
         self.violations = []
         self.runs = 0
         self.topo_cache = {}
+
+    def chance(self, rng, p):
+        """Whether to check a relation drawn with probability p (always with
+        --every-relation; the draw is made either way, so the sample stays
+        the seed's)."""
+        return rng.random() < p or self.every
 
     def fail(self, cmd, what):
         line = f"VIOLATION: {what}\n  $ {cmd}"
@@ -106,6 +112,8 @@ class Checker:
         rc, out, err, line = self.run(args + ["--csv", path])
         shown = line.replace(" --csv " + path, " --csv -")
         if rc == 2 and err.strip():
+            if self.verbose:
+                print(f"  refused: {err.strip().splitlines()[0]}", file=sys.stderr)
             return None, out, shown
         if rc != 0:
             self.fail(shown, f"exit status {rc} (not 0, nor 2 with a message): {err.strip()[-300:]}")
@@ -233,8 +241,11 @@ def check_row(ck, cmd, c, r, gpu_mem, usable):
         want = "yes" if mem <= usable + EPS_GIB else "no"
         if abs(mem - usable) > EPS_GIB and r["fits"] != want:
             bad(f"fits {r['fits']!r} with peak_mem_gib {mem} and {usable} GiB usable")
-        if r["fits"] == "yes" and res is not None and res > gpu_mem + EPS_GIB:
-            bad(f"fits, yet peak_reserved_gib {res} > the GPU's {gpu_mem} GiB")
+        # the allocator model waits and gives segments back rather than pass
+        # the usable memory (README, peak_reserved_gib): a row that fits
+        # never reserves more, else PyTorch would raise out-of-memory
+        if r["fits"] == "yes" and res is not None and res > usable + EPS_GIB:
+            bad(f"fits, yet peak_reserved_gib {res} > {usable} GiB usable (of the GPU's {gpu_mem})")
     elif r["fits"] != "":
         bad(f"fits {r['fits']!r} on a topology that gives no capacity")
     # job and throughput
@@ -427,7 +438,7 @@ def check_relations(ck, rng, c, rows):
     le = lambda x, y: x <= y * (1 + 1e-9) + EPS_GIB
     ge = lambda x, y: y <= x * (1 + 1e-9) + EPS_GIB
     # determinism: --jobs 1 and --jobs 2 write the same bytes
-    if rng.random() < 0.3:
+    if ck.chance(rng, 0.3):
         outs = []
         for j in ("1", "2"):
             rc, out, _, line = ck.run(base + ["--jobs", j, "--csv", "-", "-q"])
@@ -437,7 +448,7 @@ def check_relations(ck, rng, c, rows):
     # a row alone gives the figures it has in the sweep (speedups to the
     # group's best and the baseline aside: they depend on the others)
     ran = ok_rows(rows)
-    if ran and rng.random() < 0.4 and "docs" not in c:
+    if ran and ck.chance(rng, 0.4) and "docs" not in c:
         r = rng.choice(ran)
         alone_c = dict(c, sched=r["scheduler"], seq=r["seq_len"], sp=r["gpus"], mask=r["mask"])
         alone_c["pass"] = r["pass"]
@@ -455,7 +466,7 @@ def check_relations(ck, rng, c, rows):
     # the backward runs beside the reduction (a longer backward overlaps
     # fewer: seen 1.089 GiB at 4K, 1.082 at 8K)
     mem_monotone = int(c.get("zero", 0)) < 2
-    if rng.random() < 0.4 and "docs" not in c:
+    if ck.chance(rng, 0.4) and "docs" not in c:
         seq2 = {"4K": "8K", "8K": "16K", "16K": "32K"}[c["seq"]]
         rows2, _, cmd2 = ck.run_csv(args_of(dict(c, seq=seq2)))
         if rows2:
@@ -470,7 +481,7 @@ def check_relations(ck, rng, c, rows):
                                                      f"{a[s][col]} -> {b[s][col]}")
     # a faster link never lengthens the step (one run sweeping the rate)
     key = TOPOLOGIES[c["topology"]][1]
-    if key and rng.random() < 0.4:
+    if key and ck.chance(rng, 0.4):
         rows3, _, cmd3 = ck.run_csv(base + ["--set", f"{key}=20,40,80,160"])
         if rows3:
             series = {}
@@ -483,7 +494,7 @@ def check_relations(ck, rng, c, rows):
                         ck.fail(cmd3, f"{k[0]}: faster links, longer step: {slow['overrides']} "
                                       f"{slow['step_ms']} ms -> {fast['overrides']} {fast['step_ms']} ms")
     # --no-comm saves at most the exposed time and never lengthens the step
-    if rng.random() < 0.3:
+    if ck.chance(rng, 0.3):
         rows4, _, cmd4 = ck.run_csv(base + ["--no-comm"])
         if rows4:
             a, b = by_sched(rows), by_sched(rows4)
@@ -500,7 +511,7 @@ def check_relations(ck, rng, c, rows):
     # 8 behind NICs, the two innermost dimensions may swap where together
     # they fill a divisor of the node (the same GPUs per node, permuted)
     other = None
-    if c["scope"] != "attention" and rng.random() < 0.4:
+    if c["scope"] != "attention" and ck.chance(rng, 0.4):
         if c["topology"] in ONE_SWITCH:
             other = rng.choice([p for p in PLACEMENTS if p != c["placement"]])
         elif c["topology"] in NODES_OF_8:
@@ -519,7 +530,7 @@ def check_relations(ck, rng, c, rows):
                                                f"switch changes {diff}: {[(a[k][d], b[k][d]) for d in diff[:3]]}")
     # more GPU memory: the same allocations, never a longer step (a full
     # device only makes the allocator wait)
-    if ck.usable_gib(c["topology"])[0] and "gpu-memory" not in c and rng.random() < 0.3:
+    if ck.usable_gib(c["topology"])[0] and "gpu-memory" not in c and ck.chance(rng, 0.3):
         rm, _, cm = ck.run_csv(base + ["--set", "gpu_memory_gib=24,48,96,192"])
         if rm:
             series = {}
@@ -537,19 +548,19 @@ def check_relations(ck, rng, c, rows):
     if c["scope"] == "model":
         sp_dp = int(c["sp"]) * int(c.get("dp", 1))
         # a second micro-batch adds work and keeps the first's gradients
-        if int(c.get("micro-batches", 1)) == 1 and rng.random() < 0.3:
+        if int(c.get("micro-batches", 1)) == 1 and ck.chance(rng, 0.3):
             r2, _, c2 = ck.run_csv(args_of(dict(c, **{"micro-batches": 2})))
             if r2:
                 relate(ck, "two micro-batches hold less than one", r2, rows, c2, cmd, "peak_mem_gib", ge)
                 relate(ck, "two micro-batches are faster than one", r2, rows, c2, cmd, "step_ms", ge)
         # ZeRO shards what it shards: stage 3 never holds more than stage 0
-        if sp_dp > 1 and rng.random() < 0.5:
+        if sp_dp > 1 and ck.chance(rng, 0.5):
             r0, _, c0 = ck.run_csv(args_of(dict(c, zero=0)))
             r3, _, c3 = ck.run_csv(args_of(dict(c, zero=3)))
             if r0 and r3:
                 relate(ck, "ZeRO 3 holds more than ZeRO 0", r3, r0, c3, c0, "peak_mem_gib", le)
         # full recomputation keeps only each layer's input: never more memory
-        if rng.random() < 0.5:
+        if ck.chance(rng, 0.5):
             rn, _, cn = ck.run_csv(args_of(dict(c, recompute="none")))
             rf, _, cf = ck.run_csv(args_of(dict(c, recompute="full")))
             if rn and rf:
@@ -559,7 +570,7 @@ def check_relations(ck, rng, c, rows):
                        "step_ms", ge)
         # a few layers extended = every layer replayed (README: memory the
         # same, times within 0.5%)
-        if not c.get("whole-steps") and rng.random() < 0.5:
+        if not c.get("whole-steps") and ck.chance(rng, 0.5):
             rw, _, cw = ck.run_csv(base + ["--whole-steps"])
             if rw:
                 a, b = by_sched(rows), by_sched(rw)
@@ -659,7 +670,7 @@ def check_search(ck, rng, c):
     elif m:
         ck.fail(cmd, "search: a winner though no configuration fits")
     # shards merged = the whole search, byte for byte
-    if rng.random() < 0.5:
+    if ck.chance(rng, 0.5):
         parts = []
         for i in range(2):
             p = os.path.join(ck.tmp, f"shard{i}.csv")
@@ -670,7 +681,7 @@ def check_search(ck, rng, c):
             ck.fail(f"{cmd} --shard I/2 --csv sI.csv -q\n  $ build/tasp-sim search --merge s0.csv s1.csv",
                     "search: the shards' merge prints another answer than the whole search")
     # a simulated configuration is the main command's row for it
-    if sim and rng.random() < 0.7:
+    if sim and ck.chance(rng, 0.7):
         r = rng.choice(sim)
         rows2, _, cmd2 = ck.run_csv(main_args_of_search_row(c, r))
         if rows2 is None or not ok_rows(rows2):
@@ -713,17 +724,21 @@ def main():
     ap.add_argument("--size", type=int, default=20, help="configurations of the main command")
     ap.add_argument("--searches", type=int, default=None,
                     help="search configurations (default: a fifth of --size)")
+    ap.add_argument("--every-relation", action="store_true",
+                    help="check every relation of every configuration (default: each drawn)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every command run")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     n_search = a.size // 5 if a.searches is None else a.searches
     with tempfile.TemporaryDirectory(prefix="sanity_sweep.") as tmp:
-        ck = Checker(os.path.abspath(a.binary), tmp, a.verbose)
+        ck = Checker(os.path.abspath(a.binary), tmp, a.verbose, a.every_relation)
         ran = 0
-        for _ in range(a.size):
-            ran += check_config(ck, rng, sample_config(rng))
-        for _ in range(n_search):
-            check_search(ck, rng, sample_search(rng))
+        # the relations draw from their own generator per configuration, so
+        # a seed's configurations are the same with --every-relation
+        for i in range(a.size):
+            ran += check_config(ck, random.Random(f"{a.seed}:{i}"), sample_config(rng))
+        for i in range(n_search):
+            check_search(ck, random.Random(f"{a.seed}:search:{i}"), sample_search(rng))
     print(f"sanity_sweep: seed {a.seed}: {a.size} configurations ({ran} ran, the rest refused "
           f"with exit 2), {n_search} searches, {ck.runs} runs: {len(ck.violations)} violations")
     return 1 if ck.violations else 0
