@@ -329,24 +329,38 @@ def parse_paren(s, i):
 
 
 def parse_verdict(line):
-    """{scheduler: (margin % or None for a winner, reason)}, plus the rest."""
+    """({scheduler: (margin % or None for a winner, reason)}, the schedulers
+    named as not fitting, those named n/a); None for the first where the
+    line names no winner."""
+    unfit, na = set(), set()
     m = re.match(r"(.+?) (fastest|tie|only) \(", line)
     if not m:
-        return None
-    why, i = parse_paren(line, m.end() - 1)
-    names = re.split(r", | and ", m.group(1))
-    out = {n: (None, why) for n in names}
+        m = re.match(r"(no scheduler fits in memory|no scheduler can run this point)", line)
+        if not m:
+            raise ValueError(f"no winner nor 'no scheduler' at {line[:40]!r}")
+        out, i = None, m.end()
+    else:
+        why, i = parse_paren(line, m.end() - 1)
+        out = {n: (None, why) for n in re.split(r", | and ", m.group(1))}
     while i < len(line):
         sep = line[i:i + 2]
+        if sep not in ("; ", ", "):
+            raise ValueError(f"unparsed verdict text at {line[i:][:40]!r}")
         i += 2
-        if sep == "; " and re.match(r"(does not fit|n/a): ", line[i:]):
+        if line.startswith("n/a: ", i):
+            na.update(line[i + 5:].split(", "))
             break
-        m = re.match(r"(\S+) \+([0-9.]+)% \(", line[i:])
+        m = re.match(r"(\S+) \(does not fit: ", line[i:])
+        if m:
+            _, i = parse_paren(line, i + len(m.group(1)) + 1)
+            unfit.add(m.group(1))
+            continue
+        m = re.match(r"(\S+) \+([0-9.]+)% \(", line[i:]) if out is not None else None
         if not m:
             raise ValueError(f"unparsed verdict text at {line[i:][:40]!r}")
         why, i = parse_paren(line, i + m.end() - 1)
         out[m.group(1)] = (float(m.group(2)), why)
-    return out
+    return out, unfit, na
 
 
 def check_verdict_reason(ck, cmd, r, why):
@@ -383,11 +397,16 @@ def check_verdicts(ck, cmd, c, rows, table):
         return ck.fail(cmd, f"{len(lines)} verdict lines for {len(groups)} point groups")
     for line, g in zip(lines, groups):
         try:
-            v = parse_verdict(line)
+            v, unfit, na = parse_verdict(line)
         except ValueError as err:
             ck.fail(cmd, f"verdict line not in its documented form ({err}): {line[:120]}")
             continue
         fit = [r for r in ok_rows(g) if r["fits"] != "no"]
+        want_unfit = {r["scheduler"] for r in ok_rows(g) if r["fits"] == "no"}
+        want_na = {r["scheduler"] for r in g if r["status"] != "ok"}
+        if unfit != want_unfit or na != want_na:
+            ck.fail(cmd, f"verdict names {sorted(unfit)} as not fitting and {sorted(na)} n/a; the rows: "
+                         f"{sorted(want_unfit)} and {sorted(want_na)}")
         if v is None:
             if fit:
                 ck.fail(cmd, f"verdict names no winner though {len(fit)} rows ran and fit: {line[:100]}")
