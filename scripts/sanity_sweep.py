@@ -464,6 +464,16 @@ def check_relations(ck, rng, c, rows):
             outs.append((rc, out, line))
         if outs[0][:2] != outs[1][:2]:
             ck.fail(f"{outs[0][2]}\n  $ {outs[1][2]}", "--jobs 1 and --jobs 2 differ")
+    # shards: every point group in exactly one, the rows as the whole run's
+    if ck.chance(rng, 0.3):
+        rc, whole, _, wline = ck.run(base + ["--csv", "-", "-q"])
+        parts = []
+        for i in range(2):
+            rci, out, _, sline = ck.run(base + ["--shard", f"{i}/2", "--csv", "-", "-q"])
+            parts += out.splitlines()[1:] if rci == 0 else ["exit %d" % rci]
+        if rc == 0 and sorted(parts) != sorted(whole.splitlines()[1:]):
+            ck.fail(f"{wline}\n  $ {sline.replace('1/2', 'I/2')}",
+                    "the shards' rows are not the whole run's rows")
     # a row alone gives the figures it has in the sweep (speedups to the
     # group's best and the baseline aside: they depend on the others)
     ran = ok_rows(rows)
