@@ -58,6 +58,8 @@ LINEAR_MODELS = ["linear-llama3-1b", "linear-llama3-1b-hybrid"]
 PLACEMENTS = ["tp,sp,dp", "sp,tp,dp", "dp,tp,sp", "tp,dp,sp", "sp,dp,tp", "dp,sp,tp"]
 CONFIDENCES = {"roofline", "extrapolated", "scaled from GPU", "scaled", "interpolated",
                "measured", "none"}
+# Topologies with compute.fp8_gemm_table (--precision fp8 needs one).
+FP8_TABLE = {"h100x8", "h100x8x2"}
 # Topologies of one NVSwitch node, every GPU alike.
 ONE_SWITCH = {"h100x8", "h200x4", "h200x4-tool", "h200x2-tool"}
 # Topologies of nodes of 8 alike GPUs on one switch each, NICs across.
@@ -157,14 +159,15 @@ def sample_config(rng):
         c["model"] = rng.choice(SOFTMAX_MODELS) if scope != "attention" or rng.random() < 0.5 else None
         c["sched"] = "all" if rng.random() < 0.2 else ",".join(
             sorted(rng.sample(SOFTMAX_SCHEDS[:-1], rng.randint(2, 4))))
-    tp = rng.choice([1, 1, 2, 4]) if scope != "attention" else 1
-    dp = rng.choice([1, 2]) if scope == "model" else 1
+    tp = rng.choice([t for t in (1, 1, 2, 4) if t <= n_gpus]) if scope != "attention" else 1
+    dp = rng.choice([d for d in (1, 2) if tp * d <= n_gpus]) if scope == "model" else 1
     sps = [s for s in (1, 2, 4, 8) if tp * s * dp <= min(n_gpus, 16)] or [1]
     c["sp"] = rng.choice(sps[1:] or sps)
     if scope != "attention":
         c["tp"] = tp
         c["placement"] = rng.choice(PLACEMENTS)
-        c["precision"] = rng.choice(["megatron", "megatron", "amp", "bf16", "fp8"])
+        c["precision"] = rng.choice(["megatron", "megatron", "amp", "bf16"] +
+                                    (["fp8"] if topo in FP8_TABLE else []))
     if scope == "model":
         c["dp"] = dp
         c["zero"] = rng.randint(0, 3)
@@ -574,6 +577,13 @@ def check_relations(ck, rng, c, rows):
                     if float(big["step_ms"]) > float(small["step_ms"]) * (1 + 1e-9) + EPS_MS:
                         ck.fail(cm, f"{k[0]}: more GPU memory, longer step: {small['step_ms']} ms with "
                                     f"{small['overrides']}, {big['step_ms']} ms with {big['overrides']}")
+    # --no-compute and --alone take work or waits away: never a longer step
+    for what_if in ("--no-compute", "--alone"):
+        if ck.chance(rng, 0.15):
+            rw, _, cw = ck.run_csv(base + [what_if])
+            if rw:
+                relate(ck, f"{what_if} lengthens the step", rw, rows, cw, cmd, "step_ms",
+                       lambda x, y: x <= y * (1 + 1e-6) + EPS_MS)
     if c["scope"] == "model":
         sp_dp = int(c["sp"]) * int(c.get("dp", 1))
         # a second micro-batch adds work and keeps the first's gradients
