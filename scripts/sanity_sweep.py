@@ -107,12 +107,14 @@ class Checker:
             print(f"[{p.returncode}] {line}", file=sys.stderr)
         return p.returncode, p.stdout, p.stderr, line
 
-    def run_csv(self, args):
+    def run_csv(self, args, extra=()):
         """Rows of the main command's CSV, the table, and the command, or None
-        when the input is refused (exit 2: a clear refusal is no violation)."""
+        when the input is refused (exit 2: a clear refusal is no violation).
+        extra: more outputs, (option, file name in the scratch folder)."""
         path = os.path.join(self.tmp, "out.csv")
-        rc, out, err, line = self.run(args + ["--csv", path])
-        shown = line.replace(" --csv " + path, " --csv -")
+        more = [a for o, f in extra for a in (o, os.path.join(self.tmp, f))]
+        rc, out, err, line = self.run(args + ["--csv", path] + more)
+        shown = line.replace(" --csv " + path, " --csv -").replace(self.tmp + "/", "")
         if rc == 2 and err.strip():
             if self.verbose:
                 print(f"  refused: {err.strip().splitlines()[0]}", file=sys.stderr)
@@ -739,10 +741,80 @@ def check_search(ck, rng, c):
 
 # ---------------------------------------------------------------- driver
 
+def check_links(ck, cmd, rows, path):
+    """The --links CSV against the rows: per point the channels' largest and
+    mean utilisation are max_link_util and mean_link_util, and each channel's
+    utilisation is its bytes over capacity x step."""
+    with open(path, newline="") as f:
+        links = list(csv.DictReader(f))
+    per = {}
+    for l in links:
+        per.setdefault((l["scheduler"], l["seq_len"], l["gpus"], l["mask"], l["pass"],
+                        l["overrides"]), []).append(l)
+    for r in ok_rows(rows):
+        k = (r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"], r["overrides"])
+        ch = per.get(k)
+        if not ch:
+            continue
+        u = [float(l["utilization"]) for l in ch]
+        mx, mean = float(r["max_link_util"]), float(r["mean_link_util"])
+        if abs(max(u) - mx) > EPS_UTIL or abs(sum(u) / len(u) - mean) > EPS_UTIL:
+            ck.fail(cmd, f"{r['scheduler']}: --links utilisations max {max(u):.4f} mean "
+                         f"{sum(u) / len(u):.4f}, the row max {mx} mean {mean}")
+        step_s = float(r["step_ms"]) / 1e3
+        for l in ch:
+            if step_s <= 0:
+                break
+            want = float(l["bytes"]) / (float(l["capacity_gbps"]) * 1e9 * step_s)
+            if abs(want - float(l["utilization"])) > EPS_UTIL + 1e-3 * want:
+                ck.fail(cmd, f"{r['scheduler']}: channel {l['channel']} utilization {l['utilization']}, "
+                             f"its bytes over capacity x step {want:.4f}")
+                break
+            if float(l["busy_ms"]) > float(r["step_ms"]) * (1 + 1e-6) + EPS_MS:
+                ck.fail(cmd, f"{r['scheduler']}: channel {l['channel']} busy {l['busy_ms']} ms "
+                             f"in a step of {r['step_ms']} ms")
+                break
+
+
+def check_memory_file(ck, cmd, rows, path):
+    """The --memory file against the rows (where both replay the same step):
+    each point's largest GPU total is peak_mem_gib, its largest reserved
+    peak_reserved_gib."""
+    blocks, cur = [], None
+    with open(path) as f:
+        for line in f:
+            if re.match(r"\S+ seq \S+ sp \d+ .*: peak ", line):
+                cur = {"alloc": [], "res": []}
+                blocks.append(cur)
+            m = re.match(r"  GPU \d+: ([0-9.]+) GiB(?: \(reserved ([0-9.]+) GiB\))?", line)
+            if m and cur is not None:
+                cur["alloc"].append(float(m.group(1)))
+                if m.group(2):
+                    cur["res"].append(float(m.group(2)))
+    ran = ok_rows(rows)
+    if len(blocks) != len(ran):
+        return ck.fail(cmd, f"--memory has {len(blocks)} points, the CSV {len(ran)} that ran")
+    for r, b in zip(ran, blocks):
+        if b["alloc"] and abs(max(b["alloc"]) - float(r["peak_mem_gib"])) > 6e-4:
+            ck.fail(cmd, f"{r['scheduler']}: --memory's peak {max(b['alloc'])} GiB, "
+                         f"peak_mem_gib {r['peak_mem_gib']}")
+        if b["res"] and r["peak_reserved_gib"] and \
+                abs(max(b["res"]) - float(r["peak_reserved_gib"])) > 6e-4:
+            ck.fail(cmd, f"{r['scheduler']}: --memory's reserved {max(b['res'])} GiB, "
+                         f"peak_reserved_gib {r['peak_reserved_gib']}")
+
+
 def check_config(ck, rng, c):
-    rows, table, cmd = ck.run_csv(args_of(c))
+    # --memory replays a model scope's whole step (README), so it is read
+    # only where the CSV replays the same
+    same_step = c["scope"] != "model" or c.get("whole-steps")
+    extra = [("--links", "links.csv")] + ([("--memory", "memory.txt")] if same_step else [])
+    rows, table, cmd = ck.run_csv(args_of(c), extra)
     if rows is None:
         return False
+    check_links(ck, cmd, rows, os.path.join(ck.tmp, "links.csv"))
+    if same_step:
+        check_memory_file(ck, cmd, rows, os.path.join(ck.tmp, "memory.txt"))
     gpu_mem, usable = ck.usable_gib(c["topology"])
     if "gpu-memory" in c:
         gpu_mem = usable = None
