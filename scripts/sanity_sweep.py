@@ -579,6 +579,20 @@ def check_relations(ck, rng, c, rows):
                     if float(big["step_ms"]) > float(small["step_ms"]) * (1 + 1e-9) + EPS_MS:
                         ck.fail(cm, f"{k[0]}: more GPU memory, longer step: {small['step_ms']} ms with "
                                     f"{small['overrides']}, {big['step_ms']} ms with {big['overrides']}")
+    # --per-flow, the reference model (every flow solved on its own, no
+    # replica or TP rank standing for another): the same answers
+    jobs = int(c.get("tp", 1)) * int(c["sp"]) * int(c.get("dp", 1))
+    if jobs <= 8 and ck.chance(rng, 0.25):
+        rp, _, cpf = ck.run_csv(base + ["--per-flow"])
+        if rp:
+            a, b = by_sched(rows), by_sched(rp)
+            for k in sorted(set(a) & set(b)):
+                for col in SYMMETRIC_COLS:
+                    x, y = num(a[k], col), num(b[k], col)
+                    if (x is None) != (y is None) or (x is not None and abs(x - y) > 2e-6 + 1e-6 * abs(y)):
+                        ck.fail(f"{cmd}\n  $ {cpf}", f"{k[0]}: --per-flow gives {col} {b[k][col]}, "
+                                                     f"the bundled run {a[k][col]}")
+                        break
     # --no-compute and --alone take work or waits away: never a longer step
     for what_if in ("--no-compute", "--alone"):
         if ck.chance(rng, 0.15):
