@@ -653,6 +653,8 @@ def sample_search(rng):
         c["precision"] = rng.choice(["amp", "bf16"])
     if rng.random() < 0.3:
         c["gpu-memory"] = rng.choice(["40", "24"])
+    if rng.random() < 0.25:
+        c["global-batch-tokens"] = rng.choice(["64K", "128K"])
     return c
 
 
