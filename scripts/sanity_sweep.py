@@ -1,0 +1,886 @@
+#!/usr/bin/env python3
+"""sanity_sweep: invariants every correct tasp-sim output satisfies, checked
+over a deterministic sample of configurations.
+
+A wrong figure that looks plausible is the worst failure of a simulator whose
+numbers are acted on unchecked.  This script runs the binary over a sample
+(drawn from --seed, --size configurations) of schedulers, scopes, TP/SP/DP,
+placements, ZeRO stages, recomputation, micro-batches, masks, passes,
+lengths, bundled topologies and precision recipes, and checks
+
+  per run     exit 0, or 2 with a message (never a crash);
+  per row     the columns against each other and against the README's
+              definitions (memory, fits, reserved within usable, time split,
+              utilisations, tokens/s, MFU, speedups, baseline), and against
+              the --links and --memory files;
+  per group   the verdict line against the rows' figures, model FLOPs alike
+              for every scheduler (softmax models);
+  relations   physics, symmetry and determinism between runs: more tokens
+              never faster nor smaller, faster links or more GPU memory never
+              slower, ZeRO 3 and full recomputation never larger, a second
+              micro-batch never smaller nor faster, --no-comm saves at most
+              the exposed time, --no-compute and --alone never slower,
+              placements alike on one switch, --per-flow = bundled,
+              --jobs 1 = --jobs 2, a row alone = the same row in a sweep,
+              shards = the whole, a few layers extended = every layer;
+  search      the winner fits and is the best simulated row by the objective,
+              bounds are lower bounds, shards merged = the whole search, and a
+              simulated configuration = the main command's row for it.
+
+Each violation is printed with the command that shows it (build/tasp-sim
+for the binary given).  Exit status 1 when any was found, 0 otherwise.
+Standard library only.  --every-relation checks every relation of every
+configuration (the CTest entry sanity_sweep: --seed 1 --size 6 --searches 2).
+
+    scripts/sanity_sweep.py --binary build/tasp-sim --seed 1 --size 40
+"""
+import argparse
+import csv
+import os
+import random
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+# Bundled topologies: GPUs, and the --set key of the link a faster value of
+# which must not slow a step (None: no single link rate to raise).
+TOPOLOGIES = {
+    "h100x8": (8, "generator.port_gbps"),
+    "h100x8x2": (16, "generator.nic_gbps"),
+    "h200x4": (4, "generator.port_gbps"),
+    "h200x4-tool": (4, "generator.port_gbps"),
+    "h200x2-tool": (2, "generator.port_gbps"),
+    "mi300x8": (8, "generator.link_gbps"),
+    "torus4x4": (16, "generator.link_gbps"),
+    "l20x8-pcie": (8, None),
+    "a100x8x8": (64, "generator.nic_gbps"),
+}
+SOFTMAX_SCHEDS = ["ring", "zigzag", "tasp", "tasp-mkm", "ulysses", "usp", "usp-zigzag",
+                  "tokenring", "allgather", "stripe", "double-ring", "p2p", "all_gather",
+                  "a2a", "a2a+p2p", "lasp2h"]
+SOFTMAX_MODELS = ["llama3-8b", "llama2-7b", "tests/data/search-model.json"]
+LINEAR_MODELS = ["linear-llama3-1b", "linear-llama3-1b-hybrid"]
+PLACEMENTS = ["tp,sp,dp", "sp,tp,dp", "dp,tp,sp", "tp,dp,sp", "sp,dp,tp", "dp,sp,tp"]
+CONFIDENCES = {"roofline", "extrapolated", "scaled from GPU", "scaled", "interpolated",
+               "measured", "none"}
+# Topologies with compute.fp8_gemm_table (--precision fp8 needs one).
+FP8_TABLE = {"h100x8", "h100x8x2"}
+# Topologies of one NVSwitch node, every GPU alike.
+ONE_SWITCH = {"h100x8", "h200x4", "h200x4-tool", "h200x2-tool"}
+# Topologies of nodes of 8 alike GPUs on one switch each, NICs across.
+NODES_OF_8 = {"h100x8x2", "a100x8x8"}
+# Columns a symmetry of the GPUs keeps.
+SYMMETRIC_COLS = ["step_ms", "compute_ms", "comm_ms", "exposed_comm_ms", "imbalance_ms",
+                  "peak_mem_gib", "peak_reserved_gib", "attention_ms", "mfu"]
+MINOR = 0.10  # src/verdict.h VERDICT_MINOR: the verdict's "under 10% of the step"
+
+# Printed precision of the CSV's columns (src/report.c): a comparison of two
+# printed figures allows this much on each side.
+EPS_MS = 2e-6      # step_ms and the other times: 6 decimals
+EPS_GIB = 1.5e-4   # peak_mem_gib, peak_reserved_gib: 4 decimals
+EPS_UTIL = 1.5e-4  # utilisations, mfu: 4 decimals
+
+
+class Checker:
+    """Runs the binary and collects violations, each with its command."""
+
+    def __init__(self, binary, tmp, verbose, every=False):
+        self.binary, self.tmp, self.verbose, self.every = binary, tmp, verbose, every
+        self.violations = []
+        self.runs = 0
+        self.topo_cache = {}
+
+    def chance(self, rng, p):
+        """Whether to check a relation drawn with probability p (always with
+        --every-relation; the draw is made either way, so the relations that
+        follow see the same draws)."""
+        return rng.random() < p or self.every
+
+    def fail(self, cmd, what):
+        line = f"VIOLATION: {what}\n  $ {cmd}"
+        if line not in self.violations:
+            self.violations.append(line)
+            print(line, flush=True)
+
+    def run(self, args):
+        """(rc, stdout, stderr, command line) of the binary with args."""
+        self.runs += 1
+        cmd = [self.binary] + args
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        line = "build/tasp-sim " + " ".join(shlex.quote(a) for a in args)
+        if self.verbose:
+            print(f"[{p.returncode}] {line}", file=sys.stderr)
+        return p.returncode, p.stdout, p.stderr, line
+
+    def run_csv(self, args, extra=()):
+        """Rows of the main command's CSV, the table, and the command, or None
+        when the input is refused (exit 2: a clear refusal is no violation).
+        extra: more outputs, (option, file name in the scratch folder)."""
+        path = os.path.join(self.tmp, "out.csv")
+        more = [a for o, f in extra for a in (o, os.path.join(self.tmp, f))]
+        rc, out, err, line = self.run(args + ["--csv", path] + more)
+        shown = line.replace(" --csv " + path, " --csv -").replace(self.tmp + "/", "")
+        if rc == 2 and err.strip():
+            if self.verbose:
+                print(f"  refused: {err.strip().splitlines()[0]}", file=sys.stderr)
+            return None, out, shown
+        if rc != 0:
+            self.fail(shown, f"exit status {rc} (not 0, nor 2 with a message): {err.strip()[-300:]}")
+            return None, out, shown
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        return rows, out, shown
+
+    def usable_gib(self, topo):
+        """(gpu_memory_gib, usable GiB) of a bundled topology, (None, None)
+        where it gives no capacity."""
+        if topo not in self.topo_cache:
+            _, out, _, _ = self.run(["--topology", topo, "--dump-topology"])
+            m = re.search(r"gpu_memory_gib ([0-9.]+).*\(usable ([0-9.]+) GiB", out)
+            self.topo_cache[topo] = (float(m.group(1)), float(m.group(2))) if m else (None, None)
+        return self.topo_cache[topo]
+
+
+def num(row, key):
+    v = row.get(key, "")
+    return float(v) if v not in ("", None) else None
+
+
+def ok_rows(rows):
+    return [r for r in rows if r["status"] == "ok"]
+
+
+# ---------------------------------------------------------------- sampling
+
+def sample_config(rng):
+    """One configuration of the main command, as a dict of its options."""
+    topo = rng.choice(sorted(TOPOLOGIES))
+    n_gpus = TOPOLOGIES[topo][0]
+    scope = rng.choice(["attention", "attention", "layer", "model", "model"])
+    c = {"topology": topo, "scope": scope, "seq": rng.choice(["4K", "8K", "16K"])}
+    linear = rng.random() < 0.15
+    if linear:
+        c["model"] = rng.choice(LINEAR_MODELS)
+        c["sched"] = "all"
+    else:
+        c["model"] = rng.choice(SOFTMAX_MODELS) if scope != "attention" or rng.random() < 0.5 else None
+        c["sched"] = "all" if rng.random() < 0.2 else ",".join(
+            sorted(rng.sample(SOFTMAX_SCHEDS[:-1], rng.randint(2, 4))))
+    tp = rng.choice([t for t in (1, 1, 2, 4) if t <= n_gpus]) if scope != "attention" else 1
+    dp = rng.choice([d for d in (1, 2) if tp * d <= n_gpus]) if scope == "model" else 1
+    sps = [s for s in (1, 2, 4, 8) if tp * s * dp <= min(n_gpus, 16)] or [1]
+    # SP 1 a third as often as the others: a row of it says what no method
+    # has to do (n/a at the attention scope for most)
+    c["sp"] = rng.choice(sps[1:] * 3 + sps[:1] if len(sps) > 1 else sps)
+    if scope != "attention":
+        c["tp"] = tp
+        c["placement"] = rng.choice(PLACEMENTS)
+        c["precision"] = rng.choice(["megatron", "megatron", "amp", "bf16"] +
+                                    (["fp8"] if topo in FP8_TABLE else []))
+    if scope == "model":
+        c["dp"] = dp
+        c["zero"] = rng.randint(0, 3)
+        c["recompute"] = rng.choice(["none", "selective", "full"])
+        c["micro-batches"] = rng.choice([1, 1, 2, 4])
+        c["pass"] = "fwdbwd"
+        if rng.random() < 0.15:
+            c["whole-steps"] = True
+    else:
+        c["pass"] = rng.choice(["fwd", "bwd", "fwdbwd"])
+    c["mask"] = rng.choice(["causal", "causal", "full"] + (["full,causal"] if scope == "attention" else []))
+    if scope == "attention" and c["model"] is None and rng.random() < 0.3:
+        c["docs"] = "uniform:min=1K,max=4K,seed=%d" % rng.randint(1, 9)
+        c["sched"] = ",".join(sorted(rng.sample(["ring", "zigzag", "ulysses", "allgather", "usp"], 3)))
+    return c
+
+
+def args_of(c):
+    a = []
+    for k, v in c.items():
+        if v is None or v is False:
+            continue
+        a += [f"--{k}"] if v is True else [f"--{k}", str(v)]
+    return a
+
+
+# ---------------------------------------------------------------- row checks
+
+def tokens_per_step(c, row):
+    """Tokens a step of the row processes, all replicas and micro-batches."""
+    batch = int(row["batch"])
+    return batch * int(row["seq_len"]) * int(c.get("micro-batches", 1)) * int(c.get("dp", 1))
+
+
+def check_row(ck, cmd, c, r, gpu_mem, usable):
+    name = f"{r['scheduler']} (seq {r['seq_len']}, sp {r['gpus']}, {r['mask']}, {r['pass']})"
+    step, comp, comm = num(r, "step_ms"), num(r, "compute_ms"), num(r, "comm_ms")
+    exp, imb = num(r, "exposed_comm_ms"), num(r, "imbalance_ms")
+    mem, res = num(r, "peak_mem_gib"), num(r, "peak_reserved_gib")
+    bad = lambda what: ck.fail(cmd, f"{name}: {what}")
+    if None in (step, comp, comm, exp, imb, mem):
+        return bad("an ok row with an empty figure")
+    if r["confidence"] not in CONFIDENCES and not r["confidence"].startswith("scaled from "):
+        bad(f"confidence {r['confidence']!r} is not one of the README's grades")
+    if min(step, comp, comm, exp, imb, mem) < 0:
+        bad("a negative figure")
+    # time: the step covers the busiest GPU's kernels, its idle split and
+    # its communication (README: step = compute of the last GPU + imbalance
+    # + exposed, so neither part passes the step)
+    tol = EPS_MS + 1e-9 * step
+    if comp > step + tol:
+        bad(f"compute_ms {comp} > step_ms {step}")
+    if comm > step + tol:
+        bad(f"comm_ms {comm} > step_ms {step}")
+    if exp + imb > step + 2 * tol:
+        bad(f"exposed_comm_ms {exp} + imbalance_ms {imb} > step_ms {step}")
+    if comp + imb + exp < step - 3 * tol - 1e-6 * step:
+        bad(f"compute_ms {comp} + imbalance_ms {imb} + exposed_comm_ms {exp} < step_ms {step}: "
+            "the busiest GPU computes less than the last one")
+    att = num(r, "attention_ms")
+    if att is not None:
+        if c["scope"] == "attention" and abs(att - step) > tol:
+            bad(f"attention scope: attention_ms {att} != step_ms {step}")
+        if att > step + tol or att < -tol:
+            bad(f"attention_ms {att} outside [0, step_ms {step}]")
+    # links
+    mx, mean = num(r, "max_link_util"), num(r, "mean_link_util")
+    if mx is not None and not (-EPS_UTIL <= mean <= mx + EPS_UTIL and mx <= 1 + EPS_UTIL):
+        bad(f"link utilisations mean {mean}, max {mx}: not 0 <= mean <= max <= 1")
+    # memory
+    if res is not None and res < mem - EPS_GIB:
+        bad(f"peak_reserved_gib {res} < peak_mem_gib {mem}")
+    if usable is not None:
+        want = "yes" if mem <= usable + EPS_GIB else "no"
+        if abs(mem - usable) > EPS_GIB and r["fits"] != want:
+            bad(f"fits {r['fits']!r} with peak_mem_gib {mem} and {usable} GiB usable")
+        # the allocator model waits and gives segments back rather than pass
+        # the usable memory (README, peak_reserved_gib): a row that fits
+        # never reserves more, else PyTorch would raise out-of-memory
+        if r["fits"] == "yes" and res is not None and res > usable + EPS_GIB:
+            bad(f"fits, yet peak_reserved_gib {res} > {usable} GiB usable (of the GPU's {gpu_mem})")
+    elif r["fits"] != "":
+        bad(f"fits {r['fits']!r} on a topology that gives no capacity")
+    # job and throughput
+    job = int(r["job_gpus"])
+    want_job = int(c.get("tp", 1)) * int(r["gpus"]) * int(c.get("dp", 1))
+    if job != want_job:
+        bad(f"job_gpus {job} != TP x SP x DP = {want_job}")
+    tps = num(r, "tokens_per_s_per_gpu")
+    if tps is not None and step > 0:
+        want = tokens_per_step(c, r) / (step / 1e3 * job)
+        # tokens/s printed to 0.1, step_ms to 6 decimals (a short step's
+        # rounding is a visible share of it)
+        if abs(tps - want) > 0.051 + want * (5.1e-7 / step + 1e-9):
+            bad(f"tokens_per_s_per_gpu {tps} != tokens {tokens_per_step(c, r)} / "
+                f"(step {step} ms x {job} GPUs) = {want:.1f}")
+    mfu = num(r, "mfu")
+    if mfu is not None and c.get("no-compute") is None and not (0 < mfu < 1):
+        bad(f"mfu {mfu} outside (0, 1)")
+
+
+def groups_of(rows):
+    """Rows by point group (seq, SP, mask, pass, overrides), in first-seen order."""
+    g = {}
+    for r in rows:
+        g.setdefault((r["seq_len"], r["gpus"], r["mask"], r["pass"], r["overrides"]), []).append(r)
+    return list(g.values())
+
+
+def check_group(ck, cmd, c, rows):
+    ran = ok_rows(rows)
+    fit = [r for r in ran if r["fits"] != "no"]
+    key = f"group seq {rows[0]['seq_len']}, sp {rows[0]['gpus']}, {rows[0]['mask']}, {rows[0]['pass']}"
+    for r in rows:
+        if r["status"] != "ok" and any(r[k] for k in ("step_ms", "speedup_vs_best", "baseline")):
+            ck.fail(cmd, f"{key}: n/a row {r['scheduler']} carries figures")
+    if not fit:
+        return
+    best = min(fit, key=lambda r: float(r["step_ms"]))
+    bstep = float(best["step_ms"])
+    for r in ran:
+        if r["baseline"] and "baseline" not in c:
+            b = next((x for x in ran if x["scheduler"] == r["baseline"]), None)
+            if b is None or b["fits"] == "no" or float(b["step_ms"]) > bstep + EPS_MS:
+                ck.fail(cmd, f"{key}: {r['scheduler']}'s baseline {r['baseline']} is not the "
+                             f"fastest row that fits ({best['scheduler']})")
+        sb = num(r, "speedup_vs_best")
+        if sb is not None and "baseline" not in c and float(r["step_ms"]) > 0:
+            want = bstep / float(r["step_ms"])
+            if abs(sb - want) > 1e-4 + 1e-6 * want:
+                ck.fail(cmd, f"{key}: {r['scheduler']} speedup_vs_best {sb} != {want:.4f}")
+        ring = next((x for x in ran if x["scheduler"] == "ring"), None)
+        sr = num(r, "speedup_vs_ring")
+        if ring and sr is not None and float(r["step_ms"]) > 0:
+            want = float(ring["step_ms"]) / float(r["step_ms"])
+            if abs(sr - want) > 1e-4 + 1e-6 * want:
+                ck.fail(cmd, f"{key}: {r['scheduler']} speedup_vs_ring {sr} != {want:.4f}")
+    # model FLOPs (Megatron's definition: nominal, however the work is split)
+    # are the same for every scheduler of the group: mfu x step x GPUs.  Not
+    # checked for linear attention: its FLOPs are its kernels' (chunk
+    # intra, state and apply products, compute.c lin_fwd_flops), which each
+    # method decomposes its own way (LASP-2 4% above Ulysses at 4K)
+    flops = [(float(r["mfu"]) * float(r["step_ms"]) * int(r["job_gpus"]), r) for r in ran
+             if r["mfu"] and float(r["mfu"]) > 0]
+    if len(flops) > 1 and c.get("model") not in LINEAR_MODELS:
+        lo, hi = min(flops, key=lambda x: x[0]), max(flops, key=lambda x: x[0])
+        rel = EPS_UTIL / float(lo[1]["mfu"]) + EPS_UTIL / float(hi[1]["mfu"]) + 1e-6
+        if hi[0] > lo[0] * (1 + rel):
+            ck.fail(cmd, f"{key}: model FLOPs (mfu x step x GPUs) differ between schedulers: "
+                         f"{lo[1]['scheduler']} {lo[0]:.4g}, {hi[1]['scheduler']} {hi[0]:.4g}")
+
+
+# ---------------------------------------------------------------- verdicts
+
+def parse_paren(s, i):
+    """(text inside the parenthesis that opens at s[i], index after it)."""
+    depth, j = 0, i
+    while j < len(s):
+        depth += {"(": 1, ")": -1}.get(s[j], 0)
+        if depth == 0:
+            return s[i + 1:j], j + 1
+        j += 1
+    raise ValueError("unbalanced parenthesis")
+
+
+def parse_verdict(line):
+    """({scheduler: (margin % or None for a winner, reason)}, the schedulers
+    named as not fitting, those named n/a); None for the first where the
+    line names no winner."""
+    unfit, na = set(), set()
+    m = re.match(r"(.+?) (fastest|tie|only) \(", line)
+    if not m:
+        m = re.match(r"(no scheduler fits in memory|no scheduler can run this point)", line)
+        if not m:
+            raise ValueError(f"no winner nor 'no scheduler' at {line[:40]!r}")
+        out, i = None, m.end()
+    else:
+        why, i = parse_paren(line, m.end() - 1)
+        out = {n: (None, why) for n in re.split(r", | and ", m.group(1))}
+    while i < len(line):
+        sep = line[i:i + 2]
+        if sep not in ("; ", ", "):
+            raise ValueError(f"unparsed verdict text at {line[i:][:40]!r}")
+        i += 2
+        if line.startswith("n/a: ", i):
+            na.update(line[i + 5:].split(", "))
+            break
+        m = re.match(r"(\S+) \(does not fit: ", line[i:])
+        if m:
+            _, i = parse_paren(line, i + len(m.group(1)) + 1)
+            unfit.add(m.group(1))
+            continue
+        m = re.match(r"(\S+) \+([0-9.]+)% \(", line[i:]) if out is not None else None
+        if not m:
+            raise ValueError(f"unparsed verdict text at {line[i:][:40]!r}")
+        why, i = parse_paren(line, i + m.end() - 1)
+        out[m.group(1)] = (float(m.group(2)), why)
+    return out, unfit, na
+
+
+def check_verdict_reason(ck, cmd, r, why):
+    step = float(r["step_ms"])
+    if step <= 0:
+        return
+    e, i = float(r["exposed_comm_ms"]) / step, float(r["imbalance_ms"]) / step
+    comp = float(r["compute_ms"]) / step
+    bad = lambda what: ck.fail(cmd, f"verdict for {r['scheduler']} ({why}): {what}")
+    slack = 1e-5
+    if why.startswith("compute-bound"):
+        if e >= MINOR + slack or i >= MINOR + slack:
+            bad(f"exposed {e:.1%} or imbalance {i:.1%} of the step is not under {MINOR:.0%}")
+    elif why.startswith("communication-bound") or why.startswith("host-bound"):
+        if e < MINOR - slack:
+            bad(f"exposed {e:.1%} of the step is under {MINOR:.0%}")
+        if i > e + slack:
+            bad(f"imbalance {i:.1%} > exposed {e:.1%}: the verdict names a smaller part")
+        m = re.search(r"(\d+)% of the step exposed", why)
+        if m and abs(int(m.group(1)) - 100 * e) > 0.5 + 1e-3:
+            bad(f"says {m.group(1)}% exposed, the columns {100 * e:.2f}%")
+    elif why.startswith("load imbalance") or why.startswith("serialized"):
+        if max(i, comp) < e - slack:
+            bad(f"imbalance {i:.1%} (or the busiest GPU's compute {comp:.1%}) < exposed {e:.1%}")
+        m = re.search(r"serialized: (\d+)% of the step", why)
+        if m and abs(int(m.group(1)) - 100 * i) > 0.5 + 1e-3:
+            bad(f"says {m.group(1)}% waiting, imbalance_ms is {100 * i:.2f}% of the step")
+
+
+def check_verdicts(ck, cmd, c, rows, table):
+    lines = [l.strip()[3:] for l in table.splitlines() if l.strip().startswith("=> ")]
+    groups = groups_of(rows)
+    if len(lines) != len(groups):
+        return ck.fail(cmd, f"{len(lines)} verdict lines for {len(groups)} point groups")
+    for line, g in zip(lines, groups):
+        try:
+            v, unfit, na = parse_verdict(line)
+        except ValueError as err:
+            ck.fail(cmd, f"verdict line not in its documented form ({err}): {line[:120]}")
+            continue
+        fit = [r for r in ok_rows(g) if r["fits"] != "no"]
+        want_unfit = {r["scheduler"] for r in ok_rows(g) if r["fits"] == "no"}
+        want_na = {r["scheduler"] for r in g if r["status"] != "ok"}
+        if unfit != want_unfit or na != want_na:
+            ck.fail(cmd, f"verdict names {sorted(unfit)} as not fitting and {sorted(na)} n/a; the rows: "
+                         f"{sorted(want_unfit)} and {sorted(want_na)}")
+        if v is None:
+            if fit:
+                ck.fail(cmd, f"verdict names no winner though {len(fit)} rows ran and fit: {line[:100]}")
+            continue
+        by = {r["scheduler"]: r for r in fit}
+        if set(v) != set(by):
+            ck.fail(cmd, f"verdict ranks {sorted(v)}, the rows that ran and fit are {sorted(by)}")
+            continue
+        first = min(fit, key=lambda r: float(r["step_ms"]))
+        best = float(first["step_ms"])
+        for s, (margin, why) in v.items():
+            r = by[s]
+            step = float(r["step_ms"])
+            tied = step <= best * (1 + 5e-4)
+            if (margin is None) != tied:
+                ck.fail(cmd, f"verdict: {s} {'named' if margin is None else 'not named'} among the "
+                             f"fastest at {step} ms (best {best} ms)")
+            if margin is not None and best > 0 and abs(margin - 100 * (step / best - 1)) > 0.051:
+                ck.fail(cmd, f"verdict: {s} +{margin}%, the rows say +{100 * (step / best - 1):.2f}%")
+            # a tie gives one reason: the fastest row's (the first of the
+            # fastest in row order), not each tied row's
+            if margin is not None or r is first:
+                check_verdict_reason(ck, cmd, r, why)
+
+
+# ---------------------------------------------------------------- relations
+
+def by_sched(rows):
+    return {(r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"]): r for r in ok_rows(rows)}
+
+
+def relate(ck, what, a_rows, b_rows, a_cmd, b_cmd, col, holds):
+    """Every row ok in both runs: holds(a[col], b[col]), else a violation."""
+    a, b = by_sched(a_rows), by_sched(b_rows)
+    for k in sorted(set(a) & set(b)):
+        x, y = num(a[k], col), num(b[k], col)
+        if x is None or y is None:
+            continue
+        if not holds(x, y):
+            ck.fail(f"{a_cmd}\n  $ {b_cmd}", f"{what}: {k[0]} {col} {x} vs {y}")
+
+
+def check_relations(ck, rng, c, rows):
+    base = args_of(c)
+    cmd = "build/tasp-sim " + " ".join(shlex.quote(a) for a in base)
+    # x (of the first run) at most / at least y (of the second), within the
+    # printed precision
+    le = lambda x, y: x <= y * (1 + 1e-9) + EPS_GIB
+    ge = lambda x, y: y <= x * (1 + 1e-9) + EPS_GIB
+    # determinism: --jobs 1 and --jobs 2 write the same bytes
+    if ck.chance(rng, 0.3):
+        outs = []
+        for j in ("1", "2"):
+            rc, out, _, line = ck.run(base + ["--jobs", j, "--csv", "-", "-q"])
+            outs.append((rc, out, line))
+        if outs[0][:2] != outs[1][:2]:
+            ck.fail(f"{outs[0][2]}\n  $ {outs[1][2]}", "--jobs 1 and --jobs 2 differ")
+    # shards: every point group in exactly one, the rows as the whole run's
+    if ck.chance(rng, 0.3):
+        rc, whole, _, wline = ck.run(base + ["--csv", "-", "-q"])
+        parts = []
+        for i in range(2):
+            rci, out, _, sline = ck.run(base + ["--shard", f"{i}/2", "--csv", "-", "-q"])
+            parts += out.splitlines()[1:] if rci == 0 else ["exit %d" % rci]
+        if rc == 0 and sorted(parts) != sorted(whole.splitlines()[1:]):
+            ck.fail(f"{wline}\n  $ {sline.replace('1/2', 'I/2')}",
+                    "the shards' rows are not the whole run's rows")
+    # a row alone gives the figures it has in the sweep (speedups to the
+    # group's best and the baseline aside: they depend on the others)
+    ran = ok_rows(rows)
+    if ran and ck.chance(rng, 0.4) and "docs" not in c:
+        r = rng.choice(ran)
+        alone_c = dict(c, sched=r["scheduler"], seq=r["seq_len"], sp=r["gpus"], mask=r["mask"])
+        alone_c["pass"] = r["pass"]
+        alone, _, acmd = ck.run_csv(args_of(alone_c))
+        if alone:
+            skip = {"speedup_vs_best", "baseline"}
+            a = alone[0]
+            diff = [k for k in a if k not in skip and a[k] != r[k]]
+            if diff:
+                ck.fail(f"{cmd}\n  $ {acmd}", f"{r['scheduler']} alone differs from its row in the "
+                                               f"sweep in {diff}: {[(a[k], r[k]) for k in diff[:3]]}")
+    # more tokens per GPU: never a shorter step, never less memory.  Not the
+    # memory under ZeRO 2-3: each layer's full gradient is freed when its
+    # reduce-scatter ends, so how many are live at once depends on how fast
+    # the backward runs beside the reduction (a longer backward overlaps
+    # fewer: seen 1.089 GiB at 4K, 1.082 at 8K)
+    mem_monotone = int(c.get("zero", 0)) < 2
+    if ck.chance(rng, 0.4) and "docs" not in c:
+        seq2 = {"4K": "8K", "8K": "16K", "16K": "32K"}[c["seq"]]
+        rows2, _, cmd2 = ck.run_csv(args_of(dict(c, seq=seq2)))
+        if rows2:
+            a = {k[0]: v for k, v in by_sched(rows).items()}
+            b = {k[0]: v for k, v in by_sched(rows2).items()}
+            for s in sorted(set(a) & set(b)):
+                if a[s]["mask"] != b[s]["mask"] or a[s]["pass"] != b[s]["pass"]:
+                    continue
+                for col in ("step_ms", "peak_mem_gib") if mem_monotone else ("step_ms",):
+                    if float(b[s][col]) < float(a[s][col]) * (1 - 1e-9) - EPS_MS:
+                        ck.fail(f"{cmd}\n  $ {cmd2}", f"twice the tokens, {s}'s {col} falls: "
+                                                     f"{a[s][col]} -> {b[s][col]}")
+    # a faster link never lengthens the step (one run sweeping the rate)
+    key = TOPOLOGIES[c["topology"]][1]
+    if key and ck.chance(rng, 0.4):
+        rows3, _, cmd3 = ck.run_csv(base + ["--set", f"{key}=20,40,80,160"])
+        if rows3:
+            series = {}
+            for r in ok_rows(rows3):
+                series.setdefault((r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"]),
+                                  []).append(r)
+            for k, rs in sorted(series.items()):
+                for slow, fast in zip(rs, rs[1:]):
+                    if float(fast["step_ms"]) > float(slow["step_ms"]) * (1 + 1e-6) + EPS_MS:
+                        ck.fail(cmd3, f"{k[0]}: faster links, longer step: {slow['overrides']} "
+                                      f"{slow['step_ms']} ms -> {fast['overrides']} {fast['step_ms']} ms")
+    # --no-comm saves at most the exposed time and never lengthens the step
+    if ck.chance(rng, 0.3):
+        rows4, _, cmd4 = ck.run_csv(base + ["--no-comm"])
+        if rows4:
+            a, b = by_sched(rows), by_sched(rows4)
+            for k in sorted(set(a) & set(b)):
+                s0, e0 = float(a[k]["step_ms"]), float(a[k]["exposed_comm_ms"])
+                s1, e1 = float(b[k]["step_ms"]), float(b[k]["exposed_comm_ms"])
+                if s1 > s0 * (1 + 1e-6) + EPS_MS:
+                    ck.fail(f"{cmd}\n  $ {cmd4}", f"{k[0]}: --no-comm lengthens the step {s0} -> {s1}")
+                if s1 - e1 > (s0 - e0) * (1 + 1e-6) + 3 * EPS_MS:
+                    ck.fail(f"{cmd}\n  $ {cmd4}", f"{k[0]}: step less exposed grows under --no-comm: "
+                                                 f"{s0 - e0:.6f} -> {s1 - e1:.6f}")
+    # one NVSwitch node: every GPU alike, so where TP, SP and DP lie cannot
+    # change a figure (a permutation of the GPUs is a symmetry); on nodes of
+    # 8 behind NICs, the two innermost dimensions may swap where together
+    # they fill a divisor of the node (the same GPUs per node, permuted)
+    other = None
+    if c["scope"] != "attention" and ck.chance(rng, 0.4):
+        if c["topology"] in ONE_SWITCH:
+            other = rng.choice([p for p in PLACEMENTS if p != c["placement"]])
+        elif c["topology"] in NODES_OF_8:
+            dims = c["placement"].split(",")
+            deg = {"tp": int(c.get("tp", 1)), "sp": int(c["sp"]), "dp": int(c.get("dp", 1))}
+            if 8 % (deg[dims[0]] * deg[dims[1]]) == 0:
+                other = ",".join([dims[1], dims[0], dims[2]])
+    if other:
+        rp, _, cp = ck.run_csv(args_of(dict(c, placement=other)))
+        if rp:
+            a, b = by_sched(rows), by_sched(rp)
+            for k in sorted(set(a) & set(b)):
+                diff = [col for col in SYMMETRIC_COLS if a[k][col] != b[k][col]]
+                if diff:
+                    ck.fail(f"{cmd}\n  $ {cp}", f"{k[0]}: placement {c['placement']} vs {other} on one "
+                                               f"switch changes {diff}: {[(a[k][d], b[k][d]) for d in diff[:3]]}")
+    # more GPU memory: the same allocations, never a longer step (a full
+    # device only makes the allocator wait)
+    if ck.usable_gib(c["topology"])[0] and "gpu-memory" not in c and ck.chance(rng, 0.3):
+        rm, _, cm = ck.run_csv(base + ["--set", "gpu_memory_gib=24,48,96,192"])
+        if rm:
+            series = {}
+            for r in ok_rows(rm):
+                series.setdefault((r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"]),
+                                  []).append(r)
+            for k, rs in sorted(series.items()):
+                for small, big in zip(rs, rs[1:]):
+                    if small["peak_mem_gib"] != big["peak_mem_gib"]:
+                        ck.fail(cm, f"{k[0]}: peak_mem_gib {small['peak_mem_gib']} with "
+                                    f"{small['overrides']}, {big['peak_mem_gib']} with {big['overrides']}")
+                    if float(big["step_ms"]) > float(small["step_ms"]) * (1 + 1e-9) + EPS_MS:
+                        ck.fail(cm, f"{k[0]}: more GPU memory, longer step: {small['step_ms']} ms with "
+                                    f"{small['overrides']}, {big['step_ms']} ms with {big['overrides']}")
+    # --per-flow, the reference model (every flow solved on its own, no
+    # replica or TP rank standing for another): the same answers
+    jobs = int(c.get("tp", 1)) * int(c["sp"]) * int(c.get("dp", 1))
+    if jobs <= 8 and ck.chance(rng, 0.25):
+        rp, _, cpf = ck.run_csv(base + ["--per-flow"])
+        if rp:
+            a, b = by_sched(rows), by_sched(rp)
+            for k in sorted(set(a) & set(b)):
+                for col in SYMMETRIC_COLS:
+                    x, y = num(a[k], col), num(b[k], col)
+                    if (x is None) != (y is None) or (x is not None and abs(x - y) > 2e-6 + 1e-6 * abs(y)):
+                        ck.fail(f"{cmd}\n  $ {cpf}", f"{k[0]}: --per-flow gives {col} {b[k][col]}, "
+                                                     f"the bundled run {a[k][col]}")
+                        break
+    # --no-compute and --alone take work or waits away: never a longer step
+    for what_if in ("--no-compute", "--alone"):
+        if ck.chance(rng, 0.15):
+            rw, _, cw = ck.run_csv(base + [what_if])
+            if rw:
+                relate(ck, f"{what_if} lengthens the step", rw, rows, cw, cmd, "step_ms",
+                       lambda x, y: x <= y * (1 + 1e-6) + EPS_MS)
+    if c["scope"] == "model":
+        sp_dp = int(c["sp"]) * int(c.get("dp", 1))
+        # a second micro-batch adds work and keeps the first's gradients
+        if int(c.get("micro-batches", 1)) == 1 and ck.chance(rng, 0.3):
+            r2, _, c2 = ck.run_csv(args_of(dict(c, **{"micro-batches": 2})))
+            if r2:
+                relate(ck, "two micro-batches hold less than one", r2, rows, c2, cmd, "peak_mem_gib", ge)
+                relate(ck, "two micro-batches are faster than one", r2, rows, c2, cmd, "step_ms", ge)
+        # ZeRO shards what it shards: stage 3 never holds more than stage 0
+        if sp_dp > 1 and ck.chance(rng, 0.5):
+            r0, _, c0 = ck.run_csv(args_of(dict(c, zero=0)))
+            r3, _, c3 = ck.run_csv(args_of(dict(c, zero=3)))
+            if r0 and r3:
+                relate(ck, "ZeRO 3 holds more than ZeRO 0", r3, r0, c3, c0, "peak_mem_gib", le)
+        # full recomputation keeps only each layer's input: never more memory
+        if ck.chance(rng, 0.5):
+            rn, _, cn = ck.run_csv(args_of(dict(c, recompute="none")))
+            rf, _, cf = ck.run_csv(args_of(dict(c, recompute="full")))
+            if rn and rf:
+                relate(ck, "full recomputation holds more than none", rf, rn, cf, cn,
+                       "peak_mem_gib", le)
+                relate(ck, "full recomputation is faster than none", rf, rn, cf, cn,
+                       "step_ms", ge)
+        # a few layers extended = every layer replayed (README: memory the
+        # same, times within 0.5%)
+        if not c.get("whole-steps") and ck.chance(rng, 0.5):
+            rw, _, cw = ck.run_csv(base + ["--whole-steps"])
+            if rw:
+                a, b = by_sched(rows), by_sched(rw)
+                for k in sorted(set(a) & set(b)):
+                    if abs(float(a[k]["peak_mem_gib"]) - float(b[k]["peak_mem_gib"])) > EPS_GIB:
+                        ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended peak_mem_gib {a[k]['peak_mem_gib']} "
+                                                   f"!= whole step's {b[k]['peak_mem_gib']}")
+                    x, y = float(a[k]["step_ms"]), float(b[k]["step_ms"])
+                    if abs(x / y - 1) > 5e-3:
+                        ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended step {x} ms, whole {y} ms: "
+                                                   "more than 0.5% apart")
+
+
+# ---------------------------------------------------------------- search
+
+def sample_search(rng):
+    topo = rng.choice(["h100x8", "h200x4", "h200x4-tool", "mi300x8"])
+    c = {"topology": topo, "model": rng.choice(["tests/data/search-model.json", "llama3-8b"]),
+         "seq": rng.choice(["8K", "16K"]),
+         "sched": ",".join(sorted(rng.sample(SOFTMAX_SCHEDS[:-1], 2))),
+         "objective": rng.choice(["tokens", "step"]), "top": rng.choice([3, 10])}
+    if rng.random() < 0.3:
+        c["gpus"] = 4
+    if rng.random() < 0.3:
+        c["precision"] = rng.choice(["amp", "bf16"])
+    if rng.random() < 0.3:
+        c["gpu-memory"] = rng.choice(["40", "24"])
+    if rng.random() < 0.25:
+        c["global-batch-tokens"] = rng.choice(["64K", "128K"])
+    return c
+
+
+def main_args_of_search_row(c, r):
+    """The main command for one configuration of the search's CSV."""
+    a = ["--model", c["model"], "--topology", c["topology"], "--seq", c["seq"],
+         "--scope", "model", "--pass", "fwdbwd", "--mask", r["mask"], "--tp", r["tp"],
+         "--sp", r["sp"], "--dp", r["dp"], "--zero", r["zero"], "--recompute", r["recompute"],
+         "--micro-batches", r["micro_batches"], "--placement", r["placement"],
+         "--precision", r["precision"]]
+    sched = r["scheduler"]
+    if sched == "no-sp":
+        sched = "ring"
+    a += ["--sched", sched]
+    split, hp = int(r["split"]), int(r["head_parallel"])
+    if sched in ("usp", "usp-zigzag", "a2a+p2p") and split:
+        a += ["--usp-ulysses", str(split)]
+    if sched == "double-ring":
+        if split:
+            a += ["--double-ring-inner", str(split)]
+        if hp:
+            a += ["--double-ring-ulysses", str(hp)]
+    if "gpu-memory" in c:
+        a += ["--set", "gpu_memory_gib=" + c["gpu-memory"]]
+    return a
+
+
+def check_search(ck, rng, c):
+    args = ["search"] + args_of(c)
+    path = os.path.join(ck.tmp, "search.csv")
+    rc, out, err, cmd = ck.run(args + ["--csv", path])
+    if rc == 2 and err.strip():
+        return
+    if rc != 0:
+        return ck.fail(cmd, f"search exit status {rc}: {err.strip()[-300:]}")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    usable = float(rows[0]["usable_gib"]) if rows and rows[0]["usable_gib"] else None
+    sim = [r for r in rows if r["status"] in ("simulated", "does not fit")]
+    for r in sim:
+        what = (f"{r['scheduler']} TP {r['tp']} SP {r['sp']} DP {r['dp']} ZeRO {r['zero']} "
+                f"{r['recompute']} {r['placement']}")
+        mem, step = float(r["peak_mem_gib"]), float(r["step_s"])
+        if usable is not None and (r["status"] == "simulated") != (mem <= usable + 1e-9):
+            ck.fail(cmd, f"search: {what} is '{r['status']}' with {mem:.4f} GiB of {usable} usable")
+        if r["bound_s"] and step < float(r["bound_s"]) * (1 - 1e-9):
+            ck.fail(cmd, f"search: {what} simulated {step} s below its lower bound {r['bound_s']} s")
+        if r["mem_bound_gib"] and mem < float(r["mem_bound_gib"]) * (1 - 1e-9):
+            ck.fail(cmd, f"search: {what} peak {mem} GiB below its memory bound {r['mem_bound_gib']}")
+        tps = float(r["tokens_per_s_per_gpu"])
+        job = int(r["tp"]) * int(r["sp"]) * int(r["dp"])
+        want = int(r["seq_len"]) * int(r["micro_batches"]) * int(r["dp"]) / (step * job)
+        if abs(tps / want - 1) > 1e-9:
+            ck.fail(cmd, f"search: {what} tokens_per_s_per_gpu {tps} != {want}")
+    fit = [r for r in rows if r["status"] == "simulated"]
+    m = re.search(r"^winner: (\S+), .*: ([0-9.]+) tokens/s per GPU, ([0-9.]+) s per step$", out, re.M)
+    if fit:
+        if c["objective"] == "tokens":
+            best = max(fit, key=lambda r: float(r["tokens_per_s_per_gpu"]))
+        else:
+            best = min(fit, key=lambda r: float(r["step_s"]))
+        if not m:
+            ck.fail(cmd, "search: configurations fit, yet no 'winner:' line")
+        elif (m.group(1) != best["scheduler"]
+              or abs(float(m.group(2)) - float(best["tokens_per_s_per_gpu"])) > 0.051
+              or abs(float(m.group(3)) - float(best["step_s"])) > 5.1e-5):
+            ck.fail(cmd, f"search: winner {m.group(1)} at {m.group(2)} tokens/s, {m.group(3)} s; "
+                         f"the best simulated that fits by '{c['objective']}' is {best['scheduler']} at "
+                         f"{float(best['tokens_per_s_per_gpu']):.1f} tokens/s, {float(best['step_s']):.4f} s")
+    elif m:
+        ck.fail(cmd, "search: a winner though no configuration fits")
+    # shards merged = the whole search, byte for byte
+    if ck.chance(rng, 0.5):
+        parts = []
+        for i in range(2):
+            p = os.path.join(ck.tmp, f"shard{i}.csv")
+            ck.run(args + ["--shard", f"{i}/2", "--csv", p, "-q"])
+            parts.append(p)
+        rc2, merged, _, mcmd = ck.run(["search", "--merge"] + parts)
+        if rc2 != 0 or merged != out:
+            ck.fail(f"{cmd} --shard I/2 --csv sI.csv -q\n  $ build/tasp-sim search --merge s0.csv s1.csv",
+                    "search: the shards' merge prints another answer than the whole search")
+    # a simulated configuration is the main command's row for it
+    if sim and ck.chance(rng, 0.7):
+        r = rng.choice(sim)
+        rows2, _, cmd2 = ck.run_csv(main_args_of_search_row(c, r))
+        if rows2 is None or not ok_rows(rows2):
+            ck.fail(f"{cmd}\n  $ {cmd2}", f"search simulated {r['scheduler']} index {r['index']}, "
+                                          "the main command does not run it")
+        else:
+            m2 = ok_rows(rows2)[0]
+            for sc, mc, scale, eps in (("step_s", "step_ms", 1e3, EPS_MS),
+                                       ("peak_mem_gib", "peak_mem_gib", 1, EPS_GIB),
+                                       ("mfu", "mfu", 1, EPS_UTIL)):
+                x, y = float(r[sc]) * scale, float(m2[mc])
+                if abs(x - y) > eps + 1e-9 * abs(y):
+                    ck.fail(f"{cmd}\n  $ {cmd2}", f"search's {r['scheduler']} (index {r['index']}) "
+                                                  f"{sc} {r[sc]}, the main command's {mc} {m2[mc]}")
+
+
+# ---------------------------------------------------------------- driver
+
+def check_links(ck, cmd, rows, path):
+    """The --links CSV against the rows: per point the channels' largest and
+    mean utilisation are max_link_util and mean_link_util, and each channel's
+    utilisation is its bytes over capacity x step."""
+    with open(path, newline="") as f:
+        links = list(csv.DictReader(f))
+    per = {}
+    for l in links:
+        per.setdefault((l["scheduler"], l["seq_len"], l["gpus"], l["mask"], l["pass"],
+                        l["overrides"]), []).append(l)
+    for r in ok_rows(rows):
+        k = (r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"], r["overrides"])
+        ch = per.get(k)
+        if not ch:
+            continue
+        u = [float(l["utilization"]) for l in ch]
+        mx, mean = float(r["max_link_util"]), float(r["mean_link_util"])
+        if abs(max(u) - mx) > EPS_UTIL or abs(sum(u) / len(u) - mean) > EPS_UTIL:
+            ck.fail(cmd, f"{r['scheduler']}: --links utilisations max {max(u):.4f} mean "
+                         f"{sum(u) / len(u):.4f}, the row max {mx} mean {mean}")
+        step_s = float(r["step_ms"]) / 1e3
+        for l in ch:
+            if step_s <= 0:
+                break
+            want = float(l["bytes"]) / (float(l["capacity_gbps"]) * 1e9 * step_s)
+            if abs(want - float(l["utilization"])) > EPS_UTIL + 1e-3 * want:
+                ck.fail(cmd, f"{r['scheduler']}: channel {l['channel']} utilization {l['utilization']}, "
+                             f"its bytes over capacity x step {want:.4f}")
+                break
+            if float(l["busy_ms"]) > float(r["step_ms"]) * (1 + 1e-6) + EPS_MS:
+                ck.fail(cmd, f"{r['scheduler']}: channel {l['channel']} busy {l['busy_ms']} ms "
+                             f"in a step of {r['step_ms']} ms")
+                break
+
+
+def check_memory_file(ck, cmd, rows, path):
+    """The --memory file against the rows (where both replay the same step):
+    each point's largest GPU total is peak_mem_gib, its largest reserved
+    peak_reserved_gib."""
+    blocks, cur = [], None
+    with open(path) as f:
+        for line in f:
+            if re.match(r"\S+ seq \S+ sp \d+ .*: peak ", line):
+                cur = {"alloc": [], "res": []}
+                blocks.append(cur)
+            m = re.match(r"  GPU \d+: ([0-9.]+) GiB(?: \(reserved ([0-9.]+) GiB\))?", line)
+            if m and cur is not None:
+                cur["alloc"].append(float(m.group(1)))
+                if m.group(2):
+                    cur["res"].append(float(m.group(2)))
+    ran = ok_rows(rows)
+    if len(blocks) != len(ran):
+        return ck.fail(cmd, f"--memory has {len(blocks)} points, the CSV {len(ran)} that ran")
+    for r, b in zip(ran, blocks):
+        if b["alloc"] and abs(max(b["alloc"]) - float(r["peak_mem_gib"])) > 6e-4:
+            ck.fail(cmd, f"{r['scheduler']}: --memory's peak {max(b['alloc'])} GiB, "
+                         f"peak_mem_gib {r['peak_mem_gib']}")
+        if b["res"] and r["peak_reserved_gib"] and \
+                abs(max(b["res"]) - float(r["peak_reserved_gib"])) > 6e-4:
+            ck.fail(cmd, f"{r['scheduler']}: --memory's reserved {max(b['res'])} GiB, "
+                         f"peak_reserved_gib {r['peak_reserved_gib']}")
+
+
+def check_config(ck, rng, c):
+    # --memory replays a model scope's whole step (README), so it is read
+    # only where the CSV replays the same
+    same_step = c["scope"] != "model" or c.get("whole-steps")
+    extra = [("--links", "links.csv")] + ([("--memory", "memory.txt")] if same_step else [])
+    rows, table, cmd = ck.run_csv(args_of(c), extra)
+    if rows is None:
+        return False
+    check_links(ck, cmd, rows, os.path.join(ck.tmp, "links.csv"))
+    if same_step:
+        check_memory_file(ck, cmd, rows, os.path.join(ck.tmp, "memory.txt"))
+    gpu_mem, usable = ck.usable_gib(c["topology"])
+    if "gpu-memory" in c:
+        gpu_mem = usable = None
+    for r in ok_rows(rows):
+        check_row(ck, cmd, c, r, gpu_mem, usable)
+    for g in groups_of(rows):
+        check_group(ck, cmd, c, g)
+    check_verdicts(ck, cmd, c, rows, table)
+    check_relations(ck, rng, c, rows)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default="build/tasp-sim", help="the tasp-sim binary")
+    ap.add_argument("--seed", type=int, default=1, help="the sample's seed")
+    ap.add_argument("--size", type=int, default=20, help="configurations of the main command")
+    ap.add_argument("--searches", type=int, default=None,
+                    help="search configurations (default: a fifth of --size)")
+    ap.add_argument("--every-relation", action="store_true",
+                    help="check every relation of every configuration (default: each drawn)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every command run")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    n_search = a.size // 5 if a.searches is None else a.searches
+    with tempfile.TemporaryDirectory(prefix="sanity_sweep.") as tmp:
+        ck = Checker(os.path.abspath(a.binary), tmp, a.verbose, a.every_relation)
+        ran = 0
+        # the relations draw from their own generator per configuration, so
+        # a seed's configurations are the same with --every-relation
+        for i in range(a.size):
+            ran += check_config(ck, random.Random(f"{a.seed}:{i}"), sample_config(rng))
+        for i in range(n_search):
+            check_search(ck, random.Random(f"{a.seed}:search:{i}"), sample_search(rng))
+    print(f"sanity_sweep: seed {a.seed}: {a.size} configurations ({ran} ran, the rest refused "
+          f"with exit 2), {n_search} searches, {ck.runs} runs: {len(ck.violations)} violations")
+    return 1 if ck.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
