@@ -440,7 +440,7 @@ plan *plan_expand(const plan *p) {
     uint32_t copies = t.gpu == PLAN_ALL ? n : 1;
     for (uint32_t g = 0; g < copies; g++) {
       plan_task c = t;
-      if (copies > 1) c.gpu = g;
+      if (t.gpu == PLAN_ALL) c.gpu = g; /* one GPU too: a lockstep task of a 1-GPU plan */
       if (p->record_segs && t.n_qseg + t.n_kseg > 0) {
         c.seg_off = q->segs->len;
         g_array_append_vals(q->segs, &g_array_index(p->segs, plan_seg, t.seg_off),

@@ -1021,6 +1021,13 @@ expect_error "--micro-batches outside scope model" "option '--micro-batches': ne
 expect_error "TP x SP x DP beyond the topology" "option '--dp': TP 1 x SP 4 x DP 3 is 12 GPUs, beyond the 8" \
   --topology h100x8 --model llama3-8b --scope model --dp 3 --sp 4
 
+# a full mask at SP 1 (a lockstep plan of one GPU) in a layer, and the
+# search that includes SP 1 (plan_expand once left its tasks on every GPU)
+check "--scope layer --sp 1 --mask full runs" \
+  "\"$sim\" --topology h100x8 --scope layer --model tests/data/search-model.json --seq 8K --sp 1 --mask full --sched ring --csv $tmp/sp1full.csv --quiet && [ \$(field $tmp/sp1full.csv 1 gpus) = 1 ]"
+check "search --mask full runs" \
+  "\"$sim\" search --model tests/data/search-model.json --topology h100x8 --seq 8K --mask full --sched ring --csv $tmp/sfull.csv -q && grep -q ',simulated,' $tmp/sfull.csv"
+
 # placement: TP across the two nodes (SP innermost) is slower than TP inside them
 for pl in tp,sp,dp sp,tp,dp; do
   "$sim" --topology h100x8x2 --model llama3-8b --scope layer --tp 8 --sp 2 --sched zigzag \
