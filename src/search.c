@@ -433,8 +433,8 @@ static void simulate(gpointer data, gpointer user) {
   } else {
     c->status = SEARCH_NO_FIT;
     c->klass = g_strdup("memory");
-    c->reason = g_strdup_printf("does not fit: %.1f GiB > %.1f GiB usable", c->peak_mem_gib,
-                                x->sp->usable);
+    g_autofree char *why = sim_unfit_text(r);
+    c->reason = g_strdup_printf("does not fit: %s", why);
   }
   sim_result_free(r);
 }

@@ -372,7 +372,19 @@ double sim_peak_reserved_gib(const sim_result *r) {
 
 bool sim_fits(const sim_result *r) {
   double usable = topo_usable_gib(r->topo);
-  return !r->r || usable <= 0 || sim_peak_gib(r) <= usable;
+  /* the reserved peak passes the usable memory only where the caching
+   * allocator, having waited for and released what it could, still needs
+   * a segment the device does not have: PyTorch raises out-of-memory
+   * (exec_alloc.h); NAN (an extended step): not known */
+  return !r->r || usable <= 0 ||
+         (sim_peak_gib(r) <= usable && !(sim_peak_reserved_gib(r) > usable));
+}
+
+char *sim_unfit_text(const sim_result *r) {
+  double usable = topo_usable_gib(r->topo);
+  if (sim_peak_gib(r) > usable)
+    return g_strdup_printf("%.1f GiB > %.1f GiB usable", sim_peak_gib(r), usable);
+  return g_strdup_printf("reserved %.1f GiB > %.1f GiB usable", sim_peak_reserved_gib(r), usable);
 }
 
 double sim_tokens_per_s_per_gpu(const sim_result *r) {

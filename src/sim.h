@@ -58,7 +58,8 @@ typedef struct {
 /* Memory: the largest total of live bytes on one GPU during the point's
  * run (exec_result.peak_bytes), in GiB (NAN for an n/a point); whether it
  * fits the topology's usable memory per GPU (topo_usable_gib; true where
- * the topology gives none).  A point that does not fit is never the
+ * the topology gives none; and its reserved peak too, which passes it only
+ * where PyTorch would run out of memory).  A point that does not fit is never the
  * group's baseline (the fastest that fits is; the fastest of all only
  * where none fits). */
 double sim_peak_gib(const sim_result *r);
@@ -66,6 +67,10 @@ double sim_peak_gib(const sim_result *r);
  * caching allocator's segments, torch.cuda.max_memory_reserved). */
 double sim_peak_reserved_gib(const sim_result *r);
 bool sim_fits(const sim_result *r);
+/* Why a point that ran does not fit: "96.2 GiB > 78.0 GiB usable", or
+ * where its allocated bytes fit but the allocator's segments do not,
+ * "reserved 41.5 GiB > 41.4 GiB usable"; g_free it. */
+char *sim_unfit_text(const sim_result *r);
 /* Tokens per second per GPU of the job (batch x seq / (step x job GPUs)),
  * and model FLOPs utilisation: model FLOPs / (peak FLOP/s x step x job
  * GPUs); NAN for an n/a point (mfu: or where the topology gives no peak). */

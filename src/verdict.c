@@ -78,10 +78,11 @@ static void append_na(GString *s, sim_result *const *rows, guint n) {
 static void append_unfit(GString *s, sim_result *const *rows, guint n) {
   guint k = 0;
   for (guint i = 0; i < n; i++)
-    if (rows[i]->r && !sim_fits(rows[i]))
-      g_string_append_printf(s, "%s%s (does not fit: %.1f GiB > %.1f GiB usable)",
-                             k++ ? ", " : s->len ? "; " : "", rows[i]->pt.sched->name,
-                             sim_peak_gib(rows[i]), topo_usable_gib(rows[i]->topo));
+    if (rows[i]->r && !sim_fits(rows[i])) {
+      g_autofree char *why = sim_unfit_text(rows[i]);
+      g_string_append_printf(s, "%s%s (does not fit: %s)", k++ ? ", " : s->len ? "; " : "",
+                             rows[i]->pt.sched->name, why);
+    }
 }
 
 char *verdict_line(const topology *t, sim_result *const *all, guint n_all) {
