@@ -1001,7 +1001,7 @@ static double reserved_after_steps(uint32_t steps, double usable_mib) {
 
 static void t_launch_queue_and_full_device(void) {
   /* below the queue's depth the host is held back only by its cudaMallocs
-   * (0.1 ms each against 0.7 ms kernels): a segment for most buffers, more
+   * (0.2 ms each against 0.7 ms kernels): a segment for most buffers, more
    * with more steps */
   double below = reserved_after_steps(EXEC_LAUNCH_QUEUE - 122, 0) / (12 * MIB);
   double more = reserved_after_steps(EXEC_LAUNCH_QUEUE - 22, 0) / (12 * MIB);
