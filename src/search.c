@@ -9,6 +9,7 @@
 #include "jsonio.h"
 #include "layer.h"
 #include "layers.h"
+#include "orbits.h"
 #include "sim.h"
 #include "sizes.h"
 #include "verdict.h"
@@ -230,7 +231,35 @@ typedef struct {
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
   GHashTable *attention; /* "method/tp/sp/heads/split/placement" -> double[2]: attention_s */
+  /* "tp/sp/dp/placement" -> point_orbits: layer_orbits, once for every
+   * configuration of those degrees (its plan estimate and its replays) */
+  GHashTable *orbs;
 } space;
+
+typedef struct {
+  orbits *o;            /* NULL: none (every GPU simulated) */
+} point_orbits;
+
+static void point_orbits_free(gpointer p) {
+  point_orbits *x = p;
+  orbits_free(x->o);
+  g_free(x);
+}
+
+static char *orbits_key(const search_row *c) {
+  return g_strdup_printf("%u/%u/%u/%d", c->tp, c->sp, c->dp, (int)c->placement);
+}
+
+static const orbits *config_orbits(space *sp, const workload *w, const search_row *c) {
+  g_autofree char *key = orbits_key(c);
+  point_orbits *x = g_hash_table_lookup(sp->orbs, key);
+  if (!x) {
+    x = g_new(point_orbits, 1);
+    x->o = layer_orbits(w, sp->o->s->topo);
+    g_hash_table_insert(sp->orbs, g_steal_pointer(&key), x);
+  }
+  return x->o;
+}
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
   workload w = sp->o->s->model;
@@ -390,7 +419,8 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   }
   /* the plan the simulation builds: a few layers where it extends them */
   workload built = o->whole_steps ? w : sim_step_replayed(&w);
-  if (!sched_check_tasks(layer_tasks_estimate(&built, o->s->topo), s->name, &e)) {
+  const orbits *q = config_orbits(sp, &w, c);
+  if (!sched_check_tasks(layer_tasks_estimate_mult(&built, q ? q->mult : 1), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }
@@ -420,7 +450,11 @@ static void simulate(gpointer data, gpointer user) {
   const sim_ctx *x = user;
   const sched_ops *s = g_hash_table_lookup(x->at, c);
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
-  exec_opts eo = {0};
+  /* the orbits its plan estimate took (visit: every row simulated has
+   * them; read only here, from several threads) */
+  g_autofree char *key = orbits_key(c);
+  const point_orbits *q = g_hash_table_lookup(x->sp->orbs, key);
+  exec_opts eo = {.orbits = q ? q->o : NULL};
   sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
       x->sp->o->s->topo, &pt, &eo);
   c->step_s = r->r->step_s;
@@ -560,7 +594,8 @@ search_result *search_run(const search_opts *o, GError **err) {
                              .configs = (uint32_t)total, .usable_gib = topo_usable_gib(t),
                              .precision = o->s->model.precision};
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
-              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, point_orbits_free)};
   enumerate(o, visit, &sp);
   g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(cand));
   for (guint i = 0; i < res->rows->len; i++) {
@@ -574,5 +609,6 @@ search_result *search_run(const search_opts *o, GError **err) {
   if (!o->count_only) run_rounds(&sp, cands);
   g_ptr_array_unref(sp.ops);
   g_hash_table_unref(sp.attention);
+  g_hash_table_unref(sp.orbs);
   return res;
 }
