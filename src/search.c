@@ -10,6 +10,7 @@
 #include "layer.h"
 #include "layers.h"
 #include "orbits.h"
+#include "search_bound.h"
 #include "sim.h"
 #include "sizes.h"
 #include "verdict.h"
@@ -234,6 +235,7 @@ typedef struct {
   /* "tp/sp/dp/placement" -> point_orbits: layer_orbits, once for every
    * configuration of those degrees (its plan estimate and its replays) */
   GHashTable *orbs;
+  double ingress_Bps;   /* search_ingress_Bps of the job's GPUs */
 } space;
 
 typedef struct {
@@ -292,70 +294,14 @@ static char *without_name(const sched_ops *s, const char *msg) {
   return g_strdup(msg);
 }
 
-/* One GPU's layer ops of one micro-batch: forward, backward and, under
- * full recomputation, the forward again. */
-static double layer_ops_s(const workload *w, const topology *t) {
-  const compute_model *m = &t->compute;
-  layer_dims d = layer_dims_of(w);
-  double fwd = 0, bwd = 0;
-  for (int k = 0; k < LAYER_OPS; k++) {
-    plan_op f = compute_layer_op(&d, (layer_op)k, false), b = compute_layer_op(&d, (layer_op)k, true);
-    fwd += compute_op_s(m, &f);
-    bwd += compute_op_s(m, &b);
-  }
-  return layers_total(w) * (fwd + bwd + (w->recompute == RECOMPUTE_FULL ? fwd : 0));
-}
-
-/* The attention of every layer of one micro-batch on its busiest GPU:
- * the scheduler's own plan of one layer of each kind (one TP rank's heads,
- * on the view layer_build gives it), its compute tasks as compute prices
- * them, times the layers of that kind; out[0] as it runs, out[1] with its
- * forward (the tasks before the pass barrier) run again, as full
- * recomputation does.  Depends on the method, TP, SP, the head-parallel
- * degree, the split and the placement only. */
-static void attention_s(const sched_ops *s, const workload *w, const topology *t, double out[2]) {
-  layer_view view;
-  layer_view_init(&view, w, t);
-  out[0] = out[1] = 0;
-  for (int k = 0; k < ATTN_KINDS; k++) {
-    uint32_t count = layers_count(w, (attn_kind)k);
-    if (!count) continue;
-    workload a = layers_one(w, (attn_kind)k);
-    a = layer_attention_workload(&a);
-    plan *p = s->build(&a, &view.t, false);
-    g_autofree double *all = g_new0(double, p->n_gpus);
-    g_autofree double *fwd = g_new0(double, p->n_gpus);
-    for (guint i = 0; i < p->tasks->len; i++) {
-      const plan_task *x = plan_task_at(p, i);
-      if (x->kind != TASK_COMPUTE) continue;
-      double d = compute_op_s(&t->compute, &x->op);
-      bool forward = i < p->pass_barrier;
-      for (uint32_t g = 0; g < p->n_gpus; g++)
-        if (x->gpu == PLAN_ALL || x->gpu == g) {
-          all[g] += d;
-          if (forward) fwd[g] += d;
-        }
-    }
-    double most = 0, again = 0;
-    for (uint32_t g = 0; g < p->n_gpus; g++) {
-      most = MAX(most, all[g]);
-      again = MAX(again, all[g] + fwd[g]);
-    }
-    out[0] += count * most;
-    out[1] += count * again;
-    plan_free(p);
-  }
-  layer_view_clear(&view);
-}
-
 static double micro_batches(const workload *w) {
   return w->micro_batches > 1 ? w->micro_batches : 1;
 }
 
 double search_bound_s(const sched_ops *s, const workload *w, const topology *t) {
   double attn[2];
-  attention_s(s, w, t, attn);
-  return micro_batches(w) * (layer_ops_s(w, t) + attn[w->recompute == RECOMPUTE_FULL]);
+  search_attention_s(s, w, t, attn);
+  return search_step_bound_s(w, t, attn, search_ingress_Bps(t, layer_job_gpus(w)));
 }
 
 /* The step's tokens (every DP replica's micro-batches). */
@@ -431,11 +377,10 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   double *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
     attn = g_new(double, 2);
-    attention_s(s, &w, o->s->topo, attn);
+    search_attention_s(s, &w, o->s->topo, attn);
     g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
   }
-  c->bound_s = micro_batches(&w) *
-               (layer_ops_s(&w, o->s->topo) + attn[c->recompute == RECOMPUTE_FULL]);
+  c->bound_s = search_step_bound_s(&w, o->s->topo, attn, sp->ingress_Bps);
 }
 
 /* ---- simulation ---- */
@@ -533,9 +478,9 @@ static void run_rounds(space *sp, GArray *cands) {
       cand *c = &g_array_index(cands, cand, i++);
       if (!o->exhaustive && prunable(&th, q, c->row, c->ub)) {
         c->row->status = SEARCH_PRUNED;
-        c->row->reason = g_strdup_printf("compute alone takes %.4g s: outside the top %u and "
-                                         "below the best of %s", c->row->bound_s, q->top,
-                                         c->row->sched);
+        c->row->reason = g_strdup_printf("compute and the forward's TP waits alone take %.4g "
+                                         "s: outside the top %u and below the best of %s",
+                                         c->row->bound_s, q->top, c->row->sched);
         continue;
       }
       g_ptr_array_add(round, c->row);
@@ -595,7 +540,8 @@ search_result *search_run(const search_opts *o, GError **err) {
                              .precision = o->s->model.precision};
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
               g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, point_orbits_free)};
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, point_orbits_free),
+              search_ingress_Bps(t, o->gpus)};
   enumerate(o, visit, &sp);
   g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(cand));
   for (guint i = 0; i < res->rows->len; i++) {
