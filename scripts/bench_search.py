@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark of `tasp-sim search`: wall time and peak memory of whole
-searches, and per dimension how many configurations were enumerated,
-excluded before simulating, pruned by the compute bound and simulated.
+"""Benchmark of `tasp-sim search`: wall time, CPU time and peak memory of
+whole searches; how many configurations were excluded before simulating
+(per class), pruned (per bound) and simulated; and per dimension how many
+were enumerated, excluded, pruned, simulated and, simulated, did not fit.
 
 usage: scripts/bench_search.py [--sim build/tasp-sim] [--jobs N] [QUESTION...]
 
@@ -77,6 +78,12 @@ def main():
         status = collections.Counter(r["status"] for r in rows)
         print("  " + ", ".join(f"{k} {status.get(k, 0)}" for k in
                                ("simulated", "does not fit", "pruned", "excluded")))
+        # excluded by class (the reason's kind), pruned by the bound's words
+        klass = collections.Counter(r["class"] for r in rows if r["status"] == "excluded")
+        print("  excluded by class: " + ", ".join(f"{k} {v}" for k, v in sorted(klass.items())))
+        bound = collections.Counter(r["reason"].split(" alone take")[0]
+                                    for r in rows if r["status"] == "pruned")
+        print("  pruned by bound: " + ", ".join(f"{k} {v}" for k, v in sorted(bound.items())))
         for d in DIMS:
             by = collections.defaultdict(collections.Counter)
             for r in rows:
@@ -87,8 +94,9 @@ def main():
             for v in sorted(by, key=key):
                 c = by[v]
                 cells.append(f"{v}: {sum(c.values())}/{c['excluded']}/{c['pruned']}/"
-                             f"{c['simulated'] + c['does not fit']}")
-            print(f"  {d} (enumerated/excluded/pruned/simulated): " + "; ".join(cells))
+                             f"{c['simulated'] + c['does not fit']}/{c['does not fit']}")
+            print(f"  {d} (enumerated/excluded/pruned/simulated/of which did not fit): " +
+                  "; ".join(cells))
         for line in err.splitlines():
             print("  " + line)
         print()
