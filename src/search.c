@@ -232,35 +232,37 @@ typedef struct {
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
   GHashTable *attention; /* "method/tp/sp/heads/split/placement" -> double[2]: attention_s */
-  /* "tp/sp/dp/placement" -> point_orbits: layer_orbits, once for every
-   * configuration of those degrees (its plan estimate and its replays) */
-  GHashTable *orbs;
-  double ingress_Bps;   /* search_ingress_Bps of the job's GPUs */
+  /* "tp/sp/dp/placement" -> degrees: what depends on those alone, once
+   * for every configuration of them */
+  GHashTable *degrees;
 } space;
 
 typedef struct {
-  orbits *o;            /* NULL: none (every GPU simulated) */
-} point_orbits;
+  orbits *o;            /* layer_orbits (its plan estimate and its replays);
+                           NULL: none (every GPU simulated) */
+  double tp_ingress_Bps; /* search_tp_ingress_Bps (its step bound) */
+} degrees;
 
-static void point_orbits_free(gpointer p) {
-  point_orbits *x = p;
+static void degrees_free(gpointer p) {
+  degrees *x = p;
   orbits_free(x->o);
   g_free(x);
 }
 
-static char *orbits_key(const search_row *c) {
+static char *degrees_key(const search_row *c) {
   return g_strdup_printf("%u/%u/%u/%d", c->tp, c->sp, c->dp, (int)c->placement);
 }
 
-static const orbits *config_orbits(space *sp, const workload *w, const search_row *c) {
-  g_autofree char *key = orbits_key(c);
-  point_orbits *x = g_hash_table_lookup(sp->orbs, key);
+static const degrees *config_degrees(space *sp, const workload *w, const search_row *c) {
+  g_autofree char *key = degrees_key(c);
+  degrees *x = g_hash_table_lookup(sp->degrees, key);
   if (!x) {
-    x = g_new(point_orbits, 1);
+    x = g_new(degrees, 1);
     x->o = layer_orbits(w, sp->o->s->topo);
-    g_hash_table_insert(sp->orbs, g_steal_pointer(&key), x);
+    x->tp_ingress_Bps = search_tp_ingress_Bps(w, sp->o->s->topo);
+    g_hash_table_insert(sp->degrees, g_steal_pointer(&key), x);
   }
-  return x->o;
+  return x;
 }
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
@@ -301,7 +303,7 @@ static double micro_batches(const workload *w) {
 double search_bound_s(const sched_ops *s, const workload *w, const topology *t) {
   double attn[2];
   search_attention_s(s, w, t, attn);
-  return search_step_bound_s(w, t, attn, search_ingress_Bps(t, layer_job_gpus(w)));
+  return search_step_bound_s(w, t, attn, search_tp_ingress_Bps(w, t));
 }
 
 /* The step's tokens (every DP replica's micro-batches). */
@@ -365,7 +367,8 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   }
   /* the plan the simulation builds: a few layers where it extends them */
   workload built = o->whole_steps ? w : sim_step_replayed(&w);
-  const orbits *q = config_orbits(sp, &w, c);
+  const degrees *deg = config_degrees(sp, &w, c);
+  const orbits *q = deg->o;
   if (!sched_check_tasks(layer_tasks_estimate_mult(&built, q ? q->mult : 1), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
@@ -380,7 +383,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
     search_attention_s(s, &w, o->s->topo, attn);
     g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
   }
-  c->bound_s = search_step_bound_s(&w, o->s->topo, attn, sp->ingress_Bps);
+  c->bound_s = search_step_bound_s(&w, o->s->topo, attn, deg->tp_ingress_Bps);
 }
 
 /* ---- simulation ---- */
@@ -397,8 +400,8 @@ static void simulate(gpointer data, gpointer user) {
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
   /* the orbits its plan estimate took (visit: every row simulated has
    * them; read only here, from several threads) */
-  g_autofree char *key = orbits_key(c);
-  const point_orbits *q = g_hash_table_lookup(x->sp->orbs, key);
+  g_autofree char *key = degrees_key(c);
+  const degrees *q = g_hash_table_lookup(x->sp->degrees, key);
   exec_opts eo = {.orbits = q ? q->o : NULL};
   sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
       x->sp->o->s->topo, &pt, &eo);
@@ -540,8 +543,7 @@ search_result *search_run(const search_opts *o, GError **err) {
                              .precision = o->s->model.precision};
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
               g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, point_orbits_free),
-              search_ingress_Bps(t, o->gpus)};
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, degrees_free)};
   enumerate(o, visit, &sp);
   g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(cand));
   for (guint i = 0; i < res->rows->len; i++) {
@@ -555,6 +557,6 @@ search_result *search_run(const search_opts *o, GError **err) {
   if (!o->count_only) run_rounds(&sp, cands);
   g_ptr_array_unref(sp.ops);
   g_hash_table_unref(sp.attention);
-  g_hash_table_unref(sp.orbs);
+  g_hash_table_unref(sp.degrees);
   return res;
 }

@@ -53,22 +53,29 @@ void search_attention_s(const sched_ops *s, const workload *w, const topology *t
   layer_view_clear(&view);
 }
 
-double search_ingress_Bps(const topology *t, uint32_t gpus) {
+double search_tp_ingress_Bps(const workload *w, const topology *t) {
+  uint32_t tp = layer_tp(w), sp = w->gpus, dp = layer_dp(w);
+  if (tp < 2) return 0;
   double most = 0;
   uint32_t r[TOPO_MAX_HOPS];
-  /* seen[c] == g + 1: channel c already counted for GPU g */
+  /* seen[c] == stamp: channel c already counted for the GPU at hand */
   g_autofree uint32_t *seen = g_new0(uint32_t, t->channels->len);
-  for (uint32_t g = 0; g < gpus; g++) {
-    double in = 0;
-    for (uint32_t s = 0; s < gpus; s++) {
-      if (s == g) continue;
-      uint32_t n = topo_route_fill(t, s, g, r);
-      if (!n || seen[r[n - 1]] == g + 1) continue;
-      seen[r[n - 1]] = g + 1;
-      in += topo_chan(t, r[n - 1])->cap_Bps;
-    }
-    most = MAX(most, in);
-  }
+  uint32_t stamp = 0;
+  for (uint32_t d = 0; d < dp; d++)
+    for (uint32_t s = 0; s < sp; s++)
+      for (uint32_t k = 0; k < tp; k++) {
+        uint32_t g = layer_gpu(w, k, s, d);
+        double in = 0;
+        stamp++;
+        for (uint32_t j = 0; j < tp; j++) {
+          if (j == k) continue;
+          uint32_t n = topo_route_fill(t, layer_gpu(w, j, s, d), g, r);
+          if (!n || seen[r[n - 1]] == stamp) continue;
+          seen[r[n - 1]] = stamp;
+          in += topo_chan(t, r[n - 1])->cap_Bps;
+        }
+        most = MAX(most, in);
+      }
   return most;
 }
 

@@ -25,11 +25,14 @@ double search_layer_ops_s(const workload *w, const topology *t);
 void search_attention_s(const sched_ops *s, const workload *w, const topology *t,
                         double out[2]);
 
-/* The most bytes per second any of the first `gpus` GPUs of t can
- * receive: the capacities of the distinct channels that end its routes
- * from the others, summed (its ingress port and its NIC on a switched
- * topology), the largest over the GPUs.  0: one GPU. */
-double search_ingress_Bps(const topology *t, uint32_t gpus);
+/* The most bytes per second a GPU of the job (w's TP x SP x DP GPUs,
+ * placed as w says) can receive from the other GPUs of its TP group: the
+ * capacities of the distinct channels that end their routes to it,
+ * summed (its ingress port where they share its node, its NIC where they
+ * do not), the largest over the job's GPUs.  A TP collective's ring runs
+ * among the group's GPUs only (layer_block.c lb_coll), so whatever a GPU
+ * receives in it comes over those channels.  0: TP 1. */
+double search_tp_ingress_Bps(const workload *w, const topology *t);
 
 /* The time a step's forward waits on its TP collectives (scope model, one
  * micro-batch; 0 otherwise), at least: each layer's forward all-gathers
@@ -39,7 +42,7 @@ double search_ingress_Bps(const topology *t, uint32_t gpus);
  * of the one chain every GPU's forward is, nothing else to compute
  * meanwhile.  A ring (plan_coll) of TP GPUs hands each GPU TP - 1 shards
  * of the SP rank's tokens x hidden, which take at least their bytes over
- * ingress_Bps.  The backward's collectives are left out: its weight
+ * ingress_Bps (search_tp_ingress_Bps).  The backward's collectives are left out: its weight
  * gradients and the re-gathers of saved inputs may run beside them; so
  * are several micro-batches' (one's forward may fill another's waits). */
 double search_tp_wait_s(const workload *w, double ingress_Bps);
