@@ -3,7 +3,9 @@
 #include "search.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "compute.h"
 #include "jsonio.h"
@@ -391,11 +393,32 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
 typedef struct {
   const space *sp;
   GHashTable *at;       /* row -> its const sched_ops * */
+  bool profile;         /* TASP_SEARCH_PROFILE set: profile_line */
 } sim_ctx;
+
+/* The CPU time this thread has used, in seconds. */
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* With TASP_SEARCH_PROFILE set, a line on stderr per simulated
+ * configuration: its dimensions, the CPU seconds its simulation took and
+ * whether it fit: where a search's time goes.  Lines come in the order
+ * the simulations end. */
+static void profile_line(const search_row *c, double cpu_s) {
+  fprintf(stderr, "search-profile: %u %s tp %u sp %u heads %u split %u dp %u zero %u %s %s "
+          "%.3f s %s\n", c->index, c->sched, c->tp, c->sp, c->head_parallel, c->split, c->dp,
+          c->zero, c->recompute == RECOMPUTE_FULL ? "full" : "none",
+          layer_placement_name(c->placement), cpu_s,
+          c->status == SEARCH_SIMULATED ? "fits" : "does-not-fit");
+}
 
 static void simulate(gpointer data, gpointer user) {
   search_row *c = data;
   const sim_ctx *x = user;
+  double cpu0 = x->profile ? thread_cpu_s() : 0;
   const sched_ops *s = g_hash_table_lookup(x->at, c);
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
   /* the orbits its plan estimate took (visit: every row simulated has
@@ -419,6 +442,7 @@ static void simulate(gpointer data, gpointer user) {
                                 x->sp->usable);
   }
   sim_result_free(r);
+  if (x->profile) profile_line(c, thread_cpu_s() - cpu0);
 }
 
 /* The K-th best score of the rows that fit so far (-inf: fewer than K),
@@ -469,7 +493,7 @@ static void run_rounds(space *sp, GArray *cands) {
   g_autoptr(GHashTable) at = g_hash_table_new(NULL, NULL);
   for (guint i = 0; i < sp->res->rows->len; i++)
     g_hash_table_insert(at, sp->res->rows->pdata[i], sp->ops->pdata[i]);
-  sim_ctx x = {sp, at};
+  sim_ctx x = {sp, at, g_getenv("TASP_SEARCH_PROFILE") != NULL};
   thresholds th = {g_array_new(FALSE, FALSE, sizeof(double)),
                    g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free)};
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
