@@ -1,9 +1,10 @@
-/* search_bound: what a search knows of a configuration before simulating
- * it (search.h): lower bounds on its step and on its peak memory.  Each
- * is a true lower bound of what the simulation gives (tests/test_search.sh
- * compares them with every simulated configuration of small spaces), so a
- * configuration excluded or pruned on one could never have fitted or
- * ranked. */
+/* search_bound: the lower bound on a configuration's step that a search
+ * forms before simulating it (search.h; its memory bound is
+ * layer_resident_bytes).  It is a true lower bound of the step the
+ * simulation gives (tests/test_search.sh compares it with every simulated
+ * configuration of small spaces, tests/test_search_bound.c where the TP
+ * waits are a large share of it), so a configuration pruned on it could
+ * never have ranked. */
 #ifndef TASP_SEARCH_BOUND_H
 #define TASP_SEARCH_BOUND_H
 
