@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmark of `tasp-sim search`: wall time and peak memory of whole
-searches, and per dimension how many configurations were enumerated,
-excluded before simulating, pruned by the compute bound and simulated.
+"""Benchmark of `tasp-sim search`: wall time, CPU time and peak memory of
+whole searches; how many configurations were excluded before simulating
+(per class), pruned (per bound) and simulated; and per dimension how many
+were enumerated, excluded, pruned, simulated and, simulated, did not fit.
 
-usage: scripts/bench_search.py [--sim build/tasp-sim] [--jobs N] [QUESTION...]
+usage: scripts/bench_search.py [--sim build/tasp-sim] [--jobs N] [--csv FILE]... [QUESTION...]
 
 A QUESTION is the search's arguments in one string; without any, the
 questions below.  Each is run once (a search is minutes at most; its
@@ -26,8 +27,9 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 QUESTIONS = [
     "--model llama3-8b --topology h100x8 --seq 128K",
     "--model llama3-70b --topology h100x8x4 --seq 256K",
-    # 1,024 GPUs: enumeration and exclusion only (every whole-step plan of
-    # this size is over the plan cap: see the printed classes)
+    # 1,024 GPUs: enumeration, exclusion and bounds only; the whole search
+    # (the same without --count) takes minutes of CPU: docs/search.md,
+    # section 4, gives its figures
     "--model llama3-70b --topology h100x8x32 --set generator.nodes=128 --seq 1M --count",
 ]
 DIMS = ["scheduler", "tp", "sp", "head_parallel", "split", "dp", "zero", "recompute", "placement",
@@ -53,12 +55,48 @@ def run(sim, question, jobs):
         return wall, out, err, rows
 
 
+def summarize(rows):
+    """Counts of one search's CSV rows: per status, per excluded class and
+    pruning bound, and per dimension."""
+    status = collections.Counter(r["status"] for r in rows)
+    print("  " + ", ".join(f"{k} {status.get(k, 0)}" for k in
+                           ("simulated", "does not fit", "pruned", "excluded")))
+    # excluded by class (the reason's kind), pruned by the bound's words
+    klass = collections.Counter(r["class"] for r in rows if r["status"] == "excluded")
+    print("  excluded by class: " + ", ".join(f"{k} {v}" for k, v in sorted(klass.items())))
+    bound = collections.Counter(r["reason"].split(" alone take")[0]
+                                for r in rows if r["status"] == "pruned")
+    print("  pruned by bound: " + ", ".join(f"{k} {v}" for k, v in sorted(bound.items())))
+    for d in DIMS:
+        by = collections.defaultdict(collections.Counter)
+        for r in rows:
+            by[r[d]][r["status"]] += 1
+        def key(v):
+            return (0, int(v)) if v.isdigit() else (1, v)
+        cells = []
+        for v in sorted(by, key=key):
+            c = by[v]
+            cells.append(f"{v}: {sum(c.values())}/{c['excluded']}/{c['pruned']}/"
+                         f"{c['simulated'] + c['does not fit']}/{c['does not fit']}")
+        print(f"  {d} (enumerated/excluded/pruned/simulated/of which did not fit): " +
+              "; ".join(cells))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "tasp-sim"))
     ap.add_argument("--jobs", type=int, default=0, help="threads (0: one per CPU)")
+    ap.add_argument("--csv", action="append", default=[],
+                    help="summarize this search CSV (search --csv) instead of running one")
     ap.add_argument("questions", nargs="*")
     a = ap.parse_args()
+    for f in a.csv:
+        print(f"$ {f}")
+        with open(f) as fh:
+            summarize(list(csv.DictReader(fh)))
+        print()
+    if a.csv and not a.questions:
+        return
     for q in a.questions or QUESTIONS:
         before = os.times()
         wall, out, err, rows = run(a.sim, q, a.jobs)
@@ -74,21 +112,7 @@ def main():
                 print("  " + line)
             print()
             continue
-        status = collections.Counter(r["status"] for r in rows)
-        print("  " + ", ".join(f"{k} {status.get(k, 0)}" for k in
-                               ("simulated", "does not fit", "pruned", "excluded")))
-        for d in DIMS:
-            by = collections.defaultdict(collections.Counter)
-            for r in rows:
-                by[r[d]][r["status"]] += 1
-            def key(v):
-                return (0, int(v)) if v.isdigit() else (1, v)
-            cells = []
-            for v in sorted(by, key=key):
-                c = by[v]
-                cells.append(f"{v}: {sum(c.values())}/{c['excluded']}/{c['pruned']}/"
-                             f"{c['simulated'] + c['does not fit']}")
-            print(f"  {d} (enumerated/excluded/pruned/simulated): " + "; ".join(cells))
+        summarize(rows)
         for line in err.splitlines():
             print("  " + line)
         print()

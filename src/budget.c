@@ -170,8 +170,9 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
       scenario_point built = g_array_index(s->points, scenario_point, i);
       if (!s->whole_steps && !trace) built.w = sim_step_replayed(&built.w);
       const scenario_point *pt = &built;
+      /* without a trace the two are one estimate (its orbits once) */
       double plan = budget_point_bytes(pt, s->topo, false);
-      double all = budget_point_bytes(pt, s->topo, trace);
+      double all = trace ? budget_point_bytes(pt, s->topo, true) : plan;
       if (all > limit) {
         budget_counts c = {0};
         budget_counts_of(pt, trace ? NULL : s->topo, &c);

@@ -297,16 +297,20 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
   return b.p;
 }
 
-double layer_tasks_estimate(const workload *w, const topology *t) {
+double layer_tasks_estimate_mult(const workload *w, double mult) {
   double sp = w->gpus, layers = w->scope == SCOPE_MODEL ? layers_total(w) : 1;
   /* per layer, TP rank and replica: a ring-like attention plan (a kernel,
    * a merge and a group per GPU and step, both passes) and the layer's
    * ops and collectives on each SP GPU */
-  double mbs = layer_micro_batches(w), copies = layer_tp(w) * layer_dp(w);
-  orbits *o = t ? layer_orbits(w, t) : NULL;
-  if (o) copies /= o->mult;
-  orbits_free(o);
+  double mbs = layer_micro_batches(w), copies = layer_tp(w) * layer_dp(w) / mult;
   return mbs * layers * copies * (6 * sp * sp + 64 * sp) + 16;
+}
+
+double layer_tasks_estimate(const workload *w, const topology *t) {
+  orbits *o = t ? layer_orbits(w, t) : NULL;
+  double mult = o ? o->mult : 1;
+  orbits_free(o);
+  return layer_tasks_estimate_mult(w, mult);
 }
 
 double layer_tasks_flops(const plan *p, guint from, guint to) {

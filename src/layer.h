@@ -132,6 +132,10 @@ double layer_resident_bytes(const workload *w);
  * sched_check_tasks): an overestimate for every scheduler; with t, of the
  * plan for layer_orbits' representatives where it has them. */
 double layer_tasks_estimate(const workload *w, const topology *t);
+/* The same for a plan whose representatives stand for `mult` GPUs each
+ * (layer_orbits' mult; 1: every GPU simulated), for a caller that holds
+ * the orbits already (the search: once per TP x SP x DP x placement). */
+double layer_tasks_estimate_mult(const workload *w, double mult);
 
 /* Model FLOPs of a plan (Megatron's convention, as its training log
  * reports them): each GEMM's forward 2MNK and each attention kernel's

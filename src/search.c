@@ -3,12 +3,16 @@
 #include "search.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "compute.h"
 #include "jsonio.h"
 #include "layer.h"
 #include "layers.h"
+#include "orbits.h"
+#include "search_bound.h"
 #include "sim.h"
 #include "sizes.h"
 #include "verdict.h"
@@ -230,7 +234,38 @@ typedef struct {
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
   GHashTable *attention; /* "method/tp/sp/heads/split/placement" -> double[2]: attention_s */
+  /* "tp/sp/dp/placement" -> degrees: what depends on those alone, once
+   * for every configuration of them */
+  GHashTable *degrees;
 } space;
+
+typedef struct {
+  orbits *o;            /* layer_orbits (its plan estimate and its replays);
+                           NULL: none (every GPU simulated) */
+  double tp_ingress_Bps; /* search_tp_ingress_Bps (its step bound) */
+} degrees;
+
+static void degrees_free(gpointer p) {
+  degrees *x = p;
+  orbits_free(x->o);
+  g_free(x);
+}
+
+static char *degrees_key(const search_row *c) {
+  return g_strdup_printf("%u/%u/%u/%d", c->tp, c->sp, c->dp, (int)c->placement);
+}
+
+static const degrees *config_degrees(space *sp, const workload *w, const search_row *c) {
+  g_autofree char *key = degrees_key(c);
+  degrees *x = g_hash_table_lookup(sp->degrees, key);
+  if (!x) {
+    x = g_new(degrees, 1);
+    x->o = layer_orbits(w, sp->o->s->topo);
+    x->tp_ingress_Bps = search_tp_ingress_Bps(w, sp->o->s->topo);
+    g_hash_table_insert(sp->degrees, g_steal_pointer(&key), x);
+  }
+  return x;
+}
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
   workload w = sp->o->s->model;
@@ -263,70 +298,14 @@ static char *without_name(const sched_ops *s, const char *msg) {
   return g_strdup(msg);
 }
 
-/* One GPU's layer ops of one micro-batch: forward, backward and, under
- * full recomputation, the forward again. */
-static double layer_ops_s(const workload *w, const topology *t) {
-  const compute_model *m = &t->compute;
-  layer_dims d = layer_dims_of(w);
-  double fwd = 0, bwd = 0;
-  for (int k = 0; k < LAYER_OPS; k++) {
-    plan_op f = compute_layer_op(&d, (layer_op)k, false), b = compute_layer_op(&d, (layer_op)k, true);
-    fwd += compute_op_s(m, &f);
-    bwd += compute_op_s(m, &b);
-  }
-  return layers_total(w) * (fwd + bwd + (w->recompute == RECOMPUTE_FULL ? fwd : 0));
-}
-
-/* The attention of every layer of one micro-batch on its busiest GPU:
- * the scheduler's own plan of one layer of each kind (one TP rank's heads,
- * on the view layer_build gives it), its compute tasks as compute prices
- * them, times the layers of that kind; out[0] as it runs, out[1] with its
- * forward (the tasks before the pass barrier) run again, as full
- * recomputation does.  Depends on the method, TP, SP, the head-parallel
- * degree, the split and the placement only. */
-static void attention_s(const sched_ops *s, const workload *w, const topology *t, double out[2]) {
-  layer_view view;
-  layer_view_init(&view, w, t);
-  out[0] = out[1] = 0;
-  for (int k = 0; k < ATTN_KINDS; k++) {
-    uint32_t count = layers_count(w, (attn_kind)k);
-    if (!count) continue;
-    workload a = layers_one(w, (attn_kind)k);
-    a = layer_attention_workload(&a);
-    plan *p = s->build(&a, &view.t, false);
-    g_autofree double *all = g_new0(double, p->n_gpus);
-    g_autofree double *fwd = g_new0(double, p->n_gpus);
-    for (guint i = 0; i < p->tasks->len; i++) {
-      const plan_task *x = plan_task_at(p, i);
-      if (x->kind != TASK_COMPUTE) continue;
-      double d = compute_op_s(&t->compute, &x->op);
-      bool forward = i < p->pass_barrier;
-      for (uint32_t g = 0; g < p->n_gpus; g++)
-        if (x->gpu == PLAN_ALL || x->gpu == g) {
-          all[g] += d;
-          if (forward) fwd[g] += d;
-        }
-    }
-    double most = 0, again = 0;
-    for (uint32_t g = 0; g < p->n_gpus; g++) {
-      most = MAX(most, all[g]);
-      again = MAX(again, all[g] + fwd[g]);
-    }
-    out[0] += count * most;
-    out[1] += count * again;
-    plan_free(p);
-  }
-  layer_view_clear(&view);
-}
-
 static double micro_batches(const workload *w) {
   return w->micro_batches > 1 ? w->micro_batches : 1;
 }
 
 double search_bound_s(const sched_ops *s, const workload *w, const topology *t) {
   double attn[2];
-  attention_s(s, w, t, attn);
-  return micro_batches(w) * (layer_ops_s(w, t) + attn[w->recompute == RECOMPUTE_FULL]);
+  search_attention_s(s, w, t, attn);
+  return search_step_bound_s(w, t, attn, search_tp_ingress_Bps(w, t));
 }
 
 /* The step's tokens (every DP replica's micro-batches). */
@@ -390,7 +369,9 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   }
   /* the plan the simulation builds: a few layers where it extends them */
   workload built = o->whole_steps ? w : sim_step_replayed(&w);
-  if (!sched_check_tasks(layer_tasks_estimate(&built, o->s->topo), s->name, &e)) {
+  const degrees *deg = config_degrees(sp, &w, c);
+  const orbits *q = deg->o;
+  if (!sched_check_tasks(layer_tasks_estimate_mult(&built, q ? q->mult : 1), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }
@@ -401,11 +382,10 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   double *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
     attn = g_new(double, 2);
-    attention_s(s, &w, o->s->topo, attn);
+    search_attention_s(s, &w, o->s->topo, attn);
     g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
   }
-  c->bound_s = micro_batches(&w) *
-               (layer_ops_s(&w, o->s->topo) + attn[c->recompute == RECOMPUTE_FULL]);
+  c->bound_s = search_step_bound_s(&w, o->s->topo, attn, deg->tp_ingress_Bps);
 }
 
 /* ---- simulation ---- */
@@ -413,14 +393,39 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
 typedef struct {
   const space *sp;
   GHashTable *at;       /* row -> its const sched_ops * */
+  bool profile;         /* TASP_SEARCH_PROFILE set: profile_line */
 } sim_ctx;
+
+/* The CPU time this thread has used, in seconds. */
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* With TASP_SEARCH_PROFILE set, a line on stderr per simulated
+ * configuration: its dimensions, the CPU seconds its simulation took and
+ * whether it fit: where a search's time goes.  Lines come in the order
+ * the simulations end. */
+static void profile_line(const search_row *c, double cpu_s) {
+  fprintf(stderr, "search-profile: %u %s tp %u sp %u heads %u split %u dp %u zero %u %s %s "
+          "%.3f s %s\n", c->index, c->sched, c->tp, c->sp, c->head_parallel, c->split, c->dp,
+          c->zero, c->recompute == RECOMPUTE_FULL ? "full" : "none",
+          layer_placement_name(c->placement), cpu_s,
+          c->status == SEARCH_SIMULATED ? "fits" : "does-not-fit");
+}
 
 static void simulate(gpointer data, gpointer user) {
   search_row *c = data;
   const sim_ctx *x = user;
+  double cpu0 = x->profile ? thread_cpu_s() : 0;
   const sched_ops *s = g_hash_table_lookup(x->at, c);
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
-  exec_opts eo = {0};
+  /* the orbits its plan estimate took (visit: every row simulated has
+   * them; read only here, from several threads) */
+  g_autofree char *key = degrees_key(c);
+  const degrees *q = g_hash_table_lookup(x->sp->degrees, key);
+  exec_opts eo = {.orbits = q ? q->o : NULL};
   sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
       x->sp->o->s->topo, &pt, &eo);
   c->step_s = r->r->step_s;
@@ -437,6 +442,7 @@ static void simulate(gpointer data, gpointer user) {
     c->reason = g_strdup_printf("does not fit: %s", why);
   }
   sim_result_free(r);
+  if (x->profile) profile_line(c, thread_cpu_s() - cpu0);
 }
 
 /* The K-th best score of the rows that fit so far (-inf: fewer than K),
@@ -487,7 +493,7 @@ static void run_rounds(space *sp, GArray *cands) {
   g_autoptr(GHashTable) at = g_hash_table_new(NULL, NULL);
   for (guint i = 0; i < sp->res->rows->len; i++)
     g_hash_table_insert(at, sp->res->rows->pdata[i], sp->ops->pdata[i]);
-  sim_ctx x = {sp, at};
+  sim_ctx x = {sp, at, g_getenv("TASP_SEARCH_PROFILE") != NULL};
   thresholds th = {g_array_new(FALSE, FALSE, sizeof(double)),
                    g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free)};
   unsigned jobs = o->jobs ? o->jobs : (unsigned)g_get_num_processors();
@@ -499,9 +505,9 @@ static void run_rounds(space *sp, GArray *cands) {
       cand *c = &g_array_index(cands, cand, i++);
       if (!o->exhaustive && prunable(&th, q, c->row, c->ub)) {
         c->row->status = SEARCH_PRUNED;
-        c->row->reason = g_strdup_printf("compute alone takes %.4g s: outside the top %u and "
-                                         "below the best of %s", c->row->bound_s, q->top,
-                                         c->row->sched);
+        c->row->reason = g_strdup_printf("compute and the forward's TP waits alone take %.4g "
+                                         "s: outside the top %u and below the best of %s",
+                                         c->row->bound_s, q->top, c->row->sched);
         continue;
       }
       g_ptr_array_add(round, c->row);
@@ -560,7 +566,8 @@ search_result *search_run(const search_opts *o, GError **err) {
                              .configs = (uint32_t)total, .usable_gib = topo_usable_gib(t),
                              .precision = o->s->model.precision};
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
-              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, degrees_free)};
   enumerate(o, visit, &sp);
   g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(cand));
   for (guint i = 0; i < res->rows->len; i++) {
@@ -574,5 +581,6 @@ search_result *search_run(const search_opts *o, GError **err) {
   if (!o->count_only) run_rounds(&sp, cands);
   g_ptr_array_unref(sp.ops);
   g_hash_table_unref(sp.attention);
+  g_hash_table_unref(sp.degrees);
   return res;
 }

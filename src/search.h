@@ -14,8 +14,9 @@
  * and class (TP split, global batch, the method's own check, plan size, or
  * memory: weights, gradients, optimizer states and saved layer inputs
  * alone over the usable memory, layer_resident_bytes).  The others get a
- * lower bound on their step (search_bound) and are simulated best bound
- * first, in rounds of SEARCH_ROUND; a configuration is pruned, not
+ * lower bound on their step (search_bound.h: their compute and the
+ * forward's TP waits) and are simulated best bound first, in rounds of
+ * SEARCH_ROUND; a configuration is pruned, not
  * simulated, when its bound shows it can be neither in the top K nor the
  * best of its method.  Rounds are fixed in size and thresholds move only
  * between them, so which configurations are simulated does not depend on
@@ -117,12 +118,12 @@ void search_result_free(search_result *r);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(search_result, search_result_free)
 
 /* A lower bound on the step of workload w (scope model, forward then
- * backward) under scheduler s on t: its compute alone, per micro-batch
- * one GPU's layer ops as compute prices them (forward, backward, and the
- * forward again under full recomputation) and the attention's compute on
- * the busiest GPU of the scheduler's own plan; no communication, no
- * waiting, no embedding, head or optimizer.  test_search checks it
- * against simulated steps. */
+ * backward) under scheduler s on t: per micro-batch one GPU's layer ops
+ * as compute prices them (forward, backward, and the forward again under
+ * full recomputation) and the attention's compute on the busiest GPU of
+ * the scheduler's own plan, and the forward's TP waits (search_bound.h);
+ * no other communication or waiting, no embedding, head or optimizer.
+ * test_search and test_search_bound check it against simulated steps. */
 double search_bound_s(const sched_ops *s, const workload *w, const topology *t);
 
 /* For search_out.c's merge: an empty result, a row of NAN figures. */

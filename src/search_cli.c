@@ -14,6 +14,9 @@
  * gpu_memory_gib=V). */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "jsonio.h"
 #include "outputs.h"
@@ -276,8 +279,22 @@ static scenario *load(const search_cli *o, GError **err) {
   return s;
 }
 
+/* A search builds and frees thousands of plans of tens to hundreds of
+ * MB; glibc hands such blocks back to the kernel as each is freed (mmap
+ * above 32 MB at most, heap trimmed above 128 KB) and takes them again,
+ * zeroed page by page, for the next.  Keeping freed memory for reuse
+ * instead: Llama-3-70B at 1M on 256 GPUs, --count, 2.29 -> 0.16 s of
+ * system time (user 8.8 s alike), peak RSS 178 -> 318 MB. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 int search_main(int argc, char **argv) {
   g_set_prgname("tasp-sim search");
+  keep_freed_memory();
   g_auto(search_cli) o = {0};
   g_autoptr(GError) err = NULL;
   g_autoptr(GOptionContext) ctx = context(&o);

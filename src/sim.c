@@ -73,8 +73,14 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
                      : layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
                                                                               : ATTN_LINEAR);
   /* identical replicas and TP ranks simulated once (orbits.h); a trace
-   * shows every GPU, so it replays them all */
-  orbits *q = o->keep_trace || o->per_flow ? NULL : layer_orbits(&one, t);
+   * shows every GPU, so it replays them all.  A caller that holds the
+   * point's orbits already passes them in o->orbits (they depend on TP,
+   * SP, DP, the placement and the topology only, so the few layers a step
+   * is extended from share them with the step: the search computes them
+   * once per point); none given, they are computed here. */
+  bool all = o->keep_trace || o->per_flow;
+  orbits *own = all || o->orbits ? NULL : layer_orbits(&one, t);
+  const orbits *q = all ? NULL : o->orbits ? o->orbits : own;
   exec_opts run = *o;
   run.orbits = q;
   plan *p = layer_build_orbits(pt->sched, &one, t, true, false, q);
@@ -94,7 +100,7 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
   } else {
     res->attention_s = NAN;
   }
-  orbits_free(q);
+  orbits_free(own);
   return r;
 }
 
@@ -231,9 +237,8 @@ static sim_result *run_layers_extended(const topology *t, const scenario_point *
 
 /* Then along its micro-batches: SIM_MB_REPEAT_FROM and one more, each
  * extended along its layers, extended. */
-static sim_result *run_extended(const topology *t, const scenario_point *pt, const exec_opts *o,
-                                bool attention_part) {
-  if (o->keep_trace) return run_point(t, pt, o, attention_part);
+static sim_result *run_mbs_extended(const topology *t, const scenario_point *pt,
+                                    const exec_opts *o, bool attention_part) {
   if (!sim_step_mbs_repeat(&pt->w)) return run_layers_extended(t, pt, o, attention_part);
   scenario_point few = *pt;
   few.w = with_mbs(&pt->w, SIM_MB_REPEAT_FROM);
@@ -241,6 +246,21 @@ static sim_result *run_extended(const topology *t, const scenario_point *pt, con
   few.w = with_mbs(&pt->w, SIM_MB_REPEAT_FROM + 1);
   sim_result *b = run_layers_extended(t, &few, o, attention_part);
   return extend(t, pt, a, b, layer_micro_batches(&pt->w) - (SIM_MB_REPEAT_FROM + 1.0));
+}
+
+/* The point's orbits (run_layer) computed once for its up to four
+ * replays, where the caller has not given them. */
+static sim_result *run_extended(const topology *t, const scenario_point *pt, const exec_opts *o,
+                                bool attention_part) {
+  if (o->keep_trace) return run_point(t, pt, o, attention_part);
+  if (pt->w.scope != SCOPE_MODEL || o->per_flow || o->orbits)
+    return run_mbs_extended(t, pt, o, attention_part);
+  exec_opts with = *o;
+  orbits *q = layer_orbits(&pt->w, t);
+  with.orbits = q;
+  sim_result *r = run_mbs_extended(t, pt, q ? &with : o, attention_part);
+  orbits_free(q);
+  return r;
 }
 
 sim_result *sim_run_step_repeating(const topology *t, const scenario_point *pt,

@@ -162,6 +162,18 @@ EOF2
 check "two nodes: every dimension innermost" "grep -qx 'places dp,tp,sp sp,tp,dp tp,sp,dp' $tmp/pl"
 check "two nodes: TP inside a node is faster than across" "grep -qx 'tp-inside-faster True' $tmp/pl"
 check "placements that place GPUs alike counted once" "grep -qx 'alike 1' $tmp/pl"
+# the step bound's TP waits priced per placement (a TP group across the two
+# nodes over the NIC): below every simulated step, TP across nodes among them
+"$sim" search --model tests/data/search-model.json --topology h100x8x2 --set generator.gpus_per_node=2 \
+  --set generator.nodes=2 --seq 32K --sched zigzag,ulysses --exhaustive --csv "$tmp/plx.csv" > /dev/null 2>&1
+python3 - "$tmp/plx.csv" > "$tmp/plx" <<'EOF2'
+import csv, sys
+ran = [r for r in csv.DictReader(open(sys.argv[1])) if r["status"] in ("simulated", "does not fit")]
+across = [r for r in ran if r["tp"] == "2" and r["placement"] != "tp,sp,dp" and r["sp"] == "2"]
+print("bounds", sum(float(r["bound_s"]) > float(r["step_s"]) for r in ran), len(ran), len(across))
+EOF2
+check "two nodes: every step bound at most the simulated step, TP across the nodes included" \
+  "grep -q '^bounds 0 [1-9][0-9]* [1-9]' $tmp/plx"
 
 # memory: a 4 GiB GPU holds none of the states, so everything is excluded
 "$sim" search $q --gpu-memory 4GiB > "$tmp/small.txt" 2>/dev/null
