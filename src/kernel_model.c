@@ -107,30 +107,26 @@ typedef struct {
 
 static bool before(sm_event a, sm_event b) { return a.t < b.t || (a.t == b.t && a.sm < b.sm); }
 
+/* A binary heap sifted with a hole (one move a level, not a swap): a
+ * kernel of 2M keys simulates its 32K CTAs of one head through it. */
 static void heap_push(sm_event *h, guint *n, sm_event e) {
   guint i = (*n)++;
+  for (; i > 0 && before(e, h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
   h[i] = e;
-  while (i > 0 && before(h[i], h[(i - 1) / 2])) {
-    sm_event x = h[i];
-    h[i] = h[(i - 1) / 2];
-    h[(i - 1) / 2] = x;
-    i = (i - 1) / 2;
-  }
 }
 
 static sm_event heap_pop(sm_event *h, guint *n) {
-  sm_event top = h[0];
-  h[0] = h[--*n];
-  for (guint i = 0;;) {
-    guint l = 2 * i + 1, r = l + 1, m = i;
-    if (l < *n && before(h[l], h[m])) m = l;
-    if (r < *n && before(h[r], h[m])) m = r;
-    if (m == i) break;
-    sm_event x = h[i];
+  sm_event top = h[0], last = h[--*n];
+  guint i = 0;
+  for (;;) {
+    guint l = 2 * i + 1, r = l + 1, m = l;
+    if (l >= *n) break;
+    if (r < *n && before(h[r], h[l])) m = r;
+    if (!before(h[m], last)) break;
     h[i] = h[m];
-    h[m] = x;
     i = m;
   }
+  if (*n) h[i] = last;
   return top;
 }
 
@@ -144,6 +140,8 @@ static double makespan(const kernel_model *k, const GArray *one, double heads, d
   guint per = one->len, sms = (guint)k->sms;
   if (per == 0 || heads <= 0 || sms == 0) return 0;
   double share = occ > 1 ? k->lone_share : 1.0;
+  /* per-CTA rate by CTAs held (cta_rate), computed once */
+  const double rate[3] = {0, cta_rate(share, 1), cta_rate(share, 2)};
   double one_total = 0;
   for (guint i = 0; i < per; i++) one_total += w[i];
   double keep = fmin(heads, ceil((double)MAX_SIM_CTAS / per));
@@ -157,14 +155,14 @@ static double makespan(const kernel_model *k, const GArray *one, double heads, d
   for (guint s = 0; s < sms; s++) {
     if (!held[s]) continue;
     double least = held[s] == 2 ? fmin(rem[2 * s], rem[2 * s + 1]) : rem[2 * s];
-    heap_push(heap, &hn, (sm_event){least / cta_rate(share, held[s]), s});
+    heap_push(heap, &hn, (sm_event){least / rate[held[s]], s});
   }
   double t = 0;
   while (hn) {
     sm_event e = heap_pop(heap, &hn);
     guint s = e.sm;
     t = e.t;
-    double done = (t - last[s]) * cta_rate(share, held[s]);
+    double done = (t - last[s]) * rate[held[s]];
     last[s] = t;
     for (guint j = 0; j < held[s]; j++) rem[2 * s + j] -= done;
     /* the CTA that ended leaves; the next in launch order takes its slot */
@@ -177,7 +175,7 @@ static double makespan(const kernel_model *k, const GArray *one, double heads, d
     }
     if (!held[s]) continue;
     double least = held[s] == 2 ? fmin(rem[2 * s], rem[2 * s + 1]) : rem[2 * s];
-    heap_push(heap, &hn, (sm_event){t + least / cta_rate(share, held[s]), s});
+    heap_push(heap, &hn, (sm_event){t + least / rate[held[s]], s});
   }
   g_free(rem);
   g_free(last);
