@@ -103,7 +103,7 @@ GPtrArray *search_ranked(const search_result *r) {
  * divisor strictly inside it, sched_opt.splits_sp: USP's Ulysses degree,
  * arXiv 2405.07719; double ring's inner ring, arXiv 2406.18485); its
  * values are a dimension.  NULL: it takes none. */
-static const sched_opt *split_opt(const sched_ops *s) {
+const sched_opt *search_split_opt(const sched_ops *s) {
   for (const sched_opt *const *o = s->opts; o && *o; o++)
     if ((*o)->splits_sp) return *o;
   return NULL;
@@ -190,7 +190,7 @@ static uint64_t enumerate(const search_opts *o, visit_fn fn, void *user) {
         for (guint h = 0; h < heads->len; h++) {
           uint32_t hp = heads_opt(s) ? g_array_index(heads, uint32_t, h) : 0;
           uint32_t rest = sp / (hp ? hp : 1), none = 0;
-          if (!split_opt(s)) {
+          if (!search_split_opt(s)) {
             g_array_append_val(hs, hp);
             g_array_append_val(us, none);
             continue;
@@ -279,7 +279,7 @@ static workload config_workload(const space *sp, const sched_ops *s, const searc
   w.zero = c->zero;
   w.recompute = c->recompute;
   w.micro_batches = c->micro_batches;
-  if (c->split) sched_opt_set_num(&w, split_opt(s), c->split);
+  if (c->split) sched_opt_set_num(&w, search_split_opt(s), c->split);
   if (c->head_parallel > 1) sched_opt_set_num(&w, heads_opt(s), c->head_parallel);
   w.placement = c->placement;
   return w;

@@ -160,4 +160,9 @@ const char *search_objective_name(search_objective o);
 const char *search_precision_name(precision_kind p);
 bool search_precision_parse(const char *text, precision_kind *out);
 
+/* The first option scheduler s declares that splits SP in two
+ * (sched_opt.splits_sp: USP's Ulysses degree, double ring's inner ring);
+ * NULL: it takes none.  Its values are the space's split dimension. */
+const sched_opt *search_split_opt(const sched_ops *s);
+
 #endif

@@ -16,6 +16,14 @@ static const char *recompute_name(recompute_kind k) {
   return k == RECOMPUTE_FULL ? "full" : k == RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
+/* Whether scheduler `name`'s split gives head groups (USP's Ulysses
+ * degree), not an inner ring (double ring's). */
+static bool splits_heads(const char *name) {
+  const sched_ops *s = sched_find(name);
+  const sched_opt *o = s ? search_split_opt(s) : NULL;
+  return o && o->splits_heads;
+}
+
 /* "TP 8 x SP 4 (Ulysses 2 x ring 2) x DP 1, ZeRO 3, recompute full, 2 micro-batches";
  * a head-parallel degree: "SP 8 (Ulysses 2 x inner ring 2 x outer 2)" */
 static char *config_text(const search_row *r) {
@@ -27,7 +35,7 @@ static char *config_text(const search_row *r) {
   else if (r->head_parallel > 1)
     g_string_append_printf(s, " (Ulysses %u x ring %u)", r->head_parallel,
                            r->sp / r->head_parallel);
-  else if (r->split && strstr(r->sched, "usp"))
+  else if (r->split && splits_heads(r->sched))
     g_string_append_printf(s, " (Ulysses %u x ring %u)", r->split, r->sp / r->split);
   else if (r->split)
     g_string_append_printf(s, " (inner ring %u x outer %u)", r->split, r->sp / r->split);

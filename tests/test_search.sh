@@ -39,6 +39,10 @@ check "double ring: U 1 with inner 2 (SP 4, 8) and 4 (SP 8), U 2 with inner 2 (S
 check "double ring: the head-parallel degree reaches its plan" "grep -q '^differ [1-9][0-9]* True$' $tmp/hp"
 check "the dimensions line counts the head-parallel degrees" \
   "grep -q \"head-parallel (double ring's Ulysses) 1,2;\" $tmp/p.txt"
+# a split names what it splits by the scheduler's option (splits_heads):
+# USP's Ulysses groups, double ring's inner ring
+check "the margins name USP's split as Ulysses x ring, double ring's as inner x outer" \
+  "grep -q 'its best: TP [0-9]* x SP [0-9]* (Ulysses [0-9]* x ring [0-9]*)' $tmp/p.txt && grep -q 'ahead of double-ring.*(inner ring [0-9]* x outer [0-9]*)' $tmp/p.txt && ! grep -q 'ahead of usp.*inner ring' $tmp/p.txt"
 
 # many layers: each step replayed with 6 and 7 layers and extended
 # (sim_run_step_repeating) gives the answer replaying every layer gives,
