@@ -635,13 +635,17 @@ def check_relations(ck, rng, c, rows):
                 relate(ck, "full recomputation is faster than none", rf, rn, cf, cn,
                        "step_ms", ge)
         # a few layers extended = every layer replayed (README: memory the
-        # same, times within 0.5%)
+        # same at ZeRO 0-1, times within 0.5%; at ZeRO 2-3 the row's note
+        # says its peak is not exact: gradients waiting for their
+        # reduce-scatters pile up beyond what the replayed layers show)
         if not c.get("whole-steps") and ck.chance(rng, 0.5):
             rw, _, cw = ck.run_csv(base + ["--whole-steps"])
             if rw:
                 a, b = by_sched(rows), by_sched(rw)
+                exact_mem = int(c.get("zero", 0)) < 2
                 for k in sorted(set(a) & set(b)):
-                    if abs(float(a[k]["peak_mem_gib"]) - float(b[k]["peak_mem_gib"])) > EPS_GIB:
+                    if exact_mem and abs(float(a[k]["peak_mem_gib"]) -
+                                         float(b[k]["peak_mem_gib"])) > EPS_GIB:
                         ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended peak_mem_gib {a[k]['peak_mem_gib']} "
                                                    f"!= whole step's {b[k]['peak_mem_gib']}")
                     x, y = float(a[k]["step_ms"]), float(b[k]["step_ms"])
