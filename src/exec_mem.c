@@ -73,7 +73,6 @@ struct exec_mem {
   double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   bool empty_cache_first;  /* topology comm.empty_cache_first */
-  bool *made_segment;      /* per GPU: a request of the pass made a segment */
   double *host_lag;        /* per GPU: host time its cudaMallocs took so far (exec_alloc_
                               segment_host_s): its host is that much behind host_s */
   double *xfer_issue_s;    /* per task: a transfer's issue by its hosts, lag included */
@@ -226,12 +225,10 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
   m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
   uint64_t seg = exec_alloc_last_segment(m->alloc[g]);
-  if (hosted && seg) {
-    /* the pass's first segment on g, after empty_cache() */
-    bool first = m->empty_cache_first && !m->made_segment[g];
-    m->host_lag[g] += exec_alloc_segment_host_s(seg, first);
-    m->made_segment[g] = true;
-  }
+  /* the pass's first segment on g (none has cost its host yet), after
+   * empty_cache() */
+  if (hosted && seg)
+    m->host_lag[g] += exec_alloc_segment_host_s(seg, m->empty_cache_first && m->host_lag[g] == 0);
   m->alloc_seq[inst] = ++m->seq;
   m->live[g] += bytes;
   if (m->live[g] > m->peak[g]) {
@@ -364,7 +361,6 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   for (uint32_t i = 0; i < ni; i++) m->sent_s[i] = -1;
   m->host_lag = g_new0(double, n);
   m->empty_cache_first = empty_cache_first;
-  m->made_segment = g_new0(bool, n);
   m->xfer_issue_s = g_new0(double, nt);
   m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) {
@@ -617,7 +613,7 @@ void exec_mem_finish(exec_mem *m) {
   g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
   g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel);
   exec_queue_free(m->queue);
-  g_free(m->host_lag); g_free(m->made_segment); g_free(m->xfer_issue_s); g_free(m->alloc);
+  g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->alloc);
   g_free(m->stamp); g_free(m->use_off); g_free(m->use_of); g_free(m->pat_off); g_free(m->pat_cls);
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
