@@ -28,23 +28,21 @@ static gint by_key(gconstpointer a, gconstpointer b, gpointer unused) {
 }
 
 exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t)) {
-  uint32_t n = p->n_gpus;
+  uint32_t n = p->n_gpus, all = 0; /* lockstep tasks: on every GPU */
   g_autofree uint32_t *count = g_new0(uint32_t, n + 1);
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
     if (t->kind != TASK_COMPUTE) continue;
-    if (t->gpu == PLAN_ALL)
-      for (uint32_t g = 0; g < n; g++) count[g + 1]++;
-    else
-      count[t->gpu + 1]++;
+    if (t->gpu == PLAN_ALL) all++;
+    else count[t->gpu + 1]++;
   }
   bool binds = false, shared = true;
-  for (uint32_t g = 0; g < n; g++) binds |= count[g + 1] > EXEC_LAUNCH_QUEUE;
-  if (!binds) return NULL;
-  for (guint i = 0; i < p->tasks->len && shared; i++) {
-    const plan_task *t = plan_task_at(p, i);
-    shared = t->kind != TASK_COMPUTE || t->gpu == PLAN_ALL;
+  for (uint32_t g = 0; g < n; g++) {
+    shared &= count[g + 1] == 0;
+    count[g + 1] += all;
+    binds |= count[g + 1] > EXEC_LAUNCH_QUEUE;
   }
+  if (!binds) return NULL;
   exec_queue *q = g_new0(exec_queue, 1);
   q->p = p;
   q->key = key;
