@@ -156,7 +156,6 @@ static bool parse_kernel(json_object *p, json_where w, GArray *pts[2], GError **
   if (!json_check_keys(p, w, keys, err)) return false;
   uint32_t b, h, hk, d, sq, sk;
   double fwd, bwd;
-  json_object *c;
   if (!json_get_u32(p, w, "batch", false, 1, 1, &b, err) ||
       !json_get_u32(p, w, "heads", true, 0, 1, &h, err) ||
       !json_get_u32(p, w, "kv_heads", false, 1, 1, &hk, err) ||
@@ -167,15 +166,7 @@ static bool parse_kernel(json_object *p, json_where w, GArray *pts[2], GError **
       !json_get_double(p, w, "bwd_ms", false, 0, -1, &bwd, err))
     return false;
   bool causal = false;
-  if (json_object_object_get_ex(p, "causal", &c)) {
-    if (!json_object_is_type(c, json_type_boolean)) {
-      g_autofree char *f = json_path_join(w.path, "causal");
-      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected true or false",
-                  w.file, f);
-      return false;
-    }
-    causal = json_object_get_boolean(c);
-  }
+  if (!json_get_bool(p, w, "causal", &causal, err)) return false;
   compute_point pt = {d, (double)b * h, log2((double)sk / sq),
                       compute_attn_flops(b, h, d, sq, sk, causal),
                       fwd * 1e-3, bwd * 1e-3, sq};
@@ -312,17 +303,8 @@ static bool parse_lin_point(json_object *p, json_where w, compute_model *m, GErr
   }
   bool flags[2] = {false, false};
   static const char *const flag_keys[2] = {"causal", "decay"};
-  for (int i = 0; i < 2; i++) {
-    json_object *c;
-    if (!json_object_object_get_ex(p, flag_keys[i], &c)) continue;
-    if (!json_object_is_type(c, json_type_boolean)) {
-      g_autofree char *f = json_path_join(w.path, flag_keys[i]);
-      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field '%s': expected true or false",
-                  w.file, f);
-      return false;
-    }
-    flags[i] = json_object_get_boolean(c);
-  }
+  for (int i = 0; i < 2; i++)
+    if (!json_get_bool(p, w, flag_keys[i], &flags[i], err)) return false;
   plan_op op = {.kind = k, .causal = flags[0], .decay = flags[1], .batch = b, .heads = h,
                 .head_dim = d, .block = block, .sq = n, .sk = n};
   compute_point pt = {0, 0, 0, lin_fwd_flops(&op), fwd * 1e-3, bwd * 1e-3, n};

@@ -434,7 +434,11 @@ static void t_table_errors(void) {
       {"{\"model\": \"table\", \"aspect_table\": [{\"heads\": 32}], \"table\": ["
        "{\"heads\": 32, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.1},"
        "{\"heads\": 32, \"head_dim\": 128, \"sq\": 2048, \"sk\": 2048, \"fwd_ms\": 0.3}]}",
-       "field 'compute.aspect_table[0].head_dim'"}};
+       "field 'compute.aspect_table[0].head_dim'"},
+      {"{\"model\": \"table\", \"table\": ["
+       "{\"heads\": 32, \"head_dim\": 128, \"sq\": 1024, \"sk\": 1024, \"fwd_ms\": 0.1, \"causal\": 1},"
+       "{\"heads\": 32, \"head_dim\": 128, \"sq\": 2048, \"sk\": 2048, \"fwd_ms\": 0.3}]}",
+       "t.json: field 'compute.table[0].causal': expected true or false"}};
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(json_object) o = json_tokener_parse(cases[i][0]);
     compute_model m;
