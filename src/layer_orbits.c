@@ -45,12 +45,15 @@ static GArray *ring_edges(lb *b, bool tp_kind, const uint32_t *gen) {
   return keys;
 }
 
-static bool rings_invariant(lb *b, const uint32_t *gen) {
+/* Whether gen carries each kind's ring edges onto themselves; base[kind]:
+ * the unmoved edges, made at the first call and kept for the other
+ * candidate shifts (NULL where the kind has no ring). */
+static bool rings_invariant(lb *b, const uint32_t *gen, GArray *base[2]) {
   for (int tp_kind = 0; tp_kind < 2; tp_kind++) {
     if ((tp_kind ? b->tp : b->grad_group) < 2) continue;
-    GArray *a = ring_edges(b, tp_kind, NULL), *m = ring_edges(b, tp_kind, gen);
+    if (!base[tp_kind]) base[tp_kind] = ring_edges(b, tp_kind, NULL);
+    GArray *a = base[tp_kind], *m = ring_edges(b, tp_kind, gen);
     bool same = a->len == m->len && !memcmp(a->data, m->data, a->len * sizeof(uint64_t));
-    g_array_free(a, TRUE);
     g_array_free(m, TRUE);
     if (!same) return false;
   }
@@ -83,6 +86,7 @@ orbits *layer_orbits(const workload *w, const topology *t) {
   g_autofree uint32_t *gb = g_new(uint32_t, b.n);
   g_autofree uint32_t *by_gpu = g_new(uint32_t, 2 * (size_t)N);
   const uint32_t *gens[2];
+  GArray *base[2] = {NULL, NULL};
   for (int dim = 0; dim < 2; dim++) {
     uint32_t size = dim ? tp : dp;
     for (uint32_t k = 1; k < size; k++) {
@@ -91,11 +95,13 @@ orbits *layer_orbits(const workload *w, const topology *t) {
       uint32_t *gp = by_gpu + (size_t)n_gens * N;
       for (uint32_t g = 0; g < N; g++) gp[g] = g;
       for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
-      if (!orbits_automorphism(t, gp) || !rings_invariant(&b, gb)) continue;
+      if (!orbits_automorphism(t, gp) || !rings_invariant(&b, gb, base)) continue;
       gens[n_gens++] = gp;
       break;
     }
   }
+  for (int k = 0; k < 2; k++)
+    if (base[k]) g_array_free(base[k], TRUE);
   orbits *o = n_gens ? orbits_new(t, gens, n_gens) : NULL;
   /* the builder simulates whole ranks: each TP rank of a replica's SP
    * GPUs all representatives or none */
