@@ -67,32 +67,34 @@ typedef enum {
 
 typedef struct { uint64_t start, len; } plan_seg;
 
-/* The operands of a compute task. */
+/* The operands of a compute task.  Fields lie by size (doubles, then
+ * 32-bit, then bytes) so that no padding is spent between them: a causal
+ * plan holds a task per GPU and step (a million at 1,024 GPUs). */
 typedef struct {
-  op_kind kind;
-  bool causal;        /* attention: mask key <= query over global positions */
-  bool backward;
-  uint32_t batch, head_off, heads, head_dim; /* heads [head_off, head_off + heads) */
-  uint32_t elem_bytes;
   double sq, sk;      /* attention: query and key lengths; merge: rows in sq */
   double pairs;       /* attention: (query, key) token pairs per batch and head */
   double bytes;       /* copy: bytes read (and as many written) */
-  bool mixed;         /* copy: an add of two dtypes (float32 += bf16); compute prices it */
-  uint32_t block;     /* linear: block length of the chunked kernels */
-  bool decay;         /* linear: a scalar decay per head */
-  bool into;          /* linear apply, forward: adds Q M into the output
-                         (baddbmm_), which reads the output too */
   double gemm_m, gemm_n, gemm_k; /* GEMM: M x K input by K x N weight (forward) */
-  uint8_t fp8;        /* GEMM: 0 bf16, else FP8 operands and the casts that come
-                         with them (compute.h: COMPUTE_FP8_*) */
-  uint8_t elemwise;   /* element-wise: which op (compute_elemwise) */
-  bool unfused;       /* element-wise: as plain PyTorch runs it (several kernels) */
   double width;       /* element-wise: elements per row */
+  op_kind kind;
+  uint32_t batch, head_off, heads, head_dim; /* heads [head_off, head_off + heads) */
+  uint32_t elem_bytes;
+  uint32_t block;     /* linear: block length of the chunked kernels */
   /* attention, merge: one of call_parts tasks that together are one
    * variable-length call over cu_seqlens (packed documents: a document's
    * piece each; sched_varlen_call), priced as 1/call_parts of a call over
    * call_parts copies of its shape (compute.c); 0 or 1: a call of its own */
   uint32_t call_parts;
+  bool causal;        /* attention: mask key <= query over global positions */
+  bool backward;
+  bool mixed;         /* copy: an add of two dtypes (float32 += bf16); compute prices it */
+  bool decay;         /* linear: a scalar decay per head */
+  bool into;          /* linear apply, forward: adds Q M into the output
+                         (baddbmm_), which reads the output too */
+  uint8_t fp8;        /* GEMM: 0 bf16, else FP8 operands and the casts that come
+                         with them (compute.h: COMPUTE_FP8_*) */
+  uint8_t elemwise;   /* element-wise: which op (compute_elemwise) */
+  bool unfused;       /* element-wise: as plain PyTorch runs it (several kernels) */
 } plan_op;
 
 /* A transfer; `msgs` is how many messages it is issued as (a piece per
@@ -127,15 +129,11 @@ typedef enum {
 } comm_api;
 
 typedef struct {
+  plan_op op;          /* compute tasks */
   task_kind kind;
   uint32_t gpu;        /* compute tasks */
   uint32_t step;       /* scheduler step, for traces */
-  plan_op op;          /* compute tasks */
   comm_api api;                   /* comm */
-  bool grads;                     /* comm: moves gradients (traces) */
-  bool on_arrival;                /* compute: adds in what a transfer brought;
-                                     a run without communication has nothing
-                                     to add and skips it (exec no_comm) */
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
@@ -147,6 +145,10 @@ typedef struct {
   uint32_t host_at;               /* comm: the task at whose place in plan order
                                      the host issues it (plan_issue_at), or
                                      PLAN_IN_PLACE: at its own */
+  bool grads;                     /* comm: moves gradients (traces) */
+  bool on_arrival;                /* compute: adds in what a transfer brought;
+                                     a run without communication has nothing
+                                     to add and skips it (exec no_comm) */
 } plan_task;
 
 #define PLAN_IN_PLACE UINT32_MAX
@@ -157,7 +159,7 @@ typedef struct {
   GArray *tasks;  /* plan_task */
   GArray *xfers;  /* plan_xfer */
   GArray *segs;   /* plan_seg */
-  GArray *dep_from, *dep_to; /* uint32 edge lists while building */
+  GArray *dep_from, *dep_to; /* uint32 edge lists while building (NULL after plan_finish) */
   GArray *dep_overlap;       /* uint8 per edge: an overlap edge (plan_overlap) */
   uint32_t *deps; /* predecessors grouped by task, after plan_finish */
   int64_t *last_compute; /* last compute task per GPU, -1 none */

@@ -1,6 +1,8 @@
 /* plan_buf: buffer declarations of a plan (plan_buf.h). */
 #include "plan_buf.h"
 
+#include <string.h>
+
 static GArray *bufs(plan *p) {
   if (!p->bufs) p->bufs = g_array_new(FALSE, FALSE, sizeof(plan_buf));
   return p->bufs;
@@ -11,10 +13,29 @@ static GArray *uses(plan *p) {
   return p->buf_uses;
 }
 
+/* g_intern_string(name), through a few names this thread interned last:
+ * a scheduler names its buffers with a handful of literals, a million
+ * times over in a causal plan, and the intern table's hash and lock were
+ * a twentieth of a 1,024-GPU causal ring's plan.  An entry is used only
+ * where the text is still the same (a name built in a reused buffer). */
+static const char *intern(const char *name) {
+  enum { WAYS = 8 };
+  static __thread struct { const char *at, *interned; } seen[WAYS];
+  static __thread unsigned next;
+  for (unsigned i = 0; i < WAYS; i++)
+    if (seen[i].at == name && (name == seen[i].interned || !strcmp(name, seen[i].interned)))
+      return seen[i].interned;
+  const char *s = g_intern_string(name);
+  seen[next].at = name;
+  seen[next].interned = s;
+  next = (next + 1) % WAYS;
+  return s;
+}
+
 uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name) {
   g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
   g_assert(bytes >= 0 && name);
-  plan_buf b = {gpu, bytes, g_intern_string(name), false, false};
+  plan_buf b = {.bytes = bytes, .name = intern(name), .gpu = gpu};
   g_array_append_val(bufs(p), b);
   return p->bufs->len - 1;
 }

@@ -29,9 +29,9 @@
 #include "plan.h"
 
 typedef struct {
-  uint32_t gpu;     /* PLAN_ALL: one on every GPU */
   double bytes;     /* per GPU */
   const char *name; /* interned (g_intern_string): outlives the plan */
+  uint32_t gpu;     /* PLAN_ALL: one on every GPU */
   bool input;       /* live from the pass's start (allocated by the caller) */
   bool keep;        /* not freed: handed on to the next pass or the caller */
 } plan_buf;
