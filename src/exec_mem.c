@@ -52,6 +52,28 @@
 
 enum { INST_NONE, INST_LIVE, INST_FREED };
 
+/* exec_mem.flags: a task's start is held in `starts` */
+#define TASK_HELD 0x80u
+
+/* exec_mem.flags' bit for a use that writes or reads at `when`
+ * (plan_buf_when: 3 values) */
+static unsigned phase_bit(bool write, unsigned when) { return 1u << (write * 3 + when); }
+
+/* One instance's state, in one record: the replay touches several of its
+ * fields at each use, and a record per instance is one cache line where
+ * an array per field was one each (a 1,024-GPU causal ring forward has
+ * 3.7 M instances, replayed in an order no cache holds). */
+typedef struct {
+  double sent_s;      /* when a send/receive using it ended, or -1 */
+  uint32_t alloc_seq, free_seq; /* events of its allocation and free (m->seq) */
+  uint32_t refs;      /* uses not yet ended */
+  uint32_t writing;   /* 1 + a task that writes it, as it starts (a task may
+                         read what it writes: an accumulator) */
+  uint32_t block;     /* its block in its GPU's allocator */
+  uint8_t state;      /* INST_* */
+  bool written;       /* a writer has ended (inputs: true) */
+} inst_rec;
+
 struct exec_mem {
   const plan *p;
   exec_result *r;
@@ -63,14 +85,7 @@ struct exec_mem {
   exec_mem_classes *cls;
   uint32_t *pat_off, *pat_cls; /* per pattern: its GPUs' classes, each once */
   uint32_t *inst_off;      /* per buffer: its first instance */
-  uint32_t *refs;          /* per instance: uses not yet ended */
-  uint8_t *state;          /* per instance: INST_* */
-  bool *written;           /* per instance: a writer has ended (inputs: true) */
-  uint32_t *writing;       /* per instance: 1 + a task that writes it, as it starts
-                              (a task may read what it writes: an accumulator) */
-  uint64_t *alloc_seq, *free_seq;
-  uint32_t *block;         /* per instance: its block in its GPU's allocator */
-  double *sent_s;          /* per instance: when a send/receive using it ended, or -1 */
+  inst_rec *inst;          /* per instance */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   bool empty_cache_first;  /* topology comm.empty_cache_first */
   double *host_lag;        /* per GPU: host time its cudaMallocs took so far (exec_alloc_
@@ -83,13 +98,16 @@ struct exec_mem {
   exec_queue *queue;       /* how far each host may be ahead of its GPU (NULL: any) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
+                                 (use_of NULL: the uses are in task order already,
+                                 the i-th is use i: no index of 4 bytes a use)
                                  then (from plan_buf_use_count) into `moved` */
   GArray *moved;           /* plan_buf_use: a held-back group's writes, taken at
                               the kernels it waits for */
   uint32_t n_plan_uses;
   double *live, *peak;     /* per GPU */
-  uint64_t *peak_seq;      /* per GPU: the event at which its peak was reached */
-  uint64_t seq;
+  uint32_t *peak_seq;      /* per GPU: the event at which its peak was reached */
+  uint32_t seq;            /* events so far (two per instance at most, and the
+                              instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
   uint32_t stamp_now;
   /* Tasks started at the instant being replayed, not applied yet: at one
@@ -99,7 +117,9 @@ struct exec_mem {
    * (a lockstep plan and its expansion; test_mem t_lockstep_expand).  A
    * task that ends at the instant it started has its start applied first. */
   GArray *starts;          /* uint32 task ids */
-  uint8_t *held;           /* per task: its start is in starts */
+  uint8_t *flags;          /* per task: TASK_HELD, and a phase_bit per kind of
+                              use it has (on_task skips the calls that find none
+                              of theirs: most tasks have no late uses) */
   double starts_at;
 };
 
@@ -210,7 +230,8 @@ static void sample(exec_mem *m, uint32_t g, double now) {
  * late, but no earlier than its launch queue lets it (exec_queue.h) */
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
                   uint32_t task) {
-  m->state[inst] = INST_LIVE;
+  inst_rec *in = &m->inst[inst];
+  in->state = INST_LIVE;
   bool hosted = m->host_s && task != UINT32_MAX;
   if (hosted) {
     double host = m->host_s[task] + m->host_lag[g];
@@ -222,14 +243,15 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
       if (floor > host) exec_alloc_settle(m->alloc[g], floor);
     }
   }
-  m->block[inst] = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
+  in->block = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
   uint64_t seg = exec_alloc_last_segment(m->alloc[g]);
   /* the pass's first segment on g (none has cost its host yet), after
    * empty_cache() */
   if (hosted && seg)
     m->host_lag[g] += exec_alloc_segment_host_s(seg, m->empty_cache_first && m->host_lag[g] == 0);
-  m->alloc_seq[inst] = ++m->seq;
+  g_assert(m->seq < UINT32_MAX - 1);
+  in->alloc_seq = ++m->seq;
   m->live[g] += bytes;
   if (m->live[g] > m->peak[g]) {
     m->peak[g] = m->live[g];
@@ -241,7 +263,7 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
 static void count_ref(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                       uint32_t g, double now) {
   (void)b; (void)u; (void)g; (void)now;
-  m->refs[inst]++;
+  m->inst[inst].refs++;
 }
 
 /* The writes at its start of each group held back by kernels it overlaps
@@ -298,13 +320,26 @@ static uint64_t *first_kernels(const plan *p) {
 
 static const plan_buf_use *use_cb(const void *m, uint32_t i) { return use_at(m, i); }
 
-/* The uses by task (CSR: m->use_off, m->use_of). */
+/* The i-th use in task order. */
+static const plan_buf_use *task_use(const exec_mem *m, uint32_t i) {
+  return use_at(m, m->use_of ? m->use_of[i] : i);
+}
+
+/* The uses by task (CSR: m->use_off, m->use_of).  Schedulers add a
+ * task's uses as they add it, so the uses are nearly always in task
+ * order: then no index is made. */
 static void uses_by_task(exec_mem *m, uint32_t nu) {
   guint nt = m->p->tasks->len;
   m->use_off = g_new0(uint32_t, nt + 1);
-  m->use_of = g_new(uint32_t, nu ? nu : 1);
-  for (uint32_t i = 0; i < nu; i++) m->use_off[use_at(m, i)->task + 1]++;
+  bool sorted = true;
+  for (uint32_t i = 0; i < nu; i++) {
+    uint32_t t = use_at(m, i)->task;
+    m->use_off[t + 1]++;
+    sorted &= i == 0 || use_at(m, i - 1)->task <= t;
+  }
   for (guint t = 0; t < nt; t++) m->use_off[t + 1] += m->use_off[t];
+  if (sorted) return;
+  m->use_of = g_new(uint32_t, nu ? nu : 1);
   g_autofree uint32_t *fill = g_memdup2(m->use_off, (nt + 1) * sizeof(uint32_t));
   for (uint32_t i = 0; i < nu; i++) m->use_of[fill[use_at(m, i)->task]++] = i;
 }
@@ -339,7 +374,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     for (uint32_t c = 0; c < n; c++) m->first_kernel[c] = fk[m->cls->rep[c]];
   }
   m->starts = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  m->held = g_new0(uint8_t, nt);
+  m->flags = g_new0(uint8_t, nt);
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, ng);
   if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, ng);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
@@ -350,15 +385,8 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     ni += plan_buf_at(p, b)->gpu == PLAN_ALL ? n : 1;
   }
   m->inst_off[nb] = ni;
-  m->refs = g_new0(uint32_t, ni);
-  m->state = g_new0(uint8_t, ni);
-  m->written = g_new0(bool, ni);
-  m->writing = g_new0(uint32_t, ni);
-  m->alloc_seq = g_new0(uint64_t, ni);
-  m->free_seq = g_new0(uint64_t, ni);
-  m->block = g_new0(uint32_t, ni);
-  m->sent_s = g_new(double, ni);
-  for (uint32_t i = 0; i < ni; i++) m->sent_s[i] = -1;
+  m->inst = g_new0(inst_rec, ni);
+  for (uint32_t i = 0; i < ni; i++) m->inst[i].sent_s = -1;
   m->host_lag = g_new0(double, n);
   m->empty_cache_first = empty_cache_first;
   m->xfer_issue_s = g_new0(double, nt);
@@ -369,7 +397,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   }
   m->live = g_new0(double, n);
   m->peak = g_new0(double, n);
-  m->peak_seq = g_new0(uint64_t, n);
+  m->peak_seq = g_new0(uint32_t, n);
   m->gpus = g_new(uint32_t, n);
   m->stamp = g_new0(uint32_t, n);
   pattern_classes(m);
@@ -377,17 +405,20 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   for (guint t = 0; t < nt; t++) {
     if (m->use_off[t] == m->use_off[t + 1]) continue;
     uint32_t k = task_gpus(m, plan_task_at(p, t));
-    for (uint32_t i = m->use_off[t]; i < m->use_off[t + 1]; i++)
-      each_inst(m, use_at(m, m->use_of[i]), k, count_ref, 0);
+    for (uint32_t i = m->use_off[t]; i < m->use_off[t + 1]; i++) {
+      const plan_buf_use *u = task_use(m, i);
+      m->flags[t] |= (uint8_t)phase_bit(u->write, u->when);
+      each_inst(m, u, k, count_ref, 0);
+    }
   }
   for (uint32_t b = 0; b < nb; b++) {
     const plan_buf *pb = plan_buf_at(p, b);
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
       uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
       if (pb->input) {
-        m->written[i] = true;
+        m->inst[i].written = true;
         alloc(m, i, g, pb->bytes, 0, UINT32_MAX);
-      } else if (m->refs[i] == 0) {
+      } else if (m->inst[i].refs == 0) {
         r->mem_errors += inst_weight(m, pb, g); /* declared, never used */
       }
     }
@@ -397,12 +428,13 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
 
 static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                        uint32_t g, double now) {
-  if (u->write) m->writing[inst] = u->task + 1;
-  else if (!m->written[inst] && m->writing[inst] != u->task + 1)
+  inst_rec *in = &m->inst[inst];
+  if (u->write) in->writing = u->task + 1;
+  else if (!in->written && in->writing != u->task + 1)
     m->r->mem_errors += inst_weight(m, b, g); /* read before anything wrote it */
-  if (m->state[inst] == INST_FREED)
+  if (in->state == INST_FREED)
     m->r->mem_errors += inst_weight(m, b, g); /* cannot happen: refs held */
-  if (m->state[inst] == INST_NONE)
+  if (in->state == INST_NONE)
     alloc(m, inst, g, b->bytes, now, u->task);
 }
 
@@ -417,7 +449,8 @@ static double xfer_done(const exec_mem *m, uint32_t task, double now) {
 
 static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
                      uint32_t g, double now) {
-  if (u->write) m->written[inst] = true;
+  inst_rec *in = &m->inst[inst];
+  if (u->write) in->written = true;
   const plan_task *t = plan_task_at(m->p, u->task);
   /* the last send/receive using a block decides when its free completes
    * (recordStream); one the host issued before its GPU's first kernel
@@ -428,16 +461,16 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
    * host time into the pass; every later transfer's block stays pending
    * through the pass): freed at once */
   if (t->kind == TASK_COMM && t->api == COMM_P2P)
-    m->sent_s[inst] = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1
+    in->sent_s = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1
                                                                               : xfer_done(m, u->task, now);
-  g_assert(m->refs[inst] > 0);
-  if (--m->refs[inst] > 0 || b->keep) return;
-  m->state[inst] = INST_FREED;
-  if (m->host_s && m->sent_s[inst] >= 0)
-    exec_alloc_release_after(m->alloc[g], m->block[inst], m->sent_s[inst]);
+  g_assert(in->refs > 0);
+  if (--in->refs > 0 || b->keep) return;
+  in->state = INST_FREED;
+  if (m->host_s && in->sent_s >= 0)
+    exec_alloc_release_after(m->alloc[g], in->block, in->sent_s);
   else
-    exec_alloc_release(m->alloc[g], m->block[inst]);
-  m->free_seq[inst] = ++m->seq;
+    exec_alloc_release(m->alloc[g], in->block);
+  in->free_seq = ++m->seq;
   m->live[g] -= b->bytes;
   sample(m, g, now);
 }
@@ -446,11 +479,12 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
  * plan_buf_when), its writes first (start_inst: what a task writes it may
  * read) */
 static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned mask) {
-  if (m->use_off[task] == m->use_off[task + 1]) return;
+  unsigned has = m->flags[task];
+  if (!(has & (mask | mask << 3))) return; /* no use of these phases */
   uint32_t k = task_gpus(m, plan_task_at(m->p, task));
   for (int writes = 1; writes >= 0; writes--)
-    for (uint32_t i = m->use_off[task]; i < m->use_off[task + 1]; i++) {
-      const plan_buf_use *u = use_at(m, m->use_of[i]);
+    for (uint32_t i = m->use_off[task]; (has >> (writes * 3)) & mask && i < m->use_off[task + 1]; i++) {
+      const plan_buf_use *u = task_use(m, i);
       if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
 }
@@ -489,7 +523,7 @@ static void flush_starts(exec_mem *m) {
   g_array_sort_with_data(m->starts, by_issue_order, (gpointer)m->p);
   for (guint i = 0; i < m->starts->len; i++) {
     uint32_t task = g_array_index(m->starts, uint32_t, i);
-    m->held[task] = 0;
+    m->flags[task] &= (uint8_t)~TASK_HELD;
     apply_start(m, task, m->starts_at);
   }
   g_array_set_size(m->starts, 0);
@@ -498,14 +532,14 @@ static void flush_starts(exec_mem *m) {
 void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
   if (m->starts->len && now_s != m->starts_at) flush_starts(m);
   m->starts_at = now_s;
-  m->held[task] = 1;
+  m->flags[task] |= TASK_HELD;
   g_array_append_val(m->starts, task);
 }
 
 /* The task's references drop, then its late uses happen (and, unless
  * kept or used later, end at once). */
 void exec_mem_end(exec_mem *m, uint32_t task, double now_s) {
-  if (m->starts->len && (now_s != m->starts_at || m->held[task])) flush_starts(m);
+  if (m->starts->len && (now_s != m->starts_at || m->flags[task] & TASK_HELD)) flush_starts(m);
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_DURING));
   on_task(m, task, now_s, start_inst, PHASE(PLAN_BUF_LATE));
   on_task(m, task, now_s, end_inst, PHASE(PLAN_BUF_LATE));
@@ -552,9 +586,10 @@ static void peak_live(exec_mem *m) {
     const plan_buf *pb = plan_buf_at(p, b);
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
       uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
-      uint64_t at = m->peak_seq[g];
-      if (m->state[i] == INST_NONE || m->alloc_seq[i] > at) continue;
-      if (m->state[i] == INST_FREED && m->free_seq[i] <= at) continue;
+      uint32_t at = m->peak_seq[g];
+      const inst_rec *in = &m->inst[i];
+      if (in->state == INST_NONE || in->alloc_seq > at) continue;
+      if (in->state == INST_FREED && in->free_seq <= at) continue;
       /* a buffer of one GPU is touched by it alone, so its class is it */
       g_assert(pb->gpu == PLAN_ALL || m->cls->size[g] == 1);
       exec_mem_live l = {g, 1, pb->name, pb->bytes};
@@ -585,7 +620,7 @@ void exec_mem_finish(exec_mem *m) {
   const plan *p = m->p;
   for (uint32_t b = 0; b < plan_buf_count(p); b++)
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++)
-      if (m->state[i] == INST_LIVE && !plan_buf_at(p, b)->keep) {
+      if (m->inst[i].state == INST_LIVE && !plan_buf_at(p, b)->keep) {
         const plan_buf *pb = plan_buf_at(p, b);
         r->mem_errors += inst_weight(m, pb, inst_gpu(m, pb, i - m->inst_off[b]));
       }
@@ -609,16 +644,15 @@ void exec_mem_finish(exec_mem *m) {
   for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->alloc[c]);
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
-  g_free(m->inst_off); g_free(m->refs); g_free(m->state); g_free(m->written); g_free(m->writing);
-  g_free(m->alloc_seq); g_free(m->free_seq); g_free(m->live); g_free(m->peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->block); g_free(m->sent_s); g_free(m->first_kernel);
+  g_free(m->inst_off); g_free(m->inst); g_free(m->live); g_free(m->peak);
+  g_free(m->peak_seq); g_free(m->gpus); g_free(m->first_kernel);
   exec_queue_free(m->queue);
   g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->alloc);
   g_free(m->stamp); g_free(m->use_off); g_free(m->use_of); g_free(m->pat_off); g_free(m->pat_cls);
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
-  g_free(m->held);
+  g_free(m->flags);
   g_free(m);
 }
 

@@ -21,8 +21,11 @@
  * Per-task parts are added, so a task costs its own uses, plus its GPUs
  * only where a group spans some of them (added per pattern, once).  GPUs
  * with equal hashes are one class; a collision (two unlike GPUs called
- * alike) has odds of about n^2 / 2^128.  tests/test_mem.c compares every
- * memory figure with the replay GPU by GPU. */
+ * alike) has odds of about n^2 / 2^128.  Where every GPU has a compute
+ * task of its own with a use (a causal plan: per-GPU kernels), its sum
+ * names a task no other GPU's does, so every GPU is a class of its own
+ * and no hash is made.  tests/test_mem.c compares every memory figure
+ * with the replay GPU by GPU. */
 #ifndef TASP_EXEC_MEM_CLASS_H
 #define TASP_EXEC_MEM_CLASS_H
 
@@ -40,7 +43,8 @@ typedef struct {
 typedef const plan_buf_use *(*exec_use_fn)(const void *ctx, uint32_t i);
 
 /* Classes of p's GPUs for a replay whose uses are, by task, use_of[use_off[t]
- * .. use_off[t + 1]) (indices for `use`); first_kernel (per GPU, NULL:
+ * .. use_off[t + 1]) (indices for `use`; use_of NULL: the indices
+ * themselves, the uses being in task order); first_kernel (per GPU, NULL:
  * none) a figure the replay reads per GPU.  `per_gpu`: every GPU a class
  * of its own (the reference). */
 exec_mem_classes *exec_mem_classes_new(const plan *p, const uint32_t *use_off,
