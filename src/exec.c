@@ -12,6 +12,8 @@
 #include "compute.h"
 #include "orbits.h"
 
+#include <string.h>
+
 static void start_task(exec_state *s, uint32_t id);
 
 void exec_span_add(exec_state *s, uint32_t gpu, bool comm, const plan_task *t, double t0) {
@@ -88,9 +90,25 @@ void exec_kernels_done(void *ctx, uint64_t arg) {
     exec_task_done(s, id);
 }
 
+/* compute_op_lookup through s->prices.  A repeated op's lookup is not
+ * folded into r->conf again: folding one twice changes nothing (the worst
+ * is kept, and this op's is in already). */
+static double priced(exec_state *s, const plan_op *op) {
+  G_STATIC_ASSERT(sizeof(plan_op) == 8 * sizeof(double) + 8 * sizeof(uint32_t) + 8);
+  exec_prices *c = &s->prices;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (!memcmp(&c->op[i], op, sizeof *op)) return c->s[i];
+  double d = compute_op_lookup(&s->t->compute, op, &s->r->conf);
+  uint32_t i = c->next;
+  c->op[i] = *op;
+  c->s[i] = d;
+  c->next = (i + 1) % EXEC_PRICE_WAYS;
+  if (c->n < EXEC_PRICE_WAYS) c->n++;
+  return d;
+}
+
 static double compute_time(exec_state *s, const plan_task *t) {
-  return s->opts.no_compute || exec_skipped(&s->opts, t) ? 0
-         : compute_op_lookup(&s->t->compute, &t->op, &s->r->conf);
+  return s->opts.no_compute || exec_skipped(&s->opts, t) ? 0 : priced(s, &t->op);
 }
 
 static void start_task(exec_state *s, uint32_t id) {

@@ -70,6 +70,17 @@ typedef struct {
   double *left, *since;
 } exec_slow;
 
+/* exec.c: kernel prices by operation, the last few distinct ones: the
+ * compute model is a pure function of the op (its bytes: plan_op has no
+ * padding), and a causal plan prices a million tasks of a handful of
+ * shapes (a ring step: one block and one merge shape). */
+#define EXEC_PRICE_WAYS 8
+typedef struct {
+  plan_op op[EXEC_PRICE_WAYS];
+  double s[EXEC_PRICE_WAYS];
+  uint32_t n, next;
+} exec_prices;
+
 struct exec_state {
   const plan *p;
   const topology *t;
@@ -82,6 +93,7 @@ struct exec_state {
   exec_comm comm;
   exec_slow slow;
   exec_mem *mem;            /* live bytes per GPU (exec_mem.c) */
+  exec_prices prices;
 };
 
 /* ---- exec.c ---- */

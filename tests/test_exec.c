@@ -1,6 +1,7 @@
 /* exec: analytic cross-checks of whole replays. */
 #include "compute.h"
 #include "exec.h"
+#include "exec_internal.h" /* EXEC_PRICE_WAYS */
 #include "sched/sched.h"
 #include "sim.h"
 #include "testutil.h"
@@ -176,6 +177,36 @@ static void t_compute_only_sum(void) {
   CU_ASSERT_CLOSE(r->step_s, r->gpu_compute_s[n - 1], 1e-12);
   CU_ASSERT_EQUAL(r->last_gpu, n - 1);
   CU_ASSERT_DOUBLE_EQUAL(r->exposed_s, 0, 1e-15);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
+}
+
+/* Kernel prices are looked up once per distinct op among the last few
+ * (exec_prices): a chain of copies on one GPU cycling through more
+ * shapes than are remembered, each shape repeated, and attention blocks
+ * alike in all but one operand, takes the sum of each task's own price. */
+static void t_price_memo(void) {
+  topology *t = switch_topo(1, 100e9, 0, 0);
+  t->compute.copy_Bps = 1e12;
+  t->compute.copy_fixed_s = 1e-6;
+  plan *p = plan_new(1, false);
+  double want = 0;
+  for (uint32_t round = 0; round < 3; round++)
+    for (uint32_t k = 0; k < 2 * EXEC_PRICE_WAYS + 3; k++) {
+      uint32_t id = plan_copy(p, 0, round, 1e6 * (1 + k % (EXEC_PRICE_WAYS + 3)));
+      want += compute_op_lookup(&t->compute, &plan_task_at(p, id)->op, NULL);
+      /* the same block, causal or not, forward or backward, longer keys */
+      workload w = llama(1, 4096, k % 2);
+      plan_op shape = sched_shape(&w, k % 2, k % 3 == 0);
+      plan_seg q = {0, 4096}, kv = {0, 1024 * (1 + k % 4)};
+      id = plan_attn(p, 0, round, &shape, &q, 1, &kv, 1);
+      want += compute_op_lookup(&t->compute, &plan_task_at(p, id)->op, NULL);
+    }
+  plan_finish(p);
+  exec_opts o = {.no_comm = true};
+  exec_result *r = exec_run(p, t, &o);
+  CU_ASSERT_CLOSE(r->gpu_compute_s[0], want, 1e-12);
   exec_result_free(r);
   plan_free(p);
   topo_free(t);
@@ -985,7 +1016,7 @@ static void t_progress(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_comm_only_ring), TEST(t_comm_only_tasp_vs_cap), TEST(t_flow_rate_by_size),
-                                    TEST(t_compute_only_sum), TEST(t_overlap_bounds),
+                                    TEST(t_compute_only_sum), TEST(t_price_memo), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
                                     TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_verdict_classes), TEST(t_lasp_chain),
