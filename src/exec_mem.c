@@ -52,6 +52,14 @@
 
 enum { INST_NONE, INST_LIVE, INST_FREED };
 
+/* A start held for its instant (exec_mem.starts) with its place in the
+ * program's order (issue_key), taken as it starts: sorting by a key looked
+ * up in the plan at every comparison read tasks all over it. */
+typedef struct {
+  uint64_t key;
+  uint32_t task;
+} held_start;
+
 /* exec_mem.flags: a task's start is held in `starts` */
 #define TASK_HELD 0x80u
 
@@ -116,7 +124,7 @@ struct exec_mem {
    * hang on the order in which simultaneous events happen to be replayed
    * (a lockstep plan and its expansion; test_mem t_lockstep_expand).  A
    * task that ends at the instant it started has its start applied first. */
-  GArray *starts;          /* uint32 task ids */
+  GArray *starts;          /* held_start */
   uint8_t *flags;          /* per task: TASK_HELD, and a phase_bit per kind of
                               use it has (on_task skips the calls that find none
                               of theirs: most tasks have no late uses) */
@@ -373,7 +381,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     m->first_kernel = g_new(uint64_t, n);
     for (uint32_t c = 0; c < n; c++) m->first_kernel[c] = fk[m->cls->rep[c]];
   }
-  m->starts = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  m->starts = g_array_new(FALSE, FALSE, sizeof(held_start));
   m->flags = g_new0(uint8_t, nt);
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, ng);
   if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, ng);
@@ -508,21 +516,24 @@ static void apply_start(exec_mem *m, uint32_t task, double now_s) {
 }
 
 /* Program order: a group the host issues at an earlier task's place
- * (plan_issue_at) comes just before that task. */
-static gint by_issue_order(gconstpointer a, gconstpointer b, gpointer ctx) {
-  const plan *p = ctx;
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  uint64_t kx = issue_key(p, x), ky = issue_key(p, y);
-  if (kx != ky) return kx < ky ? -1 : 1;
-  return (x > y) - (x < y);
+ * (plan_issue_at) comes just before that task (issue_key), then by id. */
+static gint by_issue_order(gconstpointer a, gconstpointer b) {
+  const held_start *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->task > y->task) - (x->task < y->task);
 }
 
 /* The starts held for the instant starts_at, in the order the program
- * issues them (by_issue_order). */
+ * issues them (by_issue_order; they mostly start in it already). */
 static void flush_starts(exec_mem *m) {
-  g_array_sort_with_data(m->starts, by_issue_order, (gpointer)m->p);
+  const held_start *v = (const held_start *)m->starts->data;
+  for (guint i = 1; i < m->starts->len; i++)
+    if (by_issue_order(&v[i - 1], &v[i]) > 0) {
+      g_array_sort(m->starts, by_issue_order);
+      break;
+    }
   for (guint i = 0; i < m->starts->len; i++) {
-    uint32_t task = g_array_index(m->starts, uint32_t, i);
+    uint32_t task = g_array_index(m->starts, held_start, i).task;
     m->flags[task] &= (uint8_t)~TASK_HELD;
     apply_start(m, task, m->starts_at);
   }
@@ -533,7 +544,8 @@ void exec_mem_start(exec_mem *m, uint32_t task, double now_s) {
   if (m->starts->len && now_s != m->starts_at) flush_starts(m);
   m->starts_at = now_s;
   m->flags[task] |= TASK_HELD;
-  g_array_append_val(m->starts, task);
+  held_start h = {issue_key(m->p, task), task};
+  g_array_append_val(m->starts, h);
 }
 
 /* The task's references drop, then its late uses happen (and, unless
