@@ -19,6 +19,12 @@ struct exec_queue {
   uint32_t *made; /* per GPU: entries keyed at or before the last task asked
                      about (requests come nearly in the host's order: a walk
                      from there instead of a search) */
+  uint64_t *binds; /* per list: the key of its entry EXEC_LAUNCH_QUEUE (0-based),
+                      the first launch that can wait; UINT64_MAX: none.  A
+                      request keyed before it is answered from this small
+                      array, not from the entries (one cache miss or two
+                      each, and a causal plan's memory replay asks at most
+                      of its allocations) */
 };
 
 static gint by_key(gconstpointer a, gconstpointer b, gpointer unused) {
@@ -70,6 +76,10 @@ exec_queue *exec_queue_new(const plan *p, uint64_t (*key)(const plan *, uint32_t
     if (i < len) g_qsort_with_data(v, (gint)len, sizeof *v, by_key, NULL);
   }
   q->made = g_new0(uint32_t, p->n_gpus);
+  q->binds = g_new(uint64_t, n);
+  for (uint32_t g = 0; g < n; g++)
+    q->binds[g] = q->off[g + 1] - q->off[g] > EXEC_LAUNCH_QUEUE
+                      ? q->e[q->off[g] + EXEC_LAUNCH_QUEUE].key : UINT64_MAX;
   q->end_s = g_new(double, p->tasks->len);
   for (guint i = 0; i < p->tasks->len; i++) q->end_s[i] = NAN;
   return q;
@@ -80,6 +90,7 @@ void exec_queue_free(exec_queue *q) {
   g_free(q->off);
   g_free(q->e);
   g_free(q->made);
+  g_free(q->binds);
   g_free(q->end_s);
   g_free(q);
 }
@@ -94,6 +105,9 @@ double exec_queue_host_floor(exec_queue *q, uint32_t g, uint32_t task, double no
    * before it (the task itself, if a compute task) */
   uint64_t k = q->key(q->p, task);
   uint32_t l = q->shared ? 0 : g;
+  /* at most EXEC_LAUNCH_QUEUE entries keyed at or before k: none waited
+   * (made is left as it was: a later walk starts there all the same) */
+  if (k < q->binds[l]) return 0;
   const entry *v = q->e + q->off[l];
   uint32_t len = q->off[l + 1] - q->off[l], made = q->made[g];
   while (made < len && v[made].key <= k) made++;
