@@ -1055,6 +1055,37 @@ static double reserved_after_steps(uint32_t steps, double usable_mib) {
   return reserved;
 }
 
+/* The launch queue's floor at its boundary: a GPU's launch number
+ * EXEC_LAUNCH_QUEUE (0-based) is the first that waits, for launch 0's end;
+ * the one before it waits for nothing, and asked again after a later one
+ * (the host's order is walked back) it still does not; a GPU with fewer
+ * launches never waits. */
+static uint64_t place(const plan *p, uint32_t task) {
+  (void)p;
+  return (uint64_t)task << 1 | 1;
+}
+
+static void t_launch_queue_floor(void) {
+  uint32_t n = EXEC_LAUNCH_QUEUE + 2;
+  plan *p = plan_new(2, false);
+  for (uint32_t k = 0; k < n; k++) plan_copy(p, 0, k, 1e6);
+  for (uint32_t k = 0; k < 3; k++) plan_copy(p, 1, k, 1e6);
+  plan_finish(p);
+  exec_queue *q = exec_queue_new(p, place);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  exec_queue_ended(q, 0, 1.0);
+  exec_queue_ended(q, 1, 2.0);
+  CU_ASSERT_DOUBLE_EQUAL(exec_queue_host_floor(q, 0, EXEC_LAUNCH_QUEUE - 1, 9.0), 0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(exec_queue_host_floor(q, 0, EXEC_LAUNCH_QUEUE, 9.0), 1.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(exec_queue_host_floor(q, 0, EXEC_LAUNCH_QUEUE + 1, 9.0), 2.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(exec_queue_host_floor(q, 0, EXEC_LAUNCH_QUEUE - 1, 9.0), 0, 0);
+  /* not ended yet: the GPU starts it now, when the host got there */
+  CU_ASSERT_DOUBLE_EQUAL(exec_queue_host_floor(q, 0, EXEC_LAUNCH_QUEUE, 0.5), 0.5, 0);
+  CU_ASSERT_DOUBLE_EQUAL(exec_queue_host_floor(q, 1, n + 2, 9.0), 0, 0);
+  exec_queue_free(q);
+  plan_free(p);
+}
+
 static void t_launch_queue_and_full_device(void) {
   /* below the queue's depth the host is held back only by its cudaMallocs
    * (0.2 ms each against 0.7 ms kernels): a segment for most buffers, more
@@ -1329,7 +1360,8 @@ int main(void) {
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
                                     TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
-                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs), TEST(t_launch_queue_and_full_device), TEST(t_lasp2_backward_temporaries), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
+                                    TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs),
+                                    TEST(t_launch_queue_floor), TEST(t_launch_queue_and_full_device), TEST(t_lasp2_backward_temporaries), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),
                                     TEST(t_alloc_fragmentation), TEST(t_reserved_in_results),
                                     {NULL, NULL}};
