@@ -106,9 +106,9 @@ struct exec_mem {
   exec_queue *queue;       /* how far each host may be ahead of its GPU (NULL: any) */
   exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
-                                 (use_of NULL: the uses are in task order already,
-                                 the i-th is use i: no index of 4 bytes a use)
-                                 then (from plan_buf_use_count) into `moved` */
+                                 then (from plan_buf_use_count) into `moved`;
+                                 use_of NULL: the uses are in task order already,
+                                 the i-th is use i (no index of 4 bytes a use) */
   GArray *moved;           /* plan_buf_use: a held-back group's writes, taken at
                               the kernels it waits for */
   uint32_t n_plan_uses;
