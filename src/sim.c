@@ -206,9 +206,9 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
   b->extended = true;
   /* ZeRO 2-3: each layer's gradients wait for their reduce-scatter on
    * the gradient stream; where it falls behind the backward they pile
-   * up, by more with more layers than 6 and 7 show (scripts/sanity_sweep.py:
-   * 11% low at 32 layers on h100x8, 41% high on l20x8-pcie), so the peak
-   * is not exact: said, and --whole-steps replays it */
+   * up, by steps that 6 and 7 layers need not show (sim.h: 41% high at
+   * 32 layers on l20x8-pcie), so the peak is not exact: said, and
+   * --whole-steps replays it */
   static const char zero_note[] = "peak memory extended from a few layers: at ZeRO 2-3 "
                                   "gradients waiting for their reduce-scatters can pile up "
                                   "beyond what they show (--whole-steps replays every layer)";
