@@ -100,7 +100,12 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  * - step, compute, communication, exposed, imbalance times (and per GPU),
  *   channel bytes and busy times (so utilisation and --links), FLOPs,
  *   model FLOPs, the attention part (sim_run_point's, extended the same
- *   way): extended; within 0.5% of the whole step.  tests/test_layer.c,
+ *   way): extended; within 0.5% of the whole step where a layer's time
+ *   repeats (every switched topology tested; on a 4x4 torus with DP
+ *   across it a layer takes 12.20-12.52 ms by turns as the gradients' and
+ *   the layers' traffic interleave on shared links, and a 32-layer step
+ *   extended from 6 and 7 was 1.0% short: scripts/sanity_sweep.py,
+ *   llama3-8b 8K, ring SP 2 x TP 4 x DP 2, torus4x4).  tests/test_layer.c,
  *   every softmax scheduler x ZeRO 0/3 x recomputation none/full x
  *   micro-batches 1-5 (9 layers, 16 GPUs on two nodes: 260 cases, 104
  *   with the micro-batches extended), worst: step 0.048%, exposed 0.089%
