@@ -648,10 +648,14 @@ def check_relations(ck, rng, c, rows):
                                          float(b[k]["peak_mem_gib"])) > EPS_GIB:
                         ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended peak_mem_gib {a[k]['peak_mem_gib']} "
                                                    f"!= whole step's {b[k]['peak_mem_gib']}")
+                    # on the torus a layer's time alternates as gradient and
+                    # layer traffic interleave on shared links (README: 1.0%
+                    # seen), elsewhere it repeats (0.5%)
+                    tol = 1.5e-2 if c["topology"].startswith("torus") else 5e-3
                     x, y = float(a[k]["step_ms"]), float(b[k]["step_ms"])
-                    if abs(x / y - 1) > 5e-3:
+                    if abs(x / y - 1) > tol:
                         ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended step {x} ms, whole {y} ms: "
-                                                   "more than 0.5% apart")
+                                                   f"more than {tol:.1%} apart")
 
 
 # ---------------------------------------------------------------- search

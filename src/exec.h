@@ -111,6 +111,11 @@ typedef struct {
   double peak_bytes;
   uint32_t peak_gpu;
   double *gpu_peak_bytes;
+  /* plan_phase x n_gpus: each GPU's peak reached by a request of each
+   * phase's tasks (a plan with phases: a model's step); an extended step
+   * extends each apart and takes the largest (exec_result_extend); NULL:
+   * a plan without phases */
+  double *gpu_peak_phase_bytes;
   /* Reserved memory (exec_alloc.h): the segments PyTorch's caching
    * allocator would hold replaying the same allocations in the same
    * order (torch.cuda.max_memory_reserved): per GPU, and the largest. */

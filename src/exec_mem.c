@@ -113,6 +113,7 @@ struct exec_mem {
                               the kernels it waits for */
   uint32_t n_plan_uses;
   double *live, *peak;     /* per GPU */
+  double *phase_peak;      /* per plan_phase and GPU, where the plan has phases; else NULL */
   uint32_t *peak_seq;      /* per GPU: the event at which its peak was reached */
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
@@ -265,6 +266,10 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
     m->peak[g] = m->live[g];
     m->peak_seq[g] = m->seq;
   }
+  if (m->phase_peak) {
+    double *at = &m->phase_peak[(size_t)plan_task_phase(m->p, task == UINT32_MAX ? 0 : task) * m->n + g];
+    if (m->live[g] > *at) *at = m->live[g];
+  }
   sample(m, g, now);
 }
 
@@ -385,6 +390,8 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->flags = g_new0(uint8_t, nt);
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, ng);
   if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, ng);
+  if (p->phases && !r->gpu_peak_phase_bytes)
+    r->gpu_peak_phase_bytes = g_new0(double, (size_t)PLAN_PHASES * ng);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
   m->inst_off = g_new(uint32_t, nb + 1);
   uint32_t ni = 0;
@@ -406,6 +413,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->live = g_new0(double, n);
   m->peak = g_new0(double, n);
   m->peak_seq = g_new0(uint32_t, n);
+  if (p->phases) m->phase_peak = g_new0(double, (size_t)PLAN_PHASES * n);
   m->gpus = g_new(uint32_t, n);
   m->stamp = g_new0(uint32_t, n);
   pattern_classes(m);
@@ -645,6 +653,8 @@ void exec_mem_finish(exec_mem *m) {
   for (uint32_t g = 0; g < m->n_gpus; g++) {
     uint32_t c = m->cls->of[g];
     r->gpu_peak_bytes[g] = m->peak[c];
+    for (int ph = 0; m->phase_peak && ph < PLAN_PHASES; ph++)
+      r->gpu_peak_phase_bytes[(size_t)ph * m->n_gpus + g] = m->phase_peak[(size_t)ph * m->n + c];
     r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[c]);
     if (r->gpu_peak_reserved_bytes[g] > r->peak_reserved_bytes)
       r->peak_reserved_bytes = r->gpu_peak_reserved_bytes[g];
@@ -656,7 +666,7 @@ void exec_mem_finish(exec_mem *m) {
   for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->alloc[c]);
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
-  g_free(m->inst_off); g_free(m->inst); g_free(m->live); g_free(m->peak);
+  g_free(m->inst_off); g_free(m->inst); g_free(m->live); g_free(m->peak); g_free(m->phase_peak);
   g_free(m->peak_seq); g_free(m->gpus); g_free(m->first_kernel);
   exec_queue_free(m->queue);
   g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->alloc);
@@ -717,6 +727,7 @@ void exec_mem_add_layers(exec_result *acc, const exec_result *r, double shown_s)
 void exec_mem_result_free(exec_result *r) {
   g_free(r->gpu_peak_bytes);
   g_free(r->gpu_peak_reserved_bytes);
+  g_free(r->gpu_peak_phase_bytes);
   if (r->peak_live) g_array_free(r->peak_live, TRUE);
   if (r->mem) g_array_free(r->mem, TRUE);
 }

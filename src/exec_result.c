@@ -112,6 +112,18 @@ exec_result *exec_result_extend(const exec_result *a, const exec_result *b, doub
   r->solves = a->solves + b->solves;
   r->tasks = a->tasks + b->tasks;
   r->gpu_peak_bytes = ext_each(a->gpu_peak_bytes, b->gpu_peak_bytes, n, more);
+  /* each phase's peak grows with the layers at its own rate (the loss's
+   * at the forward's end, the gradients' at the backward's): extended
+   * apart, the largest is the step's */
+  if (a->gpu_peak_phase_bytes && b->gpu_peak_phase_bytes && r->gpu_peak_bytes) {
+    r->gpu_peak_phase_bytes = ext_each(a->gpu_peak_phase_bytes, b->gpu_peak_phase_bytes,
+                                       (uint32_t)PLAN_PHASES * n, more);
+    for (uint32_t g = 0; g < n; g++) {
+      r->gpu_peak_bytes[g] = 0;
+      for (int ph = 0; ph < PLAN_PHASES; ph++)
+        r->gpu_peak_bytes[g] = MAX(r->gpu_peak_bytes[g], r->gpu_peak_phase_bytes[(size_t)ph * n + g]);
+    }
+  }
   for (uint32_t g = 0; g < n && r->gpu_peak_bytes; g++)
     if (r->gpu_peak_bytes[g] > r->peak_bytes) {
       r->peak_bytes = r->gpu_peak_bytes[g];

@@ -239,6 +239,7 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
     for (uint32_t g = 0; g < b.n; g++) b.cur[g] = NONE;
     b.transient = b.recompute == RECOMPUTE_FULL && w->pass == PASS_FWDBWD;
     if (w->pass != PASS_BWD) {
+      if (b.model) plan_phase_from(b.p, PLAN_BODY);
       if (b.model) lb_embed(&b, &e);
       for (uint32_t l = 0; l < b.layers; l++) {
         lb_open_ranks(&b, l);
@@ -269,6 +270,7 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
           memcpy(b.ranks, open + at, b.tp * b.dp * sizeof *b.ranks);
           memset(open + at, 0, b.tp * b.dp * sizeof *b.ranks);
         }
+        if (b.model && l == 0) plan_phase_from(b.p, PLAN_BACKWARD_END);
         lb_backward_layer(&b, l);
       }
       if (b.model) lb_embed_backward(&b, &e);
@@ -276,7 +278,10 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
         LB_GPUS(bp, g) plan_buf_keep(b.p, b.cur[g]); /* dx */
     }
   }
-  if (b.model && w->pass != PASS_FWD) lb_optimizer(&b);
+  if (b.model && w->pass != PASS_FWD) {
+    plan_phase_from(b.p, PLAN_OPTIMIZER);
+    lb_optimizer(&b);
+  }
   plan_quotient_end(b.p);
   plan_finish(b.p);
   if (b.phys) plan_relabel(b.p, b.phys);

@@ -196,6 +196,8 @@ void orbits_expand(const orbits *o, exec_result *r) {
   double *per[] = {r->gpu_compute_s, r->gpu_comm_s, r->gpu_finish_s, r->gpu_imbalance_s,
                    r->gpu_peak_bytes, r->gpu_peak_reserved_bytes};
   for (size_t i = 0; i < G_N_ELEMENTS(per); i++) per_gpu(o, r->n_gpus, per[i]);
+  for (int ph = 0; r->gpu_peak_phase_bytes && ph < PLAN_PHASES; ph++)
+    per_gpu(o, r->n_gpus, r->gpu_peak_phase_bytes + (size_t)ph * r->n_gpus);
   /* non-canonical channels first: they read their canonical's replayed
    * bytes before it is scaled */
   for (int canonical = 0; canonical < 2; canonical++)

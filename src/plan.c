@@ -51,7 +51,26 @@ void plan_free(plan *p) {
   g_array_free(p->pattern_gpus, TRUE);
   g_array_free(p->pattern_degree, TRUE);
   plan_buf_free_all(p);
+  if (p->phases) g_array_free(p->phases, TRUE);
   g_free(p);
+}
+
+void plan_phase_from(plan *p, plan_phase ph) {
+  if (!p->phases) p->phases = g_array_new(FALSE, FALSE, 2 * sizeof(uint32_t));
+  uint32_t mark[2] = {p->tasks->len, ph};
+  g_array_append_val(p->phases, mark);
+}
+
+plan_phase plan_task_phase(const plan *p, uint32_t id) {
+  if (!p->phases) return PLAN_BODY;
+  /* the last mark at or before id */
+  guint lo = 0, hi = p->phases->len;
+  while (lo < hi) {
+    guint mid = (lo + hi) / 2;
+    if (((const uint32_t *)p->phases->data)[2 * mid] <= id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo ? (plan_phase)((const uint32_t *)p->phases->data)[2 * (lo - 1) + 1] : PLAN_BODY;
 }
 
 static uint32_t add_task(plan *p, plan_task *t) {

@@ -176,6 +176,8 @@ typedef struct {
   GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
   uint32_t pass_barrier;   /* the barrier between the forward and the
                               backward pass (plan_barrier), or UINT32_MAX */
+  GArray *phases;          /* uint32 pairs (first task, plan_phase), first
+                              tasks ascending (plan_phase_from); NULL: none */
   double recomputed_flops; /* FLOPs of the tasks that run a forward again
                               (full recomputation): not model FLOPs */
   /* A plan for the representatives of a symmetric job (orbits.h): while
@@ -190,6 +192,25 @@ typedef struct {
 
 plan *plan_new(uint32_t n_gpus, bool record_segs);
 void plan_free(plan *p);
+
+/* ---- phases of a step ---- */
+
+/* What part of a training step a task belongs to, for its peak memory.
+ * A step's peak is reached at the loss (its logits and softmax, every
+ * layer's saved activations) or at the backward's end (ZeRO 2-3: every
+ * layer's gradient shards waiting for their reduce-scatters), and which
+ * one changes with the layers: an extended step extends each phase's
+ * peak apart (exec_result.gpu_peak_phase_bytes).  PLAN_BODY: a
+ * micro-batch's forward and the backward of every layer but the first;
+ * PLAN_BACKWARD_END: the first layer's backward and what follows it; the
+ * optimizer step its own. */
+typedef enum { PLAN_BODY, PLAN_BACKWARD_END, PLAN_OPTIMIZER, PLAN_PHASES } plan_phase;
+
+/* The tasks from the next one appended on are of phase ph (until the
+ * next call); before the first call, PLAN_BODY. */
+void plan_phase_from(plan *p, plan_phase ph);
+/* The phase of task id. */
+plan_phase plan_task_phase(const plan *p, uint32_t id);
 
 /* ---- compute ---- */
 

@@ -100,7 +100,12 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  * - step, compute, communication, exposed, imbalance times (and per GPU),
  *   channel bytes and busy times (so utilisation and --links), FLOPs,
  *   model FLOPs, the attention part (sim_run_point's, extended the same
- *   way): extended; within 0.5% of the whole step.  tests/test_layer.c,
+ *   way): extended; within 0.5% of the whole step where a layer's time
+ *   repeats (every switched topology tested; on a 4x4 torus with DP
+ *   across it a layer takes 12.20-12.52 ms by turns as the gradients' and
+ *   the layers' traffic interleave on shared links, and a 32-layer step
+ *   extended from 6 and 7 was 1.0% short: scripts/sanity_sweep.py,
+ *   llama3-8b 8K, ring SP 2 x TP 4 x DP 2, torus4x4).  tests/test_layer.c,
  *   every softmax scheduler x ZeRO 0/3 x recomputation none/full x
  *   micro-batches 1-5 (9 layers, 16 GPUs on two nodes: 260 cases, 104
  *   with the micro-batches extended), worst: step 0.048%, exposed 0.089%
@@ -109,11 +114,15 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   attention part 0.029% of the step, compute 4e-14;
  *   Llama-3-70B at 256K: 1e-10; small layers, where the hosts' lead over
  *   the GPUs still moves from layer to layer, up to 0.22% seen (search);
- * - peak allocated memory, per GPU and the largest (so fits): exact at
- *   ZeRO 0-1 (the same tests); at ZeRO 2-3 gradients waiting for their
- *   reduce-scatters may pile up beyond what the replayed layers show
- *   (scripts/sanity_sweep.py found 11% low and 41% high at 32 layers):
- *   the result's note says so;
+ * - peak allocated memory, per GPU and the largest (so fits): each phase
+ *   of the step (plan_phase: the body, the backward's end) extended
+ *   apart and the largest taken, so a peak that moves from the loss to
+ *   the backward's end as layers are added is followed (test_layer's
+ *   test_step_phase_peaks); exact at ZeRO 0-1 (the same tests); at ZeRO
+ *   2-3 the gradients waiting for their reduce-scatters may pile up by
+ *   steps the replayed layers do not show (l20x8-pcie, all-gather CP SP
+ *   8 at 8K, ZeRO 2: 1.52 GiB from 6 to 7 layers, 0.81-1.17 a layer
+ *   after; 41% high at 32 layers): the result's note says so;
  * - peak reserved memory: NAN (the caching allocator's segments do not
  *   repeat layer by layer): the CSV's peak_reserved_gib is empty;
  * - the buffers live at the peak (--memory) and traces (--trace): none

@@ -1126,4 +1126,12 @@ expect_error "a global batch that is not whole micro-batches" \
 expect_error "a global batch and micro-batches together" "option '--global-batch-tokens': gives the micro-batches" \
   --topology h100x8 --model llama3-8b --seq 16K --scope model --global-batch-tokens 64K --micro-batches 2
 
+# the attention part is the step less the step without attention; where
+# removing a small attention lengthens the step (the rest's collectives
+# meet in another order on a torus), it shows 0 and a note says by how much
+"$sim" --topology torus4x4 --scope model --seq 4K --model linear-llama3-1b --sched lasp2 --sp 2 \
+  --tp 2 --placement dp,sp,tp --recompute full --pass fwdbwd --csv "$tmp/neg.csv" > "$tmp/neg.txt"
+check "an attention part below zero shows 0 with a note" \
+  "[ \$(field $tmp/neg.csv 1 attention_ms) = 0.000000 ] && grep -q 'note: attention part below zero (the step without attention ran 1.261 ms longer)' $tmp/neg.txt"
+
 checks_done cli
