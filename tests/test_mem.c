@@ -141,6 +141,25 @@ static void t_use_order(void) {
   topo_free(t);
 }
 
+/* A buffer's name is its text when declared, interned: the same text
+ * from another place is the same pointer, and a name built again in the
+ * same place with other text is that text (plan_buf_new remembers the
+ * places it interned from). */
+static void t_buffer_names(void) {
+  plan *p = plan_new(1, false);
+  char name[16];
+  g_strlcpy(name, "acc", sizeof name);
+  uint32_t a = plan_buf_new(p, 0, 1, name);
+  g_strlcpy(name, "next_k", sizeof name);
+  uint32_t b = plan_buf_new(p, 0, 1, name);
+  uint32_t c = plan_buf_new(p, 0, 1, "acc");
+  CU_ASSERT_STRING_EQUAL(plan_buf_at(p, a)->name, "acc");
+  CU_ASSERT_STRING_EQUAL(plan_buf_at(p, b)->name, "next_k");
+  CU_ASSERT_PTR_EQUAL(plan_buf_at(p, c)->name, plan_buf_at(p, a)->name);
+  CU_ASSERT_PTR_EQUAL(plan_buf_at(p, b)->name, g_intern_string("next_k"));
+  plan_free(p);
+}
+
 /* What a wrong declaration looks like: a buffer read before anything
  * wrote it, a buffer never used, each counted. */
 static void t_errors(void) {
@@ -1344,7 +1363,7 @@ static void t_usp_kv_apart(void) {
 }
 
 int main(void) {
-  static const test_case cases[] = {TEST(t_lifetimes),      TEST(t_use_order),   TEST(t_errors),
+  static const test_case cases[] = {TEST(t_lifetimes),      TEST(t_use_order),   TEST(t_buffer_names), TEST(t_errors),
                                     TEST(t_delayed_transfer), TEST(t_allgather_peak),
                                     TEST(t_ulysses_peak),   TEST(t_ring_peak),
                                     TEST(t_lockstep_expand), TEST(t_ring_backward_peak),
