@@ -79,6 +79,7 @@ struct net {
   gboolean blocks_on;
   uint64_t serial;    /* which net a shape's cached blocks belong to */
   uint64_t blocks_made, blocks_dissolved;
+  uint64_t split_apart;  /* components whose bundles went apart (make_uniform) */
   bundle *bundles;
   size_t n_bundles, bundles_alloc;
   GArray *free_ids;   /* uint32 */
@@ -795,8 +796,9 @@ static bool bundle_uniform(const net *n, uint32_t id) {
 }
 
 /* Split bundle id into bundles of the flows that cross alike channels at
- * every hop (the component's bundles are listed afresh after). */
-static void bundle_split(net *n, uint32_t id) {
+ * every hop, or (`apart`) into its flows one by one (the component's
+ * bundles are listed afresh after). */
+static void bundle_split(net *n, uint32_t id, bool apart) {
   bundle like = n->bundles[id];
   const net_member *m = like.members;
   bool own = like.own_members;
@@ -805,7 +807,7 @@ static void bundle_split(net *n, uint32_t id) {
   for (uint32_t i = 0; i < like.count; i++) {
     uint64_t k = like.color;
     for (uint32_t h = 0; h < like.n_hops; h++) k = mix(k ^ n->chans[m[i].route[h]].sig);
-    keys[i] = (gint64)k;
+    keys[i] = apart ? (gint64)i : (gint64)k;
   }
   groups g;
   groups_make(&g, keys, sizeof *keys, like.count, g_int64_hash, g_int64_equal);
@@ -838,6 +840,16 @@ static void list_bundles(net *n) {
   }
 }
 
+/* Rounds of splitting after which a component's bundles go apart into
+ * their flows.  Splitting is colour refinement, and on a ring-shaped
+ * component refinement learns one hop per round: a 512-GPU TokenRing
+ * causal step's query bundle took over 60 rounds, each re-listing and
+ * re-signing all 1,024 ports (288M channel entries listed in a forward
+ * pass, N^3).  Flows one by one are the per-flow model, exact; bundles
+ * that settle within this many rounds (the schedulers' steps on the
+ * bundled topologies: at most 7) keep their parts. */
+#define UNIFORM_ROUNDS 8
+
 /* Split bundles until each crosses alike channels at every hop.  With
  * each bundle its own colour, that is an equitable partition: every channel
  * of a class carries as many flows of each bundle, every flow of a bundle
@@ -857,18 +869,18 @@ static void make_uniform(net *n) {
   for (guint i = 0; i < n->comp_bundles.n && !bundled; i++)
     bundled = n->bundles[n->comp_bundles.v[i]].count > 1;
   if (!bundled) return;
-  for (;;) {
+  for (uint32_t round = 1;; round++) {
     sign_channels(n);
-    bool split = false;
+    bool split = false, apart = round > UNIFORM_ROUNDS;
     guint len = n->comp_bundles.n;
     for (guint i = 0; i < len; i++) {
       uint32_t id = n->comp_bundles.v[i];
-      if (!n->bundles[id].active || n->bundles[id].count == 1 || !bundle_resigned(n, id) ||
-          bundle_uniform(n, id))
-        continue;
-      bundle_split(n, id);
+      if (!n->bundles[id].active || n->bundles[id].count == 1) continue;
+      if (!apart && (!bundle_resigned(n, id) || bundle_uniform(n, id))) continue;
+      bundle_split(n, id, apart);
       split = true;
     }
+    n->split_apart += apart && split;
     if (!split) return;
     list_bundles(n);
   }
@@ -990,3 +1002,4 @@ uint64_t net_bundles_started(const net *n) { return n->bundles_started; }
 uint64_t net_solves(const net *n) { return n->solves; }
 uint64_t net_blocks_made(const net *n) { return n->blocks_made; }
 uint64_t net_blocks_dissolved(const net *n) { return n->blocks_dissolved; }
+uint64_t net_split_apart(const net *n) { return n->split_apart; }

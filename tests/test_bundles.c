@@ -320,9 +320,68 @@ static void t_blocks_equal_channels(void) {
   g_rand_free(rng);
 }
 
+/* Two ring bundles (flow i from port i to port i+1, and to port i+3: a
+ * TokenRing query step and its hand-backs) and a single flow that breaks
+ * their symmetry at one port: splitting learns a few hops per round, so
+ * past UNIFORM_ROUNDS the bundles go apart into their flows.  Delivery
+ * times equal the per-flow reference's; without the single flow the rings
+ * stay two bundles and never go apart. */
+static void t_ring_refinement_goes_apart(void) {
+  enum { RN = 96, RF = 2 * RN + 1 };
+  static uint32_t routes[RF][2];
+  static net_member ring[2][RN], extra;
+  for (uint32_t i = 0; i < RN; i++)
+    for (uint32_t k = 0; k < 2; k++) {
+      uint32_t f = k * RN + i;
+      routes[f][0] = 2 * i;
+      routes[f][1] = 2 * ((i + (k ? 3 : 1)) % RN) + 1;
+      ring[k][i] = (net_member){routes[f], f};
+    }
+  routes[2 * RN][0] = 2 * 7;  /* into port 0, at another size */
+  routes[2 * RN][1] = 1;
+  extra = (net_member){routes[2 * RN], 2 * RN};
+  double cap[2 * RN];
+  for (int c = 0; c < 2 * RN; c++) cap[c] = 100;
+  for (int broken = 0; broken < 2; broken++) {
+    double end[2][RF];
+    uint64_t apart[2], bundles[2];
+    uint32_t nf = 2 * RN + (broken ? 1 : 0);
+    for (g_mode = 0; g_mode < 2; g_mode++) {
+      engine *e = g_eng = engine_new();
+      net *n = net_new(e, 2 * RN, cap);
+      net_set_per_flow(n, g_mode == 1);
+      g_deliveries = g_array_new(FALSE, FALSE, sizeof(delivery));
+      net_bundle_start(n, ring[0], RN, 2, 0, 1e4, 0, on_delivered, NULL, 0);
+      net_bundle_start(n, ring[1], RN, 2, 0, 2e4, 0, on_delivered, NULL, 1);
+      if (broken) net_bundle_start(n, &extra, 1, 2, 0, 3e3, 0, on_delivered, NULL, 2);
+      engine_run(e);
+      CU_ASSERT_EQUAL(g_deliveries->len, nf);
+      for (guint i = 0; i < g_deliveries->len; i++) {
+        const delivery *d = &g_array_index(g_deliveries, delivery, i);
+        end[g_mode][d->id] = d->t;
+      }
+      apart[g_mode] = net_split_apart(n);
+      bundles[g_mode] = net_bundles_started(n);
+      g_array_free(g_deliveries, TRUE);
+      net_free(n);
+      engine_free(e);
+    }
+    for (uint32_t f = 0; f < nf; f++) CU_ASSERT(close_rel(end[0][f], end[1][f]));
+    if (broken) {
+      CU_ASSERT(apart[0] >= 1);
+      CU_ASSERT_EQUAL(bundles[0], bundles[1]);  /* every flow on its own in the end */
+    } else {
+      CU_ASSERT_EQUAL(apart[0], 0);
+      CU_ASSERT_EQUAL(bundles[0], 2);
+    }
+    CU_ASSERT_EQUAL(apart[1], 0);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_random_sets_bundled_equal_per_flow),
                                     TEST(t_blocks_equal_channels),
+                                    TEST(t_ring_refinement_goes_apart),
                                     TEST(t_schedulers_bundled_equal_per_flow), {NULL, NULL}};
   return test_run("bundles", cases);
 }
