@@ -846,8 +846,9 @@ static void list_bundles(net *n) {
  * causal step's query bundle took over 60 rounds, each re-listing and
  * re-signing all 1,024 ports (288M channel entries listed in a forward
  * pass, N^3).  Flows one by one are the per-flow model, exact; bundles
- * that settle within this many rounds (the schedulers' steps on the
- * bundled topologies: at most 7) keep their parts. */
+ * that settle within this many rounds keep their parts (the schedulers'
+ * steps on h100x8x4 and a100x8x8 took at most 7; some of gb200nvl72's
+ * 72-GPU steps take more and go apart). */
 #define UNIFORM_ROUNDS 8
 
 /* Split bundles until each crosses alike channels at every hop.  With
