@@ -803,11 +803,21 @@ static void bundle_split(net *n, uint32_t id, bool apart) {
   const net_member *m = like.members;
   bool own = like.own_members;
   n->bundles[id].own_members = false;  /* the members outlive the drop */
+  if (apart) {  /* each flow a part, in member order: no keys to group by */
+    bundle_drop(n, id);
+    n->bundles_started--;
+    for (uint32_t i = 0; i < like.count; i++) {
+      uint32_t b = bundle_add(n, g_memdup2(&m[i], sizeof *m), 1, true, NULL, &like);
+      n->bundles[b].mark = n->epoch;
+    }
+    if (own) g_free((net_member *)m);
+    return;
+  }
   g_autofree gint64 *keys = g_new(gint64, like.count);
   for (uint32_t i = 0; i < like.count; i++) {
     uint64_t k = like.color;
     for (uint32_t h = 0; h < like.n_hops; h++) k = mix(k ^ n->chans[m[i].route[h]].sig);
-    keys[i] = apart ? (gint64)i : (gint64)k;
+    keys[i] = (gint64)k;
   }
   groups g;
   groups_make(&g, keys, sizeof *keys, like.count, g_int64_hash, g_int64_equal);
