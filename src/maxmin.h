@@ -28,6 +28,9 @@ typedef struct maxmin_work maxmin_work;
 
 maxmin_work *maxmin_work_new(void);
 void maxmin_work_free(maxmin_work *w);
+/* From how many channels a solve finds each bottleneck in a heap rather
+ * than by a scan (the same rates bit for bit; tests set 0 or SIZE_MAX). */
+void maxmin_work_heap_from(maxmin_work *w, size_t n_chan);
 
 /* Solve for n_flows flows over n_chan channels with capacities cap[].
  * Writes rate[f] for every flow.  A flow that crosses no channel and has no

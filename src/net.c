@@ -29,6 +29,8 @@ typedef struct {
   uint64_t color;     /* mix(id): its own colour in channel signatures */
   uint32_t local;     /* index inside the component being solved */
   uint8_t active;
+  uint8_t blocked;    /* its uses are blocks, one per hop (see blocks below) */
+  const net_shape *shape;  /* what it was started from, or NULL */
   net_done_fn done;
   void *ctx;
   uint64_t tag;
@@ -62,12 +64,22 @@ typedef struct {
   uint32_t signed_at;  /* make_uniform round that last computed sig */
   uint8_t dirty;
   uint8_t sig_ok;      /* sig is current: no bundle came or went since */
+  uint8_t live_block;  /* a block (below) standing for its members now */
+  uint32_t block;      /* a physical channel: the block it is in, or NO_BLOCK */
+  uint32_t *members;   /* a block: the channels it stands for */
+  uint32_t n_members;
 } chan;
+
+#define NO_BLOCK UINT32_MAX
 
 struct net {
   engine *eng;
-  chan *chans;
-  size_t n_chan;
+  chan *chans;        /* the physical channels, then the blocks */
+  size_t n_chan, n_all, chans_alloc;
+  gboolean blocks_on;
+  uint64_t serial;    /* which net a shape's cached blocks belong to */
+  uint64_t blocks_made, blocks_dissolved;
+  uint64_t split_apart;  /* components whose bundles went apart (make_uniform) */
   bundle *bundles;
   size_t n_bundles, bundles_alloc;
   GArray *free_ids;   /* uint32 */
@@ -91,9 +103,15 @@ struct net {
 net *net_new(engine *eng, size_t n_chan, const double *cap_Bps) {
   net *n = g_new0(net, 1);
   n->eng = eng;
-  n->n_chan = n_chan;
+  n->n_chan = n->n_all = n->chans_alloc = n_chan;
   n->chans = g_new0(chan, n_chan);
-  for (size_t c = 0; c < n_chan; c++) n->chans[c].cap = cap_Bps[c];
+  for (size_t c = 0; c < n_chan; c++) {
+    n->chans[c].cap = cap_Bps[c];
+    n->chans[c].block = NO_BLOCK;
+  }
+  n->blocks_on = TRUE;
+  static gsize serials;  /* nets made in this process, on any thread */
+  n->serial = (uint64_t)g_atomic_pointer_add(&serials, 1) + 1;
   n->free_ids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->heap = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   n->wake_s = INFINITY;
@@ -114,7 +132,10 @@ static void bundle_release(bundle *b) {
 
 void net_free(net *n) {
   if (!n) return;
-  for (size_t c = 0; c < n->n_chan; c++) g_free(n->chans[c].items);
+  for (size_t c = 0; c < n->n_all; c++) {
+    g_free(n->chans[c].items);
+    g_free(n->chans[c].members);
+  }
   for (size_t i = 0; i < n->n_bundles; i++) bundle_release(&n->bundles[i]);
   g_free(n->chans);
   g_free(n->bundles);
@@ -138,6 +159,8 @@ void net_set_rate_observer(net *n, net_rate_fn fn, void *ctx) {
 }
 
 void net_set_per_flow(net *n, bool per_flow) { n->per_flow = per_flow; }
+
+void net_set_blocks(net *n, bool on) { n->blocks_on = on; }
 
 /* ---- completion heap ---- */
 
@@ -322,34 +345,288 @@ struct net_shape {
   const net_member *members;
   uint32_t count, n_hops, n_uses;
   use *uses;
+  /* Whether its bundles may cross blocks: each channel at one hop only,
+   * every channel of a hop crossed by as many of its flows (hop_mult). */
+  bool blockable;
+  uint32_t hop_at[NET_MAX_HOPS + 1];  /* hop h's channels: hop_chans[hop_at[h], hop_at[h+1]) */
+  uint32_t *hop_chans;                /* in the order the uses first name them */
+  uint32_t hop_mult[NET_MAX_HOPS];
+  /* the blocks its hops were last found as, in the net of that serial
+   * (a cache: valid while those blocks live) */
+  uint64_t cache_serial;
+  uint32_t cache_block[NET_MAX_HOPS];
 };
 
+/* Lists s's channels hop by hop and says whether it is blockable. */
+static bool shape_hops(net_shape *s) {
+  if (s->count < 2) return false;
+  bool mult_set[NET_MAX_HOPS] = {false};
+  memset(s->hop_at, 0, sizeof s->hop_at);
+  for (uint32_t u = 0; u < s->n_uses; u++) {
+    const use *us = &s->uses[u];
+    if (mult_set[us->hop] && s->hop_mult[us->hop] != us->mult) return false;
+    mult_set[us->hop] = true;
+    s->hop_mult[us->hop] = us->mult;
+    s->hop_at[us->hop + 1]++;
+  }
+  /* a channel named at two hops would be two uses of one channel */
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (uint32_t u = 0; u < s->n_uses; u++)
+    if (!g_hash_table_add(seen, GUINT_TO_POINTER(s->uses[u].chan + 1))) return false;
+  for (uint32_t h = 0; h < s->n_hops; h++) s->hop_at[h + 1] += s->hop_at[h];
+  s->hop_chans = g_new(uint32_t, s->n_uses);
+  uint32_t fill[NET_MAX_HOPS];
+  memcpy(fill, s->hop_at, sizeof fill);
+  for (uint32_t u = 0; u < s->n_uses; u++) s->hop_chans[fill[s->uses[u].hop]++] = s->uses[u].chan;
+  return true;
+}
+
 net_shape *net_shape_new(const net_member *members, uint32_t count, uint32_t n_hops) {
-  net_shape *s = g_new(net_shape, 1);
-  *s = (net_shape){members, count, n_hops, 0, NULL};
+  net_shape *s = g_new0(net_shape, 1);
+  s->members = members;
+  s->count = count;
+  s->n_hops = n_hops;
   s->uses = uses_of(members, count, n_hops, &s->n_uses);
+  s->blockable = shape_hops(s);
   return s;
 }
 
 void net_shape_free(net_shape *s) {
   if (!s) return;
   g_free(s->uses);
+  g_free(s->hop_chans);
   g_free(s);
 }
 
-/* ... and on its channels (the uses of `shape` when given: its members'). */
+/* ---- blocks ----
+ *
+ * A lockstep step's bundle crosses a channel per GPU at each hop (a ring's
+ * every egress and ingress port), so listing it on each of them costs n
+ * per start, solve and end: n^2 per pass.  A block stands for channels
+ * that are interchangeable: the same capacity, bytes and busy time, and
+ * every bundle on one of them is on all of them with the same number of
+ * flows.  Their max-min constraints are then one constraint, so the block
+ * is one channel (an entry of `chans` after the physical ones) that the
+ * solver sees in their stead, and a bundle of a blockable shape crosses
+ * one block per hop: a start, solve and end cost its hops, not its flows.
+ *
+ * Exactly the per-channel results: every member would have the same item
+ * list in the same order (all empty when the block is made, then the same
+ * adds and removes), so the same left capacity and count at every step of
+ * progressive filling; a block's bundles use blocks only and a block holds
+ * blocked bundles only, so a component is all blocks or all channels; a
+ * bundle's block uses are in the order of the first member use at each hop,
+ * so a component's blocks are listed, dirtied and tied in the order their
+ * first members would be; the block's bytes and busy time take the same
+ * additions as each member's.  A block is made only of idle, clean
+ * (not awaiting a solve) channels with equal capacity, bytes and busy time,
+ * and dissolved (its members given their lists, bytes and times back) when
+ * a bundle that is not on all of it comes: a per-GPU flow or a shape over
+ * part of it.  Not with a rate observer (each channel's rate is reported)
+ * or per-flow bundles (the reference). */
+
+/* Room for one more channel at the end of n->chans (pointers into it move). */
+static uint32_t chan_append(net *n) {
+  if (n->n_all == n->chans_alloc) {
+    n->chans_alloc = n->chans_alloc ? 2 * n->chans_alloc : 8;
+    n->chans = g_renew(chan, n->chans, n->chans_alloc);
+  }
+  uint32_t id = (uint32_t)n->n_all++;
+  memset(&n->chans[id], 0, sizeof(chan));
+  n->chans[id].block = NO_BLOCK;
+  return id;
+}
+
+/* Whether channels cs[0..k) may become one block now. */
+static bool block_can_make(const net *n, const uint32_t *cs, uint32_t k) {
+  const chan *c0 = &n->chans[cs[0]];
+  for (uint32_t i = 0; i < k; i++) {
+    const chan *ch = &n->chans[cs[i]];
+    if (ch->block != NO_BLOCK || ch->n != 0 || ch->dirty || ch->cap != c0->cap ||
+        ch->bytes != c0->bytes || ch->busy_s != c0->busy_s)
+      return false;
+  }
+  return true;
+}
+
+static uint32_t block_make(net *n, const uint32_t *cs, uint32_t k) {
+  uint32_t id = chan_append(n);
+  chan *v = &n->chans[id];
+  const chan *c0 = &n->chans[cs[0]];
+  v->cap = c0->cap;
+  v->bytes = c0->bytes;
+  v->busy_s = c0->busy_s;
+  v->members = g_memdup2(cs, sizeof(uint32_t) * k);
+  v->n_members = k;
+  v->live_block = 1;
+  for (uint32_t i = 0; i < k; i++) n->chans[cs[i]].block = id;
+  n->blocks_made++;
+  return id;
+}
+
+/* Whether channels cs[0..k) are exactly live block v. */
+static bool block_is(const net *n, uint32_t v, const uint32_t *cs, uint32_t k) {
+  if (v == NO_BLOCK || n->chans[v].n_members != k) return false;
+  for (uint32_t i = 0; i < k; i++)
+    if (n->chans[cs[i]].block != v) return false;
+  return true;
+}
+
+/* The block of each hop of s (made where its channels may become one), or
+ * false where some hop cannot be one block now. */
+static bool shape_blocks(net *n, net_shape *s, uint32_t *v) {
+  if (s->cache_serial == n->serial) {
+    bool live = true;
+    for (uint32_t h = 0; h < s->n_hops && live; h++) live = n->chans[s->cache_block[h]].live_block;
+    if (live) {
+      memcpy(v, s->cache_block, sizeof(uint32_t) * s->n_hops);
+      return true;
+    }
+  }
+  for (uint32_t h = 0; h < s->n_hops; h++) {
+    const uint32_t *cs = &s->hop_chans[s->hop_at[h]];
+    uint32_t k = s->hop_at[h + 1] - s->hop_at[h];
+    if (block_is(n, n->chans[cs[0]].block, cs, k)) v[h] = n->chans[cs[0]].block;
+    else if (block_can_make(n, cs, k)) v[h] = NO_BLOCK;
+    else return false;
+  }
+  for (uint32_t h = 0; h < s->n_hops; h++)
+    if (v[h] == NO_BLOCK) v[h] = block_make(n, &s->hop_chans[s->hop_at[h]], s->hop_at[h + 1] - s->hop_at[h]);
+  memcpy(s->cache_block, v, sizeof(uint32_t) * s->n_hops);
+  s->cache_serial = n->serial;
+  return true;
+}
+
+/* Block v and every block its bundles cross, transitively, back into
+ * channels: each bundle gets its shape's uses, each member the block's
+ * list (in its order), bytes, busy time and place in the dirty list. */
+static void block_dissolve(net *n, uint32_t v) {
+  if (!n->chans[v].live_block) return;
+  n->epoch++;
+  g_autofree uint32_t *ws = NULL, *bs = NULL;
+  idbuf wl = {0}, bl = {0};
+  n->chans[v].mark = n->epoch;
+  idbuf_push(&wl, v);
+  bool dirty = false;
+  for (uint32_t i = 0; i < wl.n; i++) {
+    const chan *w = &n->chans[wl.v[i]];
+    dirty = dirty || w->dirty;
+    for (uint32_t k = 0; k < w->n; k++) {
+      bundle *b = &n->bundles[w->items[k].b];
+      if (b->mark == n->epoch) continue;
+      b->mark = n->epoch;
+      b->local = bl.n;
+      idbuf_push(&bl, w->items[k].b);
+      for (uint32_t u = 0; u < b->n_uses; u++) {
+        chan *x = &n->chans[b->uses[u].chan];
+        if (x->mark == n->epoch) continue;
+        x->mark = n->epoch;
+        idbuf_push(&wl, b->uses[u].chan);
+      }
+    }
+  }
+  ws = wl.v;
+  bs = bl.v;
+  g_autofree use **full = g_new(use *, bl.n);
+  for (uint32_t i = 0; i < bl.n; i++) {
+    const net_shape *sh = n->bundles[bs[i]].shape;
+    full[i] = g_memdup2(sh->uses, sizeof(use) * sh->n_uses);
+  }
+  for (uint32_t i = 0; i < wl.n; i++) {
+    chan *w = &n->chans[ws[i]];
+    for (uint32_t k = 0; k < w->n; k++) {
+      uint32_t id = w->items[k].b;
+      bundle *b = &n->bundles[id];
+      uint32_t hop = b->uses[w->items[k].u].hop;
+      use *f = full[b->local];
+      for (uint32_t u = 0; u < b->shape->n_uses; u++) {
+        if (f[u].hop != hop) continue;
+        chan *ch = &n->chans[f[u].chan];
+        g_assert(ch->block == ws[i]);
+        if (ch->n == ch->alloc) {
+          ch->alloc = ch->alloc ? ch->alloc * 2 : 8;
+          ch->items = g_renew(entry, ch->items, ch->alloc);
+        }
+        f[u].pos = ch->n;
+        ch->items[ch->n++] = (entry){id, u};
+      }
+    }
+    for (uint32_t j = 0; j < w->n_members; j++) {
+      chan *ch = &n->chans[w->members[j]];
+      ch->bytes = w->bytes;
+      ch->busy_s = w->busy_s;
+      ch->busy_since = w->busy_since;
+      ch->rate = w->rate;
+      ch->sig_ok = 0;
+      ch->block = NO_BLOCK;
+    }
+    w->n = 0;
+    w->live_block = 0;
+  }
+  if (dirty) {  /* each dirty block's place goes to its members, in order */
+    idbuf d = {0};
+    for (uint32_t i = 0; i < n->dirty.n; i++) {
+      chan *ch = &n->chans[n->dirty.v[i]];
+      if (ch->mark != n->epoch || ch->n_members == 0) { idbuf_push(&d, n->dirty.v[i]); continue; }
+      ch->dirty = 0;
+      for (uint32_t j = 0; j < ch->n_members; j++) {
+        n->chans[ch->members[j]].dirty = 1;
+        idbuf_push(&d, ch->members[j]);
+      }
+    }
+    g_free(n->dirty.v);
+    n->dirty = d;
+  }
+  for (uint32_t i = 0; i < wl.n; i++) {
+    chan *w = &n->chans[ws[i]];
+    g_free(w->members);
+    w->members = NULL;
+    w->n_members = 0;
+  }
+  for (uint32_t i = 0; i < bl.n; i++) {
+    bundle *b = &n->bundles[bs[i]];
+    g_free(b->uses);
+    b->uses = full[i];
+    b->n_uses = b->shape->n_uses;
+    b->blocked = 0;
+  }
+  n->blocks_dissolved += wl.n;
+}
+
+/* A bundle of shape s's members, crossing blocks v[0..n_hops). */
+static uint32_t bundle_add_blocked(net *n, const net_shape *s, const uint32_t *v,
+                                   const bundle *like) {
+  uint32_t id = bundle_new(n, s->members, s->count, false, like);
+  bundle *b = &n->bundles[id];
+  b->active = 1;
+  b->blocked = 1;
+  b->shape = s;
+  b->uses = g_new(use, s->n_hops);
+  b->n_uses = s->n_hops;
+  for (uint32_t h = 0; h < s->n_hops; h++) b->uses[h] = (use){v[h], h, s->hop_mult[h], 0};
+  for (uint32_t u = 0; u < b->n_uses; u++) chan_add(n, id, u);
+  return id;
+}
+
+/* ... and on its channels (the uses of `shape` when given: its members'),
+ * the blocks they are in dissolved first. */
 static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bool own,
                            const net_shape *shape, const bundle *like) {
   uint32_t id = bundle_new(n, members, count, own, like);
   bundle *b = &n->bundles[id];
   b->active = 1;
+  b->shape = shape;
   if (shape) {
     b->uses = g_memdup2(shape->uses, sizeof(use) * shape->n_uses);
     b->n_uses = shape->n_uses;
   } else {
     b->uses = uses_of(members, count, b->n_hops, &b->n_uses);
   }
-  for (uint32_t u = 0; u < b->n_uses; u++) chan_add(n, id, u);
+  for (uint32_t u = 0; u < b->n_uses; u++) {
+    uint32_t v = n->chans[n->bundles[id].uses[u].chan].block;
+    if (v != NO_BLOCK) block_dissolve(n, v);
+  }
+  for (uint32_t u = 0; u < n->bundles[id].n_uses; u++) chan_add(n, id, u);
   return id;
 }
 
@@ -398,7 +675,7 @@ static void wake(void *ctx, uint64_t arg) {
 /* Start members[0..count); `own`: the bundle frees `members` when done;
  * `shape`: their uses, made before (NULL: count them now). */
 static void start(net *n, const net_member *members, uint32_t count, bool own, uint32_t n_hops,
-                  const net_shape *shape, double latency_s, double bytes, double cap_Bps,
+                  net_shape *shape, double latency_s, double bytes, double cap_Bps,
                   net_done_fn done, void *ctx, uint64_t tag) {
   g_assert(n_hops <= NET_MAX_HOPS);
   if (count == 0) return;
@@ -415,8 +692,12 @@ static void start(net *n, const net_member *members, uint32_t count, bool own, u
     engine_at(n->eng, now + d + latency_s, deliver, n, id);
     return;
   }
+  uint32_t blocks[NET_MAX_HOPS];
   if (n->per_flow && count > 1)
     for (uint32_t i = 0; i < count; i++) bundle_add(n, &members[i], 1, false, NULL, &like);
+  else if (shape && shape->blockable && n->blocks_on && !n->rate_fn && !n->per_flow &&
+           shape_blocks(n, shape, blocks))
+    bundle_add_blocked(n, shape, blocks, &like);
   else
     bundle_add(n, members, count, own, shape, &like);
   want_resolve(n);
@@ -428,7 +709,7 @@ void net_bundle_start(net *n, const net_member *members, uint32_t count, uint32_
   start(n, members, count, false, n_hops, NULL, latency_s, bytes, cap_Bps, done, ctx, tag);
 }
 
-void net_shape_start(net *n, const net_shape *s, double latency_s, double bytes,
+void net_shape_start(net *n, net_shape *s, double latency_s, double bytes,
                      double cap_Bps, net_done_fn done, void *ctx, uint64_t tag) {
   start(n, s->members, s->count, false, s->n_hops, s, latency_s, bytes, cap_Bps, done, ctx,
         tag);
@@ -515,12 +796,23 @@ static bool bundle_uniform(const net *n, uint32_t id) {
 }
 
 /* Split bundle id into bundles of the flows that cross alike channels at
- * every hop (the component's bundles are listed afresh after). */
-static void bundle_split(net *n, uint32_t id) {
+ * every hop, or (`apart`) into its flows one by one (the component's
+ * bundles are listed afresh after). */
+static void bundle_split(net *n, uint32_t id, bool apart) {
   bundle like = n->bundles[id];
   const net_member *m = like.members;
   bool own = like.own_members;
   n->bundles[id].own_members = false;  /* the members outlive the drop */
+  if (apart) {  /* each flow a part, in member order: no keys to group by */
+    bundle_drop(n, id);
+    n->bundles_started--;
+    for (uint32_t i = 0; i < like.count; i++) {
+      uint32_t b = bundle_add(n, g_memdup2(&m[i], sizeof *m), 1, true, NULL, &like);
+      n->bundles[b].mark = n->epoch;
+    }
+    if (own) g_free((net_member *)m);
+    return;
+  }
   g_autofree gint64 *keys = g_new(gint64, like.count);
   for (uint32_t i = 0; i < like.count; i++) {
     uint64_t k = like.color;
@@ -558,6 +850,17 @@ static void list_bundles(net *n) {
   }
 }
 
+/* Rounds of splitting after which a component's bundles go apart into
+ * their flows.  Splitting is colour refinement, and on a ring-shaped
+ * component refinement learns one hop per round: a 512-GPU TokenRing
+ * causal step's query bundle took over 60 rounds, each re-listing and
+ * re-signing all 1,024 ports (288M channel entries listed in a forward
+ * pass, N^3).  Flows one by one are the per-flow model, exact; bundles
+ * that settle within this many rounds keep their parts (the schedulers'
+ * steps on h100x8x4 and a100x8x8 took at most 7; some of gb200nvl72's
+ * 72-GPU steps take more and go apart). */
+#define UNIFORM_ROUNDS 8
+
 /* Split bundles until each crosses alike channels at every hop.  With
  * each bundle its own colour, that is an equitable partition: every channel
  * of a class carries as many flows of each bundle, every flow of a bundle
@@ -577,18 +880,18 @@ static void make_uniform(net *n) {
   for (guint i = 0; i < n->comp_bundles.n && !bundled; i++)
     bundled = n->bundles[n->comp_bundles.v[i]].count > 1;
   if (!bundled) return;
-  for (;;) {
+  for (uint32_t round = 1;; round++) {
     sign_channels(n);
-    bool split = false;
+    bool split = false, apart = round > UNIFORM_ROUNDS;
     guint len = n->comp_bundles.n;
     for (guint i = 0; i < len; i++) {
       uint32_t id = n->comp_bundles.v[i];
-      if (!n->bundles[id].active || n->bundles[id].count == 1 || !bundle_resigned(n, id) ||
-          bundle_uniform(n, id))
-        continue;
-      bundle_split(n, id);
+      if (!n->bundles[id].active || n->bundles[id].count == 1) continue;
+      if (!apart && (!bundle_resigned(n, id) || bundle_uniform(n, id))) continue;
+      bundle_split(n, id, apart);
       split = true;
     }
+    n->split_apart += apart && split;
     if (!split) return;
     list_bundles(n);
   }
@@ -690,10 +993,16 @@ static void resolve(void *ctx, uint64_t arg) {
   n->dirty.n = 0;
 }
 
-double net_chan_bytes(const net *n, uint32_t c) { return n->chans[c].bytes; }
+/* A channel in a block: the block's bytes and busy time are its own. */
+static const chan *chan_or_block(const net *n, uint32_t c) {
+  const chan *ch = &n->chans[c];
+  return ch->block == NO_BLOCK ? ch : &n->chans[ch->block];
+}
+
+double net_chan_bytes(const net *n, uint32_t c) { return chan_or_block(n, c)->bytes; }
 
 double net_chan_busy_s(const net *n, uint32_t c) {
-  const chan *ch = &n->chans[c];
+  const chan *ch = chan_or_block(n, c);
   double busy = ch->busy_s;
   if (ch->n > 0) busy += engine_now(n->eng) - ch->busy_since;
   return busy;
@@ -702,3 +1011,6 @@ double net_chan_busy_s(const net *n, uint32_t c) {
 uint64_t net_flows_started(const net *n) { return n->started; }
 uint64_t net_bundles_started(const net *n) { return n->bundles_started; }
 uint64_t net_solves(const net *n) { return n->solves; }
+uint64_t net_blocks_made(const net *n) { return n->blocks_made; }
+uint64_t net_blocks_dissolved(const net *n) { return n->blocks_dissolved; }
+uint64_t net_split_apart(const net *n) { return n->split_apart; }

@@ -22,7 +22,14 @@
  * channels at one hop differ is split, its flows grouped by the channels
  * they cross, until the check holds (at worst one flow per bundle: the
  * per-flow model).  `net_set_per_flow` starts every flow on its own: the
- * reference the bundled model is tested against. */
+ * reference the bundled model is tested against.
+ *
+ * Blocks.  A bundle started from a shape (a lockstep step: one flow per
+ * GPU, a channel per GPU at each hop) crosses, at each hop, channels that
+ * no other bundle crosses alone.  Such channels are solved as one block
+ * (net.c says when that is exact and how it is kept so), so that a step
+ * costs its hops rather than its GPUs; results are the same bit for bit
+ * with blocks off (`net_set_blocks`). */
 #ifndef TASP_NET_H
 #define TASP_NET_H
 
@@ -54,6 +61,10 @@ void net_free(net *n);
 void net_set_rate_observer(net *n, net_rate_fn fn, void *ctx);
 /* Start every flow as a bundle of its own (the reference model). */
 void net_set_per_flow(net *n, bool per_flow);
+/* Whether bundles started from shapes may cross blocks (default on): off,
+ * every channel is listed on its own (the reference blocks are tested
+ * against; the same results bit for bit). */
+void net_set_blocks(net *n, bool on);
 
 /* Start `count` flows now, each of `bytes` over its member's route of
  * n_hops channels (members and routes must outlive the flows), each held
@@ -70,7 +81,7 @@ typedef struct net_shape net_shape;
 net_shape *net_shape_new(const net_member *members, uint32_t count, uint32_t n_hops);
 void net_shape_free(net_shape *s);
 /* net_bundle_start of the shape's members. */
-void net_shape_start(net *n, const net_shape *s, double latency_s, double bytes,
+void net_shape_start(net *n, net_shape *s, double latency_s, double bytes,
                      double cap_Bps, net_done_fn done, void *ctx, uint64_t tag);
 
 /* One flow (a bundle of one; `route` must outlive it). */
@@ -82,5 +93,10 @@ double net_chan_busy_s(const net *n, uint32_t chan);  /* time with >= 1 flow */
 uint64_t net_flows_started(const net *n);
 uint64_t net_bundles_started(const net *n);           /* splits included */
 uint64_t net_solves(const net *n);                    /* max-min solves run */
+uint64_t net_blocks_made(const net *n);
+uint64_t net_blocks_dissolved(const net *n);
+/* Solves whose bundles were still splitting after a few rounds and went
+ * apart into their flows (net.c, UNIFORM_ROUNDS). */
+uint64_t net_split_apart(const net *n);
 
 #endif

@@ -6,6 +6,7 @@
  * plan records segments, so it never takes the lockstep path: a scheduler
  * that called unlike steps alike would differ here. */
 #include <math.h>
+#include <string.h>
 
 #include "net.h"
 #include "scenario.h"
@@ -162,8 +163,225 @@ static void t_random_sets_bundled_equal_per_flow(void) {
   g_rand_free(rng);
 }
 
+/* ---- blocks (net.h): shapes' bundles on blocks against every channel on
+ * its own, bit for bit ---- */
+
+typedef struct {
+  double t;
+  uint64_t tag;
+  uint32_t id;
+} delivery;
+
+static GArray *g_deliveries;
+
+static void on_delivered(void *ctx, uint64_t tag, const net_member *m, uint32_t count) {
+  (void)ctx;
+  for (uint32_t i = 0; i < count; i++) {
+    delivery d = {engine_now(g_eng), tag, m[i].id};
+    g_array_append_val(g_deliveries, d);
+  }
+}
+
+enum { BN = 8, BCH = 2 * BN + 2, BMAXF = 64, BSHAPES = 4, BSTARTS = 24 };
+
+typedef struct {
+  uint32_t routes[BMAXF][3];
+  net_member m[BMAXF];
+  uint32_t count, hops;
+  net_shape *shape;  /* NULL: started as a plain bundle */
+} flow_set;
+
+typedef struct {
+  net *n;
+  flow_set *set;
+  double bytes, cap;
+  uint64_t tag;
+} set_start;
+
+static void start_set(void *ctx, uint64_t arg) {
+  (void)arg;
+  set_start *st = ctx;
+  if (st->set->shape)
+    net_shape_start(st->n, st->set->shape, 1e-7, st->bytes, st->cap, on_delivered, NULL, st->tag);
+  else
+    net_bundle_start(st->n, st->set->m, st->set->count, st->set->hops, 1e-7, st->bytes, st->cap,
+                     on_delivered, NULL, st->tag);
+}
+
+/* A set of flows among nodes[0..k): a permutation (each node sends to one
+ * and receives from one) or an all-to-all, optionally through trunk 0 or
+ * 1 (every flow: as many on it as flows); or, unshaped, random pairs. */
+static void make_set(GRand *rng, flow_set *f, bool shaped) {
+  uint32_t nodes[BN], k = (uint32_t)g_rand_int_range(rng, 2, BN + 1);
+  for (uint32_t i = 0; i < BN; i++) nodes[i] = i;
+  for (uint32_t i = 0; i < BN; i++) {  /* a random subset, in random order */
+    uint32_t j = (uint32_t)g_rand_int_range(rng, (gint32)i, BN), t = nodes[i];
+    nodes[i] = nodes[j];
+    nodes[j] = t;
+  }
+  f->hops = 2 + g_rand_boolean(rng);
+  uint32_t trunk = (uint32_t)g_rand_int_range(rng, 0, 2);
+  f->count = 0;
+  bool all_to_all = g_rand_int_range(rng, 0, 3) == 0;
+  uint32_t shift = (uint32_t)g_rand_int_range(rng, 1, (gint32)k);
+  for (uint32_t i = 0; i < k; i++)
+    for (uint32_t j = 0; j < k; j++) {
+      uint32_t s = nodes[i], d = nodes[j];
+      if (!shaped) {
+        if (i > 0 || j > 0) continue;
+        s = (uint32_t)g_rand_int_range(rng, 0, BN);
+        d = (s + (uint32_t)g_rand_int_range(rng, 1, BN)) % BN;
+      } else if (all_to_all ? i == j : j != (i + shift) % k) {
+        continue;
+      }
+      uint32_t *r = f->routes[f->count];
+      r[0] = 2 * s;
+      r[1] = 2 * d + 1;
+      r[2] = 2 * BN + trunk;
+      f->m[f->count] = (net_member){r, f->count};
+      f->count++;
+    }
+  f->shape = shaped ? net_shape_new(f->m, f->count, f->hops) : NULL;
+}
+
+/* Lockstep-like shapes started again and again (the same shape, others
+ * over the same channels, others over part of them) among per-GPU flows
+ * started at the same instants or between: with blocks and without, every
+ * delivery (time, group, flow, order), channel's bytes and busy time and
+ * the solves are the same bit for bit.  A block that counted its members'
+ * flows wrongly, kept a member's bytes apart, or was not given back to its
+ * members when a per-GPU flow came would differ. */
+static void t_blocks_equal_channels(void) {
+  GRand *rng = g_rand_new_with_seed(7);
+  uint64_t made = 0, dissolved = 0, blocked_runs = 0;
+  for (int iter = 0; iter < 300; iter++) {
+    double cap[BCH];
+    for (int c = 0; c < BCH; c++) cap[c] = g_rand_double_range(rng, 10, 100);
+    if (g_rand_int_range(rng, 0, 4) > 0)
+      for (int c = 0; c < 2 * BN; c++) cap[c] = 50;  /* symmetric ports */
+    flow_set sets[BSHAPES + 2];
+    for (int i = 0; i < BSHAPES + 2; i++) make_set(rng, &sets[i], i < BSHAPES);
+    set_start starts[BSTARTS];
+    double when[BSTARTS];
+    for (int i = 0; i < BSTARTS; i++) {
+      /* on a coarse grid, so that starts meet each other */
+      starts[i] = (set_start){NULL, &sets[g_rand_int_range(rng, 0, BSHAPES + 2)],
+                              g_rand_double_range(rng, 1e3, 2e4),
+                              g_rand_boolean(rng) ? g_rand_double_range(rng, 5, 60) : 0,
+                              (uint64_t)i};
+      when[i] = 100.0 * g_rand_int_range(rng, 0, 24);
+    }
+    GArray *got[2];
+    double bytes[2][BCH], busy[2][BCH];
+    uint64_t solves[2], bundles[2];
+    for (int mode = 0; mode < 2; mode++) {
+      engine *e = g_eng = engine_new();
+      net *n = net_new(e, BCH, cap);
+      net_set_blocks(n, mode == 0);
+      got[mode] = g_deliveries = g_array_new(FALSE, FALSE, sizeof(delivery));
+      for (int i = 0; i < BSTARTS; i++) {
+        starts[i].n = n;
+        engine_at(e, when[i], start_set, &starts[i], 0);
+      }
+      engine_run(e);
+      for (int c = 0; c < BCH; c++) {
+        bytes[mode][c] = net_chan_bytes(n, c);
+        busy[mode][c] = net_chan_busy_s(n, c);
+      }
+      solves[mode] = net_solves(n);
+      bundles[mode] = net_bundles_started(n);
+      if (mode == 0) {
+        made += net_blocks_made(n);
+        dissolved += net_blocks_dissolved(n);
+        blocked_runs += net_blocks_made(n) > 0;
+      } else {
+        CU_ASSERT_EQUAL(net_blocks_made(n), 0);
+      }
+      net_free(n);
+      engine_free(e);
+    }
+    CU_ASSERT_EQUAL(got[0]->len, got[1]->len);
+    bool same = got[0]->len == got[1]->len &&
+                memcmp(got[0]->data, got[1]->data, sizeof(delivery) * got[0]->len) == 0;
+    for (int c = 0; c < BCH; c++)
+      same = same && bytes[0][c] == bytes[1][c] && busy[0][c] == busy[1][c];
+    if (!same) fprintf(stderr, "\n  blocks differ from channels in case %d\n", iter);
+    CU_ASSERT(same);
+    CU_ASSERT_EQUAL(solves[0], solves[1]);
+    CU_ASSERT_EQUAL(bundles[0], bundles[1]);
+    for (int m = 0; m < 2; m++) g_array_free(got[m], TRUE);
+    for (int i = 0; i < BSHAPES + 2; i++) net_shape_free(sets[i].shape);
+  }
+
+  /* blocks were made in most cases and given back to channels in many */
+  CU_ASSERT(blocked_runs > 150);
+  CU_ASSERT(dissolved > 300);
+  CU_ASSERT(made > 400);
+  g_rand_free(rng);
+}
+
+/* Two ring bundles (flow i from port i to port i+1, and to port i+3: a
+ * TokenRing query step and its hand-backs) and a single flow that breaks
+ * their symmetry at one port: splitting learns a few hops per round, so
+ * past UNIFORM_ROUNDS the bundles go apart into their flows.  Delivery
+ * times equal the per-flow reference's; without the single flow the rings
+ * stay two bundles and never go apart. */
+static void t_ring_refinement_goes_apart(void) {
+  enum { RN = 96, RF = 2 * RN + 1 };
+  static uint32_t routes[RF][2];
+  static net_member ring[2][RN], extra;
+  for (uint32_t i = 0; i < RN; i++)
+    for (uint32_t k = 0; k < 2; k++) {
+      uint32_t f = k * RN + i;
+      routes[f][0] = 2 * i;
+      routes[f][1] = 2 * ((i + (k ? 3 : 1)) % RN) + 1;
+      ring[k][i] = (net_member){routes[f], f};
+    }
+  routes[2 * RN][0] = 2 * 7;  /* into port 0, at another size */
+  routes[2 * RN][1] = 1;
+  extra = (net_member){routes[2 * RN], 2 * RN};
+  double cap[2 * RN];
+  for (int c = 0; c < 2 * RN; c++) cap[c] = 100;
+  for (int broken = 0; broken < 2; broken++) {
+    double end[2][RF];
+    uint64_t apart[2], bundles[2];
+    uint32_t nf = 2 * RN + (broken ? 1 : 0);
+    for (g_mode = 0; g_mode < 2; g_mode++) {
+      engine *e = g_eng = engine_new();
+      net *n = net_new(e, 2 * RN, cap);
+      net_set_per_flow(n, g_mode == 1);
+      g_deliveries = g_array_new(FALSE, FALSE, sizeof(delivery));
+      net_bundle_start(n, ring[0], RN, 2, 0, 1e4, 0, on_delivered, NULL, 0);
+      net_bundle_start(n, ring[1], RN, 2, 0, 2e4, 0, on_delivered, NULL, 1);
+      if (broken) net_bundle_start(n, &extra, 1, 2, 0, 3e3, 0, on_delivered, NULL, 2);
+      engine_run(e);
+      CU_ASSERT_EQUAL(g_deliveries->len, nf);
+      for (guint i = 0; i < g_deliveries->len; i++) {
+        const delivery *d = &g_array_index(g_deliveries, delivery, i);
+        end[g_mode][d->id] = d->t;
+      }
+      apart[g_mode] = net_split_apart(n);
+      bundles[g_mode] = net_bundles_started(n);
+      g_array_free(g_deliveries, TRUE);
+      net_free(n);
+      engine_free(e);
+    }
+    for (uint32_t f = 0; f < nf; f++) CU_ASSERT(close_rel(end[0][f], end[1][f]));
+    if (broken) {
+      CU_ASSERT(apart[0] >= 1);
+      CU_ASSERT_EQUAL(bundles[0], bundles[1]);  /* every flow on its own in the end */
+    } else {
+      CU_ASSERT_EQUAL(apart[0], 0);
+      CU_ASSERT_EQUAL(bundles[0], 2);
+    }
+    CU_ASSERT_EQUAL(apart[1], 0);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_random_sets_bundled_equal_per_flow),
+                                    TEST(t_blocks_equal_channels),
+                                    TEST(t_ring_refinement_goes_apart),
                                     TEST(t_schedulers_bundled_equal_per_flow), {NULL, NULL}};
   return test_run("bundles", cases);
 }

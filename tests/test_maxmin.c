@@ -1,5 +1,7 @@
 /* maxmin: progressive filling against hand-computed allocations. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "maxmin.h"
 #include "testutil.h"
@@ -113,9 +115,52 @@ static void t_random_instances_are_max_min_fair(void) {
   g_rand_free(g);
 }
 
+/* The heap finds the same bottlenecks as the scan, in the same order:
+ * random instances with many equal capacities (ties between channels),
+ * bundles of several flows per channel and caps, solved both ways, give
+ * the same rates bit for bit. */
+static void t_heap_equals_scan(void) {
+  GRand *rng = g_rand_new_with_seed(5);
+  maxmin_work *heap = maxmin_work_new(), *scan = maxmin_work_new();
+  maxmin_work_heap_from(heap, 0);
+  maxmin_work_heap_from(scan, SIZE_MAX);
+  int differ = 0;
+  for (int iter = 0; iter < 500; iter++) {
+    enum { MAXC = 40, MAXF = 60, HOPS = 4 };
+    size_t nc = (size_t)g_rand_int_range(rng, 1, MAXC), nf = (size_t)g_rand_int_range(rng, 1, MAXF);
+    double cap[MAXC];
+    bool ties = g_rand_boolean(rng);
+    for (size_t c = 0; c < nc; c++)
+      cap[c] = ties ? 10 * g_rand_int_range(rng, 1, 4) : g_rand_double_range(rng, 1, 100);
+    static uint32_t chans[MAXF][HOPS], mult[MAXF][HOPS];
+    maxmin_flow f[MAXF];
+    for (size_t i = 0; i < nf; i++) {
+      uint32_t h = (uint32_t)g_rand_int_range(rng, 0, HOPS + 1);
+      for (uint32_t k = 0; k < h; k++) {
+        chans[i][k] = (uint32_t)g_rand_int_range(rng, 0, (gint32)nc);
+        for (uint32_t j = 0; j < k; j++)
+          if (chans[i][j] == chans[i][k]) chans[i][k] = (chans[i][k] + 1) % (uint32_t)nc;
+        mult[i][k] = (uint32_t)g_rand_int_range(rng, 1, 4);
+      }
+      double c = g_rand_int_range(rng, 0, 3) == 0 ? 5 * g_rand_int_range(rng, 1, 6) : 0;
+      f[i] = (maxmin_flow){chans[i], h, c, g_rand_boolean(rng) ? mult[i] : NULL};
+      if (h == 0 && c == 0) f[i].cap = 7;
+    }
+    double a[MAXF], b[MAXF];
+    maxmin_solve(heap, nc, cap, nf, f, a);
+    maxmin_solve(scan, nc, cap, nf, f, b);
+    differ += memcmp(a, b, sizeof(double) * nf) != 0;
+  }
+  CU_ASSERT_EQUAL(differ, 0);
+  maxmin_work_free(heap);
+  maxmin_work_free(scan);
+  g_rand_free(rng);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_equal_split), TEST(t_limited_elsewhere_leaves_share),
                                     TEST(t_per_flow_caps), TEST(t_parking_lot),
-                                    TEST(t_random_instances_are_max_min_fair), {NULL, NULL}};
+                                    TEST(t_random_instances_are_max_min_fair),
+                                    TEST(t_heap_equals_scan), {NULL, NULL}};
   return test_run("maxmin", cases);
 }
