@@ -38,7 +38,7 @@ static void gpu_comm_begin(exec_state *s, uint32_t g, const plan_task *t, void *
   (void)ctx;
   if (s->comm.active[g]++ == 0) {
     s->comm.since[g] = engine_now(s->eng);
-    exec_slow_comm_changed(s, g);
+    if (exec_slow_on(s)) exec_slow_comm_changed(s, g);
   }
 }
 
@@ -51,7 +51,7 @@ static void gpu_comm_end(exec_state *s, uint32_t g, const plan_task *t, void *ct
   double now = engine_now(s->eng);
   if (--s->comm.active[g] == 0) {
     s->r->gpu_comm_s[g] += now - s->comm.since[g];
-    exec_slow_comm_changed(s, g);
+    if (exec_slow_on(s)) exec_slow_comm_changed(s, g);
   }
   if (now > s->r->gpu_finish_s[g]) s->r->gpu_finish_s[g] = now;
   exec_span_add(s, g, true, t, task_start_of(s, t));
