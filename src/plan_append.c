@@ -22,13 +22,23 @@
 #include "plan.h"
 #include "plan_buf.h"
 
+/* A buffer use of src's as a range's appenders read it (once per
+ * appender, in src's order: read from one array, not through src's uses
+ * and buffers). */
+typedef struct {
+  uint32_t task, buf;
+  uint32_t slot;    /* the buffer's first copy's slot */
+  bool all;         /* a buffer of every GPU: a copy per GPU the task touches */
+  bool write;
+} range_use;
+
 /* One range of src as plan_append_range met it. */
 typedef struct {
   uint32_t from, to;
   uint8_t *inner;   /* per task of the range: a wait on a task of the range */
   GArray *sinks;    /* uint32 pairs (task, src GPU): no successor in the
                        range touches that GPU, in task order */
-  GArray *uses;     /* uint32: src's buffer uses of the range's tasks, in order */
+  GArray *uses;     /* range_use: src's buffer uses of the range's tasks, in order */
 } src_range;
 
 struct plan_append_src {
@@ -126,7 +136,7 @@ static const src_range *range_of(plan_append_src *s, uint32_t from, uint32_t to)
   const plan *src = s->src;
   src_range sr = {.from = from, .to = to, .inner = g_new0(uint8_t, to - from + 1),
                   .sinks = g_array_new(FALSE, FALSE, 2 * sizeof(uint32_t)),
-                  .uses = g_array_new(FALSE, FALSE, sizeof(uint32_t))};
+                  .uses = g_array_new(FALSE, FALSE, sizeof(range_use))};
   /* per touch of a task of the range: a successor in the range touches
    * that GPU too */
   uint32_t base = s->touch_off[from];
@@ -156,7 +166,10 @@ static const src_range *range_of(plan_append_src *s, uint32_t from, uint32_t to)
       }
   for (uint32_t u = 0; u < plan_buf_use_count(src); u++) {
     const plan_buf_use *use = plan_buf_use_at(src, u);
-    if (use->task >= from && use->task < to) g_array_append_val(sr.uses, u);
+    if (use->task < from || use->task >= to) continue;
+    range_use ru = {.task = use->task, .buf = use->buf, .slot = s->slot[use->buf],
+                    .all = plan_buf_at(src, use->buf)->gpu == PLAN_ALL, .write = use->write};
+    g_array_append_val(sr.uses, ru);
   }
   g_array_append_val(s->ranges, sr);
   return &g_array_index(s->ranges, src_range, s->ranges->len - 1);
@@ -201,14 +214,10 @@ void plan_append_free(plan_append *a) {
 
 /* The dst buffer standing for src buffer b's copy on src GPU g (a
  * buffer of every GPU becomes one per GPU: the dst plan has GPUs the
- * src plan does not); *slot: where it is recorded. */
-static uint32_t buf_of(plan_append *a, uint32_t b, uint32_t g, bool *fresh, uint32_t *slot) {
+ * src plan does not), new at `slot`. */
+static uint32_t buf_new(plan_append *a, uint32_t b, uint32_t g, uint32_t slot) {
   const plan_buf *sb = plan_buf_at(a->s->src, b);
   if (sb->gpu != PLAN_ALL) g = sb->gpu;
-  *slot = a->s->slot[b] + (sb->gpu == PLAN_ALL ? g : 0);
-  uint32_t have = a->bufs[*slot];
-  *fresh = have == UINT32_MAX;
-  if (!*fresh) return have;
   uint32_t id = plan_buf_new(a->dst, a->gpus[g], sb->bytes, sb->name);
   plan_buf *db = (plan_buf *)plan_buf_at(a->dst, id);
   /* the host plan may own what src's caller would: its inputs made by the
@@ -217,7 +226,7 @@ static uint32_t buf_of(plan_append *a, uint32_t b, uint32_t g, bool *fresh, uint
    * here, not kept) */
   db->input = sb->input && !(a->own & PLAN_APPEND_OWN_INPUTS);
   db->keep = sb->keep && !(a->own & PLAN_APPEND_OWN_OUTPUTS);
-  a->bufs[*slot] = id;
+  a->bufs[slot] = id;
   return id;
 }
 
@@ -295,14 +304,16 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
    * touches it (the host's op that makes it ran just before): every use
    * of that range writes it, whichever runs first */
   for (guint n = 0; n < sr->uses->len; n++) {
-    const plan_buf_use *use = plan_buf_use_at(src, g_array_index(sr->uses, uint32_t, n));
-    const plan_buf *sb = plan_buf_at(src, use->buf);
-    const uint32_t *touch = sb->gpu != PLAN_ALL ? &sb->gpu : s->touch + s->touch_off[use->task];
-    uint32_t k = sb->gpu != PLAN_ALL ? 1 : s->touch_off[use->task + 1] - s->touch_off[use->task];
+    const range_use *use = &g_array_index(sr->uses, range_use, n);
+    const uint32_t *touch = s->touch + s->touch_off[use->task];
+    uint32_t k = use->all ? s->touch_off[use->task + 1] - s->touch_off[use->task] : 1;
     for (uint32_t j = 0; j < k; j++) {
-      bool fresh;
-      uint32_t slot, b = buf_of(a, use->buf, touch[j], &fresh, &slot);
-      if (fresh && sb->input && (a->own & PLAN_APPEND_OWN_INPUTS)) a->born[slot] = range;
+      uint32_t slot = use->slot + (use->all ? touch[j] : 0), b = a->bufs[slot];
+      if (b == UINT32_MAX) {
+        b = buf_new(a, use->buf, use->all ? touch[j] : 0, slot);
+        if (plan_buf_at(src, use->buf)->input && (a->own & PLAN_APPEND_OWN_INPUTS))
+          a->born[slot] = range;
+      }
       if (use->write || a->born[slot] == range) plan_buf_writes(dst, a->id[use->task], b);
       else plan_buf_reads(dst, a->id[use->task], b);
     }
