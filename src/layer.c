@@ -219,6 +219,7 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
     b.attns[k] = built->has_lockstep ? plan_expand(built) : built;
     if (b.attns[k] != built) plan_free(built);
     b.splits[k] = backward_start(b.attns[k], w->pass);
+    b.attn_srcs[k] = plan_append_src_new(b.attns[k]);
     if (b.attns[k]->note->len && !g_strstr_len(b.p->note->str, -1, b.attns[k]->note->str))
       g_string_append_printf(b.p->note, "%s%s", b.p->note->len ? "; " : "",
                              b.attns[k]->note->str);
@@ -290,7 +291,10 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
   g_free(b.rep);
   g_free(e_arr);
   g_free(b.main_grad);
-  for (int k = 0; k < ATTN_KINDS; k++) plan_free((plan *)b.attns[k]);
+  for (int k = 0; k < ATTN_KINDS; k++) {
+    plan_append_src_free(b.attn_srcs[k]);
+    plan_free((plan *)b.attns[k]);
+  }
   g_free(kinds);
   g_free(b.grad_last);
   g_free(b.saved);

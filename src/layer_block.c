@@ -232,6 +232,7 @@ void lb_none_of(lb *b, uint32_t *a) {
 void lb_open_ranks(lb *b, uint32_t l) {
   b->attn = b->attns[b->kind[l]];
   b->split = b->splits[b->kind[l]];
+  b->attn_src = b->attn_srcs[b->kind[l]];
   if (!b->attn) return;
   b->ranks = g_new(plan_append *, b->tp * b->dp);
   g_autofree uint32_t *gpus = g_new(uint32_t, b->sp);
@@ -245,7 +246,7 @@ void lb_open_ranks(lb *b, uint32_t l) {
     for (uint32_t r = 0; r < b->tp; r++) {
       for (uint32_t s = 0; s < b->sp; s++) gpus[s] = (d * b->sp + s) * b->tp + r;
       /* a rank of no simulated GPU: the image of one that has them */
-      b->ranks[d * b->tp + r] = lb_sim(b, gpus[0]) ? plan_append_new(b->p, b->attn, gpus, own)
+      b->ranks[d * b->tp + r] = lb_sim(b, gpus[0]) ? plan_append_new_shared(b->p, b->attn_src, gpus, own)
                                                    : NULL;
     }
 }
@@ -419,6 +420,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   /* this layer's kind's plan (its appenders, if open, were made for it) */
   b->attn = b->attns[b->kind[l]];
   b->split = b->splits[b->kind[l]];
+  b->attn_src = b->attn_srcs[b->kind[l]];
   if (b->pass == PASS_BWD) {
     /* what a forward would have saved: inputs of the pass */
     double e = d->elem_bytes;

@@ -30,6 +30,8 @@ typedef struct {
   uint32_t split;          /* its first backward task */
   const plan *attns[ATTN_KINDS]; /* the scheduler's plan of each kind of layer */
   uint32_t splits[ATTN_KINDS];
+  plan_append_src *attn_srcs[ATTN_KINDS]; /* each one's appenders' shared part */
+  plan_append_src *attn_src; /* the current layer's */
   const attn_kind *kind;   /* per layer */
   int64_t *grad_last;      /* per GPU: the last group on its gradient group's NCCL stream */
   plan_append **ranks;     /* the current layer's appenders, tp x dp; NULL: none */

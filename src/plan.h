@@ -367,6 +367,18 @@ typedef struct plan_append plan_append;
  * 0: as src declares. */
 enum { PLAN_APPEND_OWN_INPUTS = 1, PLAN_APPEND_OWN_OUTPUTS = 2 };
 plan_append *plan_append_new(plan *dst, const plan *src, const uint32_t *gpus, unsigned own);
+/* What appending src needs that depends on src alone (the GPUs each task
+ * touches, its buffers' copies, each range's sinks and groups that wait
+ * on nothing in it), worked out once and shared by every appender of src
+ * (a model's step appends one attention plan per layer, TP rank and
+ * replica).  src must outlive it and stay unchanged; not for appenders on
+ * several threads at once (a range is worked out where first appended). */
+typedef struct plan_append_src plan_append_src;
+plan_append_src *plan_append_src_new(const plan *src);
+void plan_append_src_free(plan_append_src *s);
+/* plan_append_new for s's plan, through s (which must outlive it). */
+plan_append *plan_append_new_shared(plan *dst, plan_append_src *s, const uint32_t *gpus,
+                                    unsigned own);
 /* Tasks [from, to) of src, after every earlier range. */
 void plan_append_range(plan_append *a, uint32_t from, uint32_t to);
 /* dst's compute task `task` waits for the last range's tasks that have no

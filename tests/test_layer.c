@@ -1199,6 +1199,81 @@ static void test_grad_rings_follow_nodes(void) {
   topo_free(t);
 }
 
+/* plan_append on a plan small enough to know every edge and buffer use
+ * of: GPU 0's kernel t0, a send from GPU 0 to GPU 1 after it (t1), GPU
+ * 1's kernel after the send (t2); then, a second range, GPU 0's kernel t3.
+ * t0 and t3 read an input the host makes.  Appended twice through one
+ * shared plan_append_src (src GPUs 0, 1 onto host GPUs 2, 3, then 0, 1),
+ * each copy must be the same: remapped GPUs and edges; after the first
+ * range, a host kernel of host GPU 1 (src GPU 1) waits only for that
+ * range's sink there (t2: the send has a successor on GPU 1; a wait on it
+ * too is an edge too many); the input is written by its first range's use
+ * (it comes into being there) and read by the later range's. */
+static void test_append_exact(void) {
+  plan *src = plan_new(2, false);
+  plan_op k = {.kind = OP_COPY, .bytes = 1e6};
+  uint32_t in = plan_buf_input(src, 0, 100, "in");
+  uint32_t t0 = plan_compute(src, 0, 0, &k);
+  plan_buf_reads(src, t0, in);
+  uint32_t t1 = plan_comm(src, 0, COMM_P2P);
+  plan_xfer_add(src, t1, 0, 1, 1e6);
+  plan_issue(src, t1, NULL, -1, false);
+  uint32_t t2 = plan_compute(src, 1, 0, &k);
+  plan_dep(src, t1, t2);
+  uint32_t t3 = plan_compute(src, 0, 1, &k);
+  plan_buf_reads(src, t3, in);
+  plan_finish(src);
+  plan *dst = plan_new(4, false);
+  plan_append_src *shared = plan_append_src_new(src);
+  const uint32_t maps[2][2] = {{2, 3}, {0, 1}};
+  uint32_t host[2], first[2];
+  for (int m = 0; m < 2; m++) {
+    plan_append *a = plan_append_new_shared(dst, shared, maps[m], PLAN_APPEND_OWN_INPUTS);
+    first[m] = dst->tasks->len;
+    plan_append_range(a, t0, t3);
+    host[m] = plan_compute(dst, maps[m][1], 0, &k);
+    plan_append_after(a, host[m]);
+    plan_append_range(a, t3, t3 + 1);
+    plan_append_free(a);
+  }
+  plan_append_src_free(shared);
+  plan_finish(dst);
+  CU_ASSERT_EQUAL_FATAL(dst->tasks->len, 10);
+  for (int m = 0; m < 2; m++) {
+    uint32_t f = first[m];
+    CU_ASSERT_EQUAL(host[m], f + 3);
+    const plan_task *c0 = plan_task_at(dst, f), *c1 = plan_task_at(dst, f + 1),
+                    *c2 = plan_task_at(dst, f + 2), *h = plan_task_at(dst, f + 3),
+                    *c3 = plan_task_at(dst, f + 4);
+    CU_ASSERT(c0->kind == TASK_COMPUTE && c0->gpu == maps[m][0] && c0->n_dep == 0);
+    CU_ASSERT_FATAL(c1->kind == TASK_COMM && c1->n_xfer == 1);
+    plan_xfer e = g_array_index(dst->xfers, plan_xfer, c1->xfer_off);
+    CU_ASSERT(e.src == maps[m][0] && e.dst == maps[m][1]);
+    CU_ASSERT(c1->n_dep == 1 && dst->deps[c1->dep_off] == f);
+    CU_ASSERT(c2->gpu == maps[m][1] && c2->n_dep == 1 && dst->deps[c2->dep_off] == f + 1);
+    /* the host kernel: after t2 (stream and sink alike), once */
+    CU_ASSERT(h->n_dep == 1 && dst->deps[h->dep_off] == f + 2);
+    /* t3 after t0's copy: src's edge, copied, and the seam's (GPU 0's
+     * last compute in the host plan), the same task twice */
+    CU_ASSERT(c3->gpu == maps[m][0] && c3->n_dep == 2 && dst->deps[c3->dep_off] == f &&
+              dst->deps[c3->dep_off + 1] == f);
+    unsigned seen = 0;
+    for (uint32_t u = 0; u < plan_buf_use_count(dst); u++) {
+      const plan_buf_use *use = plan_buf_use_at(dst, u);
+      if (use->task != f && use->task != f + 4) continue;
+      const plan_buf *b = plan_buf_at(dst, use->buf);
+      CU_ASSERT(b->gpu == maps[m][0] && !b->input && b->keep);
+      CU_ASSERT_EQUAL(use->write, use->task == f);
+      seen |= use->task == f ? 1 : 2;
+    }
+    CU_ASSERT_EQUAL(seen, 3);
+  }
+  CU_ASSERT_EQUAL(plan_buf_use_count(dst), 4);
+  CU_ASSERT_EQUAL(plan_buf_count(dst), 2);
+  plan_free(dst);
+  plan_free(src);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_step_repeating), TEST(test_step_phase_peaks), TEST(test_step_not_extended),TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -1211,7 +1286,7 @@ int main(void) {
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
                              TEST(test_view),            TEST(test_micro_batches), TEST(test_placement), TEST(test_amp),
                              TEST(test_unfused_saved_and_bf16), TEST(test_fp8),
-                             TEST(test_grad_rings_follow_nodes),
+                             TEST(test_grad_rings_follow_nodes), TEST(test_append_exact),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
