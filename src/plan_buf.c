@@ -100,18 +100,6 @@ uint32_t plan_buf_out(plan *p, uint32_t task, double bytes, const char *name) {
   return id;
 }
 
-uint32_t plan_buf_count(const plan *p) { return p->bufs ? p->bufs->len : 0; }
-
-const plan_buf *plan_buf_at(const plan *p, uint32_t i) {
-  return &g_array_index(p->bufs, plan_buf, i);
-}
-
-uint32_t plan_buf_use_count(const plan *p) { return p->buf_uses ? p->buf_uses->len : 0; }
-
-const plan_buf_use *plan_buf_use_at(const plan *p, uint32_t i) {
-  return &g_array_index(p->buf_uses, plan_buf_use, i);
-}
-
 void plan_buf_free_all(plan *p) {
   if (p->bufs) g_array_free(p->bufs, TRUE);
   if (p->buf_uses) g_array_free(p->buf_uses, TRUE);
