@@ -415,6 +415,18 @@ void rotate_buf_kernel(rotate_buf *b, uint32_t id) {
     if (b->backward) reads_late(b, id, kv);
     else reads(b, id, kv);
   }
+  /* ring_flash_attn's forward saves q, k, v, out and softmax_lse for its
+   * backward (ctx.save_for_backward), whose kernels read them with dout:
+   * declared, so that a layer's chain holds them from its forward to its
+   * backward (in a step of many layers, each layer's) */
+  if (op.kind == OP_ATTN) {
+    reads(b, id, b->io.q);
+    if (b->backward) {
+      reads(b, id, b->io.o);
+      reads(b, id, b->io.lse);
+      reads(b, id, b->io.dout);
+    }
+  }
   if (op.kind == OP_LIN_INTRA) sched_lin_intra_workspace(p, id);
   /* forward: the own chunk's intra-chunk kernel makes the output, to
    * which later steps add */
