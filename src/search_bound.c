@@ -99,8 +99,9 @@ void search_attention_of(const sched_ops *s, const workload *w, const topology *
     }
     out->s[0] += count * most;
     out->s[1] += count * again;
-    /* the kinds' plans are of the same SP GPUs: their kept bytes add up
-     * per GPU */
+    /* the kinds' plans are of the same SP GPUs (lb_open_ranks appends
+     * each onto them): their kept bytes add up per GPU */
+    g_assert(p->n_gpus == w->gpus);
     g_autofree double *kept = g_new(double, p->n_gpus);
     out->kept_layer_bytes = MIN(out->kept_layer_bytes, search_plan_kept_bytes(p, kept));
     if (!kept_all) kept_all = g_new0(double, p->n_gpus);
