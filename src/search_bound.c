@@ -25,10 +25,11 @@ double search_plan_kept_bytes(const plan *p, double *per_gpu) {
   for (uint32_t g = 0; g < n; g++) per_gpu[g] = 0;
   if (p->pass_barrier == UINT32_MAX) return 0;
   /* the sides a compute task touches a copy on, bit 1 the forward's, 2
-   * the backward's: side[b] for a buffer of one GPU, on[b][g] for one on
-   * every GPU */
+   * the backward's: side[b] for a buffer of one GPU, and for one on every
+   * GPU what tasks of every GPU touch; on[b][g] what a task of GPU g
+   * alone touches of a buffer on every GPU (made when first needed) */
   g_autofree uint8_t *side = g_new0(uint8_t, nb);
-  g_autoptr(GHashTable) on = g_hash_table_new_full(NULL, NULL, NULL, g_free);
+  g_autofree uint8_t **on = g_new0(uint8_t *, nb);
   for (uint32_t u = 0; u < plan_buf_use_count(p); u++) {
     const plan_buf_use *use = plan_buf_use_at(p, u);
     const plan_task *x = plan_task_at(p, use->task);
@@ -39,18 +40,12 @@ double search_plan_kept_bytes(const plan *p, double *per_gpu) {
     uint32_t g = b->gpu != PLAN_ALL ? b->gpu : x->gpu != PLAN_ALL ? x->gpu : use->gpu;
     if ((x->gpu != PLAN_ALL && x->gpu != g) || (use->gpu != PLAN_ALL && use->gpu != g))
       continue; /* a copy of another GPU than the task's: not ordered by its stream */
-    if (b->gpu != PLAN_ALL) {
+    if (b->gpu != PLAN_ALL || g == PLAN_ALL) {
       side[use->buf] |= bit;
       continue;
     }
-    uint8_t *each = g_hash_table_lookup(on, GUINT_TO_POINTER(use->buf + 1));
-    if (!each) {
-      each = g_new0(uint8_t, n);
-      g_hash_table_insert(on, GUINT_TO_POINTER(use->buf + 1), each);
-    }
-    if (g != PLAN_ALL) each[g] |= bit;
-    else
-      for (uint32_t k = 0; k < n; k++) each[k] |= bit;
+    if (!on[use->buf]) on[use->buf] = g_new0(uint8_t, n);
+    on[use->buf][g] |= bit;
   }
   for (uint32_t i = 0; i < nb; i++) {
     const plan_buf *b = plan_buf_at(p, i);
@@ -58,9 +53,9 @@ double search_plan_kept_bytes(const plan *p, double *per_gpu) {
       if (side[i] == 3) per_gpu[b->gpu] += b->bytes;
       continue;
     }
-    const uint8_t *each = g_hash_table_lookup(on, GUINT_TO_POINTER(i + 1));
-    for (uint32_t k = 0; each && k < n; k++)
-      if (each[k] == 3) per_gpu[k] += b->bytes;
+    for (uint32_t k = 0; k < n; k++)
+      if ((side[i] | (on[i] ? on[i][k] : 0)) == 3) per_gpu[k] += b->bytes;
+    g_free(on[i]);
   }
   double most = 0;
   for (uint32_t g = 0; g < n; g++) most = MAX(most, per_gpu[g]);
