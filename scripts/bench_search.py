@@ -64,6 +64,12 @@ def summarize(rows):
     # excluded by class (the reason's kind), pruned by the bound's words
     klass = collections.Counter(r["class"] for r in rows if r["status"] == "excluded")
     print("  excluded by class: " + ", ".join(f"{k} {v}" for k, v in sorted(klass.items())))
+    # memory: on the bound's resident part alone, or only once the
+    # attention's tensors kept for the backward join it (search_bound.h)
+    kept = sum(r["status"] == "excluded" and "tensors kept for the backward" in r["reason"]
+               for r in rows)
+    print(f"  excluded for memory: {klass.get('memory', 0) - kept} on weights, gradients, states "
+          f"and saved activations alone, {kept} with the attention's kept tensors")
     bound = collections.Counter(r["reason"].split(" alone take")[0]
                                 for r in rows if r["status"] == "pruned")
     print("  pruned by bound: " + ", ".join(f"{k} {v}" for k, v in sorted(bound.items())))

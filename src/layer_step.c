@@ -188,6 +188,12 @@ void lb_optimizer(lb *b) {
 /* Where the scheduler's backward begins: after its pass barrier (forward
  * then backward), at 0 (backward only), at the end (forward only). */
 
+/* The loss's float32 softmax of the logits (lb_head_forward: T x V/tp x
+ * 4 bytes, saved for the backward). */
+static double softmax_bytes(const lb *b) {
+  return b->d.tokens * ((double)b->w->vocab / b->tp) * 4;
+}
+
 double layer_resident_bytes(const workload *w) {
   lb b = {.w = w, .d = layer_dims_of(w), .tp = layer_tp(w), .sp = w->gpus, .dp = layer_dp(w),
           .model = true, .zero = w->zero, .layers = layers_total(w)};
@@ -214,6 +220,15 @@ double layer_resident_bytes(const workload *w) {
              (w->precision == PRECISION_AMP ? (compute_layer_params(&b.d) - 2.0 * b.d.hidden) * b.d.elem_bytes : 0);
   /* and at the end of the forward, the loss's float32 softmax of the
    * logits (lb_head_forward: saved for the backward) */
-  double probs = b.d.tokens * ((double)w->vocab / b.tp) * 4;
-  return weights + ends + states + grads + saved * b.layers + probs;
+  return weights + ends + states + grads + saved * b.layers + softmax_bytes(&b);
+}
+
+/* Full recomputation has freed, by the time the last layer's recomputed
+ * attention begins its backward, the loss's softmax (its last reader is
+ * the first task of the loss's backward, lb_head_backward); the last
+ * layer's saved input is still live (its norm's backward reads it after
+ * the attention's, lb_backward_layer). */
+double layer_resident_gone_bytes(const workload *w) {
+  lb b = {.w = w, .d = layer_dims_of(w), .tp = layer_tp(w)};
+  return softmax_bytes(&b);
 }

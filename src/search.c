@@ -233,7 +233,7 @@ typedef struct {
   GPtrArray *ops;       /* per row: its const sched_ops * */
   uint64_t seqs;        /* sequences of the global batch (0: one per replica) */
   double usable;        /* GiB */
-  GHashTable *attention; /* "method/tp/sp/heads/split/placement" -> double[2]: attention_s */
+  GHashTable *attention; /* "method/tp/sp/heads/split/placement" -> search_attention */
   /* "tp/sp/dp/placement" -> degrees: what depends on those alone, once
    * for every configuration of them */
   GHashTable *degrees;
@@ -303,9 +303,9 @@ static double micro_batches(const workload *w) {
 }
 
 double search_bound_s(const sched_ops *s, const workload *w, const topology *t) {
-  double attn[2];
-  search_attention_s(s, w, t, attn);
-  return search_step_bound_s(w, t, attn, search_tp_ingress_Bps(w, t));
+  search_attention attn;
+  search_attention_of(s, w, t, &attn);
+  return search_step_bound_s(w, t, &attn, search_tp_ingress_Bps(w, t));
 }
 
 /* The step's tokens (every DP replica's micro-batches). */
@@ -379,11 +379,23 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
    * split and placement */
   g_autofree char *key = g_strdup_printf("%s/%u/%u/%u/%u/%d", s->name, c->tp, c->sp, c->head_parallel,
                                          c->split, (int)c->placement);
-  double *attn = g_hash_table_lookup(sp->attention, key);
+  search_attention *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
-    attn = g_new(double, 2);
-    search_attention_s(s, &w, o->s->topo, attn);
+    attn = g_new(search_attention, 1);
+    search_attention_of(s, &w, o->s->topo, attn);
     g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
+  }
+  /* with what the attention keeps for the backward (search_bound.h) */
+  double resident_gib = c->mem_bound_gib;
+  c->mem_bound_gib = search_memory_bound_bytes(&w, attn) / GIB;
+  if (sp->usable > 0 && c->mem_bound_gib > sp->usable) {
+    set_excluded(c, "memory", g_strdup_printf("does not fit: weights, gradients, optimizer "
+                                              "states, saved activations and the attention's "
+                                              "tensors kept for the backward (%.1f GiB) alone "
+                                              "%.1f GiB > %.1f GiB usable",
+                                              c->mem_bound_gib - resident_gib, c->mem_bound_gib,
+                                              sp->usable));
+    return;
   }
   c->bound_s = search_step_bound_s(&w, o->s->topo, attn, deg->tp_ingress_Bps);
 }

@@ -13,7 +13,10 @@
  * that cannot run is excluded before anything is simulated, with its reason
  * and class (TP split, global batch, the method's own check, plan size, or
  * memory: weights, gradients, optimizer states and saved layer inputs
- * alone over the usable memory, layer_resident_bytes).  The others get a
+ * alone over the usable memory, layer_resident_bytes, or with what each
+ * layer's attention keeps for its backward, search_memory_bound_bytes;
+ * that second test after the plan size, from the plan of the time bound's
+ * attention part).  The others get a
  * lower bound on their step (search_bound.h: their compute and the
  * forward's TP waits) and are simulated best bound first, in rounds of
  * SEARCH_ROUND; a configuration is pruned, not

@@ -1,7 +1,10 @@
 /* search_bound: lower bounds formed before simulating (search_bound.h). */
 #include "search_bound.h"
 
+#include <math.h>
+
 #include "compute.h"
+#include "plan_buf.h"
 #include "layer.h"
 #include "layers.h"
 
@@ -17,11 +20,54 @@ double search_layer_ops_s(const workload *w, const topology *t) {
   return layers_total(w) * (fwd + bwd + (w->recompute == RECOMPUTE_FULL ? fwd : 0));
 }
 
-void search_attention_s(const sched_ops *s, const workload *w, const topology *t,
-                        double out[2]) {
+double search_plan_kept_bytes(const plan *p, double *per_gpu) {
+  uint32_t n = p->n_gpus, nb = plan_buf_count(p);
+  for (uint32_t g = 0; g < n; g++) per_gpu[g] = 0;
+  if (p->pass_barrier == UINT32_MAX) return 0;
+  /* the sides a compute task touches a copy on, bit 1 the forward's, 2
+   * the backward's: side[b] for a buffer of one GPU, and for one on every
+   * GPU what tasks of every GPU touch; on[b][g] what a task of GPU g
+   * alone touches of a buffer on every GPU (made when first needed) */
+  g_autofree uint8_t *side = g_new0(uint8_t, nb);
+  g_autofree uint8_t **on = g_new0(uint8_t *, nb);
+  for (uint32_t u = 0; u < plan_buf_use_count(p); u++) {
+    const plan_buf_use *use = plan_buf_use_at(p, u);
+    const plan_task *x = plan_task_at(p, use->task);
+    if (x->kind != TASK_COMPUTE) continue;
+    uint8_t bit = use->task < p->pass_barrier ? 1 : 2;
+    const plan_buf *b = plan_buf_at(p, use->buf);
+    /* the one GPU a use is on, where one of buffer, task and use names it */
+    uint32_t g = b->gpu != PLAN_ALL ? b->gpu : x->gpu != PLAN_ALL ? x->gpu : use->gpu;
+    if ((x->gpu != PLAN_ALL && x->gpu != g) || (use->gpu != PLAN_ALL && use->gpu != g))
+      continue; /* a copy of another GPU than the task's: not ordered by its stream */
+    if (b->gpu != PLAN_ALL || g == PLAN_ALL) {
+      side[use->buf] |= bit;
+      continue;
+    }
+    if (!on[use->buf]) on[use->buf] = g_new0(uint8_t, n);
+    on[use->buf][g] |= bit;
+  }
+  for (uint32_t i = 0; i < nb; i++) {
+    const plan_buf *b = plan_buf_at(p, i);
+    if (b->gpu != PLAN_ALL) {
+      if (side[i] == 3) per_gpu[b->gpu] += b->bytes;
+      continue;
+    }
+    for (uint32_t k = 0; k < n; k++)
+      if ((side[i] | (on[i] ? on[i][k] : 0)) == 3) per_gpu[k] += b->bytes;
+    g_free(on[i]);
+  }
+  double most = 0;
+  for (uint32_t g = 0; g < n; g++) most = MAX(most, per_gpu[g]);
+  return most;
+}
+
+void search_attention_of(const sched_ops *s, const workload *w, const topology *t,
+                         search_attention *out) {
   layer_view view;
   layer_view_init(&view, w, t);
-  out[0] = out[1] = 0;
+  *out = (search_attention){.kept_layer_bytes = INFINITY};
+  g_autofree double *kept_all = NULL;
   for (int k = 0; k < ATTN_KINDS; k++) {
     uint32_t count = layers_count(w, (attn_kind)k);
     if (!count) continue;
@@ -46,10 +92,19 @@ void search_attention_s(const sched_ops *s, const workload *w, const topology *t
       most = MAX(most, all[g]);
       again = MAX(again, all[g] + fwd[g]);
     }
-    out[0] += count * most;
-    out[1] += count * again;
+    out->s[0] += count * most;
+    out->s[1] += count * again;
+    /* the kinds' plans are of the same SP GPUs (lb_open_ranks appends
+     * each onto them): their kept bytes add up per GPU */
+    g_assert(p->n_gpus == w->gpus);
+    g_autofree double *kept = g_new(double, p->n_gpus);
+    out->kept_layer_bytes = MIN(out->kept_layer_bytes, search_plan_kept_bytes(p, kept));
+    if (!kept_all) kept_all = g_new0(double, p->n_gpus);
+    for (uint32_t g = 0; g < p->n_gpus; g++) kept_all[g] += count * kept[g];
+    for (uint32_t g = 0; g < p->n_gpus; g++) out->kept_bytes = MAX(out->kept_bytes, kept_all[g]);
     plan_free(p);
   }
+  if (isinf(out->kept_layer_bytes)) out->kept_layer_bytes = 0;
   layer_view_clear(&view);
 }
 
@@ -89,9 +144,15 @@ double search_tp_wait_s(const workload *w, double ingress_Bps) {
   return layers_total(w) * 4.0 * (tp - 1) * shard / ingress_Bps;
 }
 
-double search_step_bound_s(const workload *w, const topology *t, const double attn[2],
+double search_step_bound_s(const workload *w, const topology *t, const search_attention *attn,
                            double ingress_Bps) {
   double mbs = w->micro_batches > 1 ? w->micro_batches : 1;
-  return mbs * (search_layer_ops_s(w, t) + attn[w->recompute == RECOMPUTE_FULL]) +
+  return mbs * (search_layer_ops_s(w, t) + attn->s[w->recompute == RECOMPUTE_FULL]) +
          search_tp_wait_s(w, ingress_Bps);
+}
+
+double search_memory_bound_bytes(const workload *w, const search_attention *attn) {
+  double resident = layer_resident_bytes(w);
+  if (w->recompute != RECOMPUTE_FULL) return resident + attn->kept_bytes;
+  return MAX(resident, resident - layer_resident_gone_bytes(w) + attn->kept_layer_bytes);
 }

@@ -1,10 +1,11 @@
-/* search_bound: the lower bound on a configuration's step that a search
- * forms before simulating it (search.h; its memory bound is
- * layer_resident_bytes).  It is a true lower bound of the step the
- * simulation gives (tests/test_search.sh compares it with every simulated
- * configuration of small spaces, tests/test_search_bound.c where the TP
- * waits are a large share of it), so a configuration pruned on it could
- * never have ranked. */
+/* search_bound: the lower bounds on a configuration's step and on its
+ * peak memory that a search forms before simulating it (search.h).  Each
+ * is a true lower bound of what the simulation gives (tests/test_search.sh
+ * compares them with every simulated configuration of small spaces,
+ * tests/test_search_bound.c the step's where the TP waits are a large
+ * share of it and the memory's for seven schedulers, both recomputations
+ * and every ZeRO stage), so a configuration pruned or excluded on one
+ * could never have ranked. */
 #ifndef TASP_SEARCH_BOUND_H
 #define TASP_SEARCH_BOUND_H
 
@@ -16,15 +17,41 @@
  * and, under full recomputation, the forward again (compute alone). */
 double search_layer_ops_s(const workload *w, const topology *t);
 
-/* The attention of every layer of one micro-batch on its busiest GPU:
- * the scheduler's own plan of one layer of each kind (one TP rank's
- * heads, on the view layer_build gives it), its compute tasks as compute
- * prices them, times the layers of that kind; out[0] as it runs, out[1]
- * with its forward (the tasks before the pass barrier) run again, as full
- * recomputation does.  Depends on the method, TP, SP, the head-parallel
- * degree, the split and the placement only. */
-void search_attention_s(const sched_ops *s, const workload *w, const topology *t,
-                        double out[2]);
+/* What the attention of one micro-batch adds to the bounds, from the
+ * scheduler's own plan of one layer of each kind (one TP rank's heads, on
+ * the view layer_build gives it).  Depends on the method, TP, SP, the
+ * head-parallel degree, the split and the placement only. */
+typedef struct {
+  /* every layer's compute tasks as compute prices them, on the busiest
+   * GPU: s[0] as it runs, s[1] with its forward (the tasks before the
+   * pass barrier) run again, as full recomputation does */
+  double s[2];
+  /* every layer's bytes kept from its forward for its backward
+   * (search_plan_kept_bytes) on the GPU that keeps the most: all held at
+   * once where the forward is not recomputed */
+  double kept_bytes;
+  /* one layer's, on the GPU that keeps the most; of a model of several
+   * kinds the least kind's (the last layer's, whatever its kind, under
+   * full recomputation) */
+  double kept_layer_bytes;
+} search_attention;
+
+void search_attention_of(const sched_ops *s, const workload *w, const topology *t,
+                         search_attention *out);
+
+/* Per GPU of finished plan p (per_gpu: p->n_gpus entries), the bytes of
+ * the buffers its forward leaves for its backward: those a compute task on
+ * that GPU touches before the pass barrier and another after it; returns
+ * the most.  Inside a layer (layer_block.c lb_open_ranks) the forward's
+ * tasks are appended with the layer's forward and the backward's with its
+ * backward, the plan's inputs made where first used and its outputs freed
+ * after their last use (PLAN_APPEND_OWN_*), so such a buffer is made no
+ * later than that forward task ends and freed no earlier than that
+ * backward task starts: one GPU's compute stream runs its tasks in plan
+ * order, so it is live whenever that GPU's compute is between the two.
+ * A buffer only a communication group touches on one side is left out (a
+ * group's time on a GPU is not ordered with that GPU's stream). */
+double search_plan_kept_bytes(const plan *p, double *per_gpu);
 
 /* The most bytes per second a GPU of the job (w's TP x SP x DP GPUs,
  * placed as w says) can receive from the other GPUs of its TP group: the
@@ -49,9 +76,23 @@ double search_tp_ingress_Bps(const workload *w, const topology *t);
 double search_tp_wait_s(const workload *w, double ingress_Bps);
 
 /* The step's lower bound from those parts: micro-batches x (layer ops +
- * the attention's busiest GPU, attn[1] under full recomputation) + the
+ * the attention's busiest GPU, attn->s[1] under full recomputation) + the
  * TP waits. */
-double search_step_bound_s(const workload *w, const topology *t, const double attn[2],
+double search_step_bound_s(const workload *w, const topology *t, const search_attention *attn,
                            double ingress_Bps);
+
+/* The step's peak memory, at least: layer_resident_bytes (what every GPU
+ * holds at the end of a forward, the attention's tensors left out) and
+ * what the attention keeps there.  Without full recomputation every
+ * layer's forward has run and no backward yet at the first task of the
+ * loss's backward, so each layer's kept buffers are live on that GPU
+ * then, beside all layer_resident_bytes counts: attn->kept_bytes is
+ * added.  Under full recomputation a layer keeps its attention's tensors
+ * only from its recomputed forward to its backward: when the last layer's
+ * attention begins its backward, the loss's softmax is gone
+ * (layer_resident_gone_bytes) and the rest is live, so the
+ * bound is the larger of layer_resident_bytes and that less the gone
+ * bytes plus attn->kept_layer_bytes. */
+double search_memory_bound_bytes(const workload *w, const search_attention *attn);
 
 #endif

@@ -62,6 +62,48 @@ print(len(a), len(a) == len(b),
 EOF
 check "a few layers extended: every configuration's memory alike, time within 0.5%" "grep -q '^[1-9][0-9]* True True True$' $tmp/deep"
 check "a few layers extended: the answer every layer replayed gives" "cmp -s $tmp/d1.txt $tmp/d2.txt"
+
+# the memory bound with what each layer's attention keeps for its backward
+# (search_bound.h): at most the simulated peak of every configuration of
+# 12-layer steps (extended from 6 and 7 layers) of seven schedulers (LASP-2
+# on the model made linear), both recomputations, every ZeRO stage
+sed 's/"softmax", "count": 2/"linear", "count": 12/' tests/data/search-model.json > "$tmp/lin.json"
+m="--topology h100x8 --seq 32K --exhaustive"
+"$sim" search --model "$tmp/deep.json" $m --sched ring,zigzag,ulysses,usp,allgather,tasp \
+  --csv "$tmp/m1.csv" -q 2>/dev/null
+"$sim" search --model "$tmp/lin.json" $m --sched lasp2 --csv "$tmp/m2.csv" -q 2>/dev/null
+"$sim" search --model "$tmp/deep.json" $m --gpu-memory 100GiB --sched ring --csv - -q 2>/dev/null |
+  python3 -c 'import csv, sys; print(100 - float(next(csv.DictReader(sys.stdin))["usable_gib"]))' \
+  > "$tmp/m-headroom"
+python3 - "$tmp/m1.csv" "$tmp/m2.csv" "$(cat $tmp/m-headroom)" > "$tmp/mem" <<'EOF'
+import csv, sys
+rows = [r for f in sys.argv[1:3] for r in csv.DictReader(open(f))]
+ran = [r for r in rows if r["status"] in ("simulated", "does not fit")]
+print("over", sum(float(r["mem_bound_gib"]) > float(r["peak_mem_gib"]) for r in ran), len(ran),
+      " ".join(sorted({r["scheduler"] + "/" + r["recompute"] + "/" + r["zero"] for r in ran
+                       if r["scheduler"] == "lasp2"})))
+# a GPU memory just below the largest bound among configurations without
+# recomputation (the attention's kept bytes are then part of it)
+x = max((r for r in ran if r["recompute"] == "none" and r["scheduler"] != "lasp2"),
+        key=lambda r: float(r["mem_bound_gib"]))
+print("usable", x["index"], f"{float(x['mem_bound_gib']) - 1e-4 + float(sys.argv[3]):.6f}")
+EOF
+check "memory bound with the attention's kept bytes: at most every simulated peak (12 layers; lasp2 at every ZeRO stage, both recomputations)" \
+  "grep -q '^over 0 [1-9][0-9]* lasp2/full/0 lasp2/full/1 lasp2/full/2 lasp2/full/3 lasp2/none/0 lasp2/none/1 lasp2/none/2 lasp2/none/3$' $tmp/mem"
+set -- $(grep '^usable' "$tmp/mem")
+"$sim" search --model "$tmp/deep.json" $m --sched ring,zigzag,ulysses,usp,allgather,tasp \
+  --gpu-memory "${3}GiB" --csv "$tmp/m3.csv" -q 2>/dev/null
+python3 - "$tmp/m1.csv" "$tmp/m3.csv" "$2" > "$tmp/mem3" <<'EOF'
+import csv, sys
+free, tight = ({r["index"]: r for r in csv.DictReader(open(f))} for f in sys.argv[1:3])
+kept = [i for i, r in tight.items() if "tensors kept for the backward" in r["reason"]]
+usable = float(next(iter(tight.values()))["usable_gib"])
+print("excluded", tight[sys.argv[3]]["status"], tight[sys.argv[3]]["class"], sys.argv[3] in kept)
+print("none-fit", len(kept), sum(float(free[i]["peak_mem_gib"]) <= usable for i in kept))
+EOF
+check "a GPU memory below one configuration's bound excludes it for what its attention keeps" \
+  "grep -qx 'excluded excluded memory True' $tmp/mem3"
+check "what the attention's kept bytes exclude would not have fit" "grep -q '^none-fit [1-9][0-9]* 0$' $tmp/mem3"
 python3 - "$tmp/p.csv" "$tmp/x.csv" > "$tmp/bounds" <<'EOF'
 import csv, sys
 pruned = {r["index"]: r for r in csv.DictReader(open(sys.argv[1]))}
