@@ -162,16 +162,19 @@ static void test_kept_bytes(void) {
 }
 
 /* Ring's plan (ring_flash_attn) has the kernels of both passes read the
- * GPU's own `k, v` (its backward reads no q, out or lse of the forward's):
- * that is what a layer keeps; a model of 12 layers keeps 12 of them
- * without recomputation, beside layer_resident_bytes. */
+ * GPU's own q and `k, v`, and its backward the forward's out and
+ * softmax_lse (what ctx.save_for_backward keeps): that is what a layer
+ * keeps; a model of 12 layers keeps 12 of them without recomputation,
+ * beside layer_resident_bytes. */
 static void test_ring_keeps(void) {
   scenario *sc = load_sched("ring", "2", "4", "1", NULL, NULL);
   CU_ASSERT_FATAL(sc != NULL);
   workload w = shown(sc)->w;
   w.layers[ATTN_SOFTMAX] = 12;
-  layer_dims d = layer_dims_of(&w);
-  double want = d.tokens * d.head_dim * 2.0 * d.kv_heads / 2 * d.elem_bytes;
+  workload aw = layer_attention_workload(&w);
+  double rows = (double)aw.batch * aw.seq_len / aw.gpus;
+  double want = workload_kv_bytes(&aw, rows / aw.batch) + 2 * sched_rows_bytes(&aw, aw.heads) +
+                4.0 * rows * aw.heads;
   search_attention a;
   search_attention_of(&sched_ring, &w, sc->topo, &a);
   if (getenv("TEST_VERBOSE") || fabs(a.kept_layer_bytes - want) > 1e-9 * want)
