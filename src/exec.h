@@ -148,8 +148,12 @@ void exec_result_free(exec_result *r);
  * NAN (the allocator's cache does not repeat part by part); the last
  * GPU is b's; events and the like are what the two replays did; no
  * trace, no buffers at the peak.  Exact where the replays repeat period
- * by period (sim.h says how near they come). */
-exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more);
+ * by period (sim.h says how near they come).  by_phase: each phase's peak
+ * (gpu_peak_phase_bytes) extended apart and the largest taken, for a
+ * step whose peak moves from one phase to another as parts are added;
+ * else the peak itself extended. */
+exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more,
+                                bool by_phase);
 
 /* An empty result for n GPUs and channels, to add layers to. */
 exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace);

@@ -85,7 +85,8 @@ static double *ext_each(const double *a, const double *b, uint32_t n, double mor
   return x;
 }
 
-exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more) {
+exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more,
+                                bool by_phase) {
   g_assert(a->n_gpus == b->n_gpus && a->n_chan == b->n_chan);
   exec_result *r = g_new0(exec_result, 1);
   uint32_t n = r->n_gpus = b->n_gpus, c = r->n_chan = b->n_chan;
@@ -115,7 +116,7 @@ exec_result *exec_result_extend(const exec_result *a, const exec_result *b, doub
   /* each phase's peak grows with the layers at its own rate (the loss's
    * at the forward's end, the gradients' at the backward's): extended
    * apart, the largest is the step's */
-  if (a->gpu_peak_phase_bytes && b->gpu_peak_phase_bytes && r->gpu_peak_bytes) {
+  if (by_phase && a->gpu_peak_phase_bytes && b->gpu_peak_phase_bytes && r->gpu_peak_bytes) {
     r->gpu_peak_phase_bytes = ext_each(a->gpu_peak_phase_bytes, b->gpu_peak_phase_bytes,
                                        (uint32_t)PLAN_PHASES * n, more);
     for (uint32_t g = 0; g < n; g++) {

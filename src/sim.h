@@ -114,11 +114,12 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   attention part 0.029% of the step, compute 4e-14;
  *   Llama-3-70B at 256K: 1e-10; small layers, where the hosts' lead over
  *   the GPUs still moves from layer to layer, up to 0.22% seen (search);
- * - peak allocated memory, per GPU and the largest (so fits): each phase
- *   of the step (plan_phase: the body, the backward's end) extended
- *   apart and the largest taken, so a peak that moves from the loss to
- *   the backward's end as layers are added is followed (test_layer's
- *   test_step_phase_peaks); exact at ZeRO 0-1 (the same tests); at ZeRO
+ * - peak allocated memory, per GPU and the largest (so fits): at ZeRO 2-3
+ *   each phase of the step (plan_phase: the body, the backward's end)
+ *   extended apart and the largest taken, so a peak that moves from the
+ *   loss to the backward's end as layers are added is followed (test_layer's
+ *   test_step_phase_peaks); at ZeRO 0-1 the peak itself (the body's),
+ *   exact (the same tests; test_cli's double ring at ZeRO 1); at ZeRO
  *   2-3 the gradients waiting for their reduce-scatters may pile up by
  *   steps the replayed layers do not show (l20x8-pcie, all-gather CP SP
  *   8 at 8K, ZeRO 2: 1.52 GiB from 6 to 7 layers, 0.81-1.17 a layer

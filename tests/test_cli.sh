@@ -1134,4 +1134,13 @@ expect_error "a global batch and micro-batches together" "option '--global-batch
 check "an attention part below zero shows 0 with a note" \
   "[ \$(field $tmp/neg.csv 1 attention_ms) = 0.000000 ] && grep -q 'note: attention part below zero (the step without attention ran 1.261 ms longer)' $tmp/neg.txt"
 
+# ZeRO 0-1: the extended step's peak is the whole step's exactly, though
+# the backward's end grows by a transient from 6 to 7 layers (1.10 GiB,
+# then 1.00-1.05 a layer): only ZeRO 2-3 extend the phases apart
+zr1="--topology h100x8x2 --scope model --seq 8K --model llama3-8b --sched double-ring --sp 4 --tp 2 --placement dp,sp,tp --zero 1 --recompute selective --pass fwdbwd --mask full"
+"$sim" $zr1 --csv "$tmp/zr1.csv" --quiet
+"$sim" $zr1 --whole-steps --csv "$tmp/zr1w.csv" --quiet
+check "ZeRO 1: a double ring's extended peak is the whole step's" \
+  "[ \$(field $tmp/zr1.csv 1 peak_mem_gib) = \$(field $tmp/zr1w.csv 1 peak_mem_gib) ]"
+
 checks_done cli
