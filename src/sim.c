@@ -192,6 +192,14 @@ workload sim_step_replayed(const workload *w) {
   return x;
 }
 
+/* Appends `line` to r's note ("; " between), unless the note has it. */
+static void note_add(sim_result *r, const char *line) {
+  if (r->note && strstr(r->note, line)) return;
+  char *note = r->note ? g_strdup_printf("%s; %s", r->note, line) : g_strdup(line);
+  g_free(r->note);
+  r->note = note;
+}
+
 /* b, the step with one more repeating part than a, extended by `more`
  * such parts; a freed.  The result is pt's. */
 static sim_result *extend(const topology *t, const scenario_point *pt, sim_result *a,
@@ -220,11 +228,7 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
   static const char zero_note[] = "peak memory extended from a few layers: at ZeRO 2-3 "
                                   "gradients waiting for their reduce-scatters can pile up "
                                   "beyond what they show (--whole-steps replays every layer)";
-  if (pt->w.zero >= 2 && !(b->note && strstr(b->note, zero_note))) {
-    char *note = b->note ? g_strdup_printf("%s; %s", b->note, zero_note) : g_strdup(zero_note);
-    g_free(b->note);
-    b->note = note;
-  }
+  if (pt->w.zero >= 2) note_add(b, zero_note);
   sim_result_free(a);
   set_util(t, b);
   return b;
@@ -288,9 +292,7 @@ static sim_result *attention_floor(sim_result *r) {
   g_autofree char *line = g_strdup_printf("attention part below zero (the step without "
                                           "attention ran %.3f ms longer): shown as 0",
                                           -r->attention_s * 1e3);
-  char *note = r->note ? g_strdup_printf("%s; %s", r->note, line) : g_steal_pointer(&line);
-  g_free(r->note);
-  r->note = note;
+  note_add(r, line);
   r->attention_s = 0;
   return r;
 }
