@@ -145,6 +145,23 @@ static uint32_t backward_start(const plan *a, pass_kind pass) {
   g_error("layer: a forward-then-backward plan without its pass barrier");
 }
 
+/* Whether attention plan a's kernels read the layer's own K and V (its
+ * input "k, v", sched_io): autograd then saves them for the backward
+ * (ring_flash_attn's first step, the all-gather and TokenRing programs).
+ * An attention that moves K and V into new tensors before its kernels
+ * (Ulysses' all-to-all) saves those instead. */
+static bool attn_keeps_own_kv(const plan *a) {
+  const char *kv = g_intern_static_string("k, v");
+  for (uint32_t u = 0; u < plan_buf_use_count(a); u++) {
+    const plan_buf_use *use = plan_buf_use_at(a, u);
+    const plan_buf *buf = plan_buf_at(a, use->buf);
+    const plan_task *x = plan_task_at(a, use->task);
+    if (buf->name == kv && buf->input && x->kind == TASK_COMPUTE && x->op.kind == OP_ATTN)
+      return true;
+  }
+  return false;
+}
+
 plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool with_attention,
                   bool record_segs) {
   return layer_build_orbits(s, w, t, with_attention, record_segs, NULL);
@@ -219,6 +236,7 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
     b.attns[k] = built->has_lockstep ? plan_expand(built) : built;
     if (b.attns[k] != built) plan_free(built);
     b.splits[k] = backward_start(b.attns[k], w->pass);
+    b.qkv_view[k] = attn_keeps_own_kv(b.attns[k]);
     b.attn_srcs[k] = plan_append_src_new(b.attns[k]);
     if (b.attns[k]->note->len && !g_strstr_len(b.p->note->str, -1, b.attns[k]->note->str))
       g_string_append_printf(b.p->note, "%s%s", b.p->note->len ? "; " : "",

@@ -67,8 +67,7 @@ static uint32_t save(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double
  * (compute.c's element-wise byte counts follow the same code): Hugging
  * Face's LlamaRMSNorm saves its float32 input (4 bytes) and the
  * normalized rows in the activation dtype that the weight multiplies;
- * silu(gate) * up saves SiLU's output; the out projection reads a
- * contiguous copy of the attention's (B, H, T, D) output. */
+ * silu(gate) * up saves SiLU's output. */
 static void read_saved(lb *b, uint32_t l, uint32_t g, int k, uint32_t task) {
   if (SAVED(l, g, k) != NONE) plan_buf_reads(b->p, task, SAVED(l, g, k));
 }
@@ -304,22 +303,35 @@ void lb_forward_layer(lb *b, uint32_t l) {
   if (b->tp > 1) lb_coll(b, COMM_ALL_GATHER, lb_act_bytes(b, local, h), NULL, lb_act_bytes(b, T, h),
                       "gathered", cm);
   b->step++;
-  ALL_GPUS(g) lb_after(b, op(b, g, LAYER_QKV, false, NONE, lb_act_bytes(b, T, qkv), "qkv"), cm, g);
+  /* unfused, where the attention saves the layer's own V: V is a view of
+   * the fused projection's output (its split), so the saved V keeps the
+   * query and key parts before RoPE alive until the attention's backward
+   * (V's own bytes are the attention's "k, v"; measured op by op on the
+   * calibration tool's layer: calibration/h100x1-layer-trace) */
+  bool view = d->unfused && b->qkv_view[b->kind[l]];
+  double qk = ((double)d->heads + d->kv_heads) * d->head_dim / tp;
+  ALL_GPUS(g) {
+    uint32_t t = lb_after(b, op(b, g, LAYER_QKV, false, NONE, view ? 0 : lb_act_bytes(b, T, qkv),
+                                "qkv"), cm, g);
+    SAVED(l, g, SV_QK) = NONE;
+    if (view) b->cur[g] = save(b, l, g, SV_QK, t, lb_act_bytes(b, T, qk), "qkv");
+  }
   lb_none_of(b, cm);
   ALL_GPUS(g) op(b, g, LAYER_ROPE, false, NONE, 0, NULL);
   append_attn(b, 0, b->split);
   b->step++;
-  ALL_GPUS(g) {
-    uint32_t t = op(b, g, LAYER_OUT_PROJ, false, NONE, lb_act_bytes(b, T, h), "proj_out");
-    save_unfused(b, l, g, SV_OT, t, T * d->heads * d->head_dim / tp, d->elem_bytes,
-                 "attn_out_t");
-  }
+  /* its input is the attention's output, a view of it (flash attention
+   * writes it (tokens, heads, dim), so the transpose back is no copy) */
+  ALL_GPUS(g) op(b, g, LAYER_OUT_PROJ, false, NONE, lb_act_bytes(b, T, h), "proj_out");
   if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
                       lb_act_bytes(b, local, h), "proj_scattered", cm);
   b->step++;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_RESID_ATTN, false, SAVED(l, g, SV_X), 0, NULL), cm, g);
-    b->cur[g] = save(b, l, g, SV_H1, t, lb_act_bytes(b, local, h), "resid");
+    /* unfused, nothing saves it: it lives to the block's last residual add */
+    if (d->unfused) b->cur[g] = SAVED(l, g, SV_H1) = plan_buf_out(b->p, t, lb_act_bytes(b, local, h),
+                                                                "resid");
+    else b->cur[g] = save(b, l, g, SV_H1, t, lb_act_bytes(b, local, h), "resid");
   }
   lb_none_of(b, cm);
   ALL_GPUS(g) {
@@ -412,6 +424,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   double T = d->tokens, local = T / b->tp, h = d->hidden, tp = b->tp;
   double qkv = ((double)d->heads + 2.0 * d->kv_heads) * d->head_dim / tp;
   double q = (double)d->heads * d->head_dim / tp, f = d->ffn / tp;
+  double qk = ((double)d->heads + d->kv_heads) * d->head_dim / tp;
   g_autofree uint32_t *cm = g_new(uint32_t, b->n);
   g_autofree uint32_t *regather = g_new(uint32_t, b->n);
   g_autofree uint32_t *dres = g_new(uint32_t, b->n);
@@ -428,14 +441,14 @@ void lb_backward_layer(lb *b, uint32_t l) {
                               lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
                               lb_act_bytes(b, T, 2 * f), lb_act_bytes(b, T, f),
                               (lb_layer_params(b) - 2.0 * h) * e, local * h * (4 + e),
-                              local * h * (4 + e), T * f * e, T * q * e};
+                              local * h * (4 + e), T * f * e, T * qk * e};
     static const char *const names[SV_COUNT] = {"x", "norm_out", "resid", "norm_out",
                                                 "fc1_out", "swiglu_out", "weights_bf16",
-                                                "norm_fp32", "norm_fp32", "silu_out",
-                                                "attn_out_t"};
+                                                "norm_fp32", "norm_fp32", "silu_out", "qkv"};
     bool amp = b->w->precision == PRECISION_AMP;
     ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++) {
-      bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused);
+      bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused) ||
+                    (k == SV_H1 && d->unfused) || (k == SV_QK && !b->qkv_view[b->kind[l]]);
       SAVED(l, g, k) = absent ? NONE : plan_buf_input(b->p, g, bytes[k], names[k]);
     }
     lb_open_ranks(b, l);
@@ -471,7 +484,14 @@ void lb_backward_layer(lb *b, uint32_t l) {
   b->step++;
   /* the MLP block's residual: the gradient goes both ways */
   ALL_GPUS(g) {
-    lb_after(b, op(b, g, LAYER_RESID_MLP, true, NONE, lb_act_bytes(b, local, h), "dresid"), cm, g);
+    uint32_t in = b->cur[g];
+    lb_after(b, op(b, g, LAYER_RESID_MLP, true, NONE, d->unfused ? 0 : lb_act_bytes(b, local, h),
+                   "dresid"), cm, g);
+    /* unfused, the add's backward hands the gradient itself on, no copy
+     * (measured: calibration/h100x1-layer-trace); its kernel stands for
+     * the gradient's last accumulation (the layer input's, after the
+     * attention block's RMSNorm), which that op's price leaves out */
+    if (d->unfused) b->cur[g] = in;
     dres[g] = b->cur[g];
   }
   lb_none_of(b, cm);
@@ -491,7 +511,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   column_backward(b, l, LAYER_FC1, SV_N2, 2, regather, cm);
   b->step++;
   ALL_GPUS(g) {
-    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_MLP, true, SAVED(l, g, SV_H1),
+    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_MLP, true, d->unfused ? NONE : SAVED(l, g, SV_H1),
                                 lb_act_bytes(b, local, h), "dresid"), cm, g);
     read_saved(b, l, g, SV_N2F, t);
   }
@@ -504,13 +524,13 @@ void lb_backward_layer(lb *b, uint32_t l) {
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_OUT_PROJ, true, NONE, lb_act_bytes(b, T, q),
                              "dattn_out"), cm, g);
-    read_saved(b, l, g, SV_OT, t);
     b->grads[g * 4 + 1] = wgrad(b, t, LAYER_OUT_PROJ);
   }
   lb_none_of(b, cm);
   append_attn(b, b->split, b->attn ? b->attn->tasks->len : 0);
   b->step++;
-  ALL_GPUS(g) op(b, g, LAYER_ROPE, true, NONE, lb_act_bytes(b, T, qkv), "dqkv");
+  ALL_GPUS(g) read_saved(b, l, g, SV_QK, op(b, g, LAYER_ROPE, true, NONE, lb_act_bytes(b, T, qkv),
+                                          "dqkv"));
   column_backward(b, l, LAYER_QKV, SV_N1, 0, regather, cm);
   b->step++;
   ALL_GPUS(g) {

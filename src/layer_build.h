@@ -11,9 +11,12 @@
 
 /* What a layer's forward saves for its backward: SV_W AMP's bf16 weights;
  * the last four only unfused, as plain PyTorch's autograd keeps them (each
- * RMSNorm's float32 input and normalized rows, SiLU's output, the
- * attention output's transposed copy the out projection reads) */
-enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_N1F, SV_N2F, SV_SILU, SV_OT, SV_COUNT };
+ * RMSNorm's float32 input and normalized rows, SiLU's output, and the
+ * fused QKV projection's query and key parts, which the attention's saved
+ * V keeps alive as a view of that one output: lb.qkv_view).  SV_H1, the
+ * residual stream between the two blocks, only fused: the fused RMSNorm
+ * saves its input, the unfused one its float32 copy (SV_N2F). */
+enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_N1F, SV_N2F, SV_SILU, SV_QK, SV_COUNT };
 
 typedef struct {
   plan *p;
@@ -30,6 +33,10 @@ typedef struct {
   uint32_t split;          /* its first backward task */
   const plan *attns[ATTN_KINDS]; /* the scheduler's plan of each kind of layer */
   uint32_t splits[ATTN_KINDS];
+  /* each one's kernels read the layer's own K and V (layer.c,
+   * attn_keeps_own_kv), so autograd saves them: unfused, V is a view of
+   * the QKV projection's output */
+  bool qkv_view[ATTN_KINDS];
   plan_append_src *attn_srcs[ATTN_KINDS]; /* each one's appenders' shared part */
   plan_append_src *attn_src; /* the current layer's */
   const attn_kind *kind;   /* per layer */

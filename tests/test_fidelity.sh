@@ -82,20 +82,22 @@ layer "Ulysses SP 2 on H200" topologies/h200x2-tool.json \
 layer "TP 2 on H200" topologies/h200x2-tool.json calibration/h200x2-layer/tp/layer-n2.jsonl 2 7
 # The layer's peak memory against max_memory_allocated of the same runs
 # (--precision bf16 as the measured layer's bf16 .grad; plain PyTorch's
-# saved tensors under --elementwise unfused): one GPU 3.9% / 5.0%, Ulysses
-# SP 2 2.0% / 5.5%, TP 2 with Megatron's column-parallel linears 4.1% /
-# 5.1% (calibration/h200x2-layer/tp, whose plain Linear saves the gathered
-# input: 8.1% / 12.4%).  Since the ring family's kernels read the q, out
-# and softmax_lse flash attention saves for its backward (rotate_buf.c),
-# the forwards are 3-4% low instead of 6-7% and the forward+backward
-# peaks (at the MLP's backward, where they are live) 4-5% high instead
-# of 1% low: one GPU was 2.8% / 7.1%, TP 2 3.2% / 7.0%
+# saved tensors under --elementwise unfused), from 8K tokens per GPU: one
+# GPU 1.2% / 3.2%, Ulysses SP 2 2.6% / 3.0%, TP 2 with Megatron's
+# column-parallel linears 1.3% / 3.1% (calibration/h200x2-layer/tp, whose
+# plain Linear saves the gathered input: 6.4% / 8.8%).  Every tensor at
+# the peaks was traced op by op (calibration/h100x1-layer-trace): the
+# forward+backward peaks of one GPU and TP 2 are exact (0.0%); every
+# forward is 3% low by the out projection's output, which the measured
+# program held in a local to the layer's end (a model's layer drops it;
+# scripts/calibrate/layer.py no longer holds it); Ulysses' forward+backward
+# is 2.7% low (not traced: it needs two GPUs).
 layer_memory() { layer_summary "$1 layer memory" "memory " "$2" "$3" "$4" "$5"; }
-layer_memory "H100" topologies/h100x8.json calibration/h100x1-layer/layer-n1.jsonl 4 8
+layer_memory "H100" topologies/h100x8.json calibration/h100x1-layer/layer-n1.jsonl 2 4
 layer_memory "Ulysses SP 2 on H200" topologies/h200x2-tool.json \
-  calibration/h200x2-layer/ulysses/layer-n2.jsonl 2.5 6.5
+  calibration/h200x2-layer/ulysses/layer-n2.jsonl 3 4
 layer_memory "TP 2 on H200" topologies/h200x2-tool.json \
-  calibration/h200x2-layer/tp-megatron/layer-n2.jsonl 4.5 8
+  calibration/h200x2-layer/tp-megatron/layer-n2.jsonl 2 4
 # the same TP 2 layer measured with Megatron's column-parallel linears
 # (calibration/h200x2-layer/tp-megatron): time 1.1% / 4.7%
 layer "TP 2 (Megatron's linears) on H200" topologies/h200x2-tool.json \

@@ -241,6 +241,10 @@ class Layer:
         if tp:
             o = _Scatter.apply(o)
         x = x + o
+        # the out projection's output is dead here, as in a model's layer
+        # (Hugging Face rebinds the name); held, it would add its bytes to
+        # the forward's peak (calibration/h100x1-layer-trace)
+        del o
         h = rms_norm(x, self.ln2)
         h = _GatherLinear.apply(h, self.w13) if tp else F.linear(h, self.w13)
         h = F.linear(swiglu(h), self.w2)
