@@ -278,6 +278,16 @@ static void gather_weights(lb *b, uint32_t l, uint32_t *cm) {
   }
 }
 
+/* The attention's output on GPU g, as the layer's last appended range
+ * made it (NONE: no attention, or g not simulated). */
+static uint32_t attn_output(const lb *b, uint32_t g) {
+  if (!b->ranks || !b->attn || b->attn->attn_out == UINT32_MAX) return NONE;
+  const plan_append *a = b->ranks[(g / (b->tp * b->sp)) * b->tp + g % b->tp];
+  if (!a) return NONE;
+  uint32_t id = plan_append_buf(a, b->attn->attn_out, (g / b->tp) % b->sp);
+  return id == UINT32_MAX ? NONE : id;
+}
+
 /* Layer l's forward; its input is cur (none: an input of the pass). */
 void lb_forward_layer(lb *b, uint32_t l) {
   const layer_dims *d = &b->d;
@@ -321,8 +331,13 @@ void lb_forward_layer(lb *b, uint32_t l) {
   append_attn(b, 0, b->split);
   b->step++;
   /* its input is the attention's output, a view of it (flash attention
-   * writes it (tokens, heads, dim), so the transpose back is no copy) */
-  ALL_GPUS(g) op(b, g, LAYER_OUT_PROJ, false, NONE, lb_act_bytes(b, T, h), "proj_out");
+   * writes it (tokens, heads, dim), so the transpose back is no copy),
+   * saved for the weight gradient: the very tensor the ring family's
+   * backward reads again, a copy of its own after Ulysses' all-to-all */
+  ALL_GPUS(g) {
+    op(b, g, LAYER_OUT_PROJ, false, NONE, lb_act_bytes(b, T, h), "proj_out");
+    SAVED(l, g, SV_AO) = attn_output(b, g);
+  }
   if (b->tp > 1) lb_coll(b, COMM_REDUCE_SCATTER, lb_act_bytes(b, local, h), NULL,
                       lb_act_bytes(b, local, h), "proj_scattered", cm);
   b->step++;
@@ -441,14 +456,16 @@ void lb_backward_layer(lb *b, uint32_t l) {
                               lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
                               lb_act_bytes(b, T, 2 * f), lb_act_bytes(b, T, f),
                               (lb_layer_params(b) - 2.0 * h) * e, local * h * (4 + e),
-                              local * h * (4 + e), T * f * e, T * qk * e};
+                              local * h * (4 + e), T * f * e, T * qk * e, 0};
     static const char *const names[SV_COUNT] = {"x", "norm_out", "resid", "norm_out",
                                                 "fc1_out", "swiglu_out", "weights_bf16",
-                                                "norm_fp32", "norm_fp32", "silu_out", "qkv"};
+                                                "norm_fp32", "norm_fp32", "silu_out", "qkv",
+                                                "out"};
     bool amp = b->w->precision == PRECISION_AMP;
     ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++) {
       bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused) ||
-                    (k == SV_H1 && d->unfused) || (k == SV_QK && !b->qkv_view[b->kind[l]]);
+                    (k == SV_H1 && d->unfused) || (k == SV_QK && !b->qkv_view[b->kind[l]]) ||
+                    k == SV_AO; /* the attention's own input "out" */
       SAVED(l, g, k) = absent ? NONE : plan_buf_input(b->p, g, bytes[k], names[k]);
     }
     lb_open_ranks(b, l);
@@ -524,6 +541,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_OUT_PROJ, true, NONE, lb_act_bytes(b, T, q),
                              "dattn_out"), cm, g);
+    read_saved(b, l, g, SV_AO, t);
     b->grads[g * 4 + 1] = wgrad(b, t, LAYER_OUT_PROJ);
   }
   lb_none_of(b, cm);

@@ -15,8 +15,12 @@
  * fused QKV projection's query and key parts, which the attention's saved
  * V keeps alive as a view of that one output: lb.qkv_view).  SV_H1, the
  * residual stream between the two blocks, only fused: the fused RMSNorm
- * saves its input, the unfused one its float32 copy (SV_N2F). */
-enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_N1F, SV_N2F, SV_SILU, SV_QK, SV_COUNT };
+ * saves its input, the unfused one its float32 copy (SV_N2F).  SV_AO, the
+ * attention's output as the out projection reads it (not a buffer of the
+ * layer's own: the appended attention plan's, plan.h attn_out), which the
+ * projection saves for its weight gradient. */
+enum { SV_X, SV_N1, SV_H1, SV_N2, SV_FC1, SV_SWI, SV_W, SV_N1F, SV_N2F, SV_SILU, SV_QK,
+       SV_AO, SV_COUNT };
 
 typedef struct {
   plan *p;

@@ -27,6 +27,7 @@ plan *plan_new(uint32_t n_gpus, bool record_segs) {
   p->pattern_gpus = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   p->pattern_degree = g_array_new(FALSE, TRUE, sizeof(uint32_t));
   p->pass_barrier = UINT32_MAX;
+  p->attn_out = UINT32_MAX;
   return p;
 }
 
@@ -478,6 +479,7 @@ plan *plan_expand(const plan *p) {
     }
   }
   plan_buf_expand(q, p, first);
+  q->attn_out = p->attn_out;
   plan_finish(q);
   return q;
 }

@@ -176,6 +176,9 @@ typedef struct {
   GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
   uint32_t pass_barrier;   /* the barrier between the forward and the
                               backward pass (plan_barrier), or UINT32_MAX */
+  uint32_t attn_out;       /* an attention plan's forward output (sched_io's
+                              o: what a layer's out projection reads and
+                              saves for its weight gradient), or UINT32_MAX */
   GArray *phases;          /* uint32 pairs (first task, plan_phase), first
                               tasks ascending (plan_phase_from); NULL: none */
   double recomputed_flops; /* FLOPs of the tasks that run a forward again
@@ -384,6 +387,10 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to);
 /* dst's compute task `task` waits for the last range's tasks that have no
  * successor in it and touch its GPU (its outputs, however they arrive). */
 void plan_append_after(plan_append *a, uint32_t task);
+/* The dst buffer src buffer `buf` (its copy on src GPU g, where it has
+ * one on every GPU) became; UINT32_MAX where no range appended so far has
+ * touched it. */
+uint32_t plan_append_buf(const plan_append *a, uint32_t buf, uint32_t g);
 void plan_append_free(plan_append *a);
 
 static inline plan_task *plan_task_at(const plan *p, uint32_t id) {

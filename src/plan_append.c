@@ -329,6 +329,11 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     g_string_append_printf(dst->note, "%s%s", dst->note->len ? "; " : "", src->note->str);
 }
 
+uint32_t plan_append_buf(const plan_append *a, uint32_t buf, uint32_t g) {
+  bool all = plan_buf_at(a->s->src, buf)->gpu == PLAN_ALL;
+  return a->bufs[a->s->slot[buf] + (all ? g : 0)];
+}
+
 void plan_append_after(plan_append *a, uint32_t task) {
   const plan_task *t = plan_task_at(a->dst, task);
   g_assert(t->kind == TASK_COMPUTE && t->gpu != PLAN_ALL);

@@ -825,16 +825,22 @@ static void test_amp(void) {
   topo_free(t);
 }
 
-/* Whether a backward compute task touches GPU gpu's buffer `name`. */
-static bool read_in_backward(const plan *p, const char *name, uint32_t gpu) {
+/* Whether a backward compute task (of kind `kind`, OP_KINDS: any) touches
+ * GPU gpu's buffer `name`. */
+static bool read_in_backward_by(const plan *p, const char *name, uint32_t gpu, int kind) {
   for (uint32_t u = 0; u < plan_buf_use_count(p); u++) {
     const plan_buf_use *use = plan_buf_use_at(p, u);
     const plan_buf *b = plan_buf_at(p, use->buf);
     const plan_task *x = plan_task_at(p, use->task);
-    if (!strcmp(b->name, name) && b->gpu == gpu && x->kind == TASK_COMPUTE && x->op.backward)
+    if (!strcmp(b->name, name) && b->gpu == gpu && x->kind == TASK_COMPUTE && x->op.backward &&
+        (kind == OP_KINDS || x->op.kind == (op_kind)kind))
       return true;
   }
   return false;
+}
+
+static bool read_in_backward(const plan *p, const char *name, uint32_t gpu) {
+  return read_in_backward_by(p, name, gpu, OP_KINDS);
 }
 
 /* Unfused (plain PyTorch) layers save what autograd keeps besides the
@@ -875,6 +881,12 @@ static void test_unfused_saved_and_bf16(void) {
       plan *pu = layer_build(&sched_ulysses, &wu, t, true, false);
       CU_ASSERT_CLOSE(buf_bytes(pu, "qkv", 0), none, 1e-12);
       CU_ASSERT(!read_in_backward(pu, "qkv", 0));
+      /* the out projection saves its input for its weight gradient: the
+       * attention's output, Ulysses' copy after its all-to-all included */
+      if (pass == PASS_FWDBWD) {
+        CU_ASSERT(read_in_backward_by(p, "out", 0, OP_GEMM));
+        CU_ASSERT(read_in_backward_by(pu, "out", 0, OP_GEMM));
+      }
       plan_free(pu);
       exec_opts o = {0};
       exec_result *r = exec_run(p, t, &o);

@@ -38,9 +38,9 @@ class OpLog(TorchDispatchMode):
         return out
 
 
-def run(model, c, pas, out):
+def run(model, c, pas, out, sp):
     m = gemm_shapes.load_model(model)
-    L = LY.Layer(m, 1, 1, "tp", c)
+    L = LY.Layer(m, 1, sp, "ulysses" if sp > 1 else "tp", c)
     x = LY.bf16(c, m["hidden"], grad=True)
     dy = LY.bf16(c, m["hidden"]) if pas != "fwd" else None
     # warm: cuBLAS workspace, flash's first call
@@ -96,13 +96,14 @@ def run(model, c, pas, out):
             if ev["addr"] in live:
                 cur -= live.pop(ev["addr"])[0]
     blocks = sorted(([s, fr] for s, fr in (best_live or {}).values()), key=lambda r: -r[0])
-    rec = {"model": model, "tokens": c, "pass": pas, "before": before, "peak": peak,
+    rec = {"model": model, "tokens": c, "pass": pas, "sp": sp, "before": before, "peak": peak,
            "after": after, "weights": L.weights_bytes(),
            "trace_peak_over_start": best, "live_at_peak": [b for b in blocks if b[0] > 2 ** 20],
            "live_small_bytes": sum(b[0] for b in blocks if b[0] <= 2 ** 20),
            "saved": sorted(saved.values(), key=lambda r: -r["bytes"]), "ops": log.rows}
-    out.write(json.dumps(rec) + "\n")
-    out.flush()
+    if out:
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
     print(model, c, pas, "peak over before GiB", round((peak - before) / G, 3),
           "after", round((after - before) / G, 3), "ops", len(log.rows), flush=True)
     del y, x, dy
@@ -112,14 +113,26 @@ def run(model, c, pas, out):
 
 
 def main():
+    """One GPU; under torchrun with 2 or more, Ulysses SP over them (rank 0
+    writes its records)."""
     name = sys.argv[1] if len(sys.argv) > 1 else "memtrace.jsonl"
-    with open(os.path.join(OUT, name), "w") as out:
-        for model, c in (("llama3-8b", 16384), ("llama3-8b", 65536), ("llama3-70b", 16384), ("llama3-70b", 65536)):
-            for pas in ("fwd", "fwdbwd"):
-                try:
-                    run(model, c, pas, out)
-                except Exception:
-                    traceback.print_exc()
+    sp, rank = 1, 0
+    if "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1:
+        import torch.distributed as dist
+        rank = int(os.environ["RANK"])
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group("nccl")
+        sp = dist.get_world_size()
+    out = open(os.path.join(OUT, name), "w") if rank == 0 else None
+    for model, c in (("llama3-8b", 16384), ("llama3-8b", 65536), ("llama3-70b", 16384),
+                     ("llama3-70b", 65536)):
+        for pas in ("fwd", "fwdbwd"):
+            try:
+                run(model, c, pas, out, sp)
+            except Exception:
+                traceback.print_exc()
+    if out:
+        out.close()
     print(torch.__version__, torch.cuda.get_device_name(0))
 
 

@@ -337,7 +337,7 @@ static void io_pass(plan *p, const workload *w, sched_io *io, bool backward, boo
   if (io->q == UINT32_MAX) io->q = plan_buf_input(p, PLAN_ALL, q, "q");
   if (io->kv == UINT32_MAX) io->kv = plan_buf_input(p, PLAN_ALL, kv, "k, v");
   if (!backward) {
-    io->o = plan_buf_new(p, PLAN_ALL, q, "out");
+    io->o = p->attn_out = plan_buf_new(p, PLAN_ALL, q, "out");
     io->lse = softmax ? plan_buf_new(p, PLAN_ALL, lse, "softmax_lse") : UINT32_MAX;
     plan_buf_keep(p, io->o);
     if (softmax) plan_buf_keep(p, io->lse);
