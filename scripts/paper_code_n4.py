@@ -54,6 +54,20 @@ def load(name):
     return passes, cat
 
 
+def comm_times(name):
+    """{(seq, batch, heads, program): ms} of the programs as written: the
+    communication time their own per-step events measure (comm_total_time,
+    the paper's communication figure), the slowest GPU's mean."""
+    res = {}
+    with open(os.path.join(DATA, name)) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["kind"] == "pass" and r["variant"] == "code" and "per_rank" in r:
+                res[(r["seq"], r["batch"], r["heads"], r["program"])] = max(
+                    sum(x[1] for x in g) / len(g) for g in r["per_rank"])
+    return res
+
+
 def points(passes):
     """The measured (seq, batch, heads), 20 heads first, then by size."""
     return sorted({k[:3] for k in passes}, key=lambda p: (p[2] != 20, p[0] * p[1] * p[2], p[0]))
@@ -150,6 +164,12 @@ def parts_table(sim):
                          f" / {alone[p + PROGRAMS[prog]]:.2f}")
         out.append(f"| {p[0]} | {p[1]} | {p[2]} | {cells[0]} | {cells[1]} | {cat[p]:.2f} |")
     out.append("")
+    comm = comm_times(RUNS[-1])
+    for mask, base in (("full", "ring"), ("causal", "zigzag")):
+        r = [comm[p + (f"{base}-{mask}",)] / comm[p + (f"tasp-{mask}",)] for p in pts]
+        out.append(f"- Communication time as the code's own events measure it "
+                   f"(comm_total_time), {base.capitalize()} over TASP ({mask}): "
+                   f"{min(r):.2f}-{max(r):.2f}x, mean {sum(r) / len(r):.2f}x.")
     out.append(f"- Host synchronize (code less no host sync, Ring and TASP, all points): "
                f"median {median(sync) * 1e3:+.0f} us, range {min(sync) * 1e3:+.0f} to "
                f"{max(sync) * 1e3:+.0f} us per pass.")

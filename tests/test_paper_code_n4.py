@@ -69,4 +69,13 @@ check(f"| 3360 | 16 | 20 | {cell} / {alone[p + ('ring', 'full')]:.2f} |" in prow
       f"3360 x 16 x 20: Ring with the code, without host sync, without communication, and "
       f"the model alone, in that order, got {prow}")
 
+# the code's communication figure: the slowest GPU's mean comm_total_time,
+# Ring's over TASP's, worked from the raw records of the last run
+with open(os.path.join(pc.DATA, pc.RUNS[-1])) as f:
+    recs = [json.loads(x) for x in f]
+comm = {r["program"]: max(sum(x[1] for x in g) / len(g) for g in r["per_rank"]) for r in recs
+        if r["kind"] == "pass" and r["variant"] == "code" and (r["seq"], r["batch"], r["heads"]) == p}
+check(abs(pc.comm_times(pc.RUNS[-1])[p + ("ring-full",)] - comm["ring-full"]) < 1e-9,
+      "comm_times: the slowest GPU's mean comm_total_time of the program as written")
+
 finish("paper_code_n4")
