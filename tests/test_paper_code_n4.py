@@ -45,6 +45,17 @@ check(s["seq_len"] == slice_, f"paper-h200x4.json: seq_len is the measured batch
 check(os.path.basename(s["topology"]) == os.path.basename(pc.TOPOLOGY) and s["sp"] == [4],
       "paper-h200x4.json: the topology paper_code_n4.py runs, SP 4")
 
+import csv  # noqa: E402
+import io  # noqa: E402
+import subprocess  # noqa: E402
+out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "paper-h200x4.json"), "--csv", "-",
+                      "--quiet"], capture_output=True, text=True)
+rows = list(csv.DictReader(io.StringIO(out.stdout))) if out.returncode == 0 else []
+check(len(rows) == len(slice_) * 2 * 3 and all(r["topology"] == "h200x4-tool" and r["gpus"] == "4"
+                                                for r in rows),
+      f"paper-h200x4.json runs: every seq, both masks, three schedulers on h200x4-tool, "
+      f"got {len(rows)} rows (exit {out.returncode})")
+
 # the model runs every measured point, both masks, every scheduler
 pts = pc.points(runs[pc.RUNS[1]])
 model = pc.simulate(sim, pts)
