@@ -7,8 +7,11 @@ machine that ran them, and the table's figures are the records' own.
 
 usage: tests/test_paper_code_n4.py build/tasp-sim
 """
+import csv
+import io
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,9 +48,6 @@ check(s["seq_len"] == slice_, f"paper-h200x4.json: seq_len is the measured batch
 check(os.path.basename(s["topology"]) == os.path.basename(pc.TOPOLOGY) and s["sp"] == [4],
       "paper-h200x4.json: the topology paper_code_n4.py runs, SP 4")
 
-import csv  # noqa: E402
-import io  # noqa: E402
-import subprocess  # noqa: E402
 out = subprocess.run([sim, os.path.join(ROOT, "scenarios", "paper-h200x4.json"), "--csv", "-",
                       "--quiet"], capture_output=True, text=True)
 rows = list(csv.DictReader(io.StringIO(out.stdout))) if out.returncode == 0 else []
