@@ -5,7 +5,8 @@ Zigzag-Ring against the compute-to-communication ratio.
 usage: scripts/paper_study.py [--sim build/tasp-sim] [--out docs/paper/study.csv]
        scripts/paper_study.py --grid [--sim build/tasp-sim] [--jobs N]
                               [--out docs/paper/grid.csv] [--doc docs/paper.md]
-       scripts/paper_study.py --print summary|overlap|grid|lasp2-step [--sim build/tasp-sim]
+       scripts/paper_study.py --print summary|overlap|grid|lasp2-step|code-n4|code-n4-parts
+                              [--sim build/tasp-sim]
 
 --grid runs the paper's own benchmark grid instead (scripts/paper_grid.py:
 every platform of the paper, batch x heads x sequence as its test scripts
@@ -14,6 +15,8 @@ paper-grid markers (--doc '' leaves the doc alone).
 
 --print prints one of the markdown tables of docs/paper.md and writes no
 file: the commands of its generated blocks (scripts/docs_tables.py).
+code-n4 and code-n4-parts: the paper's own programs measured at n = 4 beside
+the model (scripts/paper_code_n4.py, calibration/h100x4-tasp-code).
 
 Platforms: H100 nodes of 8 (1, 2 and 4 nodes; the multi-node ones also
 with tasp-mkm, the (m-K_m-m)^u decomposition) and one MI300X node of 8.
@@ -64,9 +67,15 @@ def main():
     ap.add_argument("--grid", action="store_true", help="the paper's own benchmark grid")
     ap.add_argument("--jobs", type=int, default=0, help="tasp-sim threads (default: one per CPU)")
     ap.add_argument("--doc", default="docs/paper.md", help="with --grid: doc to update")
-    ap.add_argument("--print", choices=("summary", "overlap", "grid", "lasp2-step"), dest="table",
+    ap.add_argument("--print", choices=("summary", "overlap", "grid", "lasp2-step", "code-n4",
+                                        "code-n4-parts"), dest="table",
                     help="print only this table of docs/paper.md; write nothing")
     a = ap.parse_args()
+    if a.table in ("code-n4", "code-n4-parts"):
+        import paper_code_n4
+        paper_code_n4.main(["--sim", a.sim, "--table",
+                            "passes" if a.table == "code-n4" else "parts"])
+        return
     if a.table == "grid":
         import paper_grid
         rows = []
