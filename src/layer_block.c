@@ -297,8 +297,13 @@ void lb_forward_layer(lb *b, uint32_t l) {
   g_autofree uint32_t *cm = g_new(uint32_t, b->n);
   lb_none_of(b, cm);
   ALL_GPUS(g) {
-    if (b->cur[g] == NONE) b->cur[g] = plan_buf_input(b->p, g, lb_act_bytes(b, local, h), "x");
-    else if (b->pass == PASS_FWD) plan_buf_keep(b->p, b->cur[g]);
+    if (b->cur[g] == NONE) {
+      /* the caller's tensor (a layer alone): held by the caller throughout */
+      b->cur[g] = plan_buf_input(b->p, g, lb_act_bytes(b, local, h), "x");
+      plan_buf_keep(b->p, b->cur[g]);
+    } else if (b->pass == PASS_FWD) {
+      plan_buf_keep(b->p, b->cur[g]);
+    }
     SAVED(l, g, SV_X) = b->cur[g];
   }
   gather_weights(b, l, cm);
@@ -464,7 +469,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
     bool amp = b->w->precision == PRECISION_AMP;
     ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++) {
       bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused) ||
-                    (k == SV_H1 && d->unfused) || (k == SV_QK && !b->qkv_view[b->kind[l]]) ||
+                    ((k == SV_H1 || k == SV_X) && d->unfused) || (k == SV_QK && !b->qkv_view[b->kind[l]]) ||
                     k == SV_AO; /* the attention's own input "out" */
       SAVED(l, g, k) = absent ? NONE : plan_buf_input(b->p, g, bytes[k], names[k]);
     }
@@ -552,7 +557,10 @@ void lb_backward_layer(lb *b, uint32_t l) {
   column_backward(b, l, LAYER_QKV, SV_N1, 0, regather, cm);
   b->step++;
   ALL_GPUS(g) {
-    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, true, SAVED(l, g, SV_X), 0, NULL), cm, g);
+    /* unfused, the RMSNorm's backward reads its float32 copy (SV_N1F), not
+     * the layer's input, which nothing saves (calibration/h100x1-layer-trace) */
+    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, true, d->unfused ? NONE : SAVED(l, g, SV_X),
+                                0, NULL), cm, g);
     plan_buf_reads(b->p, t, dres[g]);
     read_saved(b, l, g, SV_N1F, t);
     b->cur[g] = plan_buf_out(b->p, t, lb_act_bytes(b, local, h), "dx");

@@ -849,8 +849,8 @@ static bool read_in_backward(const plan *p, const char *name, uint32_t gpu) {
  * where the attention saves the layer's own V (ring), the fused QKV
  * output's query and key parts V's view keeps alive (T x (heads + KV
  * heads) x head dim / tp x 2, to the attention's backward); fused layers
- * none of them.  Unfused, the residual between the blocks is not saved
- * (the RMSNorm saves its float32 copy) and the residual add's backward
+ * none of them.  Unfused, neither the layer's input nor the residual
+ * between the blocks is saved (each RMSNorm saves its float32 copy) and the residual add's backward
  * makes no copy of the gradient: two "dresid" a layer instead of three
  * (calibration/h100x1-layer-trace).  Pure bf16 keeps bf16 gradients (half
  * the float32 main grads) and Adam's moments in bf16 (4 bytes a
@@ -873,6 +873,7 @@ static void test_unfused_saved_and_bf16(void) {
       if (pass == PASS_FWDBWD) {
         CU_ASSERT_EQUAL(read_in_backward(p, "qkv", 0), unfused);
         CU_ASSERT_EQUAL(read_in_backward(p, "resid", 0), !unfused);
+        CU_ASSERT_EQUAL(read_in_backward(p, "x", 0), !unfused);
         CU_ASSERT_CLOSE(buf_bytes(p, "dresid", 0), (unfused ? 2 : 3) * local * h * 2, 1e-12);
       }
       /* Ulysses' all-to-all saves copies: the projection's output dies at RoPE */
