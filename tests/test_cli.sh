@@ -962,6 +962,14 @@ check "--elementwise unfused: a slower layer, the same attention" \
 "$sim" --topology h100x8 --model llama3-8b --scope layer --sched ring --sp 1 --seq 8K --tp 2 --csv "$tmp/t2.csv" --quiet
 check "--tp 2 on one SP rank: a faster layer than TP 1" \
   "awk -v a=\$(field $tmp/t2.csv 1 step_ms) -v b=\$(field $tmp/fu.csv 1 step_ms) 'BEGIN {exit !(a > 0 && a < 0.75 * b)}'"
+# a backward alone is given what the forward saved and frees each tensor
+# after its last reader, as autograd does: it never holds more than the
+# forward and backward together, whose backward frees the same tensors
+# (held to the end, ring's bwd peak was 1.0549 GiB against fwdbwd's 0.8753)
+"$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sp 4 --sched ring,ulysses --seq 16K \
+  --pass bwd,fwdbwd --csv "$tmp/lbwd.csv" --quiet
+check "--scope layer: a backward alone holds no more than forward and backward" \
+  "awk -v a=\$(field $tmp/lbwd.csv 1 peak_mem_gib) -v b=\$(field $tmp/lbwd.csv 3 peak_mem_gib) -v c=\$(field $tmp/lbwd.csv 2 peak_mem_gib) -v d=\$(field $tmp/lbwd.csv 4 peak_mem_gib) 'BEGIN {exit !(a > 0 && a <= b && c > 0 && c <= d)}' && [ \"\$(field $tmp/lbwd.csv 1 pass)\" = bwd ] && [ \"\$(field $tmp/lbwd.csv 3 pass)\" = fwdbwd ]"
 "$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sp 2 --sched ring --seq 16K --links "$tmp/ll.csv" --trace "$tmp/lt.json" --quiet 2>/dev/null
 check "--scope layer: --links and --trace cover every GPU of the job (TP x SP)" \
   "[ \$(grep -c '^ring,' $tmp/ll.csv) -eq 8 ] && grep -q '\"GPU 3 compute\"' $tmp/lt.json"
