@@ -1005,6 +1005,17 @@ check "--scope model --dp 2: 8 job GPUs, tokens/s per GPU over the replicas' tok
   "[ \"\$(field $tmp/m0.csv 1 job_gpus)\" = 8 ] && [ \"\$(field $tmp/m0.csv 1 scope)\" = model ] && awk -v t=\$(field $tmp/m0.csv 1 tokens_per_s_per_gpu) -v s=\$(field $tmp/m0.csv 1 step_ms) 'BEGIN {w = 2 * 16384 / (s * 1e-3 * 8); exit !(t > w - 0.1 && t < w + 0.1)}'"
 "$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --csv "$tmp/m0b.csv" --quiet --jobs 2
 check "--scope model: the same bytes for any --jobs" "cmp -s $tmp/m0.csv $tmp/m0b.csv"
+# the training step is forward and backward: its default pass, and the
+# only one (a forward alone kept every activation under --recompute full
+# and held no gradients, under a header saying the step's)
+"$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --csv "$tmp/m0d.csv" --quiet --jobs 2
+check "--scope model: the pass defaults to fwdbwd" "cmp -s $tmp/m0.csv $tmp/m0d.csv"
+expect_error "--scope model --pass fwd" \
+  "option '--pass': scope model is the training step, forward and backward: expected fwdbwd, got \"fwd\"" \
+  --topology h100x8 --model llama3-8b --scope model --sp 4 --seq 16K --recompute full --pass fwd
+printf '{"topology": "h100x8", "model": "llama3-8b", "sp": 4, "seq_len": "16K", "pass": ["fwdbwd", "bwd"], "job": {"scope": "model"}}\n' > "$tmp/jobbwd.json"
+expect_error "a step scenario's backward alone names the file and field" \
+  "jobbwd.json: field 'pass': scope model is the training step" "$tmp/jobbwd.json"
 "$sim" --topology h100x8 --model llama3-8b --scope model --tp 2 --sp 2 --dp 2 --sched ring,ulysses --seq 16K --pass fwdbwd --zero 1 --csv "$tmp/m1.csv" --quiet
 check "--zero 1: the optimizer states sharded over SP x DP, a smaller peak" \
   "awk -v a=\$(field $tmp/m1.csv 1 peak_mem_gib) -v b=\$(field $tmp/m0.csv 1 peak_mem_gib) 'BEGIN {exit !(a > 0 && a < b - 20)}'"
