@@ -764,6 +764,38 @@ def check_search(ck, rng, c):
                          f"{float(best['tokens_per_s_per_gpu']):.1f} tokens/s, {float(best['step_s']):.4f} s")
     elif m:
         ck.fail(cmd, "search: a winner though no configuration fits")
+    # each other method's line: its best simulated configuration that fits
+    # by the objective, the winner's margin over it (step: its step over the
+    # winner's; tokens: the winner's tokens/s over its), or, where none
+    # fits, how many of its configurations did not fit and were excluded
+    if fit and m:
+        win = float(best["step_s"]) if c["objective"] == "step" else float(best["tokens_per_s_per_gpu"])
+        for line in re.findall(r"^  ahead of (\S+) +by +([0-9.]+)% \(its best: .*, ([0-9.]+) tokens/s "
+                               r"per GPU\)$", out, re.M):
+            mine = [r for r in fit if r["scheduler"] == line[0]]
+            if not mine:
+                ck.fail(cmd, f"search: 'ahead of {line[0]}' though none of its configurations fits")
+                continue
+            if c["objective"] == "step":
+                its = min(mine, key=lambda r: float(r["step_s"]))
+                margin = float(its["step_s"]) / win - 1
+            else:
+                its = max(mine, key=lambda r: float(r["tokens_per_s_per_gpu"]))
+                margin = win / float(its["tokens_per_s_per_gpu"]) - 1
+            if abs(float(line[2]) - float(its["tokens_per_s_per_gpu"])) > 0.051 or \
+                    abs(float(line[1]) - 100 * margin) > 0.051:
+                ck.fail(cmd, f"search: ahead of {line[0]} by {line[1]}% at {line[2]} tokens/s; its best "
+                             f"simulated that fits: {float(its['tokens_per_s_per_gpu']):.1f} tokens/s, "
+                             f"a margin of {100 * margin:.2f}%")
+    for line in re.findall(r"^  (\S+) +none runs and fits \((\d+) simulated do not fit, (\d+) excluded\)$",
+                           out, re.M):
+        mine = [r for r in rows if r["scheduler"] == line[0]]
+        nofit = sum(r["status"] == "does not fit" for r in mine)
+        excl = sum(r["status"] == "excluded" for r in mine)
+        if any(r["status"] == "simulated" for r in mine) or (nofit, excl) != (int(line[1]), int(line[2])):
+            ck.fail(cmd, f"search: {line[0]} 'none runs and fits ({line[1]} do not fit, {line[2]} excluded)'; "
+                         f"the CSV: {nofit} do not fit, {excl} excluded, "
+                         f"{sum(r['status'] == 'simulated' for r in mine)} fit")
     # shards merged = the whole search, byte for byte
     if ck.chance(rng, 0.5):
         parts = []
