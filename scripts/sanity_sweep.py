@@ -638,16 +638,22 @@ def check_relations(ck, rng, c, rows):
             if r2:
                 relate(ck, "two micro-batches hold less than one", r2, rows, c2, cmd, "peak_mem_gib", ge)
                 relate(ck, "two micro-batches are faster than one", r2, rows, c2, cmd, "step_ms", ge)
-        # ZeRO shards what it shards: stage 3 never holds more than stage 0
+        # ZeRO shards what it shards: stage 3 never holds more than stage 0.
+        # The whole step's peaks: at ZeRO 2-3 an extended peak is not exact
+        # (its note says so), high or low by the gradients waiting at 6 and
+        # 7 layers (torus4x4 tokenring, 4K, DP 2: 55.65 GiB extended, 49.50
+        # whole), so relations between memories compare whole steps there
+        whole = [] if c.get("whole-steps") else ["whole-steps"]
         if sp_dp > 1 and ck.chance(rng, 0.5):
             r0, _, c0 = ck.run_csv(args_of(dict(c, zero=0)))
-            r3, _, c3 = ck.run_csv(args_of(dict(c, zero=3)))
+            r3, _, c3 = ck.run_csv(args_of(dict(c, zero=3, **{k: True for k in whole})))
             if r0 and r3:
                 relate(ck, "ZeRO 3 holds more than ZeRO 0", r3, r0, c3, c0, "peak_mem_gib", le)
         # full recomputation keeps only each layer's input: never more memory
         if ck.chance(rng, 0.5):
-            rn, _, cn = ck.run_csv(args_of(dict(c, recompute="none")))
-            rf, _, cf = ck.run_csv(args_of(dict(c, recompute="full")))
+            exact = {k: True for k in whole} if int(c.get("zero", 0)) >= 2 else {}
+            rn, _, cn = ck.run_csv(args_of(dict(c, recompute="none", **exact)))
+            rf, _, cf = ck.run_csv(args_of(dict(c, recompute="full", **exact)))
             if rn and rf:
                 relate(ck, "full recomputation holds more than none", rf, rn, cf, cn,
                        "peak_mem_gib", le)
