@@ -223,11 +223,13 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
   /* ZeRO 2-3: each layer's gradients wait for their reduce-scatter on
    * the gradient stream; where it falls behind the backward they pile
    * up, by steps that 6 and 7 layers need not show (sim.h: 41% high at
-   * 32 layers on l20x8-pcie), so the peak is not exact: said, and
-   * --whole-steps replays it */
+   * 32 layers on l20x8-pcie; torus4x4, tokenring SP 4 x DP 2, AMP, full
+   * recomputation: 55.65 GiB extended, 49.50 whole), so the peak is not
+   * exact, either way: said, and --whole-steps replays it */
   static const char zero_note[] = "peak memory extended from a few layers: at ZeRO 2-3 "
-                                  "gradients waiting for their reduce-scatters can pile up "
-                                  "beyond what they show (--whole-steps replays every layer)";
+                                  "gradients waiting for their reduce-scatters pile up by "
+                                  "steps a few layers need not show, so it may be high or "
+                                  "low (--whole-steps replays every layer)";
   if (pt->w.zero >= 2) note_add(b, zero_note);
   sim_result_free(a);
   set_util(t, b);
