@@ -406,6 +406,35 @@ def check_verdict_reason(ck, cmd, r, why):
             bad(f"says {m.group(1)}% waiting, imbalance_ms is {100 * i:.2f}% of the step")
 
 
+def check_links_summary(ck, cmd, rows, table):
+    """The table's closing 'links: mean utilisation NAME X% (idle channels
+    in A of B points), ...' against the rows: one entry per scheduler that
+    ran a point, X the mean of its rows' mean_link_util, B its rows that
+    ran."""
+    line = next((l for l in table.splitlines() if l.startswith("links: mean utilisation")), None)
+    ran = ok_rows(rows)
+    if line is None:
+        if ran:
+            ck.fail(cmd, "no 'links: mean utilisation' line though rows ran")
+        return
+    body = line[len("links: mean utilisation"):]
+    entries = re.findall(r"(?:^|,) (\S+) ([0-9.]+)% \(idle channels in (\d+) of (\d+) points\)", body)
+    if ", ".join(f"{n} {u}% (idle channels in {a} of {b} points)" for n, u, a, b in entries) != body.strip():
+        return ck.fail(cmd, f"links line not in its documented form: {line[:120]}")
+    per = {}
+    for r in ran:
+        per.setdefault(r["scheduler"], []).append(float(r["mean_link_util"]))
+    if len(entries) != len({e[0] for e in entries}) or set(per) != {e[0] for e in entries}:
+        return ck.fail(cmd, f"links line names {[e[0] for e in entries]}, the schedulers that ran {sorted(per)}")
+    for name, util, idle, n in entries:
+        us = per[name]
+        # each row's mean printed to 4 decimals, the line's to 0.1%
+        if int(n) != len(us) or int(idle) > len(us) or \
+                abs(float(util) - 100 * sum(us) / len(us)) > 0.05 + 100 * EPS_UTIL:
+            ck.fail(cmd, f"links line: {name} {util}% in {n} points; its rows: "
+                         f"{100 * sum(us) / len(us):.2f}% over {len(us)}")
+
+
 def check_verdicts(ck, cmd, c, rows, table):
     lines = [l.strip()[3:] for l in table.splitlines() if l.strip().startswith("=> ")]
     groups = groups_of(rows)
@@ -920,6 +949,7 @@ def check_config(ck, rng, c):
     for g in groups_of(rows):
         check_group(ck, cmd, c, g)
     check_verdicts(ck, cmd, c, rows, table)
+    check_links_summary(ck, cmd, rows, table)
     check_relations(ck, rng, c, rows)
     return True
 

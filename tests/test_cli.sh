@@ -33,6 +33,9 @@ check "table lists every scheduler, a verdict per group and the links summary" \
 check "no links line where every channel is used evenly" "! grep -q 'links ring' $tmp/table"
 check "a verdict names the winner, margins and reasons" \
   "grep -qF '=> allgather fastest (compute-bound: communication hidden); zigzag +0.7% (compute-bound: communication hidden), tasp +0.7% (compute-bound: communication hidden), ulysses +3.0% (compute-bound: communication hidden), usp +3.0% (compute-bound: communication hidden), tokenring +5.0% (compute-bound: communication hidden), ring +50.0% (load imbalance: busiest GPU computes 1.52x the mean)' $tmp/table"
+"$sim" --topology h100x8 --sched tasp,ulysses,zigzag --sp 8 --seq 16K --docs 2K,6K,8K > "$tmp/table_na"
+check "the links summary leaves out a scheduler that ran no point, and its comma" \
+  "grep -q '^links: mean utilisation ulysses 14.0% (idle channels in 0 of 1 points), zigzag ' $tmp/table_na"
 "$sim" scenarios/h100x8.json --links-summary > "$tmp/table2"
 check "--links-summary: a links line per row" "[ \$(grep -c '^ *links ' $tmp/table2) -eq 126 ]"
 "$sim" scenarios/mi300x8.json --mask full --seq 16K > "$tmp/table3"
