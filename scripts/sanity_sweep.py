@@ -406,6 +406,47 @@ def check_verdict_reason(ck, cmd, r, why):
             bad(f"says {m.group(1)}% waiting, imbalance_ms is {100 * i:.2f}% of the step")
 
 
+def check_table_rows(ck, cmd, rows, table):
+    """The table's rows against the CSV's, in the same order: the same
+    schedulers and SP degrees, n/a where the status is, and every figure
+    the CSV's within the table's printed precision (times 3 decimals,
+    speedups 2, utilisations 0.1%, memory 0.1 GiB, '!' where it does not
+    fit)."""
+    trows = []
+    for l in table.splitlines():
+        t = l.split()
+        if len(t) < 4 or l.startswith(("links", "mask", "tasp-sim", "note")) or t[0] in ("=>", "note:", "seq"):
+            continue
+        if not t[0].isdigit():  # a group's first row: its sequence length first
+            t = t[1:]
+        if len(t) >= 3 and t[0].isdigit() and (t[2] == "n/a:" or len(t) == 12):
+            trows.append(t)
+    if len(trows) != len(rows):
+        return ck.fail(cmd, f"the table has {len(trows)} rows, the CSV {len(rows)}")
+    cols = [("step_ms", 1, 5e-4), ("compute_ms", 1, 5e-4), ("comm_ms", 1, 5e-4),
+            ("exposed_comm_ms", 1, 5e-4), ("imbalance_ms", 1, 5e-4),
+            ("speedup_vs_best", 1, 5e-3), ("speedup_vs_ring", 1, 5e-3),
+            ("max_link_util", 100, 0.05), ("mean_link_util", 100, 0.05), ("peak_mem_gib", 1, 0.05)]
+    for t, r in zip(trows, rows):
+        if t[0] != r["gpus"] or t[1] != r["scheduler"] or (t[2] == "n/a:") != (r["status"] != "ok"):
+            return ck.fail(cmd, f"table row {' '.join(t[:3])} against the CSV's {r['scheduler']} "
+                                f"sp {r['gpus']} ({r['status'][:40]})")
+        if t[2] == "n/a:":
+            if " ".join(t[2:]) != r["status"]:
+                ck.fail(cmd, f"{r['scheduler']}: the table's reason differs from the CSV's status")
+            continue
+        for (col, scale, eps), text in zip(cols, t[2:]):
+            if text == "-":
+                if r[col] != "":
+                    ck.fail(cmd, f"{r['scheduler']}: the table shows no {col}, the CSV {r[col]}")
+                continue
+            v = float(text.rstrip("x%G!"))
+            if r[col] == "" or abs(v - float(r[col]) * scale) > eps * (1 + 1e-6) + 1e-9:
+                ck.fail(cmd, f"{r['scheduler']} (sp {r['gpus']}): the table's {col} {text}, the CSV's {r[col]}")
+        if t[11].endswith("!") != (r["fits"] == "no"):
+            ck.fail(cmd, f"{r['scheduler']}: the table's mem {t[11]}, the CSV's fits {r['fits']!r}")
+
+
 def check_links_summary(ck, cmd, rows, table):
     """The table's closing 'links: mean utilisation NAME X% (idle channels
     in A of B points), ...' against the rows: one entry per scheduler that
@@ -950,6 +991,7 @@ def check_config(ck, rng, c):
         check_group(ck, cmd, c, g)
     check_verdicts(ck, cmd, c, rows, table)
     check_links_summary(ck, cmd, rows, table)
+    check_table_rows(ck, cmd, rows, table)
     check_relations(ck, rng, c, rows)
     return True
 
