@@ -845,6 +845,31 @@ def check_search(ck, rng, c):
                          f"{float(best['tokens_per_s_per_gpu']):.1f} tokens/s, {float(best['step_s']):.4f} s")
     elif m:
         ck.fail(cmd, "search: a winner though no configuration fits")
+    # the ranked table: the top configurations that fit, best first by the
+    # objective (as many as --top allows), each a simulated row of the CSV
+    # with the figures printed (step to 4 decimals, tokens/s to 0.1, MFU to
+    # 0.1%, memory to 0.1 GiB)
+    table = re.findall(r"^ +(\d+)  (\S+) +(\d+) +(\d+) +(\S+) +(\d+) (\S+) +(\d) (\S+) +(\d+) +([0-9.]+) +"
+                       r"([0-9.]+) +(\S+) +([0-9.]+)G  ", out, re.M)
+    if len(table) != min(len(fit), int(c["top"])):
+        ck.fail(cmd, f"search: {len(table)} ranked rows for {len(fit)} configurations that fit, --top {c['top']}")
+    key = (lambda r: float(r["step_s"])) if c["objective"] == "step" else \
+        (lambda r: -float(r["tokens_per_s_per_gpu"]))
+    order = sorted(fit, key=key)
+    for t, want in zip(table, order):
+        same = [r for r in fit if (r["scheduler"], r["tp"], r["sp"], r["dp"], r["placement"], r["zero"],
+                                   r["recompute"], r["micro_batches"]) == (t[1], t[2], t[3], t[5], t[6], t[7],
+                                                                            t[8], t[9])]
+        ok = any(abs(float(t[10]) - float(r["step_s"])) <= 5.1e-5 and
+                 abs(float(t[11]) - float(r["tokens_per_s_per_gpu"])) <= 0.051 and
+                 abs(float(t[13]) - float(r["peak_mem_gib"])) <= 0.051 and
+                 (t[12] == "-" or abs(float(t[12].rstrip("%")) - 100 * float(r["mfu"])) <= 0.051)
+                 for r in same)
+        in_order = bool(same) and abs(key(same[0]) - key(want)) <= 1e-9 * abs(key(want))
+        if not (ok and in_order):
+            ck.fail(cmd, f"search: rank {t[0]} ({' '.join(t[1:10])}: {t[10]} s, {t[11]} tokens/s) is not "
+                         f"the CSV's rank {t[0]} by '{c['objective']}' ({want['scheduler']}, "
+                         f"{want['step_s']} s, {want['tokens_per_s_per_gpu']} tokens/s), or its figures differ")
     # each other method's line: its best simulated configuration that fits
     # by the objective, the winner's margin over it (step: its step over the
     # winner's; tokens: the winner's tokens/s over its), or, where none
