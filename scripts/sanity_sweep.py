@@ -996,17 +996,77 @@ def check_memory_file(ck, cmd, rows, path):
                          f"peak_reserved_gib {r['peak_reserved_gib']}")
 
 
+def check_trace(ck, cmd, rows, path, times=True):
+    """The --trace file against the rows (where both replay the same step):
+    a process per point that ran, in row order, named by its scheduler,
+    each track id named once; per point (times: not where the attention
+    scope's model has several layers, of which the trace shows one of each
+    kind, README "Layers") the busiest GPU's compute track covers
+    compute_ms, the busiest communication track comm_ms (the union of its
+    spans: groups in flight together count once), and the last span ends
+    at step_ms."""
+    import json
+    with open(path) as f:
+        d = json.load(f)
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    procs = [(e["pid"], e["args"]["name"]) for e in ev if e.get("ph") == "M" and e["name"] == "process_name"]
+    named = [(e["pid"], e["tid"]) for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"]
+    if len(named) != len(set(named)):
+        ck.fail(cmd, "--trace names a track id twice (one track drawn as two GPUs' or a GPU's and "
+                     "its transfers)")
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    spans = {}
+    for e in ev:
+        if e.get("ph") == "X":
+            spans.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+
+    def union(s):
+        tot, cur = 0.0, None
+        for a, b in sorted(s):
+            if cur is None or a > cur[1]:
+                tot += cur[1] - cur[0] if cur else 0
+                cur = [a, b]
+            else:
+                cur[1] = max(cur[1], b)
+        return tot + (cur[1] - cur[0] if cur else 0)
+    ran = ok_rows(rows)
+    if len(procs) != len(ran):
+        return ck.fail(cmd, f"--trace has {len(procs)} points, the CSV {len(ran)} that ran")
+    for (pid, name), r in zip(procs, ran):
+        if not name.startswith(r["scheduler"] + " "):
+            return ck.fail(cmd, f"--trace's point {name!r} where the CSV has {r['scheduler']}")
+        if not times:
+            continue
+        mine = {k: v for k, v in spans.items() if k[0] == pid}
+        got = {kind: max((union(v) for k, v in mine.items() if threads[k].endswith(" " + kind)), default=0) / 1e3
+               for kind in ("compute", "comm")}
+        end = max((b for v in mine.values() for _, b in v), default=0) / 1e3
+        # spans are rounded to the microsecond per end (README, --trace)
+        for what, x, col in (("compute track", got["compute"], "compute_ms"),
+                             ("communication track", got["comm"], "comm_ms"), ("last span's end", end, "step_ms")):
+            y = float(r[col])
+            if abs(x - y) > 2e-3 + 1e-6 * y:
+                ck.fail(cmd, f"{name}: --trace's {what} {x:.6f} ms, {col} {r[col]}")
+
+
 def check_config(ck, rng, c):
     # --memory replays a model scope's whole step (README), so it is read
     # only where the CSV replays the same
     same_step = c["scope"] != "model" or c.get("whole-steps")
-    extra = [("--links", "links.csv")] + ([("--memory", "memory.txt")] if same_step else [])
+    # (and --trace, a third of the time: a trace is the largest output)
+    traced = same_step and ck.chance(rng, 0.3)
+    extra = [("--links", "links.csv")] + ([("--memory", "memory.txt")] if same_step else []) + \
+        ([("--trace", "trace.json")] if traced else [])
     rows, table, cmd = ck.run_csv(args_of(c), extra)
     if rows is None:
         return False
     check_links(ck, cmd, rows, os.path.join(ck.tmp, "links.csv"))
     if same_step:
         check_memory_file(ck, cmd, rows, os.path.join(ck.tmp, "memory.txt"))
+    if traced:
+        check_trace(ck, cmd, rows, os.path.join(ck.tmp, "trace.json"),
+                    times=c["scope"] != "attention" or c.get("model") is None)
     gpu_mem, usable = ck.usable_gib(c["topology"])
     if "gpu-memory" in c:
         gpu_mem = usable = None

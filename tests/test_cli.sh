@@ -976,6 +976,16 @@ check "--scope layer: a backward alone holds no more than forward and backward" 
 "$sim" --topology h100x8 --model llama3-8b --scope layer --tp 2 --sp 2 --sched ring --seq 16K --links "$tmp/ll.csv" --trace "$tmp/lt.json" --quiet 2>/dev/null
 check "--scope layer: --links and --trace cover every GPU of the job (TP x SP)" \
   "[ \$(grep -c '^ring,' $tmp/ll.csv) -eq 8 ] && grep -q '\"GPU 3 compute\"' $tmp/lt.json"
+# the transfers' tracks follow every GPU's two of the job (TP x SP), not of
+# the SP degree: they shared ids with GPU 1's compute and comm tracks, and
+# the sends were drawn there
+check "--scope layer --trace: each track id named once, every send on its GPU's transfers track" \
+  "python3 -c 'import json, sys
+ev = json.load(open(sys.argv[1]))[\"traceEvents\"]
+named = [(e[\"pid\"], e[\"tid\"]) for e in ev if e.get(\"ph\") == \"M\" and e[\"name\"] == \"thread_name\"]
+names = {(e[\"pid\"], e[\"tid\"]): e[\"args\"][\"name\"] for e in ev if e.get(\"ph\") == \"M\" and e[\"name\"] == \"thread_name\"}
+sends = [e for e in ev if e.get(\"ph\") == \"X\" and e[\"name\"].startswith(\"send \")]
+sys.exit(not (len(named) == len(set(named)) == 12 and sends and all(names[(e[\"pid\"], e[\"tid\"])] == \"GPU %d transfers\" % e[\"args\"][\"src\"] for e in sends)))' $tmp/lt.json"
 sed 's/"ffn": 14336/"ffn": 14335/' models/llama3-8b.json > "$tmp/ffn.json"
 expect_error "--tp not dividing the FFN size" "option '--tp': TP 2 does not divide the model's 14335 FFN size" \
   --topology h100x8 --model "$tmp/ffn.json" --scope layer --tp 2
