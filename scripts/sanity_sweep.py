@@ -1042,6 +1042,12 @@ def check_trace(ck, cmd, rows, path, times=True):
         got = {kind: max((union(v) for k, v in mine.items() if threads[k].endswith(" " + kind)), default=0) / 1e3
                for kind in ("compute", "comm")}
         end = max((b for v in mine.values() for _, b in v), default=0) / 1e3
+        # its memory counters (GiB a GPU, README "Memory per GPU") peak at peak_mem_gib
+        mem = [v for e in ev if e.get("ph") == "C" and e["pid"] == pid and e["name"].endswith(" memory")
+               for v in e["args"].values()]
+        if mem and abs(max(mem) - float(r["peak_mem_gib"])) > 2 * EPS_GIB:
+            ck.fail(cmd, f"{name}: --trace's memory counters peak at {max(mem)} GiB, "
+                         f"peak_mem_gib {r['peak_mem_gib']}")
         # spans are rounded to the microsecond per end (README, --trace)
         for what, x, col in (("compute track", got["compute"], "compute_ms"),
                              ("communication track", got["comm"], "comm_ms"), ("last span's end", end, "step_ms")):
