@@ -476,7 +476,33 @@ def check_links_summary(ck, cmd, rows, table):
                          f"{100 * sum(us) / len(us):.2f}% over {len(us)}")
 
 
-def check_verdicts(ck, cmd, c, rows, table):
+def check_reason_figures(ck, cmd, r, why, first, links):
+    """A reason's named figures against the rows and --links: 'compute-bound:
+    R x the compute of W' names the group's fastest that fits (W, the
+    first named) and its compute_ms over W's (more than 1.05: under it the
+    compute is 'hidden'); 'communication-bound on KIND' names the kind of
+    a channel of the row's largest utilisation in --links (links: rows of
+    --links by point, or None)."""
+    m = re.match(r"compute-bound: ([0-9.]+)x the compute of (\S+)$", why)
+    if m:
+        w = float(first["compute_ms"])
+        want = float(r["compute_ms"]) / w if w > 0 else None
+        if m.group(2) != first["scheduler"] or want is None or \
+                abs(float(m.group(1)) - want) > 0.0051 + 2 * EPS_MS / w or want <= 1.05 - 1e-9:
+            ck.fail(cmd, f"verdict for {r['scheduler']} ({why}): the fastest is {first['scheduler']}, "
+                         f"the compute ratio {want}")
+    m = re.match(r"communication-bound on (.+): \d+% of the step exposed$", why)
+    if m and m.group(1) != "launch and issue costs" and links is not None:
+        ch = links.get((r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"], r["overrides"]))
+        if ch:
+            top = max(float(l["utilization"]) for l in ch)
+            kinds = {l["kind"] for l in ch if float(l["utilization"]) >= top - EPS_UTIL}
+            if m.group(1) not in kinds:
+                ck.fail(cmd, f"verdict for {r['scheduler']} ({why}): the busiest channels in --links "
+                             f"are of kind {sorted(kinds)}")
+
+
+def check_verdicts(ck, cmd, c, rows, table, links=None):
     lines = [l.strip()[3:] for l in table.splitlines() if l.strip().startswith("=> ")]
     groups = groups_of(rows)
     if len(lines) != len(groups):
@@ -516,6 +542,7 @@ def check_verdicts(ck, cmd, c, rows, table):
             # fastest in row order), not each tied row's
             if margin is not None or r is first:
                 check_verdict_reason(ck, cmd, r, why)
+                check_reason_figures(ck, cmd, r, why, first, links)
 
 
 # ---------------------------------------------------------------- relations
@@ -1080,7 +1107,12 @@ def check_config(ck, rng, c):
         check_row(ck, cmd, c, r, gpu_mem, usable)
     for g in groups_of(rows):
         check_group(ck, cmd, c, g)
-    check_verdicts(ck, cmd, c, rows, table)
+    with open(os.path.join(ck.tmp, "links.csv"), newline="") as f:
+        links = {}
+        for l in csv.DictReader(f):
+            links.setdefault((l["scheduler"], l["seq_len"], l["gpus"], l["mask"], l["pass"],
+                              l["overrides"]), []).append(l)
+    check_verdicts(ck, cmd, c, rows, table, links)
     check_links_summary(ck, cmd, rows, table)
     check_table_rows(ck, cmd, rows, table)
     check_relations(ck, rng, c, rows)
