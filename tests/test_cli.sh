@@ -936,6 +936,11 @@ expect_error "gpu_memory_gib refuses a size without a known unit" \
 expect_error "gpu_memory_headroom_gib must leave memory" \
   "option '--set': gpu_memory_headroom_gib=100: expected less than gpu_memory_gib" \
   --topology h100x8 --set gpu_memory_headroom_gib=100
+# a memory below the default headroom: the --set is at fault, not the
+# file's headroom field (which h100x8.json does not even hold)
+expect_error "a gpu_memory_gib under the headroom names the --set" \
+  "option '--set': gpu_memory_gib=2: expected more than gpu_memory_headroom_gib (3.14 GiB)" \
+  --topology h100x8 --set gpu_memory_gib=2
 expect_error "--memory and --csv on stdout at once are refused" "--memory" \
   --topology h100x8 --memory - --links -
 
