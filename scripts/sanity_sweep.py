@@ -883,16 +883,18 @@ def check_search(ck, rng, c):
     key = (lambda r: float(r["step_s"])) if c["objective"] == "step" else \
         (lambda r: -float(r["tokens_per_s_per_gpu"]))
     order = sorted(fit, key=key)
+    def split_text(r):  # the 'spl' column: "-", "W", "UxW" or "Ux-" (search_out.c)
+        hp, sp = int(r["head_parallel"]), int(r["split"])
+        return f"{hp}x{sp if sp else '-'}" if hp > 1 else (str(sp) if sp else "-")
     for t, want in zip(table, order):
-        same = [r for r in fit if (r["scheduler"], r["tp"], r["sp"], r["dp"], r["placement"], r["zero"],
-                                   r["recompute"], r["micro_batches"]) == (t[1], t[2], t[3], t[5], t[6], t[7],
-                                                                            t[8], t[9])]
+        same = [r for r in fit if (r["scheduler"], r["tp"], r["sp"], split_text(r), r["dp"], r["placement"],
+                                   r["zero"], r["recompute"], r["micro_batches"]) == t[1:10]]
         ok = any(abs(float(t[10]) - float(r["step_s"])) <= 5.1e-5 and
                  abs(float(t[11]) - float(r["tokens_per_s_per_gpu"])) <= 0.051 and
                  abs(float(t[13]) - float(r["peak_mem_gib"])) <= 0.051 and
                  (t[12] == "-" or abs(float(t[12].rstrip("%")) - 100 * float(r["mfu"])) <= 0.051)
                  for r in same)
-        in_order = bool(same) and abs(key(same[0]) - key(want)) <= 1e-9 * abs(key(want))
+        in_order = any(abs(key(r) - key(want)) <= 1e-9 * abs(key(want)) for r in same)
         if not (ok and in_order):
             ck.fail(cmd, f"search: rank {t[0]} ({' '.join(t[1:10])}: {t[10]} s, {t[11]} tokens/s) is not "
                          f"the CSV's rank {t[0]} by '{c['objective']}' ({want['scheduler']}, "
