@@ -406,7 +406,103 @@ def check_verdict_reason(ck, cmd, r, why):
             bad(f"says {m.group(1)}% waiting, imbalance_ms is {100 * i:.2f}% of the step")
 
 
-def check_verdicts(ck, cmd, c, rows, table):
+def check_table_rows(ck, cmd, rows, table):
+    """The table's rows against the CSV's, in the same order: the same
+    schedulers and SP degrees, n/a where the status is, and every figure
+    the CSV's within the table's printed precision (times 3 decimals,
+    speedups 2, utilisations 0.1%, memory 0.1 GiB, '!' where it does not
+    fit)."""
+    trows = []
+    for l in table.splitlines():
+        t = l.split()
+        if len(t) < 4 or l.startswith(("links", "mask", "tasp-sim", "note")) or t[0] in ("=>", "note:", "seq"):
+            continue
+        if not t[0].isdigit():  # a group's first row: its sequence length first
+            t = t[1:]
+        if len(t) >= 3 and t[0].isdigit() and (t[2] == "n/a:" or len(t) == 12):
+            trows.append(t)
+    if len(trows) != len(rows):
+        return ck.fail(cmd, f"the table has {len(trows)} rows, the CSV {len(rows)}")
+    cols = [("step_ms", 1, 5e-4), ("compute_ms", 1, 5e-4), ("comm_ms", 1, 5e-4),
+            ("exposed_comm_ms", 1, 5e-4), ("imbalance_ms", 1, 5e-4),
+            ("speedup_vs_best", 1, 5e-3), ("speedup_vs_ring", 1, 5e-3),
+            ("max_link_util", 100, 0.05), ("mean_link_util", 100, 0.05), ("peak_mem_gib", 1, 0.05)]
+    for t, r in zip(trows, rows):
+        if t[0] != r["gpus"] or t[1] != r["scheduler"] or (t[2] == "n/a:") != (r["status"] != "ok"):
+            return ck.fail(cmd, f"table row {' '.join(t[:3])} against the CSV's {r['scheduler']} "
+                                f"sp {r['gpus']} ({r['status'][:40]})")
+        if t[2] == "n/a:":
+            if " ".join(t[2:]) != r["status"]:
+                ck.fail(cmd, f"{r['scheduler']}: the table's reason differs from the CSV's status")
+            continue
+        for (col, scale, eps), text in zip(cols, t[2:]):
+            if text == "-":
+                if r[col] != "":
+                    ck.fail(cmd, f"{r['scheduler']}: the table shows no {col}, the CSV {r[col]}")
+                continue
+            v = float(text.rstrip("x%G!"))
+            if r[col] == "" or abs(v - float(r[col]) * scale) > eps * (1 + 1e-6) + 1e-9:
+                ck.fail(cmd, f"{r['scheduler']} (sp {r['gpus']}): the table's {col} {text}, the CSV's {r[col]}")
+        if t[11].endswith("!") != (r["fits"] == "no"):
+            ck.fail(cmd, f"{r['scheduler']}: the table's mem {t[11]}, the CSV's fits {r['fits']!r}")
+
+
+def check_links_summary(ck, cmd, rows, table):
+    """The table's closing 'links: mean utilisation NAME X% (idle channels
+    in A of B points), ...' against the rows: one entry per scheduler that
+    ran a point, X the mean of its rows' mean_link_util, B its rows that
+    ran."""
+    line = next((l for l in table.splitlines() if l.startswith("links: mean utilisation")), None)
+    ran = ok_rows(rows)
+    if line is None:
+        if ran:
+            ck.fail(cmd, "no 'links: mean utilisation' line though rows ran")
+        return
+    body = line[len("links: mean utilisation"):]
+    entries = re.findall(r"(?:^|,) (\S+) ([0-9.]+)% \(idle channels in (\d+) of (\d+) points\)", body)
+    if ", ".join(f"{n} {u}% (idle channels in {a} of {b} points)" for n, u, a, b in entries) != body.strip():
+        return ck.fail(cmd, f"links line not in its documented form: {line[:120]}")
+    per = {}
+    for r in ran:
+        per.setdefault(r["scheduler"], []).append(float(r["mean_link_util"]))
+    if len(entries) != len({e[0] for e in entries}) or set(per) != {e[0] for e in entries}:
+        return ck.fail(cmd, f"links line names {[e[0] for e in entries]}, the schedulers that ran {sorted(per)}")
+    for name, util, idle, n in entries:
+        us = per[name]
+        # each row's mean printed to 4 decimals, the line's to 0.1%
+        if int(n) != len(us) or int(idle) > len(us) or \
+                abs(float(util) - 100 * sum(us) / len(us)) > 0.05 + 100 * EPS_UTIL:
+            ck.fail(cmd, f"links line: {name} {util}% in {n} points; its rows: "
+                         f"{100 * sum(us) / len(us):.2f}% over {len(us)}")
+
+
+def check_reason_figures(ck, cmd, r, why, first, links):
+    """A reason's named figures against the rows and --links: 'compute-bound:
+    R x the compute of W' names the group's fastest that fits (W, the
+    first named) and its compute_ms over W's (more than 1.05: under it the
+    compute is 'hidden'); 'communication-bound on KIND' names the kind of
+    a channel of the row's largest utilisation in --links (links: rows of
+    --links by point, or None)."""
+    m = re.match(r"compute-bound: ([0-9.]+)x the compute of (\S+)$", why)
+    if m:
+        w = float(first["compute_ms"])
+        want = float(r["compute_ms"]) / w if w > 0 else None
+        if m.group(2) != first["scheduler"] or want is None or \
+                abs(float(m.group(1)) - want) > 0.0051 + 2 * EPS_MS / w or want <= 1.05 - 1e-9:
+            ck.fail(cmd, f"verdict for {r['scheduler']} ({why}): the fastest is {first['scheduler']}, "
+                         f"the compute ratio {want}")
+    m = re.match(r"communication-bound on (.+): \d+% of the step exposed$", why)
+    if m and m.group(1) != "launch and issue costs" and links is not None:
+        ch = links.get((r["scheduler"], r["seq_len"], r["gpus"], r["mask"], r["pass"], r["overrides"]))
+        if ch:
+            top = max(float(l["utilization"]) for l in ch)
+            kinds = {l["kind"] for l in ch if float(l["utilization"]) >= top - EPS_UTIL}
+            if m.group(1) not in kinds:
+                ck.fail(cmd, f"verdict for {r['scheduler']} ({why}): the busiest channels in --links "
+                             f"are of kind {sorted(kinds)}")
+
+
+def check_verdicts(ck, cmd, c, rows, table, links=None):
     lines = [l.strip()[3:] for l in table.splitlines() if l.strip().startswith("=> ")]
     groups = groups_of(rows)
     if len(lines) != len(groups):
@@ -446,6 +542,7 @@ def check_verdicts(ck, cmd, c, rows, table):
             # fastest in row order), not each tied row's
             if margin is not None or r is first:
                 check_verdict_reason(ck, cmd, r, why)
+                check_reason_figures(ck, cmd, r, why, first, links)
 
 
 # ---------------------------------------------------------------- relations
@@ -611,6 +708,30 @@ def check_relations(ck, rng, c, rows):
             if rw:
                 relate(ck, f"{what_if} lengthens the step", rw, rows, cw, cmd, "step_ms",
                        lambda x, y: x <= y * (1 + 1e-6) + EPS_MS)
+    # a backward alone is given what the forward saved and frees each
+    # tensor after its last reader (plan_buf_saved_input), as the backward
+    # of forward and backward together frees the same ones, which also
+    # holds the forward's output: the backward alone never holds more.
+    # With the full mask and --no-comm, where the backward after a forward
+    # starts every GPU as the backward alone does: elsewhere a causal
+    # forward's imbalance staggers the GPUs' backward starts and transfers
+    # in flight overlap otherwise (torus4x4, ring SP 4 at 4K, causal: three
+    # float32 dK/dV buffers alone, two after the forward).  A layer's saved
+    # activations held to the end broke it (layer scope, TP 2 x SP 4 at
+    # 16K, full, --no-comm: ring 1.0471 GiB alone, 0.8674 both)
+    if c["scope"] != "model" and "docs" not in c and ck.chance(rng, 0.3):
+        rb, _, cb = ck.run_csv(args_of(dict(c, mask="full", **{"pass": "bwd,fwdbwd", "no-comm": True})))
+        if rb:
+            runs = {}
+            for r in ok_rows(rb):
+                runs[(r["scheduler"], r["seq_len"], r["gpus"], r["pass"])] = r
+            for k in sorted(runs):
+                both = runs.get(k[:3] + ("fwdbwd",))
+                if k[3] == "bwd" and both and \
+                        float(runs[k]["peak_mem_gib"]) > float(both["peak_mem_gib"]) + EPS_GIB:
+                    ck.fail(cb, f"{k[0]} (seq {k[1]}, sp {k[2]}): the backward alone holds "
+                                f"{runs[k]['peak_mem_gib']} GiB, forward and backward "
+                                f"{both['peak_mem_gib']}")
     if c["scope"] == "model":
         sp_dp = int(c["sp"]) * int(c.get("dp", 1))
         # a second micro-batch adds work and keeps the first's gradients
@@ -619,16 +740,22 @@ def check_relations(ck, rng, c, rows):
             if r2:
                 relate(ck, "two micro-batches hold less than one", r2, rows, c2, cmd, "peak_mem_gib", ge)
                 relate(ck, "two micro-batches are faster than one", r2, rows, c2, cmd, "step_ms", ge)
-        # ZeRO shards what it shards: stage 3 never holds more than stage 0
+        # ZeRO shards what it shards: stage 3 never holds more than stage 0.
+        # The whole step's peaks: at ZeRO 2-3 an extended peak is not exact
+        # (its note says so), high or low by the gradients waiting at 6 and
+        # 7 layers (torus4x4 tokenring, 4K, DP 2: 55.65 GiB extended, 49.50
+        # whole), so relations between memories compare whole steps there
+        whole = [] if c.get("whole-steps") else ["whole-steps"]
         if sp_dp > 1 and ck.chance(rng, 0.5):
             r0, _, c0 = ck.run_csv(args_of(dict(c, zero=0)))
-            r3, _, c3 = ck.run_csv(args_of(dict(c, zero=3)))
+            r3, _, c3 = ck.run_csv(args_of(dict(c, zero=3, **{k: True for k in whole})))
             if r0 and r3:
                 relate(ck, "ZeRO 3 holds more than ZeRO 0", r3, r0, c3, c0, "peak_mem_gib", le)
         # full recomputation keeps only each layer's input: never more memory
         if ck.chance(rng, 0.5):
-            rn, _, cn = ck.run_csv(args_of(dict(c, recompute="none")))
-            rf, _, cf = ck.run_csv(args_of(dict(c, recompute="full")))
+            exact = {k: True for k in whole} if int(c.get("zero", 0)) >= 2 else {}
+            rn, _, cn = ck.run_csv(args_of(dict(c, recompute="none", **exact)))
+            rf, _, cf = ck.run_csv(args_of(dict(c, recompute="full", **exact)))
             if rn and rf:
                 relate(ck, "full recomputation holds more than none", rf, rn, cf, cn,
                        "peak_mem_gib", le)
@@ -745,6 +872,65 @@ def check_search(ck, rng, c):
                          f"{float(best['tokens_per_s_per_gpu']):.1f} tokens/s, {float(best['step_s']):.4f} s")
     elif m:
         ck.fail(cmd, "search: a winner though no configuration fits")
+    # the ranked table: the top configurations that fit, best first by the
+    # objective (as many as --top allows), each a simulated row of the CSV
+    # with the figures printed (step to 4 decimals, tokens/s to 0.1, MFU to
+    # 0.1%, memory to 0.1 GiB)
+    table = re.findall(r"^ +(\d+)  (\S+) +(\d+) +(\d+) +(\S+) +(\d+) (\S+) +(\d) (\S+) +(\d+) +([0-9.]+) +"
+                       r"([0-9.]+) +(\S+) +([0-9.]+)G  ", out, re.M)
+    if len(table) != min(len(fit), int(c["top"])):
+        ck.fail(cmd, f"search: {len(table)} ranked rows for {len(fit)} configurations that fit, --top {c['top']}")
+    key = (lambda r: float(r["step_s"])) if c["objective"] == "step" else \
+        (lambda r: -float(r["tokens_per_s_per_gpu"]))
+    order = sorted(fit, key=key)
+    def split_text(r):  # the 'spl' column: "-", "W", "UxW" or "Ux-" (search_out.c)
+        hp, sp = int(r["head_parallel"]), int(r["split"])
+        return f"{hp}x{sp if sp else '-'}" if hp > 1 else (str(sp) if sp else "-")
+    for t, want in zip(table, order):
+        same = [r for r in fit if (r["scheduler"], r["tp"], r["sp"], split_text(r), r["dp"], r["placement"],
+                                   r["zero"], r["recompute"], r["micro_batches"]) == t[1:10]]
+        ok = any(abs(float(t[10]) - float(r["step_s"])) <= 5.1e-5 and
+                 abs(float(t[11]) - float(r["tokens_per_s_per_gpu"])) <= 0.051 and
+                 abs(float(t[13]) - float(r["peak_mem_gib"])) <= 0.051 and
+                 (t[12] == "-" or abs(float(t[12].rstrip("%")) - 100 * float(r["mfu"])) <= 0.051)
+                 for r in same)
+        in_order = any(abs(key(r) - key(want)) <= 1e-9 * abs(key(want)) for r in same)
+        if not (ok and in_order):
+            ck.fail(cmd, f"search: rank {t[0]} ({' '.join(t[1:10])}: {t[10]} s, {t[11]} tokens/s) is not "
+                         f"the CSV's rank {t[0]} by '{c['objective']}' ({want['scheduler']}, "
+                         f"{want['step_s']} s, {want['tokens_per_s_per_gpu']} tokens/s), or its figures differ")
+    # each other method's line: its best simulated configuration that fits
+    # by the objective, the winner's margin over it (step: its step over the
+    # winner's; tokens: the winner's tokens/s over its), or, where none
+    # fits, how many of its configurations did not fit and were excluded
+    if fit and m:
+        win = float(best["step_s"]) if c["objective"] == "step" else float(best["tokens_per_s_per_gpu"])
+        for line in re.findall(r"^  ahead of (\S+) +by +([0-9.]+)% \(its best: .*, ([0-9.]+) tokens/s "
+                               r"per GPU\)$", out, re.M):
+            mine = [r for r in fit if r["scheduler"] == line[0]]
+            if not mine:
+                ck.fail(cmd, f"search: 'ahead of {line[0]}' though none of its configurations fits")
+                continue
+            if c["objective"] == "step":
+                its = min(mine, key=lambda r: float(r["step_s"]))
+                margin = float(its["step_s"]) / win - 1
+            else:
+                its = max(mine, key=lambda r: float(r["tokens_per_s_per_gpu"]))
+                margin = win / float(its["tokens_per_s_per_gpu"]) - 1
+            if abs(float(line[2]) - float(its["tokens_per_s_per_gpu"])) > 0.051 or \
+                    abs(float(line[1]) - 100 * margin) > 0.051:
+                ck.fail(cmd, f"search: ahead of {line[0]} by {line[1]}% at {line[2]} tokens/s; its best "
+                             f"simulated that fits: {float(its['tokens_per_s_per_gpu']):.1f} tokens/s, "
+                             f"a margin of {100 * margin:.2f}%")
+    for line in re.findall(r"^  (\S+) +none runs and fits \((\d+) simulated do not fit, (\d+) excluded\)$",
+                           out, re.M):
+        mine = [r for r in rows if r["scheduler"] == line[0]]
+        nofit = sum(r["status"] == "does not fit" for r in mine)
+        excl = sum(r["status"] == "excluded" for r in mine)
+        if any(r["status"] == "simulated" for r in mine) or (nofit, excl) != (int(line[1]), int(line[2])):
+            ck.fail(cmd, f"search: {line[0]} 'none runs and fits ({line[1]} do not fit, {line[2]} excluded)'; "
+                         f"the CSV: {nofit} do not fit, {excl} excluded, "
+                         f"{sum(r['status'] == 'simulated' for r in mine)} fit")
     # shards merged = the whole search, byte for byte
     if ck.chance(rng, 0.5):
         parts = []
@@ -839,17 +1025,83 @@ def check_memory_file(ck, cmd, rows, path):
                          f"peak_reserved_gib {r['peak_reserved_gib']}")
 
 
+def check_trace(ck, cmd, rows, path, times=True):
+    """The --trace file against the rows (where both replay the same step):
+    a process per point that ran, in row order, named by its scheduler,
+    each track id named once; per point (times: not where the attention
+    scope's model has several layers, of which the trace shows one of each
+    kind, README "Layers") the busiest GPU's compute track covers
+    compute_ms, the busiest communication track comm_ms (the union of its
+    spans: groups in flight together count once), and the last span ends
+    at step_ms."""
+    import json
+    with open(path) as f:
+        d = json.load(f)
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    procs = [(e["pid"], e["args"]["name"]) for e in ev if e.get("ph") == "M" and e["name"] == "process_name"]
+    named = [(e["pid"], e["tid"]) for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"]
+    if len(named) != len(set(named)):
+        ck.fail(cmd, "--trace names a track id twice (one track drawn as two GPUs' or a GPU's and "
+                     "its transfers)")
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    spans = {}
+    for e in ev:
+        if e.get("ph") == "X":
+            spans.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+
+    def union(s):
+        tot, cur = 0.0, None
+        for a, b in sorted(s):
+            if cur is None or a > cur[1]:
+                tot += cur[1] - cur[0] if cur else 0
+                cur = [a, b]
+            else:
+                cur[1] = max(cur[1], b)
+        return tot + (cur[1] - cur[0] if cur else 0)
+    ran = ok_rows(rows)
+    if len(procs) != len(ran):
+        return ck.fail(cmd, f"--trace has {len(procs)} points, the CSV {len(ran)} that ran")
+    for (pid, name), r in zip(procs, ran):
+        if not name.startswith(r["scheduler"] + " "):
+            return ck.fail(cmd, f"--trace's point {name!r} where the CSV has {r['scheduler']}")
+        if not times:
+            continue
+        mine = {k: v for k, v in spans.items() if k[0] == pid}
+        got = {kind: max((union(v) for k, v in mine.items() if threads[k].endswith(" " + kind)), default=0) / 1e3
+               for kind in ("compute", "comm")}
+        end = max((b for v in mine.values() for _, b in v), default=0) / 1e3
+        # its memory counters (GiB a GPU, README "Memory per GPU") peak at peak_mem_gib
+        mem = [v for e in ev if e.get("ph") == "C" and e["pid"] == pid and e["name"].endswith(" memory")
+               for v in e["args"].values()]
+        if mem and abs(max(mem) - float(r["peak_mem_gib"])) > 2 * EPS_GIB:
+            ck.fail(cmd, f"{name}: --trace's memory counters peak at {max(mem)} GiB, "
+                         f"peak_mem_gib {r['peak_mem_gib']}")
+        # spans are rounded to the microsecond per end (README, --trace)
+        for what, x, col in (("compute track", got["compute"], "compute_ms"),
+                             ("communication track", got["comm"], "comm_ms"), ("last span's end", end, "step_ms")):
+            y = float(r[col])
+            if abs(x - y) > 2e-3 + 1e-6 * y:
+                ck.fail(cmd, f"{name}: --trace's {what} {x:.6f} ms, {col} {r[col]}")
+
+
 def check_config(ck, rng, c):
     # --memory replays a model scope's whole step (README), so it is read
     # only where the CSV replays the same
     same_step = c["scope"] != "model" or c.get("whole-steps")
-    extra = [("--links", "links.csv")] + ([("--memory", "memory.txt")] if same_step else [])
+    # (and --trace, a third of the time: a trace is the largest output)
+    traced = same_step and ck.chance(rng, 0.3)
+    extra = [("--links", "links.csv")] + ([("--memory", "memory.txt")] if same_step else []) + \
+        ([("--trace", "trace.json")] if traced else [])
     rows, table, cmd = ck.run_csv(args_of(c), extra)
     if rows is None:
         return False
     check_links(ck, cmd, rows, os.path.join(ck.tmp, "links.csv"))
     if same_step:
         check_memory_file(ck, cmd, rows, os.path.join(ck.tmp, "memory.txt"))
+    if traced:
+        check_trace(ck, cmd, rows, os.path.join(ck.tmp, "trace.json"),
+                    times=c["scope"] != "attention" or c.get("model") is None)
     gpu_mem, usable = ck.usable_gib(c["topology"])
     if "gpu-memory" in c:
         gpu_mem = usable = None
@@ -857,7 +1109,14 @@ def check_config(ck, rng, c):
         check_row(ck, cmd, c, r, gpu_mem, usable)
     for g in groups_of(rows):
         check_group(ck, cmd, c, g)
-    check_verdicts(ck, cmd, c, rows, table)
+    with open(os.path.join(ck.tmp, "links.csv"), newline="") as f:
+        links = {}
+        for l in csv.DictReader(f):
+            links.setdefault((l["scheduler"], l["seq_len"], l["gpus"], l["mask"], l["pass"],
+                              l["overrides"]), []).append(l)
+    check_verdicts(ck, cmd, c, rows, table, links)
+    check_links_summary(ck, cmd, rows, table)
+    check_table_rows(ck, cmd, rows, table)
     check_relations(ck, rng, c, rows)
     return True
 

@@ -47,7 +47,8 @@ static GOptionEntry *option_table(cli_opts *o) {
        "TransformerEngine names; the others refuse)",
        "LIST"},
       {"pass", 0, 0, G_OPTION_ARG_STRING, &o->pass,
-       "fwd, bwd or fwdbwd, or a list (default " SCENARIO_DEFAULT_PASS ")", "PASS"},
+       "fwd, bwd or fwdbwd, or a list (default " SCENARIO_DEFAULT_PASS "); --scope model "
+       "takes fwdbwd alone, its default", "PASS"},
       {"attention", 0, 0, G_OPTION_ARG_STRING, &o->attention,
        "softmax or linear: the attention of every layer of the model", "KIND"},
       {"scope", 0, 0, G_OPTION_ARG_STRING, &o->scope,

@@ -455,7 +455,10 @@ void lb_backward_layer(lb *b, uint32_t l) {
   b->split = b->splits[b->kind[l]];
   b->attn_src = b->attn_srcs[b->kind[l]];
   if (b->pass == PASS_BWD) {
-    /* what a forward would have saved: inputs of the pass */
+    /* what a forward would have saved: inputs of the pass, each freed
+     * after its last reader as autograd frees a node's saved tensors once
+     * its backward has run (plan_buf_saved_input; the layer's fwdbwd
+     * frees the same tensors at the same tasks) */
     double e = d->elem_bytes;
     double bytes[SV_COUNT] = {lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
                               lb_act_bytes(b, local, h), lb_act_bytes(b, local, h),
@@ -469,9 +472,10 @@ void lb_backward_layer(lb *b, uint32_t l) {
     bool amp = b->w->precision == PRECISION_AMP;
     ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++) {
       bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused) ||
-                    ((k == SV_H1 || k == SV_X) && d->unfused) || (k == SV_QK && !b->qkv_view[b->kind[l]]) ||
+                    ((k == SV_H1 || k == SV_X) && d->unfused) ||
+                    (k == SV_QK && !b->qkv_view[b->kind[l]]) ||
                     k == SV_AO; /* the attention's own input "out" */
-      SAVED(l, g, k) = absent ? NONE : plan_buf_input(b->p, g, bytes[k], names[k]);
+      SAVED(l, g, k) = absent ? NONE : plan_buf_saved_input(b->p, g, bytes[k], names[k]);
     }
     lb_open_ranks(b, l);
   } else if (b->recompute == RECOMPUTE_FULL) {

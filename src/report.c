@@ -160,6 +160,7 @@ void report_notes(FILE *f, const report_ctx *c) {
  * and in how many points it left channels idle. */
 static void links_summary(FILE *f, const report_ctx *c) {
   GString *s = g_string_new("links: mean utilisation");
+  bool first = true; /* a scheduler that ran no point (all n/a) has no entry */
   for (guint k = 0; k < c->s->scheds->len; k++) {
     const sched_ops *so = c->s->scheds->pdata[k];
     double sum = 0;
@@ -176,7 +177,8 @@ static void links_summary(FILE *f, const report_ctx *c) {
     }
     if (n)
       g_string_append_printf(s, "%s %s %.1f%% (idle channels in %u of %u points)",
-                             k ? "," : "", so->name, 100 * sum / n, with_idle, n);
+                             first ? "" : ",", so->name, 100 * sum / n, with_idle, n);
+    first &= !n;
   }
   fprintf(f, "%s\n", s->str);
   g_string_free(s, TRUE);

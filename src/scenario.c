@@ -725,8 +725,14 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
   }
   g_ptr_array_set_size(items, 0);
   g_hash_table_remove_all(seen);
-  if (!get_list(root, s->file, "pass", ov->pass, "--pass", SCENARIO_DEFAULT_PASS, items, &o,
-                err))
+  /* scope model is the training step, forward and backward: a forward
+   * alone would keep every activation whatever --recompute says and hold
+   * no gradients or optimizer states, while the header and the row say
+   * they are the step's (so fwdbwd is its default, and the others are
+   * refused) */
+  bool step = s->model.scope == SCOPE_MODEL;
+  if (!get_list(root, s->file, "pass", ov->pass, "--pass",
+                step ? "fwdbwd" : SCENARIO_DEFAULT_PASS, items, &o, err))
     return false;
   for (guint i = 0; i < items->len; i++) {
     const char *m = items->pdata[i];
@@ -735,6 +741,9 @@ static bool load_sweep(scenario *s, json_object *root, const scenario_overrides 
     else if (!strcmp(m, "bwd")) p = PASS_BWD;
     else if (!strcmp(m, "fwdbwd")) p = PASS_FWDBWD;
     else return bad(err, o, "expected fwd, bwd or fwdbwd, got \"%s\"", m);
+    if (step && p != PASS_FWDBWD)
+      return bad(err, o, "scope model is the training step, forward and backward: expected "
+                 "fwdbwd, got \"%s\" (a layer's forward or backward alone: --scope layer)", m);
     if (!once(seen, g_strdup(m), m, o, err)) return false;
     g_array_append_val(s->passes, p);
   }

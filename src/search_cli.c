@@ -256,8 +256,22 @@ static scenario *load(const search_cli *o, GError **err) {
   if (o->mask && strcmp(o->mask, "causal") && strcmp(o->mask, "full"))
     return opt_error(err, "--mask", "causal or full", o->mask), NULL;
   g_autoptr(GPtrArray) sets = g_ptr_array_new_with_free_func(g_free);
+  /* each key once, as the main command has it (sweep.c): the topology
+   * loader applies them in turn, so a key given twice, or gpu_memory_gib
+   * beside --gpu-memory, would have the last silently win */
+  g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  if (o->gpu_memory) g_hash_table_add(keys, g_strdup("gpu_memory_gib"));
   for (char **a = o->set; a && *a; a++) {
     if (!strchr(*a, '=') || **a == '=') return opt_error(err, "--set", "KEY=VALUE", *a), NULL;
+    g_autofree char *key = g_strndup(*a, (gsize)(strchr(*a, '=') - *a));
+    if (g_hash_table_contains(keys, key)) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--set': %s: key "
+                  "'%s' is %s; expected each key once", *a, key,
+                  o->gpu_memory && !strcmp(key, "gpu_memory_gib") ? "--gpu-memory's too"
+                                                                   : "set twice");
+      return NULL;
+    }
+    g_hash_table_add(keys, g_steal_pointer(&key));
     g_ptr_array_add(sets, g_strdup(*a));
   }
   if (o->gpu_memory) g_ptr_array_add(sets, g_strconcat("gpu_memory_gib=", o->gpu_memory, NULL));
@@ -270,6 +284,17 @@ static scenario *load(const search_cli *o, GError **err) {
   if (o->args && o->args[0] && o->args[1])
     return opt_error(err, "search", "at most one scenario file", o->args[1]), NULL;
   scenario *s = scenario_load(file, &ov, err);
+  /* --gpu-memory's value is read as --set gpu_memory_gib's: its refusal
+   * names the option the user gave */
+  g_autofree char *as_set = o->gpu_memory ? g_strdup_printf("command line: option '--set': "
+                                                            "gpu_memory_gib=%s: ", o->gpu_memory)
+                                          : NULL;
+  if (!s && as_set && err && *err && g_str_has_prefix((*err)->message, as_set)) {
+    g_autofree char *why = g_strdup((*err)->message + strlen(as_set));
+    g_clear_error(err);
+    g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--gpu-memory': "
+                "%s: %s", o->gpu_memory, why);
+  }
   if (s && s->seqs->len != 1) {
     scenario_free(s);
     g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "%s: field 'seq_len': a search takes one "

@@ -119,7 +119,17 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   extended apart and the largest taken, so a peak that moves from the
  *   loss to the backward's end as layers are added is followed (test_layer's
  *   test_step_phase_peaks); at ZeRO 0-1 the peak itself (the body's),
- *   exact (the same tests; test_cli's double ring at ZeRO 1); at ZeRO
+ *   exact (the same tests; test_cli's double ring at ZeRO 1) but for
+ *   the receive buffers a host allocates as it issues the next layers'
+ *   transfers ahead of its GPU (exec_queue.h), whose count at the peak
+ *   steps by whole buffers as layers are added (h100x8x2, stripe SP 2 x
+ *   TP 4, 4K: 9.99 GiB extended, 10.13 whole; sanity_sweep seed 404; h100x8
+ *   double ring SP 2 x TP 4: next_k, next_v 4, 4, 5, 6 at 5-8 layers, 22
+ *   at 32, none with comm.host_us 400);
+ *   and a step whose layer time has not settled by the 7th layer is
+ *   extended wrong (torus4x4, usp-zigzag SP 8, ZeRO 3, Llama-2-7B 16K:
+ *   979 ms extended, 1252 whole, the 6th to 7th layer adding 27.22 ms of
+ *   a steady 38.13; mi300x8, stripe TP 2 x SP 2, 16K: 3.8%); at ZeRO
  *   2-3 the gradients waiting for their reduce-scatters may pile up by
  *   steps the replayed layers do not show (l20x8-pcie, all-gather CP SP
  *   8 at 8K, ZeRO 2: 1.52 GiB from 6 to 7 layers, 0.81-1.17 a layer

@@ -342,7 +342,17 @@ topology *topo_load_set(const char *file, char *const *sets, uint64_t max_bytes,
                        JSON_NONNEG, &headroom_gib, err))
     return NULL;
   if (mem_gib > 0 && headroom_gib >= mem_gib) {
-    json_fail(err, w, "gpu_memory_headroom_gib", "expected less than gpu_memory_gib");
+    /* the field the command line set is at fault where only it was set
+     * (the headroom is then the file's or its default, 3.14 GiB, which the
+     * file need not hold) */
+    bool by_set = doc->set && g_hash_table_contains(doc->set, "gpu_memory_gib") &&
+                  !g_hash_table_contains(doc->set, "gpu_memory_headroom_gib");
+    if (by_set)
+      json_fail(err, w, "gpu_memory_gib", "expected more than gpu_memory_headroom_gib (%g GiB)",
+                headroom_gib);
+    else
+      json_fail(err, w, "gpu_memory_headroom_gib", "expected less than gpu_memory_gib (%g GiB)",
+                mem_gib);
     return NULL;
   }
   if (!json_get_string(root, w, "name", true, NULL, &name, err) ||

@@ -72,7 +72,12 @@ void trace_writer_point(sim_result *r, void *writer) {
   fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%u,\"args\":{\"name\":", p);
   json_str(f, pname);
   fputs("}}", f);
-  for (uint32_t g = 0; g < layer_job_gpus(&r->pt.w); g++) { /* every GPU of the job */
+  /* every GPU of the job: its compute and communication tracks 2g and
+   * 2g + 1, its transfers after all of those (the job's GPUs, TP x SP x DP
+   * at the layer and model scopes, not the SP degree: tracks of the
+   * transfers and of other GPUs would share ids) */
+  uint32_t n = layer_job_gpus(&r->pt.w);
+  for (uint32_t g = 0; g < n; g++) {
     for (int k = 0; k < 2; k++) {
       SEP();
       fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
@@ -80,7 +85,7 @@ void trace_writer_point(sim_result *r, void *writer) {
     }
     SEP();
     fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":"
-            "{\"name\":\"GPU %u transfers\"}}", p, 2 * r->pt.w.gpus + g, g);
+            "{\"name\":\"GPU %u transfers\"}}", p, 2 * n + g, g);
   }
   if (!r->r->spans) return;
   for (guint i = 0; i < r->r->spans->len; i++) {
@@ -100,7 +105,7 @@ void trace_writer_point(sim_result *r, void *writer) {
   for (guint i = 0; i < r->r->xfers->len; i++) {
     const exec_xfer *x = &g_array_index(r->r->xfers, exec_xfer, i);
     long long a = ns(x->t0_s), b = ns(x->t1_s);
-    uint32_t tid_send = 2 * r->pt.w.gpus + x->src, tid_recv = 2 * r->pt.w.gpus + x->dst;
+    uint32_t tid_send = 2 * n + x->src, tid_recv = 2 * n + x->dst;
     SEP();
     fprintf(f, "{\"ph\":\"X\",\"name\":\"send %u->%u\",\"pid\":%u,\"tid\":%u,\"ts\":", x->src,
             x->dst, p, tid_send);

@@ -334,7 +334,9 @@ check "search --help names its options" \
 for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq" \
             "--gpus 9|--gpus" "--global-batch-tokens 40K|--global-batch-tokens" \
             "--sched ring,nope|--sched" "--shard 2/2|--shard" "--mask both|--mask" \
-            "--jobs -1|--jobs" "--precision fp16|--precision"; do
+            "--jobs -1|--jobs" "--precision fp16|--precision" "--gpu-memory 80G|--gpu-memory" \
+            "--set gpu_memory_gib=40 --gpu-memory 80|--set" \
+            "--set comm.launch_us=10 --set comm.launch_us=20|--set"; do
   args=${case%|*}
   opt=${case#*|}
   "$sim" search $q $args > /dev/null 2> "$tmp/err"
