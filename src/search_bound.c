@@ -87,11 +87,14 @@ void search_attention_on(const sched_ops *s, const workload *w, const topology *
       if (x->kind != TASK_COMPUTE) continue;
       double d = compute_op_s(&t->compute, &x->op);
       bool forward = i < p->pass_barrier;
-      for (uint32_t g = 0; g < p->n_gpus; g++)
-        if (x->gpu == PLAN_ALL || x->gpu == g) {
-          all[g] += d;
-          if (forward) fwd[g] += d;
-        }
+      /* a per-GPU task adds to its GPU alone (not a loop over every GPU
+       * per task: a causal plan has a task per GPU and step) */
+      uint32_t g0 = x->gpu == PLAN_ALL ? 0 : x->gpu;
+      uint32_t g1 = x->gpu == PLAN_ALL ? p->n_gpus : x->gpu + 1;
+      for (uint32_t g = g0; g < g1; g++) {
+        all[g] += d;
+        if (forward) fwd[g] += d;
+      }
     }
     double most = 0, again = 0;
     for (uint32_t g = 0; g < p->n_gpus; g++) {
