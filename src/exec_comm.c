@@ -148,13 +148,33 @@ static flow_kinds sort_kinds(exec_state *s, const plan_task *t) {
     kinds[i].cap = cap;
     kinds[i].latency = topo_route_latency(s->t, x.src, to) * x.steps;
   }
+  /* a group's transfers come in runs of alike ones (TASP at TP 4 x SP
+   * 128 x DP 2 on 1,024 GPUs: 108.6M transfers in 110K groups, 110K runs:
+   * about one run of 990 a group), so the runs are grouped, by their
+   * first transfer's kind, and their transfers follow in order: the same
+   * kinds in the same first-seen order, each kind's transfers in theirs,
+   * as grouping them one by one gives */
+  g_autofree uint32_t *run = g_new(uint32_t, nx + 1);
+  uint32_t nr = 0;
+  for (uint32_t i = 0; i < nx; i++) {
+    if (i && flow_kind_equal(&kinds[i], &kinds[i - 1])) continue;
+    kinds[nr] = kinds[i];  /* the run's kind (nr <= i: read already) */
+    run[nr++] = i;
+  }
+  run[nr] = nx;
   groups g;
-  groups_make(&g, kinds, sizeof *kinds, nx, flow_kind_hash, flow_kind_equal);
-  flow_kinds f = {.nk = g.n, .m = fm, .at = g.at};
+  groups_make(&g, kinds, sizeof *kinds, nr, flow_kind_hash, flow_kind_equal);
+  flow_kinds f = {.nk = g.n, .m = fm, .at = g_new(uint32_t, g.n + 1)};
   f.kinds = g_new(flow_kind, f.nk);
-  for (uint32_t k = 0; k < f.nk; k++) f.kinds[k] = kinds[g.order[g.at[k]]];
-  for (uint32_t i = 0; i < nx; i++) f.m[i] = m[g.order[i]];
-  g_free(g.order);  /* f owns g.at */
+  uint32_t at = 0;
+  for (uint32_t k = 0; k < f.nk; k++) {
+    f.kinds[k] = kinds[g.order[g.at[k]]];
+    f.at[k] = at;
+    for (uint32_t j = g.at[k]; j < g.at[k + 1]; j++)
+      for (uint32_t i = run[g.order[j]]; i < run[g.order[j] + 1]; i++) f.m[at++] = m[i];
+  }
+  f.at[f.nk] = at;
+  groups_clear(&g);
   return f;
 }
 

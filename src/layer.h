@@ -107,7 +107,9 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
  * of the TP ranks, each by the fewest that the topology (orbits_new) and
  * the collectives' rings (layer_orbits.c) allow: by one where replicas
  * (TP groups) are whole nodes or one NVSwitch domain holds the job, by a
- * node's worth where several share a node.  Representatives: the least
+ * node's worth where several share a node; where no shift of the whole
+ * dimension is exact, a shift by one inside blocks of its ranks (replicas
+ * innermost over several nodes: turned inside each node).  Representatives: the least
  * GPU of each class, whole TP ranks of whole replicas.  NULL where no
  * shift is exact or there is nothing to gain (scope attention, TP 1 and
  * DP 1).  Free with orbits_free. */

@@ -61,11 +61,14 @@ static bool rings_invariant(lb *b, const uint32_t *gen, GArray *base[2]) {
 }
 
 /* Shift by k along one dimension in the builder's numbering (TP rank +
- * tp (SP rank + sp DP rank)): the next k-th replica, or TP rank. */
-static void shift(const lb *b, bool tp_dim, uint32_t k, uint32_t *gb) {
+ * tp (SP rank + sp DP rank)), inside blocks of `block` consecutive ranks
+ * of it (block: the dimension's size, a plain cyclic shift): the next
+ * k-th replica, or TP rank, of its block. */
+static void shift(const lb *b, bool tp_dim, uint32_t k, uint32_t block, uint32_t *gb) {
+  uint32_t stride = tp_dim ? 1 : b->tp * b->sp, size = tp_dim ? b->tp : b->dp;
   for (uint32_t g = 0; g < b->n; g++) {
-    uint32_t r = g % b->tp;
-    gb[g] = tp_dim ? g - r + (r + k) % b->tp : (g + (size_t)k * b->tp * b->sp) % b->n;
+    uint32_t rank = g / stride % size, in = rank % block;
+    gb[g] = g - in * stride + (in + k) % block * stride;
   }
 }
 
@@ -89,16 +92,28 @@ orbits *layer_orbits(const workload *w, const topology *t) {
   GArray *base[2] = {NULL, NULL};
   for (int dim = 0; dim < 2; dim++) {
     uint32_t size = dim ? tp : dp;
-    for (uint32_t k = 1; k < size; k++) {
-      if (size % k) continue;
-      shift(&b, dim, k, gb);
-      uint32_t *gp = by_gpu + (size_t)n_gens * N;
-      for (uint32_t g = 0; g < N; g++) gp[g] = g;
-      for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
-      if (!orbits_automorphism(t, gp) || !rings_invariant(&b, gb, base)) continue;
-      gens[n_gens++] = gp;
-      break;
-    }
+    bool found = false;
+    /* a shift of the whole dimension first; where none is exact, one by one
+     * inside blocks of its ranks, the largest block first: replicas (TP
+     * ranks) spanning several nodes with the dimension innermost
+     * (dp,tp,sp: 8 replicas a node) are rotated inside each node, which
+     * keeps the topology and every ring (plan_coll_ring_edges: each local
+     * GPU starts a ring, so turning every node's GPUs alike maps rings onto
+     * rings) where a shift across nodes moves a hand-over between them */
+    for (uint32_t pass = 0; pass < 2 && !found; pass++)
+      for (uint32_t j = 1 + pass; j < size && !found; j++) {
+        /* pass 0: shifts by k = j of the whole dimension; pass 1: by one
+         * inside blocks of size / j ranks (j 1: pass 0's first) */
+        uint32_t k = pass ? 1 : j, block = pass ? size / j : size;
+        if (size % j || block < 2) continue;
+        shift(&b, dim, k, block, gb);
+        uint32_t *gp = by_gpu + (size_t)n_gens * N;
+        for (uint32_t g = 0; g < N; g++) gp[g] = g;
+        for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
+        if (!orbits_automorphism(t, gp) || !rings_invariant(&b, gb, base)) continue;
+        gens[n_gens++] = gp;
+        found = true;
+      }
   }
   for (int k = 0; k < 2; k++)
     if (base[k]) g_array_free(base[k], TRUE);

@@ -72,6 +72,15 @@ typedef struct {
 
 #define NO_BLOCK UINT32_MAX
 
+/* Where a (channel, hop) key already has its use in the bundle being
+ * listed: pos[key] where stamp[key] == now.  A net's, for every bundle it
+ * starts: each bundle_add of a 1,024-GPU step's groups (about 1,000
+ * flows, 3 hops) looked its keys up in a hash table made for it. */
+typedef struct {
+  uint32_t *pos, *stamp, now;
+  size_t n;
+} use_index;
+
 struct net {
   engine *eng;
   chan *chans;        /* the physical channels, then the blocks */
@@ -98,6 +107,7 @@ struct net {
   idbuf comp_bundles, comp_chans, local_route, local_mult;
   GArray *mm_flows, *caps, *rates;
   maxmin_work *mm;
+  use_index use_ix;   /* bundle_add's uses_of */
 };
 
 net *net_new(engine *eng, size_t n_chan, const double *cap_Bps) {
@@ -150,6 +160,8 @@ void net_free(net *n) {
   g_array_free(n->caps, TRUE);
   g_array_free(n->rates, TRUE);
   maxmin_work_free(n->mm);
+  g_free(n->use_ix.pos);
+  g_free(n->use_ix.stamp);
   g_free(n);
 }
 
@@ -297,14 +309,43 @@ static uint32_t bundle_alloc(net *n) {
 }
 
 /* The uses of members[0..count): one per (channel, hop), in first-seen
- * order, counting the flows on each. */
+ * order, counting the flows on each; with ix, found through it, else
+ * through a hash table of their own. */
 static use *uses_of(const net_member *members, uint32_t count, uint32_t n_hops,
-                    uint32_t *n_uses) {
+                    uint32_t *n_uses, use_index *ix) {
   if (count == 1) {
     use *u = g_new(use, n_hops);
     for (uint32_t h = 0; h < n_hops; h++) u[h] = (use){members[0].route[h], h, 1, 0};
     *n_uses = n_hops;
     return u;
+  }
+  if (ix) {
+    if (++ix->now == 0) {  /* stamps wrapped: none is current */
+      memset(ix->stamp, 0, ix->n * sizeof *ix->stamp);
+      ix->now = 1;
+    }
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(use));
+    for (uint32_t i = 0; i < count; i++)
+      for (uint32_t h = 0; h < n_hops; h++) {
+        size_t k = (size_t)members[i].route[h] * NET_MAX_HOPS + h;
+        if (k >= ix->n) {
+          size_t n = MAX(k + 1, 2 * ix->n);
+          ix->pos = g_renew(uint32_t, ix->pos, n);
+          ix->stamp = g_renew(uint32_t, ix->stamp, n);
+          memset(ix->stamp + ix->n, 0, (n - ix->n) * sizeof *ix->stamp);
+          ix->n = n;
+        }
+        if (ix->stamp[k] == ix->now) {
+          g_array_index(out, use, ix->pos[k]).mult++;
+          continue;
+        }
+        ix->stamp[k] = ix->now;
+        ix->pos[k] = out->len;
+        use u = {members[i].route[h], h, 1, 0};
+        g_array_append_val(out, u);
+      }
+    *n_uses = out->len;
+    return (use *)g_array_free(out, FALSE);
   }
   GArray *out = g_array_new(FALSE, FALSE, sizeof(use));
   g_autoptr(GHashTable) at = g_hash_table_new(g_int64_hash, g_int64_equal);
@@ -386,7 +427,7 @@ net_shape *net_shape_new(const net_member *members, uint32_t count, uint32_t n_h
   s->members = members;
   s->count = count;
   s->n_hops = n_hops;
-  s->uses = uses_of(members, count, n_hops, &s->n_uses);
+  s->uses = uses_of(members, count, n_hops, &s->n_uses, NULL);
   s->blockable = shape_hops(s);
   return s;
 }
@@ -620,7 +661,7 @@ static uint32_t bundle_add(net *n, const net_member *members, uint32_t count, bo
     b->uses = g_memdup2(shape->uses, sizeof(use) * shape->n_uses);
     b->n_uses = shape->n_uses;
   } else {
-    b->uses = uses_of(members, count, b->n_hops, &b->n_uses);
+    b->uses = uses_of(members, count, b->n_hops, &b->n_uses, &n->use_ix);
   }
   for (uint32_t u = 0; u < b->n_uses; u++) {
     uint32_t v = n->chans[n->bundles[id].uses[u].chan].block;

@@ -237,6 +237,12 @@ typedef struct {
   /* "tp/sp/dp/placement" -> degrees: what depends on those alone, once
    * for every configuration of them */
   GHashTable *degrees;
+  /* the view the last row's scheduler planned on (layer_view_init), for
+   * the next rows of the same TP, SP, DP and placement: the enumeration
+   * goes through every head-parallel degree, split, ZeRO stage and
+   * recomputation of them in a row; view_key NULL: none yet */
+  layer_view view;
+  char *view_key;
 } space;
 
 typedef struct {
@@ -265,6 +271,18 @@ static const degrees *config_degrees(space *sp, const workload *w, const search_
     g_hash_table_insert(sp->degrees, g_steal_pointer(&key), x);
   }
   return x;
+}
+
+/* The view a row's scheduler plans on, kept for the rows after it. */
+static const topology *config_view(space *sp, const workload *w, const search_row *c) {
+  g_autofree char *key = degrees_key(c);
+  if (!sp->view_key || strcmp(key, sp->view_key)) {
+    layer_view_clear(&sp->view);
+    layer_view_init(&sp->view, w, sp->o->s->topo);
+    g_free(sp->view_key);
+    sp->view_key = g_steal_pointer(&key);
+  }
+  return &sp->view.t;
 }
 
 static workload config_workload(const space *sp, const sched_ops *s, const search_row *c) {
@@ -351,12 +369,9 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
                                           c->tp, d.tokens));
     return;
   }
-  layer_view view;
-  layer_view_init(&view, &w, o->s->topo);
+  const topology *view = config_view(sp, &w, c);
   workload chk = layer_attention_workload(&w);
-  bool can = sched_check(s, &chk, &view.t, &e);
-  layer_view_clear(&view);
-  if (!can) {
+  if (!sched_check(s, &chk, view, &e)) {
     set_excluded(c, "method", without_name(s, e->message));
     return;
   }
@@ -382,7 +397,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   search_attention *attn = g_hash_table_lookup(sp->attention, key);
   if (!attn) {
     attn = g_new(search_attention, 1);
-    search_attention_of(s, &w, o->s->topo, attn);
+    search_attention_on(s, &w, o->s->topo, view, attn);
     g_hash_table_insert(sp->attention, g_steal_pointer(&key), attn);
   }
   /* with what the attention keeps for the backward (search_bound.h) */
@@ -579,8 +594,11 @@ search_result *search_run(const search_opts *o, GError **err) {
                              .precision = o->s->model.precision};
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
               g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
-              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, degrees_free)};
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, degrees_free),
+              {.owned = false}, NULL};
   enumerate(o, visit, &sp);
+  layer_view_clear(&sp.view);
+  g_free(sp.view_key);
   g_autoptr(GArray) cands = g_array_new(FALSE, FALSE, sizeof(cand));
   for (guint i = 0; i < res->rows->len; i++) {
     search_row *c = res->rows->pdata[i];

@@ -66,6 +66,12 @@ void search_attention_of(const sched_ops *s, const workload *w, const topology *
                          search_attention *out) {
   layer_view view;
   layer_view_init(&view, w, t);
+  search_attention_on(s, w, t, &view.t, out);
+  layer_view_clear(&view);
+}
+
+void search_attention_on(const sched_ops *s, const workload *w, const topology *t,
+                         const topology *view, search_attention *out) {
   *out = (search_attention){.kept_layer_bytes = INFINITY};
   g_autofree double *kept_all = NULL;
   for (int k = 0; k < ATTN_KINDS; k++) {
@@ -73,7 +79,7 @@ void search_attention_of(const sched_ops *s, const workload *w, const topology *
     if (!count) continue;
     workload a = layers_one(w, (attn_kind)k);
     a = layer_attention_workload(&a);
-    plan *p = s->build(&a, &view.t, false);
+    plan *p = s->build(&a, view, false);
     g_autofree double *all = g_new0(double, p->n_gpus);
     g_autofree double *fwd = g_new0(double, p->n_gpus);
     for (guint i = 0; i < p->tasks->len; i++) {
@@ -81,11 +87,14 @@ void search_attention_of(const sched_ops *s, const workload *w, const topology *
       if (x->kind != TASK_COMPUTE) continue;
       double d = compute_op_s(&t->compute, &x->op);
       bool forward = i < p->pass_barrier;
-      for (uint32_t g = 0; g < p->n_gpus; g++)
-        if (x->gpu == PLAN_ALL || x->gpu == g) {
-          all[g] += d;
-          if (forward) fwd[g] += d;
-        }
+      /* a per-GPU task adds to its GPU alone (not a loop over every GPU
+       * per task: a causal plan has a task per GPU and step) */
+      uint32_t g0 = x->gpu == PLAN_ALL ? 0 : x->gpu;
+      uint32_t g1 = x->gpu == PLAN_ALL ? p->n_gpus : x->gpu + 1;
+      for (uint32_t g = g0; g < g1; g++) {
+        all[g] += d;
+        if (forward) fwd[g] += d;
+      }
     }
     double most = 0, again = 0;
     for (uint32_t g = 0; g < p->n_gpus; g++) {
@@ -105,7 +114,6 @@ void search_attention_of(const sched_ops *s, const workload *w, const topology *
     plan_free(p);
   }
   if (isinf(out->kept_layer_bytes)) out->kept_layer_bytes = 0;
-  layer_view_clear(&view);
 }
 
 double search_tp_ingress_Bps(const workload *w, const topology *t) {

@@ -38,6 +38,11 @@ typedef struct {
 
 void search_attention_of(const sched_ops *s, const workload *w, const topology *t,
                          search_attention *out);
+/* The same with the view the scheduler plans on given (layer_view_init of
+ * w and t; it depends on TP, SP, DP and the placement only, so a caller
+ * going through many configurations of those makes it once for them). */
+void search_attention_on(const sched_ops *s, const workload *w, const topology *t,
+                         const topology *view, search_attention *out);
 
 /* Per GPU of finished plan p (per_gpu: p->n_gpus entries), the bytes of
  * the buffers its forward leaves for its backward: those a compute task on

@@ -588,6 +588,35 @@ static void t_exposed_parts(void) {
   topo_free(t);
 }
 
+/* A group whose transfers alternate between two kinds (1 and 2 MB, each
+ * GPU to the one 4 ahead) starts one bundle per kind, whatever their
+ * order (exec_comm.c sort_kinds groups runs of alike transfers, then the
+ * runs by kind), and moves what every flow on its own moves. */
+static void t_group_kinds_interleaved(void) {
+  double bw = 100e9, lat = 4e-6;
+  topology *t = switch_topo(8, bw, lat, 20e-6);
+  exec_result *r[2];
+  for (int reference = 0; reference < 2; reference++) {
+    plan *p = plan_new(8, false);
+    uint32_t x = plan_comm(p, 0, COMM_P2P);
+    for (uint32_t g = 0; g < 8; g++) plan_xfer_add(p, x, g, (g + 4) % 8, g % 2 ? 2e6 : 1e6);
+    plan_finish(p);
+    exec_opts o = {.per_flow = reference};
+    r[reference] = exec_run(p, t, &o);
+    plan_free(p);
+  }
+  CU_ASSERT_EQUAL(r[0]->flows, 8);
+  CU_ASSERT_EQUAL(r[0]->bundles, 2);
+  CU_ASSERT_EQUAL(r[1]->bundles, 8);
+  CU_ASSERT_CLOSE(r[0]->step_s, r[1]->step_s, 1e-12);
+  CU_ASSERT_CLOSE(r[0]->step_s, 20e-6 + 2e6 / bw + lat, 1e-9);
+  for (uint32_t c = 0; c < r[0]->n_chan; c++)
+    CU_ASSERT_CLOSE(r[0]->chan_bytes[c], r[1]->chan_bytes[c], 1e-12);
+  exec_result_free(r[0]);
+  exec_result_free(r[1]);
+  topo_free(t);
+}
+
 /* The verdict reads the split: a hand-made result on 2 GPUs (step 10 ms,
  * GPU 1 finishing last with `c1` ms of compute, GPU 0 `c0`), its exposed
  * time in parts, channel 0 (kind port) carrying `bytes`. */
@@ -1019,7 +1048,7 @@ int main(void) {
                                     TEST(t_compute_only_sum), TEST(t_price_memo), TEST(t_overlap_bounds),
                                     TEST(t_host_issue), TEST(t_host_issue_per_op), TEST(t_deterministic),
                                     TEST(t_p2p_message_cost), TEST(t_collectives),
-                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_verdict_classes), TEST(t_lasp_chain),
+                                    TEST(t_imbalance_vs_exposed), TEST(t_chain_attribution), TEST(t_exposed_beyond_hidden), TEST(t_exposed_parts), TEST(t_group_kinds_interleaved), TEST(t_verdict_classes), TEST(t_lasp_chain),
                                     TEST(t_lasp2_gather), TEST(t_lasp_compute_chain),
                                     TEST(t_comm_slowdown), TEST(t_lockstep_expand),
                                     TEST(t_progress), TEST(t_no_comm_arrival), TEST(t_call_alone),

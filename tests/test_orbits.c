@@ -214,6 +214,32 @@ static void test_placements(void) {
   CU_ASSERT_EQUAL(o->mult, 2);
   orbits_free(o);
   CU_ASSERT(check(&sched_zigzag, &w, t4));
+  /* DP innermost over several nodes (dp,tp,sp: GPU = dp + 16 sp, 16
+   * replicas on two nodes per SP rank): a shift of the replicas by fewer
+   * than 8 splits a node, by 8 swaps the two nodes and carries the
+   * gradient ring's node order 0, 1, 2, 3 to 1, 0, 3, 2 (no ring edge);
+   * turning the replicas by one inside each node's 8 keeps the topology
+   * and every ring (each local GPU starts one): 4 classes of 8 */
+  w = step(2, 1, 16, 32768);
+  w.placement = PLACE_DP_TP_SP;
+  w.zero = 1;
+  o = layer_orbits(&w, t4);
+  CU_ASSERT_FATAL(o != NULL);
+  CU_ASSERT_EQUAL(o->mult, 8);
+  for (uint32_t g = 0; g < 32; g++) CU_ASSERT_EQUAL(o->rep[g], g - g % 8);
+  orbits_free(o);
+  CU_ASSERT(check(&sched_zigzag, &w, t4));
+  CU_ASSERT(check(&sched_ulysses, &w, t4));
+  /* and with TP 2 inside them (dp,tp,sp: GPU = dp + 8 tp + 16 sp): the
+   * replicas fill a node, a shift by one of them is exact as it is; the
+   * TP ranks lie a node apart, shifted by one: 2 x 8 */
+  w = step(2, 2, 8, 32768);
+  w.placement = PLACE_DP_TP_SP;
+  o = layer_orbits(&w, t4);
+  CU_ASSERT_FATAL(o != NULL);
+  CU_ASSERT_EQUAL(o->mult, 16);
+  orbits_free(o);
+  CU_ASSERT(check(&sched_zigzag, &w, t4));
   topo_free(t4);
   topology *table = test_switch(8, 400e9, 1e-6);
   w = step(2, 2, 2, 32768);
