@@ -21,6 +21,7 @@
 #include "jsonio.h"
 #include "outputs.h"
 #include "search.h"
+#include "sweep.h"
 #include "sim.h"
 #include "sizes.h"
 
@@ -276,6 +277,19 @@ static scenario *load(const search_cli *o, GError **err) {
   }
   if (o->gpu_memory) g_ptr_array_add(sets, g_strconcat("gpu_memory_gib=", o->gpu_memory, NULL));
   g_ptr_array_add(sets, NULL);
+  /* a list of values sweeps the main command's points (sweep.h); a
+   * search answers for one cluster */
+  g_autoptr(set_sweep) sweep = sweep_parse((char *const *)sets->pdata, err);
+  if (!sweep) return NULL;
+  for (guint i = 0; i < sweep->axes->len; i++) {
+    const sweep_axis *x = g_ptr_array_index(sweep->axes, i);
+    if (x->values->len > 1) {
+      g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--set': %s: %u "
+                  "values; a search takes one value per key (a list sweeps the main command's "
+                  "points: run one search per value)", x->key, x->values->len);
+      return NULL;
+    }
+  }
   scenario_overrides ov = {.topology = o->topology, .model = o->model, .seq = o->seq,
                            .sp = "1", .sched = "ring", .scope = "model", .pass = "fwdbwd",
                            .mask = o->mask ? o->mask : "causal", .precision = o->precision,

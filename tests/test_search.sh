@@ -342,6 +342,9 @@ for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq"
   "$sim" search $q $args > /dev/null 2> "$tmp/err"
   check "search $args: exit 2 naming $opt" "[ \$? -eq 2 ] && grep -q -- \"option '$opt'\" $tmp/err"
 done
+"$sim" search $q --set comm.launch_us=10,20 > /dev/null 2> "$tmp/err"
+check "a list of --set values (a sweep of the main command's) is refused as one value per key" \
+  "[ \$? -eq 2 ] && grep -q \"option '--set': comm.launch_us: 2 values; a search takes one value per key\" $tmp/err"
 "$sim" search --merge --model llama3-8b "$tmp/shard0.csv" > /dev/null 2> "$tmp/err"
 check "--merge with a question's option: exit 2" "[ \$? -eq 2 ] && grep -q \"option '--merge'\" $tmp/err"
 "$sim" search --merge --precision fp8 "$tmp/shard0.csv" > /dev/null 2> "$tmp/err"
