@@ -156,6 +156,10 @@ static int by_size_desc(gconstpointer a, gconstpointer b) {
   return (x < y) - (x > y);
 }
 
+static double spare = INFINITY;
+
+double budget_spare_bytes(void) { return spare; }
+
 bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, unsigned *jobs,
                   GError **err) {
   double limit;
@@ -206,5 +210,8 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
     fit++;
   }
   *jobs = MAX(fit, 1u);
+  /* set before any thread starts, read by them */
+  spare = limit;
+  for (guint i = 0; i + 1 < *jobs && i < need->len; i++) spare -= g_array_index(need, double, i);
   return true;
 }

@@ -132,7 +132,7 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   a steady 38.13; mi300x8, stripe TP 2 x SP 2, 16K: 3.8%, a layer's
  *   time fluctuating by 10% up to the 16th): where it comes out shorter
  *   than its own communication, as the torus's did, it is replayed whole
- *   (within the plan cap; else a note says so); at ZeRO
+ *   (within the plan cap and the run's memory budget; else a note says so); at ZeRO
  *   2-3 the gradients waiting for their reduce-scatters may pile up by
  *   steps the replayed layers do not show (l20x8-pcie, all-gather CP SP
  *   8 at 8K, ZeRO 2: 1.52 GiB from 6 to 7 layers, 0.81-1.17 a layer

@@ -1187,6 +1187,12 @@ check "ZeRO 2: an extended peak above the whole step's, and the note says it may
 ext="--topology torus4x4 --scope model --seq 16K --model llama2-7b --sched usp-zigzag --sp 8 --placement dp,tp,sp --precision amp --zero 3 --recompute selective --mask full"
 "$sim" $ext --csv "$tmp/ext.csv" > "$tmp/ext.txt"
 "$sim" $ext --whole-steps --csv "$tmp/extw.csv" > "$tmp/extw.txt"
+# where the run's memory budget leaves no room for the whole step's plan
+# (4 MiB: the 7-layer plan fits, the 32-layer one does not), it is not
+# replayed, and the note says the extension is off
+TASP_MEMORY_BUDGET=4M "$sim" $ext --jobs 1 --csv "$tmp/extb.csv" > "$tmp/extb.txt"
+check "an extended step shorter than its communication, its whole plan over the budget: not replayed, said" \
+  "grep -q 'shorter (979.007 ms) than its own communication (1104.958 ms): the replayed layers. time had not settled' $tmp/extb.txt && [ \$(field $tmp/extb.csv 1 step_ms) = 979.007103 ]"
 check "an extended step shorter than its communication is replayed whole: the same figures as --whole-steps, and a note" \
   "grep -q 'step extended from a few layers shorter (979.007 ms) than its own communication (1104.958 ms): every layer replayed' $tmp/ext.txt && ! grep -q 'shorter' $tmp/extw.txt && (for f in step_ms compute_ms comm_ms exposed_comm_ms peak_mem_gib attention_ms; do [ \$(field $tmp/ext.csv 1 \$f) = \$(field $tmp/extw.csv 1 \$f) ] || exit 1; done) && awk -v w=\$(field $tmp/extw.csv 1 step_ms) -v c=\$(field $tmp/extw.csv 1 comm_ms) 'BEGIN {exit !(c < w)}'"
 
