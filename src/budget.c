@@ -156,9 +156,9 @@ static int by_size_desc(gconstpointer a, gconstpointer b) {
   return (x < y) - (x > y);
 }
 
-static double spare = INFINITY;
+static double run_limit = INFINITY;
 
-double budget_spare_bytes(void) { return spare; }
+double budget_run_limit(void) { return run_limit; }
 
 bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, unsigned *jobs,
                   GError **err) {
@@ -210,8 +210,6 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
     fit++;
   }
   *jobs = MAX(fit, 1u);
-  /* set before any thread starts, read by them */
-  spare = limit;
-  for (guint i = 0; i + 1 < *jobs && i < need->len; i++) spare -= g_array_index(need, double, i);
+  run_limit = limit; /* set before any thread starts, read by them */
   return true;
 }

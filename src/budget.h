@@ -59,11 +59,12 @@ double budget_point_bytes(const scenario_point *pt, const topology *t, bool trac
  * it is set to something else than a size. */
 bool budget_limit(double *bytes, GError **err);
 
-/* What one point may take while the other threads run the largest
- * points (set by budget_check from the threads it allows; INFINITY before
- * any): a step replayed whole after its extension came out wrong (sim.c)
- * must fit in it, its plan not having been budgeted. */
-double budget_spare_bytes(void);
+/* The budget budget_check held the run's points to (INFINITY before
+ * any): a step replayed whole after its extension came out wrong (sim.c),
+ * whose plan was not budgeted, must fit in it alone.  Not less what the
+ * other threads hold, so that whether a point is replayed does not depend
+ * on --jobs (the budget is half of what the process may use). */
+double budget_run_limit(void);
 
 /* Checks every point of the scenarios (scenario *) against the budget,
  * before anything runs.  FALSE with an error blaming `sp_source` (the

@@ -276,9 +276,8 @@ static double extended_busiest_s(const exec_result *r) {
  * shorter than what it must hold (torus4x4, usp-zigzag SP 8, ZeRO 3, AMP,
  * Llama-2-7B 16K: 979 ms extended, 1,105 ms of communication, 1,252 ms
  * whole; the first 6 layers run long): such a step is replayed whole,
- * where its plan is within the plan cap and what the run's memory budget
- * leaves a thread (the extension's plans were checked before the run),
- * else said. */
+ * where its plan is within the plan cap and the run's memory budget (the
+ * extension's plans were checked before the run), else said. */
 static sim_result *settled(const topology *t, const scenario_point *pt, const exec_opts *o,
                            bool attention_part, sim_result *r) {
   double busiest = extended_busiest_s(r->r);
@@ -289,7 +288,7 @@ static sim_result *settled(const topology *t, const scenario_point *pt, const ex
   g_autoptr(GError) e = NULL;
   double mult = o->orbits ? o->orbits->mult : 1;
   if (!sched_check_tasks(layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
-      budget_point_bytes(pt, t, false) > budget_spare_bytes()) {
+      budget_point_bytes(pt, t, false) > budget_run_limit()) {
     g_autofree char *why = g_strconcat(line, "the replayed layers' time had not settled "
                                        "(--whole-steps replays every layer)", NULL);
     note_add(r, why);
