@@ -63,18 +63,41 @@ static uint32_t save(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double
   return id;
 }
 
-/* Unfused (plain PyTorch), what autograd keeps besides an op's output
- * (compute.c's element-wise byte counts follow the same code): Hugging
- * Face's LlamaRMSNorm saves its float32 input (4 bytes) and the
- * normalized rows in the activation dtype that the weight multiplies;
- * silu(gate) * up saves SiLU's output. */
+/* Whether layer l's forward saves tensor k for its backward, by the
+ * recipe (layer_build.h): AMP its bf16 weights; fused, each RMSNorm its
+ * input (the layer's input, the residual between the blocks); unfused
+ * (plain PyTorch, compute.c's element-wise byte counts follow the same
+ * code), Hugging Face's LlamaRMSNorm its float32 input (4 bytes) and the
+ * normalized rows the weight multiplies instead, silu(gate) * up SiLU's
+ * output, and V's view the QKV output's query and key parts where the
+ * attention saves the layer's own V.  The forward saves these, a backward
+ * alone takes them as inputs, the backward reads them: one list.  (SV_AO
+ * is the attention's own buffer, not a layer's saving.) */
+static bool saves(const lb *b, uint32_t l, int k) {
+  bool unfused = b->d.unfused;
+  switch (k) {
+  case SV_W: return b->w->precision == PRECISION_AMP;
+  case SV_X: case SV_H1: return !unfused;
+  case SV_N1F: case SV_N2F: case SV_SILU: return unfused;
+  case SV_QK: return unfused && b->qkv_view[b->kind[l]];
+  case SV_AO: return false;
+  default: return true; /* the norms' outputs, FC1's and SwiGLU's */
+  }
+}
+
+/* Saved tensor k of layer l on GPU g where the recipe saves it, else none. */
+static uint32_t saved(const lb *b, uint32_t l, uint32_t g, int k) {
+  return saves(b, l, k) ? SAVED(l, g, k) : NONE;
+}
+
 static void read_saved(lb *b, uint32_t l, uint32_t g, int k, uint32_t task) {
   if (SAVED(l, g, k) != NONE) plan_buf_reads(b->p, task, SAVED(l, g, k));
 }
 
-static void save_unfused(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double elems,
-                         double bytes_per, const char *name) {
-  if (b->d.unfused) save(b, l, g, k, task, elems * bytes_per, name);
+/* save(), where the recipe saves tensor k */
+static void save_if(lb *b, uint32_t l, uint32_t g, int k, uint32_t task, double bytes,
+                    const char *name) {
+  if (saves(b, l, k)) save(b, l, g, k, task, bytes, name);
   else SAVED(l, g, k) = NONE;
 }
 
@@ -311,7 +334,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
   b->step++;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, false, NONE, 0, NULL), cm, g);
-    save_unfused(b, l, g, SV_N1F, t, local * h, 4.0 + d->elem_bytes, "norm_fp32");
+    save_if(b, l, g, SV_N1F, t, local * h * (4.0 + d->elem_bytes), "norm_fp32");
     b->cur[g] = save(b, l, g, SV_N1, t, lb_act_bytes(b, local, h), "norm_out");
   }
   lb_none_of(b, cm);
@@ -323,7 +346,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
    * query and key parts before RoPE alive until the attention's backward
    * (V's own bytes are the attention's "k, v"; measured op by op on the
    * calibration tool's layer: calibration/h100x1-layer-trace) */
-  bool view = d->unfused && b->qkv_view[b->kind[l]];
+  bool view = saves(b, l, SV_QK);
   double qk = ((double)d->heads + d->kv_heads) * d->head_dim / tp;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_QKV, false, NONE, view ? 0 : lb_act_bytes(b, T, qkv),
@@ -348,15 +371,14 @@ void lb_forward_layer(lb *b, uint32_t l) {
   b->step++;
   ALL_GPUS(g) {
     uint32_t t = lb_after(b, op(b, g, LAYER_RESID_ATTN, false, SAVED(l, g, SV_X), 0, NULL), cm, g);
-    /* unfused, nothing saves it: it lives to the block's last residual add */
-    if (d->unfused) b->cur[g] = SAVED(l, g, SV_H1) = plan_buf_out(b->p, t, lb_act_bytes(b, local, h),
-                                                                "resid");
-    else b->cur[g] = save(b, l, g, SV_H1, t, lb_act_bytes(b, local, h), "resid");
+    /* unsaved (unfused), it lives to the block's last residual add */
+    if (saves(b, l, SV_H1)) b->cur[g] = save(b, l, g, SV_H1, t, lb_act_bytes(b, local, h), "resid");
+    else b->cur[g] = SAVED(l, g, SV_H1) = plan_buf_out(b->p, t, lb_act_bytes(b, local, h), "resid");
   }
   lb_none_of(b, cm);
   ALL_GPUS(g) {
     uint32_t t = op(b, g, LAYER_NORM_MLP, false, NONE, 0, NULL);
-    save_unfused(b, l, g, SV_N2F, t, local * h, 4.0 + d->elem_bytes, "norm_fp32");
+    save_if(b, l, g, SV_N2F, t, local * h * (4.0 + d->elem_bytes), "norm_fp32");
     b->cur[g] = save(b, l, g, SV_N2, t, lb_act_bytes(b, local, h), "norm_out");
   }
   if (b->tp > 1) lb_coll(b, COMM_ALL_GATHER, lb_act_bytes(b, local, h), NULL, lb_act_bytes(b, T, h),
@@ -369,7 +391,7 @@ void lb_forward_layer(lb *b, uint32_t l) {
   lb_none_of(b, cm);
   ALL_GPUS(g) {
     uint32_t t = op(b, g, LAYER_SWIGLU, false, NONE, 0, NULL);
-    save_unfused(b, l, g, SV_SILU, t, T * f, d->elem_bytes, "silu_out");
+    save_if(b, l, g, SV_SILU, t, T * f * d->elem_bytes, "silu_out");
     b->cur[g] = save(b, l, g, SV_SWI, t, lb_act_bytes(b, T, f), "swiglu_out");
   }
   ALL_GPUS(g) op(b, g, LAYER_FC2, false, NONE, lb_act_bytes(b, T, h), "fc2_out");
@@ -469,14 +491,8 @@ void lb_backward_layer(lb *b, uint32_t l) {
                                                 "fc1_out", "swiglu_out", "weights_bf16",
                                                 "norm_fp32", "norm_fp32", "silu_out", "qkv",
                                                 "out"};
-    bool amp = b->w->precision == PRECISION_AMP;
-    ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++) {
-      bool absent = (k == SV_W && !amp) || (k > SV_W && !d->unfused) ||
-                    ((k == SV_H1 || k == SV_X) && d->unfused) ||
-                    (k == SV_QK && !b->qkv_view[b->kind[l]]) ||
-                    k == SV_AO; /* the attention's own input "out" */
-      SAVED(l, g, k) = absent ? NONE : plan_buf_saved_input(b->p, g, bytes[k], names[k]);
-    }
+    ALL_GPUS(g) for (int k = 0; k < SV_COUNT; k++)
+      SAVED(l, g, k) = saves(b, l, k) ? plan_buf_saved_input(b->p, g, bytes[k], names[k]) : NONE;
     lb_open_ranks(b, l);
   } else if (b->recompute == RECOMPUTE_FULL) {
     /* the layer's forward again from its saved input (Megatron's full
@@ -537,7 +553,7 @@ void lb_backward_layer(lb *b, uint32_t l) {
   column_backward(b, l, LAYER_FC1, SV_N2, 2, regather, cm);
   b->step++;
   ALL_GPUS(g) {
-    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_MLP, true, d->unfused ? NONE : SAVED(l, g, SV_H1),
+    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_MLP, true, saved(b, l, g, SV_H1),
                                 lb_act_bytes(b, local, h), "dresid"), cm, g);
     read_saved(b, l, g, SV_N2F, t);
   }
@@ -562,9 +578,8 @@ void lb_backward_layer(lb *b, uint32_t l) {
   b->step++;
   ALL_GPUS(g) {
     /* unfused, the RMSNorm's backward reads its float32 copy (SV_N1F), not
-     * the layer's input, which nothing saves (calibration/h100x1-layer-trace) */
-    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, true, d->unfused ? NONE : SAVED(l, g, SV_X),
-                                0, NULL), cm, g);
+     * the layer's input (calibration/h100x1-layer-trace) */
+    uint32_t t = lb_after(b, op(b, g, LAYER_NORM_ATTN, true, saved(b, l, g, SV_X), 0, NULL), cm, g);
     plan_buf_reads(b->p, t, dres[g]);
     read_saved(b, l, g, SV_N1F, t);
     b->cur[g] = plan_buf_out(b->p, t, lb_act_bytes(b, local, h), "dx");
