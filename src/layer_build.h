@@ -13,9 +13,10 @@
  * the last four only unfused, as plain PyTorch's autograd keeps them (each
  * RMSNorm's float32 input and normalized rows, SiLU's output, and the
  * fused QKV projection's query and key parts, which the attention's saved
- * V keeps alive as a view of that one output: lb.qkv_view).  SV_H1, the
- * residual stream between the two blocks, only fused: the fused RMSNorm
- * saves its input, the unfused one its float32 copy (SV_N2F).  SV_AO, the
+ * V keeps alive as a view of that one output: lb.qkv_view).  SV_X and
+ * SV_H1, the layer's input and the residual between the two blocks, saved
+ * only fused: the fused RMSNorm saves its input, the unfused one its
+ * float32 copy (layer_block.c's saves() is the list).  SV_AO, the
  * attention's output as the out projection reads it (not a buffer of the
  * layer's own: the appended attention plan's, plan.h attn_out), which the
  * projection saves for its weight gradient. */
