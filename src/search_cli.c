@@ -257,28 +257,22 @@ static scenario *load(const search_cli *o, GError **err) {
   if (o->mask && strcmp(o->mask, "causal") && strcmp(o->mask, "full"))
     return opt_error(err, "--mask", "causal or full", o->mask), NULL;
   g_autoptr(GPtrArray) sets = g_ptr_array_new_with_free_func(g_free);
-  /* each key once, as the main command has it (sweep.c): the topology
-   * loader applies them in turn, so a key given twice, or gpu_memory_gib
-   * beside --gpu-memory, would have the last silently win */
-  g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  if (o->gpu_memory) g_hash_table_add(keys, g_strdup("gpu_memory_gib"));
+  /* each key once (sweep_parse below refuses a key given twice): the
+   * topology loader applies them in turn, so gpu_memory_gib beside
+   * --gpu-memory would have the last silently win */
   for (char **a = o->set; a && *a; a++) {
-    if (!strchr(*a, '=') || **a == '=') return opt_error(err, "--set", "KEY=VALUE", *a), NULL;
-    g_autofree char *key = g_strndup(*a, (gsize)(strchr(*a, '=') - *a));
-    if (g_hash_table_contains(keys, key)) {
+    if (o->gpu_memory && g_str_has_prefix(*a, "gpu_memory_gib=")) {
       g_set_error(err, TASP_ERROR, TASP_ERROR_INPUT, "command line: option '--set': %s: key "
-                  "'%s' is %s; expected each key once", *a, key,
-                  o->gpu_memory && !strcmp(key, "gpu_memory_gib") ? "--gpu-memory's too"
-                                                                   : "set twice");
+                  "'gpu_memory_gib' is --gpu-memory's too; expected each key once", *a);
       return NULL;
     }
-    g_hash_table_add(keys, g_steal_pointer(&key));
     g_ptr_array_add(sets, g_strdup(*a));
   }
   if (o->gpu_memory) g_ptr_array_add(sets, g_strconcat("gpu_memory_gib=", o->gpu_memory, NULL));
   g_ptr_array_add(sets, NULL);
-  /* a list of values sweeps the main command's points (sweep.h); a
-   * search answers for one cluster */
+  /* malformed assignments and keys given twice refused as the main
+   * command's (sweep.h); a list of values sweeps the main command's
+   * points, while a search answers for one cluster */
   g_autoptr(set_sweep) sweep = sweep_parse((char *const *)sets->pdata, err);
   if (!sweep) return NULL;
   for (guint i = 0; i < sweep->axes->len; i++) {
