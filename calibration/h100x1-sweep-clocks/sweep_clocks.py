@@ -41,7 +41,7 @@ meta = {"device": info, "smi_fields": FIELDS.split(","), "budget_s": BUDGET_S,
         "idle_s": IDLE_S, "chain_s": CHAIN_S, "t0_unix": time.time(),
         "t0_local": time.strftime("%Y/%m/%d %H:%M:%S"), "tz": time.strftime("%Z")}
 time.sleep(2.0)  # idle samples before the sweep
-cmd = ["torchrun", "--standalone", "--nproc-per-node", "1", os.path.join(CALIB, "calibrate.py"),
+cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", os.path.join(CALIB, "calibrate.py"),
        "--out", os.path.join(out, "sweep"), "--parts", "kernels", "--iters", "5",
        "--compute-budget", f"{BUDGET_S:g}", "--kernel-max-tflop", "40", "--kernel-wall-clock"]
 meta["sweep_cmd"] = cmd
