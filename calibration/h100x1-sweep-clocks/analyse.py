@@ -146,7 +146,7 @@ def kernel_clocks(name, run_dir):
     return meta, rows, out, t_first
 
 
-def over_sweep(name, meta, rows, recs, t_first):
+def over_sweep(name, rows, recs, t_first):
     """The clock each 30 s of the sweep, and its first minute against its last."""
     t_last = max(r["t_s"] for r in recs)
     print(f"\n{name}: the clock over the sweep ({len(recs) // 2} kernels timed in "
@@ -303,13 +303,13 @@ def sweep_on_chain(name, recs, c, curve, committed):
         print(f"| {bin_label(b)} | {len(f)} | {med([r['sm_mhz'] for r in f])} | "
               f"{med(meas, '{:.3f}')} | {med(assumed, '{:.3f}')} | "
               f"{statistics.median(move) - 1:+.1%} |")
-    _sweep_on_chain(name, recs, c, curve, committed)
+    chain_kernel_in_sweep(name, recs, c, curve, committed)
 
 
-def _sweep_on_chain(name, recs, c, curve, committed):
-    """The sweep's forward kernels of 10 ms and more at their own clock,
+def chain_kernel_in_sweep(name, recs, c, curve, committed):
+    """The sweep's forward kernels of 10 ms and more at their median clock,
     and the slowdown the chain measured at that clock; the chain's kernel
-    itself as each sweep timed it."""
+    itself as the committed sweep timed it."""
     f = [r for r in recs if r["pass_"] == "fwd" and r["ms"] >= 10]
     mh = statistics.median(r["sm_mhz"] for r in f)
     near = min(curve, key=lambda m: abs(m - mh))
@@ -318,19 +318,18 @@ def _sweep_on_chain(name, recs, c, curve, committed):
           f"{mh:.0f} MHz (chain at {near} MHz: x{curve[near]:.3f}; the chain's hottest, "
           f"{hot} MHz: x{curve[hot]:.3f})")
     k = tuple(c[x] for x in KEY)
-    for path in (os.path.join(committed, "kernels-n1.jsonl"),):
-        for r in load(path):
-            if tuple(r[x] for x in KEY) == k and "ms" in r:
-                first = c["kernels_start_ms_dur_ms"][0][1]
-                print(f"  the chain's kernel in {os.path.basename(committed)}: {r['ms']:.2f} ms "
-                      f"= x{r['ms'] / first:.3f} of the chain's first (cold) kernel")
+    for r in load(os.path.join(committed, "kernels-n1.jsonl")):
+        if tuple(r[x] for x in KEY) == k and "ms" in r:
+            first = c["kernels_start_ms_dur_ms"][0][1]
+            print(f"  the chain's kernel in {os.path.basename(committed)}: {r['ms']:.2f} ms "
+                  f"= x{r['ms'] / first:.3f} of the chain's first (cold) kernel")
 
 
 def main():
     for name, run_dir, committed in RUNS:
         meta, rows, recs, t_first = kernel_clocks(name, run_dir)
         print(f"\n## {name}: {meta['device']}")
-        over_sweep(name, meta, rows, recs, t_first)
+        over_sweep(name, rows, recs, t_first)
         by_time(name, recs)
         against_committed(name, run_dir, committed)
         c, curve = chain(name, run_dir, rows)
