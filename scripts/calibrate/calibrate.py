@@ -3063,6 +3063,10 @@ def main():
                          "k and v (B, sk, Hk, D), bf16; backward through autograd "
                          "(scripts/calibrate/user_kernel.py); fit.py --user-kernel turns the "
                          "records into a topology's kernel table")
+    ap.add_argument("--kernel-wall-clock", action="store_true",
+                    help="kernels part: each timed kernel's record also holds fwd_wall and "
+                         "bwd_wall, the host's Unix time at the start and end of its forward's "
+                         "and backward's timing (to match clock samples taken beside the sweep)")
     ap.add_argument("--kernel-head-dims", help="kernels part: head dims (default: the sweep's)")
     ap.add_argument("--kernel-shapes", metavar="B/H/HK,...",
                     help="kernels part: batch / query heads / KV heads triples, e.g. 1/32/8 "
@@ -3170,7 +3174,8 @@ def main():
                 fwd, bwd_of = flash, kernel_sweep.flash_backward(flash, flash_bwd)
                 extra = {}
             kernel_sweep.measure(out, f"kernels-n{n}.jsonl", n, todo, skip, a.iters,
-                                 a.compute_budget, timed, fwd, bwd_of, torch, extra)
+                                 a.compute_budget, timed, fwd, bwd_of, torch, extra,
+                                 wall_clock=a.kernel_wall_clock)
             if a.kernel:
                 user_kernel.measure_host(out, f"kernel-host-n{n}.jsonl", n, user_fn, todo, host_us,
                                          torch, a.kernel)

@@ -28,6 +28,12 @@ largest lengths; those cut are written as unmeasured ("budget").
 Records (kernels-nN.jsonl): the compute sweep's fields (B, H, Hk, D, sq,
 sk, causal, ms, bwd_ms, ...: CUDA-event time of one call from its host
 issue, as calibrate.timed measures every kernel), or "unmeasured": why.
+With wall_clock (calibrate.py --kernel-wall-clock) a timed kernel's record
+also has fwd_wall and bwd_wall: the host's Unix time (s) when the forward's
+and the backward's timing began (before their warm-up runs) and ended (the
+GPU synchronised), so that clock, power and temperature samples taken beside
+the sweep (nvidia-smi) can be matched to each kernel; without it the
+records are as before.
 """
 import argparse
 import json
@@ -106,12 +112,14 @@ def flash_backward(flash, flash_bwd):
 
 
 def measure(out, name, n, todo, skip, iters, budget_s, timed, forward, backward_of, torch,
-            extra=None):
+            extra=None, wall_clock=False):
     """Time each planned kernel's forward (forward(q, k, v, causal)) and
     backward (backward_of(q, k, v, causal) -> (out, run(dout))) with
     timed(fn, iters, warmup) -> median, min, max ms; stop starting new ones
     after budget_s.  Writes every kernel of the grid (each record with the
-    fields of extra): measured, or unmeasured with why."""
+    fields of extra): measured, or unmeasured with why; with wall_clock, a
+    measured record also holds fwd_wall and bwd_wall ([start, end] Unix s
+    of each timed() call: see the module's docstring)."""
     extra = extra or {}
     t0 = time.time()
     for i, k in enumerate(todo):
@@ -130,10 +138,16 @@ def measure(out, name, n, todo, skip, iters, budget_s, timed, forward, backward_
             v = torch.randn_like(kk)
             fl = flops(B, H, D, sq, sk, causal)
             warm = 1 if fl > 2e12 else 2
+            fwd_wall = [time.time()]
             ms, lo, hi = timed(lambda: forward(q, kk, v, causal), iters, warm)
+            fwd_wall.append(time.time())
             o, run_bwd = backward_of(q, kk, v, causal)
             do = torch.randn_like(o)
+            if wall_clock:  # the backward's span starts with the GPU idle
+                torch.cuda.synchronize()
+            bwd_wall = [time.time()]
             bms, blo, bhi = timed(lambda: run_bwd(do), iters, warm)
+            bwd_wall.append(time.time())
         except RuntimeError as e:  # a shape the kernel refuses, or memory
             o = run_bwd = None
             out.write(name, dict(part="kernels", n=n, op="attn", **extra, **k,
@@ -141,9 +155,12 @@ def measure(out, name, n, todo, skip, iters, budget_s, timed, forward, backward_
             q = kk = v = do = None
             torch.cuda.empty_cache()
             continue
-        out.write(name, dict(part="kernels", n=n, op="attn", **extra, **k, ms=ms, ms_min=lo, ms_max=hi,
-                             TFLOPs=fl / ms / 1e9, bwd_ms=bms, bwd_ms_min=blo, bwd_ms_max=bhi,
-                             bwd_TFLOPs=2.5 * fl / bms / 1e9))
+        rec = dict(part="kernels", n=n, op="attn", **extra, **k, ms=ms, ms_min=lo, ms_max=hi,
+                   TFLOPs=fl / ms / 1e9, bwd_ms=bms, bwd_ms_min=blo, bwd_ms_max=bhi,
+                   bwd_TFLOPs=2.5 * fl / bms / 1e9)
+        if wall_clock:
+            rec.update(fwd_wall=fwd_wall, bwd_wall=bwd_wall)
+        out.write(name, rec)
         q = kk = v = o = run_bwd = do = None
         if (i + 1) % 50 == 0:
             torch.cuda.empty_cache()
