@@ -42,7 +42,9 @@ Constants per GPU:
                                full rate, per head dim of the sweep (a
                                least-squares value per head dim; between and
                                beyond them the FLOP rate of the head dim's
-                               own tile configuration)
+                               own tile configuration; fit --sibling adds
+                               the head dims only another sweep of the same
+                               kernel measured, by sibling_fs)
 (the prologue, 2 tiles, is held, not fitted).  A kernel timed in several
 runs takes its lowest median.
 
@@ -55,6 +57,7 @@ import argparse
 import heapq
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -276,9 +279,10 @@ def pair_fs(t, D, rule=None):
 
 
 def sibling_fs(t, sib, D, rule=None):
-    """The per-pair time at D carried from a sibling GPU (same die and
-    kernel binary: the H100 and H200 per-pair times stand in a near-constant
-    ratio): the sibling's time at D (priced by `rule` where it did not
+    """The per-pair time at D carried from a sibling sweep of the same
+    kernel binary (the other GPU of the same die: the H100's and H200's
+    per-pair times stand in a near-constant ratio; or another run on this
+    GPU): the sibling's time at D (priced by `rule` where it did not
     measure D) times this GPU's ratio to it at the dims both measured,
     linear in D between them, the nearest one's beyond.  A dim this GPU
     measured keeps its own time."""
@@ -356,15 +360,28 @@ def load(paths):
     run having been disturbed."""
     best = {}
     for p in paths:
-        for line in open(p):
-            r = json.loads(line)
-            if r.get("op") not in ("attn", "attn_fwd") or "ms" not in r:
-                continue
-            k = (r["B"], r["H"], r["D"], r["sq"], r["sk"], r["causal"])
-            for bwd, t in ((False, r["ms"]), (True, r.get("bwd_ms"))):
+        try:
+            lines = open(p).read().splitlines()
+        except OSError as e:
+            raise BadInput(f"{p}: cannot read the sweep: {e.strerror}")
+        for n, line in enumerate(lines, 1):
+            try:
+                r = json.loads(line)
+                if r.get("op") not in ("attn", "attn_fwd") or "ms" not in r:
+                    continue
+                k = (r["B"], r["H"], r["D"], r["sq"], r["sk"], r["causal"])
+                times = ((False, float(r["ms"])), (True, float(r.get("bwd_ms") or 0)))
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                raise BadInput(f"{p}:{n}: expected a kernel record (a JSON object with op, B, H, "
+                               f"D, sq, sk, causal, ms and bwd_ms): {e}")
+            for bwd, t in times:
                 if t:
                     best[k + (bwd,)] = min(best.get(k + (bwd,), 1e9), t * 1e-3)
     return [k + (t,) for k, t in sorted(best.items())]
+
+
+class BadInput(Exception):
+    """A sweep that cannot be read (main exits 2 with its message)."""
 
 
 def solve(A, y):
@@ -537,8 +554,9 @@ def write_topology(path, obj):
     lines[at:at] = body
     text = "\n".join(lines)
     json.loads(text)  # still one JSON document
-    with open(path, "w") as f:
+    with open(path + ".tmp", "w") as f:  # whole or not at all
         f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def main():
@@ -557,18 +575,30 @@ def main():
     ap.add_argument("--write", nargs="*", default=[],
                     help="fit: put the constants into these topology files")
     a = ap.parse_args()
-    data = load(a.sweeps)
+    try:
+        data = load(a.sweeps)
+        sibling_data = load(a.sibling) if a.sibling else None
+    except BadInput as e:
+        print(f"kernel_model.py: {e}", file=sys.stderr)
+        sys.exit(2)
+    for paths, got in ((a.sweeps, data), (a.sibling, sibling_data)):
+        if got is not None and a.what != "check" and not all(
+                any(k[3] >= 2048 and k[6] == bwd for k in got) for bwd in (False, True)):
+            print(f"kernel_model.py: {' '.join(paths)}: expected timed forward and backward "
+                  "kernels (records with ms and bwd_ms) from 2048 tokens to fit, found none",
+                  file=sys.stderr)
+            sys.exit(2)
     if a.what == "fit":
         c = fit(data, a.sms)
-        src = ("scripts/kernel_model.py fit " + " ".join(a.sweeps) +
-               ": 5 constants fitted (fixed fwd/bwd, lone CTA share, sustained slowdown and "
-               "onset), per-pair time per measured head dim")
+        command = " ".join(["scripts/kernel_model.py fit"] + a.sweeps +
+                           (["--sibling"] + a.sibling if a.sibling else []))
+        src = (command + ": 5 constants fitted (fixed fwd/bwd, lone CTA share, sustained "
+               "slowdown and onset), per-pair time per measured head dim")
         if a.sibling:
-            carried = carry_dims(c, fit(load(a.sibling), a.sms))
-            src = (src.replace(":", " --sibling " + " ".join(a.sibling) + ":", 1) +
-                   "; head dims " + ", ".join(map(str, carried)) + " carried from the sibling "
-                   "sweep (its per-pair time there times this one's ratio to it at the head "
-                   "dims both measured)")
+            carried = carry_dims(c, fit(sibling_data, a.sms))
+            src += ("; head dims " + ", ".join(map(str, carried)) + " carried from the sibling "
+                    "sweep (its per-pair time there times this one's ratio to it at the head "
+                    "dims both measured)")
         obj = topology_object(c, a.sms, src)
         print(json.dumps(obj))
         for t in a.write:
@@ -585,7 +615,7 @@ def main():
     elif a.what == "crossval":
         sib = None
         if a.sibling:
-            cs = fit(load(a.sibling), a.sms)
+            cs = fit(sibling_data, a.sms)
             sib = {"tau_fwd": cs["tau_fwd"], "tau_bwd": cs["tau_bwd"]}
             print("sibling (fitted on " + " ".join(a.sibling) + "): its measured per-pair time "
                   "at a left-out head dim, which is not this GPU's data")

@@ -12,8 +12,10 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from checks import ROOT, check, finish  # noqa: E402  (puts scripts/ on the path)
 import kernel_model as km  # noqa: E402
@@ -135,6 +137,22 @@ worst = max(abs(e) for _, e in km.fold_errors(folds["D96"]["sibling"]))
 check(worst < 0.002, f"a constant-ratio sibling carries the left-out head dim (worst {worst:.4f})")
 check(max(abs(e) for _, e in km.fold_errors(folds["D96"]["rate"])) > 0.05,
       "the FLOP-rate rule misses the truth's head dim 96 (the sibling's check is not trivial)")
+# bad input: exit 2 naming the file (and line), the topology untouched
+with tempfile.TemporaryDirectory() as tmp:
+    topo_copy = os.path.join(tmp, "t.json")
+    shutil.copy(os.path.join(ROOT, "topologies", "h200x2-tool.json"), topo_copy)
+    before = open(topo_copy).read()
+    for body, where in (('{"op": "attn", "B": 1, "ms": 1.0}\n', "bad.jsonl:1:"),
+                        ('{"op": "attn"}\n', "bad.jsonl: expected timed forward and backward")):
+        bad = os.path.join(tmp, "bad.jsonl")
+        open(bad, "w").write(body)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "kernel_model.py"), "fit",
+                            os.path.join(ROOT, "calibration", "h200x1-sweep", "compute-n1.jsonl"),
+                            "--sibling", bad, "--write", topo_copy], capture_output=True, text=True)
+        check(r.returncode == 2 and where in r.stderr and "Traceback" not in r.stderr,
+              f"a bad sibling sweep: exit 2 naming {where} (got {r.returncode}: {r.stderr.strip()})")
+    check(open(topo_copy).read() == before, "a bad sweep writes nothing")
+
 # the sweep's plan (scripts/calibrate/kernel_sweep.py): bounded, and every
 # axis value at several values of the others; the rest listed unmeasured
 sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
