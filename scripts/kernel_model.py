@@ -48,10 +48,11 @@ Constants per GPU:
 (the prologue, 2 tiles, is held, not fitted).  A kernel timed in several
 runs takes its lowest median.
 
-    scripts/kernel_model.py fit SWEEP.jsonl [...] [--sms 132] [--write TOPOLOGY ...]
+    scripts/kernel_model.py fit SWEEP.jsonl [...] [--sibling SWEEP.jsonl ...] [--sms 132] [--write TOPOLOGY ...]
     scripts/kernel_model.py crossval SWEEP.jsonl [...] [--sibling SWEEP.jsonl ...]
                                    # leave out whole shape families
     scripts/kernel_model.py check SWEEP.jsonl [...] --topology TOPOLOGY   # its kernel_model
+    scripts/kernel_model.py rules SWEEP.jsonl [...]   # each fitted per-pair time from the others
 """
 import argparse
 import heapq
@@ -562,7 +563,7 @@ def write_topology(path, obj):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("fit", "crossval", "check"))
+    ap.add_argument("what", choices=("fit", "crossval", "check", "rules"))
     ap.add_argument("sweeps", nargs="+")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--topology", help="check: the topology whose compute.kernel_model to use")
@@ -633,7 +634,19 @@ def main():
                     total[t] += errs
         for w in ways:
             print(f"all folds [{w}]:", summary(total[w]))
+    elif a.what == "rules":
+        # the per-pair times alone, without a refit: each measured head dim's
+        # time priced by each rule from the other dims, against its own
+        c = fit(data, a.sms)
+        for name in ("tau_fwd", "tau_bwd"):
+            t = {int(k): v for k, v in c[name].items()}
+            for D in sorted(t):
+                rest = {d: v for d, v in t.items() if d != D}
+                print(f"{name[4:]} head dim {D}: " + ", ".join(
+                    f"{r} {100 * (pair_fs(rest, D, r) / t[D] - 1):+.1f}%" for r in PAIR_RULES))
     else:
+        if not a.topology:
+            ap.error("check: --topology TOPOLOGY expected")
         sms, c = from_topology(a.topology)
         print(summary(errors(c, data, sms, a.min_tokens)))
 
