@@ -42,18 +42,23 @@ Constants per GPU:
                                full rate, per head dim of the sweep (a
                                least-squares value per head dim; between and
                                beyond them the FLOP rate of the head dim's
-                               own tile configuration)
+                               own tile configuration; fit --sibling adds
+                               the head dims only another sweep of the same
+                               kernel measured, by sibling_fs)
 (the prologue, 2 tiles, is held, not fitted).  A kernel timed in several
 runs takes its lowest median.
 
-    scripts/kernel_model.py fit SWEEP.jsonl [...] [--sms 132] [--write TOPOLOGY ...]
-    scripts/kernel_model.py crossval SWEEP.jsonl [...]   # leave out whole shape families
+    scripts/kernel_model.py fit SWEEP.jsonl [...] [--sibling SWEEP.jsonl ...] [--sms 132] [--write TOPOLOGY ...]
+    scripts/kernel_model.py crossval SWEEP.jsonl [...] [--sibling SWEEP.jsonl ...]
+                                   # leave out whole shape families
     scripts/kernel_model.py check SWEEP.jsonl [...] --topology TOPOLOGY   # its kernel_model
+    scripts/kernel_model.py rules SWEEP.jsonl [...]   # each fitted per-pair time from the others
 """
 import argparse
 import heapq
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -195,13 +200,35 @@ def tile_group(D):
     return 0 if D <= 64 else 1 if D <= 128 else 2
 
 
-def tau(c, D, bwd):
-    """Seconds per (query, key) pair on one SM at its full rate at head dim
-    D, from the times measured per head dim (c["tau_fwd"], c["tau_bwd"]:
-    {D: fs}) through their FLOP rates (D / time): the measured head dims of
-    D's own tile group where there are any (rate linear in D between them,
-    the nearest one's beyond), else all of them."""
-    t = {int(k): v for k, v in c["tau_bwd" if bwd else "tau_fwd"].items()}
+# How a head dim the sweep did not measure is priced from those it did
+# (PAIR_RULE is the one the topologies and src/kernel_model.c use;
+# `crossval` compares them on whole left-out head dims):
+#   "rate"    the FLOP rate (D / time) of the measured head dims of D's own
+#             tile configuration, linear in D between them, the nearest
+#             one's beyond; else of all of them;
+#   "affine"  the per-pair time a + b D of D's tile configuration: a the
+#             part of a pair's time that does not grow with D (the
+#             softmax's exp, max and rescale of a score), b D the GEMMs'
+#             (QK^T and PV, forward; five GEMMs backward).  Through the
+#             configuration's measured dims where it has two; with one, its
+#             b from it and a from the configurations that have two (their
+#             lines' intercepts, averaged), else from a line through all
+#             measured dims; with none, the same from the nearest dim.
+PAIR_RULES = ("rate", "affine")
+PAIR_RULE = "rate"
+
+
+def line(points):
+    """Least-squares (intercept, slope) through [(D, time)], 2 or more."""
+    n = len(points)
+    mx = sum(d for d, _ in points) / n
+    my = sum(t for _, t in points) / n
+    sxx = sum((d - mx) ** 2 for d, _ in points)
+    b = sum((d - mx) * (t - my) for d, t in points) / sxx
+    return my - b * mx, b
+
+
+def pair_fs_rate(t, D):
     same = [d for d in t if tile_group(d) == tile_group(D)]
     ds = sorted(same or t)
     rate = {d: d / t[d] for d in ds}
@@ -213,7 +240,94 @@ def tau(c, D, bwd):
         hi = next(d for d in ds if d >= D)
         lo = max(d for d in ds if d <= D)
         r = rate[lo] if hi == lo else rate[lo] + (rate[hi] - rate[lo]) * (D - lo) / (hi - lo)
-    return D / r * 1e-15
+    return D / r
+
+
+def intercept(t):
+    """The D-independent part of a pair's time: the mean intercept of the
+    tile configurations measured at two head dims or more, else of a line
+    through all measured dims (0 with one)."""
+    groups = {}
+    for d in sorted(t):
+        groups.setdefault(tile_group(d), []).append((d, t[d]))
+    lines = [line(p)[0] for _, p in sorted(groups.items()) if len(p) >= 2]
+    if lines:
+        return sum(lines) / len(lines)
+    return line(sorted(t.items()))[0] if len(t) >= 2 else 0.0
+
+
+def pair_fs_affine(t, D):
+    if D in t:
+        return t[D]
+    same = sorted(d for d in t if tile_group(d) == tile_group(D))
+    if len(same) >= 2:
+        hi = next((d for d in same if d > D), same[-1])
+        if hi == same[0]:
+            hi = same[1]
+        lo = same[same.index(hi) - 1]
+        return t[lo] + (t[hi] - t[lo]) * (D - lo) / (hi - lo)
+    # one measured dim of D's configuration, else the nearest (the lower
+    # on a tie): its slope over the shared intercept
+    d1 = same[0] if same else min(sorted(t), key=lambda d: abs(d - D))
+    a = intercept(t)
+    return a + (t[d1] - a) * D / d1
+
+
+def pair_fs(t, D, rule=None):
+    """Femtoseconds per pair at head dim D from {measured head dim: fs}."""
+    rule = rule or PAIR_RULE
+    return pair_fs_affine(t, D) if rule == "affine" else pair_fs_rate(t, D)
+
+
+def sibling_fs(t, sib, D, rule=None):
+    """The per-pair time at D carried from a sibling sweep of the same
+    kernel binary (the other GPU of the same die: the H100's and H200's
+    per-pair times stand in a near-constant ratio; or another run on this
+    GPU): the sibling's time at D (priced by `rule` where it did not
+    measure D) times this GPU's ratio to it at the dims both measured,
+    linear in D between them, the nearest one's beyond.  A dim this GPU
+    measured keeps its own time."""
+    if D in t:
+        return t[D]
+    both = sorted(d for d in t if d in sib)
+    if not both:
+        return pair_fs(t, D, rule)
+    ratio = {d: t[d] / sib[d] for d in both}
+    if D <= both[0]:
+        q = ratio[both[0]]
+    elif D >= both[-1]:
+        q = ratio[both[-1]]
+    else:
+        hi = next(d for d in both if d >= D)
+        lo = max(d for d in both if d <= D)
+        q = ratio[lo] + (ratio[hi] - ratio[lo]) * (D - lo) / (hi - lo)
+    return (sib[D] if D in sib else pair_fs(sib, D, rule)) * q
+
+
+def carry_dims(c, sib):
+    """Add to c's per-pair times the head dims the sibling's constants
+    measured and c's did not (sibling_fs); returns them."""
+    carried = sorted(int(d) for d in sib["tau_fwd"] if d not in c["tau_fwd"])
+    for name in ("tau_fwd", "tau_bwd"):
+        own = {int(k): v for k, v in c[name].items()}
+        other = {int(k): v for k, v in sib[name].items()}
+        for d in carried:
+            c[name][str(d)] = sibling_fs(own, other, d)
+    return carried
+
+
+def tau(c, D, bwd):
+    """Seconds per (query, key) pair on one SM at its full rate at head dim
+    D, from the times measured per head dim (c["tau_fwd"], c["tau_bwd"]:
+    {D: fs}): by c["rule"] (PAIR_RULE when absent) or, where c has a
+    "sibling" ({"tau_fwd": .., "tau_bwd": ..} of the sibling GPU), carried
+    from it."""
+    name = "tau_bwd" if bwd else "tau_fwd"
+    t = {int(k): v for k, v in c[name].items()}
+    if c.get("sibling"):
+        sib = {int(k): v for k, v in c["sibling"][name].items()}
+        return sibling_fs(t, sib, D, c.get("rule")) * 1e-15
+    return pair_fs(t, D, c.get("rule")) * 1e-15
 
 
 def predict(c, B, H, D, sq, sk, causal, bwd, sms, cache=None):
@@ -247,15 +361,28 @@ def load(paths):
     run having been disturbed."""
     best = {}
     for p in paths:
-        for line in open(p):
-            r = json.loads(line)
-            if r.get("op") not in ("attn", "attn_fwd") or "ms" not in r:
-                continue
-            k = (r["B"], r["H"], r["D"], r["sq"], r["sk"], r["causal"])
-            for bwd, t in ((False, r["ms"]), (True, r.get("bwd_ms"))):
+        try:
+            lines = open(p).read().splitlines()
+        except OSError as e:
+            raise BadInput(f"{p}: cannot read the sweep: {e.strerror}")
+        for n, line in enumerate(lines, 1):
+            try:
+                r = json.loads(line)
+                if r.get("op") not in ("attn", "attn_fwd") or "ms" not in r:
+                    continue
+                k = (r["B"], r["H"], r["D"], r["sq"], r["sk"], r["causal"])
+                times = ((False, float(r["ms"])), (True, float(r.get("bwd_ms") or 0)))
+            except (ValueError, TypeError, AttributeError, KeyError) as e:
+                raise BadInput(f"{p}:{n}: expected a kernel record (a JSON object with op, B, H, "
+                               f"D, sq, sk, causal, ms and bwd_ms): {e}")
+            for bwd, t in times:
                 if t:
                     best[k + (bwd,)] = min(best.get(k + (bwd,), 1e9), t * 1e-3)
     return [k + (t,) for k, t in sorted(best.items())]
+
+
+class BadInput(Exception):
+    """A sweep that cannot be read (main exits 2 with its message)."""
 
 
 def solve(A, y):
@@ -330,6 +457,48 @@ FAMILIES = {
 }
 
 
+def head_dim_fold(fam):
+    return fam.startswith("D")
+
+
+def crossval(data, sms, rules=PAIR_RULES, sibling=None, grid=GRID, families=None):
+    """Leave out each shape family in turn, refit on the rest and predict
+    it: {family: {rule: [(kernel, predicted seconds)]}}.  A fold's fit sees
+    none of its family's kernels; the rule that prices a head dim the fit
+    did not measure matters only where a whole head dim is left out, so
+    those folds are predicted by every rule (and, with `sibling`, the
+    sibling GPU's constants {"tau_fwd", "tau_bwd"} fitted on its own sweep,
+    as "sibling"), the shape folds once (as "all")."""
+    out = {}
+    for fam, sel in (families or FAMILIES).items():
+        if fam == "B1":
+            continue
+        train = [k for k in data if not sel(k)]
+        test = [k for k in data if sel(k)]
+        if not test or not train:
+            continue
+        c = fit(train, sms, grid=grid)
+        ways = {}
+        if head_dim_fold(fam):
+            for r in rules:
+                ways[r] = dict(c, rule=r)
+            if sibling:
+                ways["sibling"] = dict(c, sibling=sibling)
+        else:
+            ways["all"] = c
+        out[fam] = {w: [(k, predict(cw, *k[:7], sms, _CACHE)) for k in test]
+                    for w, cw in ways.items()}
+    return out
+
+
+def fold_errors(preds, min_tokens=4096):
+    return [(k, p / k[7] - 1) for k, p in preds if k[3] >= min_tokens]
+
+
+def median_pct(errs):
+    return f"{100 * statistics.median(abs(e) for _, e in errs):.1f}%" if errs else "-"
+
+
 def summary(errs):
     a = [abs(e) for _, e in errs]
     if not a:
@@ -367,12 +536,13 @@ def write_topology(path, obj):
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith('"kernel_model": {')),
                  None)
-    if start is not None:
-        end = next(i for i in range(start, len(lines)) if lines[i].endswith("]},"))
-        del lines[start:end + 1]
     at = next(i for i, ln in enumerate(lines) if ln.strip() == '"compute": {')
     pad = " " * (len(lines[at]) - len(lines[at].lstrip()) + 2)
     at += 1
+    if start is not None:  # in its place among compute's keys
+        end = next(i for i in range(start, len(lines)) if lines[i].endswith("]},"))
+        del lines[start:end + 1]
+        at = start
     body = [f'{pad}"kernel_model": {{"source": {json.dumps(obj["source"])},']
     body.append(pad + "  " + ", ".join(f'"{k}": {json.dumps(obj[k])}' for k in
                                        ("sms", "lone_cta_share", "sustained_slowdown",
@@ -385,27 +555,51 @@ def write_topology(path, obj):
     lines[at:at] = body
     text = "\n".join(lines)
     json.loads(text)  # still one JSON document
-    with open(path, "w") as f:
+    with open(path + ".tmp", "w") as f:  # whole or not at all
         f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("fit", "crossval", "check"))
+    ap.add_argument("what", choices=("fit", "crossval", "check", "rules"))
     ap.add_argument("sweeps", nargs="+")
     ap.add_argument("--sms", type=int, default=132)
     ap.add_argument("--topology", help="check: the topology whose compute.kernel_model to use")
     ap.add_argument("--min-tokens", type=int, default=4096)
+    ap.add_argument("--sibling", nargs="+", metavar="SWEEP",
+                    help="another sweep of the same kernel binary (the sibling GPU's, or "
+                         "another run on this GPU): crossval also prices a left-out head dim "
+                         "from its measurement there; fit adds the head dims it measured and "
+                         "the sweeps did not")
     ap.add_argument("--write", nargs="*", default=[],
                     help="fit: put the constants into these topology files")
     a = ap.parse_args()
-    data = load(a.sweeps)
+    try:
+        data = load(a.sweeps)
+        sibling_data = load(a.sibling) if a.sibling else None
+    except BadInput as e:
+        print(f"kernel_model.py: {e}", file=sys.stderr)
+        sys.exit(2)
+    for paths, got in ((a.sweeps, data), (a.sibling, sibling_data)):
+        if got is not None and a.what != "check" and not all(
+                any(k[3] >= 2048 and k[6] == bwd for k in got) for bwd in (False, True)):
+            print(f"kernel_model.py: {' '.join(paths)}: expected timed forward and backward "
+                  "kernels (records with ms and bwd_ms) from 2048 tokens to fit, found none",
+                  file=sys.stderr)
+            sys.exit(2)
     if a.what == "fit":
         c = fit(data, a.sms)
-        src = ("scripts/kernel_model.py fit " + " ".join(a.sweeps) +
-               ": 5 constants fitted (fixed fwd/bwd, lone CTA share, sustained slowdown and "
-               "onset), per-pair time per measured head dim")
+        command = " ".join(["scripts/kernel_model.py fit"] + a.sweeps +
+                           (["--sibling"] + a.sibling if a.sibling else []))
+        src = (command + ": 5 constants fitted (fixed fwd/bwd, lone CTA share, sustained "
+               "slowdown and onset), per-pair time per measured head dim")
+        if a.sibling:
+            carried = carry_dims(c, fit(sibling_data, a.sms))
+            src += ("; head dims " + ", ".join(map(str, carried)) + " carried from the sibling "
+                    "sweep (its per-pair time there times this one's ratio to it at the head "
+                    "dims both measured)")
         obj = topology_object(c, a.sms, src)
         print(json.dumps(obj))
         for t in a.write:
@@ -420,20 +614,39 @@ def main():
         for fam, sel in FAMILIES.items():
             print(f"  {fam}:", summary([x for x in errs if sel(x[0])]), file=sys.stderr)
     elif a.what == "crossval":
-        allerr = []
-        for fam, sel in FAMILIES.items():
-            if fam == "B1":
-                continue
-            train = [k for k in data if not sel(k)]
-            test = [k for k in data if sel(k)]
-            if not test or not train:
-                continue
-            c = fit(train, a.sms)
-            errs = errors(c, test, a.sms, a.min_tokens)
-            allerr += errs
-            print(f"leave out {fam}: {summary(errs)}")
-        print("all folds:", summary(allerr))
+        sib = None
+        if a.sibling:
+            cs = fit(sibling_data, a.sms)
+            sib = {"tau_fwd": cs["tau_fwd"], "tau_bwd": cs["tau_bwd"]}
+            print("sibling (fitted on " + " ".join(a.sibling) + "): its measured per-pair time "
+                  "at a left-out head dim, which is not this GPU's data")
+        ways = list(PAIR_RULES) + (["sibling"] if sib else [])
+        folds = crossval(data, a.sms, sibling=sib)
+        total = {w: [] for w in ways}
+        for fam, by in folds.items():
+            for w, preds in by.items():
+                errs = fold_errors(preds, a.min_tokens)
+                print(f"leave out {fam}" + ("" if w == "all" else f" [{w}]") + f": {summary(errs)}"
+                      + ("" if w == "all" else " (" + ", ".join(
+                          f"{p} {median_pct([x for x in errs if x[0][6] == b])}"
+                          for p, b in (("fwd", False), ("bwd", True))) + ")"))
+                for t in (ways if w == "all" else [w]):
+                    total[t] += errs
+        for w in ways:
+            print(f"all folds [{w}]:", summary(total[w]))
+    elif a.what == "rules":
+        # the per-pair times alone, without a refit: each measured head dim's
+        # time priced by each rule from the other dims, against its own
+        c = fit(data, a.sms)
+        for name in ("tau_fwd", "tau_bwd"):
+            t = {int(k): v for k, v in c[name].items()}
+            for D in sorted(t):
+                rest = {d: v for d, v in t.items() if d != D}
+                print(f"{name[4:]} head dim {D}: " + ", ".join(
+                    f"{r} {100 * (pair_fs(rest, D, r) / t[D] - 1):+.1f}%" for r in PAIR_RULES))
     else:
+        if not a.topology:
+            ap.error("check: --topology TOPOLOGY expected")
         sms, c = from_topology(a.topology)
         print(summary(errors(c, data, sms, a.min_tokens)))
 

@@ -31,7 +31,12 @@
  * Constants (scripts/kernel_model.py fits them to a kernel sweep; the
  * topology says which): fixed forward and backward time, the lone CTA's
  * share, the sustained slowdown and its onset (5 fitted), the per-pair
- * time per measured head dim, forward and backward (measured). */
+ * time per measured head dim, forward and backward (measured; `fit
+ * --sibling` adds the head dims only another sweep of the same kernel
+ * measured, at its time there times the ratio at the dims both measured:
+ * the H200 topologies' 96 and 192).  The FLOP-rate rule for the other
+ * dims is scripts/kernel_model.py's PAIR_RULE "rate"; its cross-validation
+ * compares it with a + b D (docs/validation.md, "Kernel model"). */
 #ifndef TASP_KERNEL_MODEL_H
 #define TASP_KERNEL_MODEL_H
 
