@@ -289,8 +289,11 @@ static void move_held_writes(exec_mem *m, exec_held_fn held_back, const void *ct
   if (!held_back) return;
   for (uint32_t i = 0; i < nu; i++) {
     const plan_buf_use *u = plan_buf_use_at(p, i);
+    /* the use's own fields first: a task record per use, read for reads
+     * too, was a pass over the plan's tasks for each of its uses */
+    if (!u->write || u->when == PLAN_BUF_LATE) continue;
     const plan_task *t = plan_task_at(p, u->task);
-    if (t->kind != TASK_COMM || !t->n_overlap || !u->write || u->when == PLAN_BUF_LATE) continue;
+    if (t->kind != TASK_COMM || !t->n_overlap) continue;
     for (uint32_t d = t->n_dep - t->n_overlap; d < t->n_dep; d++) {
       if (!held_back(t, d, ctx)) continue;
       plan_buf_use v = *u;
