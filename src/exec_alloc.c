@@ -47,12 +47,19 @@ typedef struct {
   uint32_t id;
 } pending_ent;
 
+/* The arrays are the struct's own (pointer, length, room), not GArrays:
+ * a replay of 1,024 GPUs comes back to a GPU's allocator after the
+ * others', its lines cold, and an array behind a header was one line
+ * more to fetch at each request and free (the allocator model was 40% of
+ * a causal 1,024-GPU ring forward). */
 struct exec_alloc {
-  GArray *blocks;      /* block; [0] unused (0: an empty tensor's handle) */
-  free_set free[2];    /* per pool (0 large, 1 small): free blocks by (size, addr) */
+  block *blocks;       /* [0] unused (0: an empty tensor's handle) */
+  uint32_t n_blocks, cap_blocks;
   uint32_t dead;       /* first dead record, NONE: none */
-  GArray *pending;     /* pending_ent of pending blocks: a binary heap, the
-                          one ready first (then the least id) on top */
+  uint32_t n_pending, cap_pending;
+  pending_ent *pending; /* pending blocks: a binary heap, the one ready
+                           first (then the least id) on top */
+  free_set free[2];    /* per pool (0 large, 1 small): free blocks by (size, addr) */
   uint64_t next_addr, reserved, peak, allocated;
   uint64_t last_segment; /* exec_alloc_last_segment */
   uint64_t capacity;     /* bytes cudaMalloc can reserve; 0: no bound */
@@ -61,7 +68,7 @@ struct exec_alloc {
 };
 
 static block *blk(const exec_alloc *a, uint32_t id) {
-  return &g_array_index(a->blocks, block, id);
+  return &a->blocks[id];
 }
 
 /* The first entry of f not before (size, addr). */
@@ -131,18 +138,18 @@ static void free_replace(exec_alloc *a, uint32_t i, uint32_t id) {
 
 exec_alloc *exec_alloc_new(void) {
   exec_alloc *a = g_new0(exec_alloc, 1);
-  a->blocks = g_array_new(FALSE, TRUE, sizeof(block));
-  g_array_set_size(a->blocks, 1);
+  a->cap_blocks = 16;
+  a->blocks = g_new0(block, a->cap_blocks);
+  a->n_blocks = 1;
   a->dead = NONE;
-  a->pending = g_array_new(FALSE, FALSE, sizeof(pending_ent));
   return a;
 }
 
 void exec_alloc_free(exec_alloc *a) {
   if (!a) return;
   for (int i = 0; i < 2; i++) g_free(a->free[i].v);
-  g_array_free(a->pending, TRUE);
-  g_array_free(a->blocks, TRUE);
+  g_free(a->pending);
+  g_free(a->blocks);
   g_free(a);
 }
 
@@ -164,8 +171,12 @@ static uint32_t add_block(exec_alloc *a, block b) {
     *blk(a, id) = b;
     return id;
   }
-  g_array_append_val(a->blocks, b);
-  return a->blocks->len - 1;
+  if (a->n_blocks == a->cap_blocks) {
+    a->cap_blocks *= 2;
+    a->blocks = g_renew(block, a->blocks, a->cap_blocks);
+  }
+  a->blocks[a->n_blocks] = b;
+  return a->n_blocks++;
 }
 
 /* The smallest free block of the pool holding `size`, lowest address
@@ -256,7 +267,7 @@ static void cache_block(exec_alloc *a, uint32_t id) {
 void exec_alloc_release(exec_alloc *a, uint32_t id) {
   if (id == 0) return; /* an empty tensor's */
   block *b = blk(a, id);
-  g_assert(id > 0 && id < a->blocks->len && b->live && !b->dead);
+  g_assert(id > 0 && id < a->n_blocks && b->live && !b->dead);
   b->live = false;
   a->allocated -= b->size;
   cache_block(a, id);
@@ -271,20 +282,23 @@ static bool ready_before(const pending_ent *x, const pending_ent *y) {
 }
 
 static pending_ent *heap_at(const exec_alloc *a, guint k) {
-  return &g_array_index(a->pending, pending_ent, k);
+  return &a->pending[k];
 }
 
 void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
   if (id == 0) return;
   block *b = blk(a, id);
-  g_assert(id > 0 && id < a->blocks->len && b->live && !b->dead);
+  g_assert(id > 0 && id < a->n_blocks && b->live && !b->dead);
   b->live = false;
   a->allocated -= b->size;
   b->pending = true;
   b->ready_s = ready_s;
   pending_ent e = {ready_s, id};
-  g_array_append_val(a->pending, e);
-  guint k = a->pending->len - 1;
+  if (a->n_pending == a->cap_pending) {
+    a->cap_pending = a->cap_pending ? 2 * a->cap_pending : 16;
+    a->pending = g_renew(pending_ent, a->pending, a->cap_pending);
+  }
+  guint k = a->n_pending++;
   for (; k > 0 && ready_before(&e, heap_at(a, (k - 1) / 2)); k = (k - 1) / 2)
     *heap_at(a, k) = *heap_at(a, (k - 1) / 2);
   *heap_at(a, k) = e;
@@ -293,7 +307,7 @@ void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
 /* The pending block ready first, off the heap. */
 static uint32_t heap_pop(exec_alloc *a) {
   uint32_t top = heap_at(a, 0)->id;
-  guint n = a->pending->len - 1;
+  guint n = a->n_pending - 1;
   pending_ent last = *heap_at(a, n);
   guint k = 0;
   for (;;) {
@@ -305,7 +319,7 @@ static uint32_t heap_pop(exec_alloc *a) {
     k = m;
   }
   if (n) *heap_at(a, k) = last;
-  g_array_set_size(a->pending, n);
+  a->n_pending = n;
   return top;
 }
 
@@ -313,7 +327,7 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
   /* a host that synchronized is no earlier than what it waited for */
   if (now_s < a->synced_s) now_s = a->synced_s;
   /* in the order they became ready (then by id), as a sort would give */
-  while (a->pending->len && heap_at(a, 0)->ready_s <= now_s) {
+  while (a->n_pending && heap_at(a, 0)->ready_s <= now_s) {
     uint32_t id = heap_pop(a);
     blk(a, id)->pending = false;
     cache_block(a, id);
@@ -329,7 +343,7 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
  * then tried again (c10/cuda/CUDACachingAllocator.cpp). */
 static void release_cached(exec_alloc *a) {
   a->synced = true;
-  while (a->pending->len) {
+  while (a->n_pending) {
     uint32_t id = heap_pop(a);
     if (blk(a, id)->ready_s > a->synced_s) a->synced_s = blk(a, id)->ready_s;
     blk(a, id)->pending = false;
@@ -356,7 +370,7 @@ static void release_cached(exec_alloc *a) {
 
 void exec_alloc_set_capacity(exec_alloc *a, uint64_t bytes) { a->capacity = bytes; }
 double exec_alloc_next_ready(const exec_alloc *a) {
-  return a->pending->len ? heap_at(a, 0)->ready_s : INFINITY;
+  return a->n_pending ? heap_at(a, 0)->ready_s : INFINITY;
 }
 bool exec_alloc_synced(const exec_alloc *a) { return a->synced; }
 
@@ -371,4 +385,4 @@ double exec_alloc_segment_host_s(uint64_t bytes, bool after_empty) {
 uint64_t exec_alloc_reserved(const exec_alloc *a) { return a->reserved; }
 uint64_t exec_alloc_peak_reserved(const exec_alloc *a) { return a->peak; }
 uint64_t exec_alloc_allocated(const exec_alloc *a) { return a->allocated; }
-uint32_t exec_alloc_records(const exec_alloc *a) { return a->blocks->len - 1; }
+uint32_t exec_alloc_records(const exec_alloc *a) { return a->n_blocks - 1; }

@@ -82,6 +82,17 @@ typedef struct {
   bool written;       /* a writer has ended (inputs: true) */
 } inst_rec;
 
+/* A GPU's (a class's) state, in one record: each request and free of
+ * a GPU reads or writes most of it, and the replay comes to a GPU after
+ * the others' (an array per field was a cold line each). */
+typedef struct {
+  double live, peak;       /* bytes allocated now, and the most so far */
+  double host_lag;         /* host time its cudaMallocs took so far (exec_alloc_
+                              segment_host_s): its host is that much behind host_s */
+  uint32_t peak_seq;       /* the event at which its peak was reached */
+  exec_alloc *alloc;       /* the caching allocator's segments (exec_alloc.h) */
+} gpu_rec;
+
 struct exec_mem {
   const plan *p;
   exec_result *r;
@@ -96,15 +107,13 @@ struct exec_mem {
   inst_rec *inst;          /* per instance */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   bool empty_cache_first;  /* topology comm.empty_cache_first */
-  double *host_lag;        /* per GPU: host time its cudaMallocs took so far (exec_alloc_
-                              segment_host_s): its host is that much behind host_s */
   double *xfer_issue_s;    /* per task: a transfer's issue by its hosts, lag included */
   const double *start_s;   /* per task: when it started (GPU time; exec_graph's) */
   uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
                               task other than a copy (issue_key; recordStream: a
                               transfer the host issues before it runs at once) */
   exec_queue *queue;       /* how far each host may be ahead of its GPU (NULL: any) */
-  exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
+  gpu_rec *g;              /* per GPU */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved`;
                                  use_of NULL: the uses are in task order already,
@@ -112,9 +121,7 @@ struct exec_mem {
   GArray *moved;           /* plan_buf_use: a held-back group's writes, taken at
                               the kernels it waits for */
   uint32_t n_plan_uses;
-  double *live, *peak;     /* per GPU */
   double *phase_peak;      /* per plan_phase and GPU, where the plan has phases; else NULL */
-  uint32_t *peak_seq;      /* per GPU: the event at which its peak was reached */
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
@@ -230,7 +237,7 @@ static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn
 
 static void sample(exec_mem *m, uint32_t g, double now) {
   if (!m->trace) return;
-  exec_mem_sample s = {g, now, m->live[g]};
+  exec_mem_sample s = {g, now, m->g[g].live};
   g_array_append_val(m->r->mem, s);
 }
 
@@ -240,35 +247,36 @@ static void sample(exec_mem *m, uint32_t g, double now) {
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
                   uint32_t task) {
   inst_rec *in = &m->inst[inst];
+  gpu_rec *gr = &m->g[g];
   in->state = INST_LIVE;
   bool hosted = m->host_s && task != UINT32_MAX;
   if (hosted) {
-    double host = m->host_s[task] + m->host_lag[g];
-    exec_alloc_settle(m->alloc[g], host);
+    double host = m->host_s[task] + gr->host_lag;
+    exec_alloc_settle(gr->alloc, host);
     /* the queue's floor is at most now: asked only where a block it
      * could settle is pending */
-    if (m->queue && exec_alloc_next_ready(m->alloc[g]) <= now) {
+    if (m->queue && exec_alloc_next_ready(gr->alloc) <= now) {
       double floor = exec_queue_host_floor(m->queue, m->cls->rep[g], task, now);
-      if (floor > host) exec_alloc_settle(m->alloc[g], floor);
+      if (floor > host) exec_alloc_settle(gr->alloc, floor);
     }
   }
-  in->block = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
+  in->block = exec_alloc_take(gr->alloc, (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
-  uint64_t seg = exec_alloc_last_segment(m->alloc[g]);
+  uint64_t seg = exec_alloc_last_segment(gr->alloc);
   /* the pass's first segment on g (none has cost its host yet), after
    * empty_cache() */
   if (hosted && seg)
-    m->host_lag[g] += exec_alloc_segment_host_s(seg, m->empty_cache_first && m->host_lag[g] == 0);
+    gr->host_lag += exec_alloc_segment_host_s(seg, m->empty_cache_first && gr->host_lag == 0);
   g_assert(m->seq < UINT32_MAX - 1);
   in->alloc_seq = ++m->seq;
-  m->live[g] += bytes;
-  if (m->live[g] > m->peak[g]) {
-    m->peak[g] = m->live[g];
-    m->peak_seq[g] = m->seq;
+  gr->live += bytes;
+  if (gr->live > gr->peak) {
+    gr->peak = gr->live;
+    gr->peak_seq = m->seq;
   }
   if (m->phase_peak) {
     double *at = &m->phase_peak[(size_t)plan_task_phase(m->p, task == UINT32_MAX ? 0 : task) * m->n + g];
-    if (m->live[g] > *at) *at = m->live[g];
+    if (gr->live > *at) *at = gr->live;
   }
   sample(m, g, now);
 }
@@ -405,17 +413,13 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->inst_off[nb] = ni;
   m->inst = g_new0(inst_rec, ni);
   for (uint32_t i = 0; i < ni; i++) m->inst[i].sent_s = -1;
-  m->host_lag = g_new0(double, n);
+  m->g = g_new0(gpu_rec, n);
   m->empty_cache_first = empty_cache_first;
   m->xfer_issue_s = g_new0(double, nt);
-  m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) {
-    m->alloc[g] = exec_alloc_new();
-    exec_alloc_set_capacity(m->alloc[g], capacity_bytes);
+    m->g[g].alloc = exec_alloc_new();
+    exec_alloc_set_capacity(m->g[g].alloc, capacity_bytes);
   }
-  m->live = g_new0(double, n);
-  m->peak = g_new0(double, n);
-  m->peak_seq = g_new0(uint32_t, n);
   if (p->phases) m->phase_peak = g_new0(double, (size_t)PLAN_PHASES * n);
   m->gpus = g_new(uint32_t, n);
   m->stamp = g_new0(uint32_t, n);
@@ -486,11 +490,11 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
   if (--in->refs > 0 || b->keep) return;
   in->state = INST_FREED;
   if (m->host_s && in->sent_s >= 0)
-    exec_alloc_release_after(m->alloc[g], in->block, in->sent_s);
+    exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
   else
-    exec_alloc_release(m->alloc[g], in->block);
+    exec_alloc_release(m->g[g].alloc, in->block);
   in->free_seq = ++m->seq;
-  m->live[g] -= b->bytes;
+  m->g[g].live -= b->bytes;
   sample(m, g, now);
 }
 
@@ -521,7 +525,7 @@ static void apply_start(exec_mem *m, uint32_t task, double now_s) {
     uint32_t k = task_gpus(m, t);
     double lag = 0;
     for (uint32_t i = 0; i < k; i++)
-      if (m->host_lag[m->gpus[i]] > lag) lag = m->host_lag[m->gpus[i]];
+      if (m->g[m->gpus[i]].host_lag > lag) lag = m->g[m->gpus[i]].host_lag;
     m->xfer_issue_s[task] = m->host_s[task] + lag;
   }
 }
@@ -609,7 +613,7 @@ static void peak_live(exec_mem *m) {
     const plan_buf *pb = plan_buf_at(p, b);
     for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
       uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
-      uint32_t at = m->peak_seq[g];
+      uint32_t at = m->g[g].peak_seq;
       const inst_rec *in = &m->inst[i];
       if (in->state == INST_NONE || in->alloc_seq > at) continue;
       if (in->state == INST_FREED && in->free_seq <= at) continue;
@@ -655,24 +659,24 @@ void exec_mem_finish(exec_mem *m) {
   /* each GPU its class's figures */
   for (uint32_t g = 0; g < m->n_gpus; g++) {
     uint32_t c = m->cls->of[g];
-    r->gpu_peak_bytes[g] = m->peak[c];
+    r->gpu_peak_bytes[g] = m->g[c].peak;
     for (int ph = 0; m->phase_peak && ph < PLAN_PHASES; ph++)
       r->gpu_peak_phase_bytes[(size_t)ph * m->n_gpus + g] = m->phase_peak[(size_t)ph * m->n + c];
-    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[c]);
+    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->g[c].alloc);
     if (r->gpu_peak_reserved_bytes[g] > r->peak_reserved_bytes)
       r->peak_reserved_bytes = r->gpu_peak_reserved_bytes[g];
-    if (m->peak[c] > r->peak_bytes) {
-      r->peak_bytes = m->peak[c];
+    if (m->g[c].peak > r->peak_bytes) {
+      r->peak_bytes = m->g[c].peak;
       r->peak_gpu = g;
     }
   }
-  for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->alloc[c]);
+  for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->g[c].alloc);
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
-  g_free(m->inst_off); g_free(m->inst); g_free(m->live); g_free(m->peak); g_free(m->phase_peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->first_kernel);
+  g_free(m->inst_off); g_free(m->inst); g_free(m->g); g_free(m->phase_peak);
+  g_free(m->gpus); g_free(m->first_kernel);
   exec_queue_free(m->queue);
-  g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->alloc);
+  g_free(m->xfer_issue_s);
   g_free(m->stamp); g_free(m->use_off); g_free(m->use_of); g_free(m->pat_off); g_free(m->pat_cls);
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
