@@ -56,9 +56,10 @@ struct exec_alloc {
   block *blocks;       /* [0] unused (0: an empty tensor's handle) */
   uint32_t n_blocks, cap_blocks;
   uint32_t dead;       /* first dead record, NONE: none */
-  uint32_t head, tail, cap_pending;
-  pending_ent *pending; /* pending blocks at [head, tail), sorted by when
-                           they are ready, then by id (pending_push) */
+  uint32_t head, tail, cap_pending; /* a power of two, or 0 */
+  pending_ent *pending; /* pending blocks, a ring: positions [head, tail)
+                           (mod cap_pending), sorted by when they are ready,
+                           then by id (pending_push) */
   free_set free[2];    /* per pool (0 large, 1 small): free blocks by (size, addr) */
   uint64_t next_addr, reserved, peak, allocated;
   uint64_t last_segment; /* exec_alloc_last_segment */
@@ -273,7 +274,7 @@ void exec_alloc_release(exec_alloc *a, uint32_t id) {
   cache_block(a, id);
 }
 
-/* Pending blocks in an array sorted by (ready_s, id), the key kept in the
+/* Pending blocks in a ring sorted by (ready_s, id), the key kept in the
  * entry, taken from the front.  Blocks are freed nearly in the order
  * their transfers end (a 1,024-GPU causal ring forward: 595 of a million
  * out of order, each behind at most 4), so an insertion from the back
@@ -285,24 +286,23 @@ static bool ready_before(const pending_ent *x, const pending_ent *y) {
 }
 
 static void pending_push(exec_alloc *a, pending_ent e) {
-  if (a->tail == a->cap_pending) {
-    uint32_t n = a->tail - a->head;
-    if (a->head >= a->cap_pending / 2 && a->head > 0) { /* room at the front: close up */
-      memmove(a->pending, a->pending + a->head, n * sizeof *a->pending);
-    } else {
-      a->cap_pending = a->cap_pending ? 2 * a->cap_pending : 16;
-      pending_ent *v = g_new(pending_ent, a->cap_pending);
-      memcpy(v, a->pending + a->head, n * sizeof *v);
-      g_free(a->pending);
-      a->pending = v;
-    }
+  uint32_t mask = a->cap_pending - 1;
+  if (a->tail - a->head == a->cap_pending) { /* full: twice the room, in order */
+    uint32_t n = a->cap_pending, cap = n ? 2 * n : 16;
+    pending_ent *v = g_new(pending_ent, cap);
+    for (uint32_t i = 0; i < n; i++) v[i] = a->pending[(a->head + i) & mask];
+    g_free(a->pending);
+    a->pending = v;
+    a->cap_pending = cap;
     a->head = 0;
     a->tail = n;
+    mask = cap - 1;
   }
+  /* from the back, moving up the few entries ready after it */
   uint32_t j = a->tail;
-  while (j > a->head && ready_before(&e, &a->pending[j - 1])) j--;
-  memmove(&a->pending[j + 1], &a->pending[j], (a->tail - j) * sizeof *a->pending);
-  a->pending[j] = e;
+  for (; j != a->head && ready_before(&e, &a->pending[(j - 1) & mask]); j--)
+    a->pending[j & mask] = a->pending[(j - 1) & mask];
+  a->pending[j & mask] = e;
   a->tail++;
 }
 
@@ -319,16 +319,19 @@ void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
 
 /* The pending block ready first, taken off. */
 static uint32_t pending_pop(exec_alloc *a) {
-  uint32_t top = a->pending[a->head++].id;
-  if (a->head == a->tail) a->head = a->tail = 0;
-  return top;
+  return a->pending[a->head++ & (a->cap_pending - 1)].id;
+}
+
+/* The pending block ready first, or NULL. */
+static const pending_ent *pending_first(const exec_alloc *a) {
+  return a->head != a->tail ? &a->pending[a->head & (a->cap_pending - 1)] : NULL;
 }
 
 void exec_alloc_settle(exec_alloc *a, double now_s) {
   /* a host that synchronized is no earlier than what it waited for */
   if (now_s < a->synced_s) now_s = a->synced_s;
   /* in the order they became ready (then by id), as a sort would give */
-  while (a->head < a->tail && a->pending[a->head].ready_s <= now_s) {
+  while (pending_first(a) && pending_first(a)->ready_s <= now_s) {
     uint32_t id = pending_pop(a);
     blk(a, id)->pending = false;
     cache_block(a, id);
@@ -344,7 +347,7 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
  * then tried again (c10/cuda/CUDACachingAllocator.cpp). */
 static void release_cached(exec_alloc *a) {
   a->synced = true;
-  while (a->head < a->tail) {
+  while (pending_first(a)) {
     uint32_t id = pending_pop(a);
     if (blk(a, id)->ready_s > a->synced_s) a->synced_s = blk(a, id)->ready_s;
     blk(a, id)->pending = false;
@@ -371,7 +374,7 @@ static void release_cached(exec_alloc *a) {
 
 void exec_alloc_set_capacity(exec_alloc *a, uint64_t bytes) { a->capacity = bytes; }
 double exec_alloc_next_ready(const exec_alloc *a) {
-  return a->head < a->tail ? a->pending[a->head].ready_s : INFINITY;
+  return pending_first(a) ? pending_first(a)->ready_s : INFINITY;
 }
 bool exec_alloc_synced(const exec_alloc *a) { return a->synced; }
 
