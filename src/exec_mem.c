@@ -93,6 +93,16 @@ typedef struct {
   exec_alloc *alloc;       /* the caching allocator's segments (exec_alloc.h) */
 } gpu_rec;
 
+/* What the replay reads of a buffer at each of its uses: its first
+ * instance, and the class of its GPU (PLAN_ALL: a buffer of every GPU).
+ * The plan's record (plan_buf: bytes, name, keep) is read only where an
+ * instance is allocated or freed: a use's reads of it and of an array of
+ * first instances were a cold line each (a model step's replay at 1,024
+ * GPUs: 64% of each_inst's time on those two loads). */
+typedef struct {
+  uint32_t inst, cls;
+} buf_rec;
+
 struct exec_mem {
   const plan *p;
   exec_result *r;
@@ -103,7 +113,8 @@ struct exec_mem {
   uint32_t n_gpus;
   exec_mem_classes *cls;
   uint32_t *pat_off, *pat_cls; /* per pattern: its GPUs' classes, each once */
-  uint32_t *inst_off;      /* per buffer: its first instance */
+  buf_rec *bufs;           /* per buffer, and one past the last (.inst: the
+                              instances' count) */
   inst_rec *inst;          /* per instance */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   bool empty_cache_first;  /* topology comm.empty_cache_first */
@@ -195,21 +206,21 @@ static void pattern_classes(exec_mem *m) {
   }
 }
 
-/* The class an instance of b lives in (i: its index among b's). */
-static uint32_t inst_gpu(const exec_mem *m, const plan_buf *b, uint32_t i) {
-  return b->gpu == PLAN_ALL ? i : m->cls->of[b->gpu];
+/* The class an instance of buffer b lives in (i: its index among b's). */
+static uint32_t inst_gpu(const exec_mem *m, uint32_t b, uint32_t i) {
+  return m->bufs[b].cls == PLAN_ALL ? i : m->bufs[b].cls;
 }
 
-/* How many GPUs' instances an instance of b in class c stands for (a
- * buffer of one GPU: that GPU's, and its class has no other: the class
- * hash holds its uses). */
-static uint32_t inst_weight(const exec_mem *m, const plan_buf *b, uint32_t c) {
-  return b->gpu == PLAN_ALL ? m->cls->size[c] : 1;
+/* How many GPUs' instances an instance of buffer b in class c stands for
+ * (a buffer of one GPU: that GPU's, and its class has no other: the
+ * class hash holds its uses). */
+static uint32_t inst_weight(const exec_mem *m, uint32_t b, uint32_t c) {
+  return m->bufs[b].cls == PLAN_ALL ? m->cls->size[c] : 1;
 }
 
 /* Calls fn on each instance use u touches (task GPUs in m->gpus[0..k)). */
-typedef void (*inst_fn)(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                        uint32_t gpu, double now_s);
+typedef void (*inst_fn)(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t gpu,
+                        double now_s);
 
 static const plan_buf_use *use_at(const exec_mem *m, uint32_t i) {
   return i < m->n_plan_uses ? plan_buf_use_at(m->p, i)
@@ -217,9 +228,9 @@ static const plan_buf_use *use_at(const exec_mem *m, uint32_t i) {
 }
 
 static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn, double now) {
-  const plan_buf *b = plan_buf_at(m->p, u->buf);
-  if (b->gpu != PLAN_ALL) {
-    fn(m, b, u, m->inst_off[u->buf], m->cls->of[b->gpu], now);
+  buf_rec b = m->bufs[u->buf];
+  if (b.cls != PLAN_ALL) {
+    fn(m, u, b.inst, b.cls, now);
     return;
   }
   if (u->gpu != PLAN_ALL) {
@@ -229,10 +240,10 @@ static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn
      * the same places: exec_mem_class.h) */
     uint32_t c = m->cls->of[u->gpu];
     if (m->cls->rep[c] == u->gpu && m->stamp[c] == m->stamp_now)
-      fn(m, b, u, m->inst_off[u->buf] + c, c, now);
+      fn(m, u, b.inst + c, c, now);
     return;
   }
-  for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
+  for (uint32_t i = 0; i < k; i++) fn(m, u, b.inst + m->gpus[i], m->gpus[i], now);
 }
 
 static void sample(exec_mem *m, uint32_t g, double now) {
@@ -281,9 +292,9 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
   sample(m, g, now);
 }
 
-static void count_ref(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                      uint32_t g, double now) {
-  (void)b; (void)u; (void)g; (void)now;
+static void count_ref(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
+                      double now) {
+  (void)u; (void)g; (void)now;
   m->inst[inst].refs++;
 }
 
@@ -404,13 +415,14 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   if (p->phases && !r->gpu_peak_phase_bytes)
     r->gpu_peak_phase_bytes = g_new0(double, (size_t)PLAN_PHASES * ng);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
-  m->inst_off = g_new(uint32_t, nb + 1);
+  m->bufs = g_new(buf_rec, nb + 1);
   uint32_t ni = 0;
   for (uint32_t b = 0; b < nb; b++) {
-    m->inst_off[b] = ni;
-    ni += plan_buf_at(p, b)->gpu == PLAN_ALL ? n : 1;
+    uint32_t gpu = plan_buf_at(p, b)->gpu;
+    m->bufs[b] = (buf_rec){ni, gpu == PLAN_ALL ? PLAN_ALL : m->cls->of[gpu]};
+    ni += gpu == PLAN_ALL ? n : 1;
   }
-  m->inst_off[nb] = ni;
+  m->bufs[nb] = (buf_rec){ni, PLAN_ALL};
   m->inst = g_new0(inst_rec, ni);
   for (uint32_t i = 0; i < ni; i++) m->inst[i].sent_s = -1;
   m->g = g_new0(gpu_rec, n);
@@ -436,29 +448,29 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   }
   for (uint32_t b = 0; b < nb; b++) {
     const plan_buf *pb = plan_buf_at(p, b);
-    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
-      uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
+    for (uint32_t i = m->bufs[b].inst; i < m->bufs[b + 1].inst; i++) {
+      uint32_t g = inst_gpu(m, b, i - m->bufs[b].inst);
       if (pb->input) {
         m->inst[i].written = true;
         alloc(m, i, g, pb->bytes, 0, UINT32_MAX);
       } else if (m->inst[i].refs == 0) {
-        r->mem_errors += inst_weight(m, pb, g); /* declared, never used */
+        r->mem_errors += inst_weight(m, b, g); /* declared, never used */
       }
     }
   }
   return m;
 }
 
-static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                       uint32_t g, double now) {
+static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
+                       double now) {
   inst_rec *in = &m->inst[inst];
   if (u->write) in->writing = u->task + 1;
   else if (!in->written && in->writing != u->task + 1)
-    m->r->mem_errors += inst_weight(m, b, g); /* read before anything wrote it */
+    m->r->mem_errors += inst_weight(m, u->buf, g); /* read before anything wrote it */
   if (in->state == INST_FREED)
-    m->r->mem_errors += inst_weight(m, b, g); /* cannot happen: refs held */
+    m->r->mem_errors += inst_weight(m, u->buf, g); /* cannot happen: refs held */
   if (in->state == INST_NONE)
-    alloc(m, inst, g, b->bytes, now, u->task);
+    alloc(m, inst, g, plan_buf_at(m->p, u->buf)->bytes, now, u->task);
 }
 
 /* When transfer `task`, ending at `now` in the replay, is done: the
@@ -470,8 +482,8 @@ static double xfer_done(const exec_mem *m, uint32_t task, double now) {
   return late > now ? late : now;
 }
 
-static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                     uint32_t g, double now) {
+static void end_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
+                     double now) {
   inst_rec *in = &m->inst[inst];
   if (u->write) in->written = true;
   const plan_task *t = plan_task_at(m->p, u->task);
@@ -487,7 +499,9 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
     in->sent_s = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1
                                                                               : xfer_done(m, u->task, now);
   g_assert(in->refs > 0);
-  if (--in->refs > 0 || b->keep) return;
+  if (--in->refs > 0) return;
+  const plan_buf *b = plan_buf_at(m->p, u->buf);
+  if (b->keep) return;
   in->state = INST_FREED;
   if (m->host_s && in->sent_s >= 0)
     exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
@@ -611,8 +625,8 @@ static void peak_live(exec_mem *m) {
   GArray *out = classes ? g_array_new(FALSE, FALSE, sizeof(exec_mem_live)) : m->r->peak_live;
   for (uint32_t b = 0; b < plan_buf_count(p); b++) {
     const plan_buf *pb = plan_buf_at(p, b);
-    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
-      uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
+    for (uint32_t i = m->bufs[b].inst; i < m->bufs[b + 1].inst; i++) {
+      uint32_t g = inst_gpu(m, b, i - m->bufs[b].inst);
       uint32_t at = m->g[g].peak_seq;
       const inst_rec *in = &m->inst[i];
       if (in->state == INST_NONE || in->alloc_seq > at) continue;
@@ -646,10 +660,9 @@ void exec_mem_finish(exec_mem *m) {
   exec_result *r = m->r;
   const plan *p = m->p;
   for (uint32_t b = 0; b < plan_buf_count(p); b++)
-    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++)
+    for (uint32_t i = m->bufs[b].inst; i < m->bufs[b + 1].inst; i++)
       if (m->inst[i].state == INST_LIVE && !plan_buf_at(p, b)->keep) {
-        const plan_buf *pb = plan_buf_at(p, b);
-        r->mem_errors += inst_weight(m, pb, inst_gpu(m, pb, i - m->inst_off[b]));
+        r->mem_errors += inst_weight(m, b, inst_gpu(m, b, i - m->bufs[b].inst));
       }
   if (!r->peak_live) r->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
   g_array_set_size(r->peak_live, 0);
@@ -673,7 +686,7 @@ void exec_mem_finish(exec_mem *m) {
   for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->g[c].alloc);
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
-  g_free(m->inst_off); g_free(m->inst); g_free(m->g); g_free(m->phase_peak);
+  g_free(m->bufs); g_free(m->inst); g_free(m->g); g_free(m->phase_peak);
   g_free(m->gpus); g_free(m->first_kernel);
   exec_queue_free(m->queue);
   g_free(m->xfer_issue_s);
