@@ -1490,7 +1490,8 @@ int main(void) {
                                     TEST(t_fp8_gemm_table), TEST(t_fp8_gemm_table_errors),
                                     TEST(t_elemwise), TEST(t_mech_splits),
                                     TEST(t_mech_waves), TEST(t_mech_causal_tail),
-                                    TEST(t_mech_many_heads), TEST(t_mech_rounds_exact), TEST(t_mech_beyond_table),
+                                    TEST(t_mech_many_heads), TEST(t_mech_rounds_exact),
+                                    TEST(t_mech_beyond_table),
                                     TEST(t_mech_monotone), TEST(t_mech_errors),
                                     {NULL, NULL}};
   return test_run("compute", cases);
