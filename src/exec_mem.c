@@ -82,6 +82,27 @@ typedef struct {
   bool written;       /* a writer has ended (inputs: true) */
 } inst_rec;
 
+/* A GPU's (a class's) state, in one record: each request and free of
+ * a GPU reads or writes most of it, and the replay comes to a GPU after
+ * the others' (an array per field was a cold line each). */
+typedef struct {
+  double live, peak;       /* bytes allocated now, and the most so far */
+  double host_lag;         /* host time its cudaMallocs took so far (exec_alloc_
+                              segment_host_s): its host is that much behind host_s */
+  uint32_t peak_seq;       /* the event at which its peak was reached */
+  exec_alloc *alloc;       /* the caching allocator's segments (exec_alloc.h) */
+} gpu_rec;
+
+/* What the replay reads of a buffer at each of its uses: its first
+ * instance, and the class of its GPU (PLAN_ALL: a buffer of every GPU).
+ * The plan's record (plan_buf: bytes, name, keep) is read only where an
+ * instance is allocated or freed: a use's reads of it and of an array of
+ * first instances were a cold line each (a model step's replay at 1,024
+ * GPUs: 64% of each_inst's time on those two loads). */
+typedef struct {
+  uint32_t inst, cls;
+} buf_rec;
+
 struct exec_mem {
   const plan *p;
   exec_result *r;
@@ -92,19 +113,18 @@ struct exec_mem {
   uint32_t n_gpus;
   exec_mem_classes *cls;
   uint32_t *pat_off, *pat_cls; /* per pattern: its GPUs' classes, each once */
-  uint32_t *inst_off;      /* per buffer: its first instance */
+  buf_rec *bufs;           /* per buffer, and one past the last (.inst: the
+                              instances' count) */
   inst_rec *inst;          /* per instance */
   const double *host_s;    /* per task: its host issue time; NULL: no recordStream */
   bool empty_cache_first;  /* topology comm.empty_cache_first */
-  double *host_lag;        /* per GPU: host time its cudaMallocs took so far (exec_alloc_
-                              segment_host_s): its host is that much behind host_s */
   double *xfer_issue_s;    /* per task: a transfer's issue by its hosts, lag included */
   const double *start_s;   /* per task: when it started (GPU time; exec_graph's) */
   uint64_t *first_kernel; /* per GPU: the program-order place of its first compute
                               task other than a copy (issue_key; recordStream: a
                               transfer the host issues before it runs at once) */
   exec_queue *queue;       /* how far each host may be ahead of its GPU (NULL: any) */
-  exec_alloc **alloc;      /* per GPU: the caching allocator's segments (exec_alloc.h) */
+  gpu_rec *g;              /* per GPU */
   uint32_t *use_off, *use_of; /* uses by task (CSR): indices into the plan's uses,
                                  then (from plan_buf_use_count) into `moved`;
                                  use_of NULL: the uses are in task order already,
@@ -112,9 +132,7 @@ struct exec_mem {
   GArray *moved;           /* plan_buf_use: a held-back group's writes, taken at
                               the kernels it waits for */
   uint32_t n_plan_uses;
-  double *live, *peak;     /* per GPU */
   double *phase_peak;      /* per plan_phase and GPU, where the plan has phases; else NULL */
-  uint32_t *peak_seq;      /* per GPU: the event at which its peak was reached */
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
@@ -188,21 +206,21 @@ static void pattern_classes(exec_mem *m) {
   }
 }
 
-/* The class an instance of b lives in (i: its index among b's). */
-static uint32_t inst_gpu(const exec_mem *m, const plan_buf *b, uint32_t i) {
-  return b->gpu == PLAN_ALL ? i : m->cls->of[b->gpu];
+/* The class an instance of buffer b lives in (i: its index among b's). */
+static uint32_t inst_gpu(const exec_mem *m, uint32_t b, uint32_t i) {
+  return m->bufs[b].cls == PLAN_ALL ? i : m->bufs[b].cls;
 }
 
-/* How many GPUs' instances an instance of b in class c stands for (a
- * buffer of one GPU: that GPU's, and its class has no other: the class
- * hash holds its uses). */
-static uint32_t inst_weight(const exec_mem *m, const plan_buf *b, uint32_t c) {
-  return b->gpu == PLAN_ALL ? m->cls->size[c] : 1;
+/* How many GPUs' instances an instance of buffer b in class c stands for
+ * (a buffer of one GPU: that GPU's, and its class has no other: the
+ * class hash holds its uses). */
+static uint32_t inst_weight(const exec_mem *m, uint32_t b, uint32_t c) {
+  return m->bufs[b].cls == PLAN_ALL ? m->cls->size[c] : 1;
 }
 
 /* Calls fn on each instance use u touches (task GPUs in m->gpus[0..k)). */
-typedef void (*inst_fn)(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                        uint32_t gpu, double now_s);
+typedef void (*inst_fn)(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t gpu,
+                        double now_s);
 
 static const plan_buf_use *use_at(const exec_mem *m, uint32_t i) {
   return i < m->n_plan_uses ? plan_buf_use_at(m->p, i)
@@ -210,9 +228,9 @@ static const plan_buf_use *use_at(const exec_mem *m, uint32_t i) {
 }
 
 static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn, double now) {
-  const plan_buf *b = plan_buf_at(m->p, u->buf);
-  if (b->gpu != PLAN_ALL) {
-    fn(m, b, u, m->inst_off[u->buf], m->cls->of[b->gpu], now);
+  buf_rec b = m->bufs[u->buf];
+  if (b.cls != PLAN_ALL) {
+    fn(m, u, b.inst, b.cls, now);
     return;
   }
   if (u->gpu != PLAN_ALL) {
@@ -222,15 +240,15 @@ static void each_inst(exec_mem *m, const plan_buf_use *u, uint32_t k, inst_fn fn
      * the same places: exec_mem_class.h) */
     uint32_t c = m->cls->of[u->gpu];
     if (m->cls->rep[c] == u->gpu && m->stamp[c] == m->stamp_now)
-      fn(m, b, u, m->inst_off[u->buf] + c, c, now);
+      fn(m, u, b.inst + c, c, now);
     return;
   }
-  for (uint32_t i = 0; i < k; i++) fn(m, b, u, m->inst_off[u->buf] + m->gpus[i], m->gpus[i], now);
+  for (uint32_t i = 0; i < k; i++) fn(m, u, b.inst + m->gpus[i], m->gpus[i], now);
 }
 
 static void sample(exec_mem *m, uint32_t g, double now) {
   if (!m->trace) return;
-  exec_mem_sample s = {g, now, m->live[g]};
+  exec_mem_sample s = {g, now, m->g[g].live};
   g_array_append_val(m->r->mem, s);
 }
 
@@ -240,42 +258,43 @@ static void sample(exec_mem *m, uint32_t g, double now) {
 static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double now,
                   uint32_t task) {
   inst_rec *in = &m->inst[inst];
+  gpu_rec *gr = &m->g[g];
   in->state = INST_LIVE;
   bool hosted = m->host_s && task != UINT32_MAX;
   if (hosted) {
-    double host = m->host_s[task] + m->host_lag[g];
-    exec_alloc_settle(m->alloc[g], host);
+    double host = m->host_s[task] + gr->host_lag;
+    exec_alloc_settle(gr->alloc, host);
     /* the queue's floor is at most now: asked only where a block it
      * could settle is pending */
-    if (m->queue && exec_alloc_next_ready(m->alloc[g]) <= now) {
+    if (m->queue && exec_alloc_next_ready(gr->alloc) <= now) {
       double floor = exec_queue_host_floor(m->queue, m->cls->rep[g], task, now);
-      if (floor > host) exec_alloc_settle(m->alloc[g], floor);
+      if (floor > host) exec_alloc_settle(gr->alloc, floor);
     }
   }
-  in->block = exec_alloc_take(m->alloc[g], (uint64_t)ceil(bytes));
+  in->block = exec_alloc_take(gr->alloc, (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
-  uint64_t seg = exec_alloc_last_segment(m->alloc[g]);
+  uint64_t seg = exec_alloc_last_segment(gr->alloc);
   /* the pass's first segment on g (none has cost its host yet), after
    * empty_cache() */
   if (hosted && seg)
-    m->host_lag[g] += exec_alloc_segment_host_s(seg, m->empty_cache_first && m->host_lag[g] == 0);
+    gr->host_lag += exec_alloc_segment_host_s(seg, m->empty_cache_first && gr->host_lag == 0);
   g_assert(m->seq < UINT32_MAX - 1);
   in->alloc_seq = ++m->seq;
-  m->live[g] += bytes;
-  if (m->live[g] > m->peak[g]) {
-    m->peak[g] = m->live[g];
-    m->peak_seq[g] = m->seq;
+  gr->live += bytes;
+  if (gr->live > gr->peak) {
+    gr->peak = gr->live;
+    gr->peak_seq = m->seq;
   }
   if (m->phase_peak) {
     double *at = &m->phase_peak[(size_t)plan_task_phase(m->p, task == UINT32_MAX ? 0 : task) * m->n + g];
-    if (m->live[g] > *at) *at = m->live[g];
+    if (gr->live > *at) *at = gr->live;
   }
   sample(m, g, now);
 }
 
-static void count_ref(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                      uint32_t g, double now) {
-  (void)b; (void)u; (void)g; (void)now;
+static void count_ref(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
+                      double now) {
+  (void)u; (void)g; (void)now;
   m->inst[inst].refs++;
 }
 
@@ -289,8 +308,11 @@ static void move_held_writes(exec_mem *m, exec_held_fn held_back, const void *ct
   if (!held_back) return;
   for (uint32_t i = 0; i < nu; i++) {
     const plan_buf_use *u = plan_buf_use_at(p, i);
+    /* the use's own fields first: a task record per use, read for reads
+     * too, was a pass over the plan's tasks for each of its uses */
+    if (!u->write || u->when == PLAN_BUF_LATE) continue;
     const plan_task *t = plan_task_at(p, u->task);
-    if (t->kind != TASK_COMM || !t->n_overlap || !u->write || u->when == PLAN_BUF_LATE) continue;
+    if (t->kind != TASK_COMM || !t->n_overlap) continue;
     for (uint32_t d = t->n_dep - t->n_overlap; d < t->n_dep; d++) {
       if (!held_back(t, d, ctx)) continue;
       plan_buf_use v = *u;
@@ -393,26 +415,23 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   if (p->phases && !r->gpu_peak_phase_bytes)
     r->gpu_peak_phase_bytes = g_new0(double, (size_t)PLAN_PHASES * ng);
   if (trace && !r->mem) r->mem = g_array_new(FALSE, FALSE, sizeof(exec_mem_sample));
-  m->inst_off = g_new(uint32_t, nb + 1);
+  m->bufs = g_new(buf_rec, nb + 1);
   uint32_t ni = 0;
   for (uint32_t b = 0; b < nb; b++) {
-    m->inst_off[b] = ni;
-    ni += plan_buf_at(p, b)->gpu == PLAN_ALL ? n : 1;
+    uint32_t gpu = plan_buf_at(p, b)->gpu;
+    m->bufs[b] = (buf_rec){ni, gpu == PLAN_ALL ? PLAN_ALL : m->cls->of[gpu]};
+    ni += gpu == PLAN_ALL ? n : 1;
   }
-  m->inst_off[nb] = ni;
+  m->bufs[nb] = (buf_rec){ni, PLAN_ALL};
   m->inst = g_new0(inst_rec, ni);
   for (uint32_t i = 0; i < ni; i++) m->inst[i].sent_s = -1;
-  m->host_lag = g_new0(double, n);
+  m->g = g_new0(gpu_rec, n);
   m->empty_cache_first = empty_cache_first;
   m->xfer_issue_s = g_new0(double, nt);
-  m->alloc = g_new(exec_alloc *, n);
   for (uint32_t g = 0; g < n; g++) {
-    m->alloc[g] = exec_alloc_new();
-    exec_alloc_set_capacity(m->alloc[g], capacity_bytes);
+    m->g[g].alloc = exec_alloc_new();
+    exec_alloc_set_capacity(m->g[g].alloc, capacity_bytes);
   }
-  m->live = g_new0(double, n);
-  m->peak = g_new0(double, n);
-  m->peak_seq = g_new0(uint32_t, n);
   if (p->phases) m->phase_peak = g_new0(double, (size_t)PLAN_PHASES * n);
   m->gpus = g_new(uint32_t, n);
   m->stamp = g_new0(uint32_t, n);
@@ -429,29 +448,29 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   }
   for (uint32_t b = 0; b < nb; b++) {
     const plan_buf *pb = plan_buf_at(p, b);
-    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
-      uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
+    for (uint32_t i = m->bufs[b].inst; i < m->bufs[b + 1].inst; i++) {
+      uint32_t g = inst_gpu(m, b, i - m->bufs[b].inst);
       if (pb->input) {
         m->inst[i].written = true;
         alloc(m, i, g, pb->bytes, 0, UINT32_MAX);
       } else if (m->inst[i].refs == 0) {
-        r->mem_errors += inst_weight(m, pb, g); /* declared, never used */
+        r->mem_errors += inst_weight(m, b, g); /* declared, never used */
       }
     }
   }
   return m;
 }
 
-static void start_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                       uint32_t g, double now) {
+static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
+                       double now) {
   inst_rec *in = &m->inst[inst];
   if (u->write) in->writing = u->task + 1;
   else if (!in->written && in->writing != u->task + 1)
-    m->r->mem_errors += inst_weight(m, b, g); /* read before anything wrote it */
+    m->r->mem_errors += inst_weight(m, u->buf, g); /* read before anything wrote it */
   if (in->state == INST_FREED)
-    m->r->mem_errors += inst_weight(m, b, g); /* cannot happen: refs held */
+    m->r->mem_errors += inst_weight(m, u->buf, g); /* cannot happen: refs held */
   if (in->state == INST_NONE)
-    alloc(m, inst, g, b->bytes, now, u->task);
+    alloc(m, inst, g, plan_buf_at(m->p, u->buf)->bytes, now, u->task);
 }
 
 /* When transfer `task`, ending at `now` in the replay, is done: the
@@ -463,8 +482,8 @@ static double xfer_done(const exec_mem *m, uint32_t task, double now) {
   return late > now ? late : now;
 }
 
-static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint32_t inst,
-                     uint32_t g, double now) {
+static void end_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
+                     double now) {
   inst_rec *in = &m->inst[inst];
   if (u->write) in->written = true;
   const plan_task *t = plan_task_at(m->p, u->task);
@@ -480,14 +499,16 @@ static void end_inst(exec_mem *m, const plan_buf *b, const plan_buf_use *u, uint
     in->sent_s = m->host_s && issue_key(m->p, u->task) < m->first_kernel[g] ? -1
                                                                               : xfer_done(m, u->task, now);
   g_assert(in->refs > 0);
-  if (--in->refs > 0 || b->keep) return;
+  if (--in->refs > 0) return;
+  const plan_buf *b = plan_buf_at(m->p, u->buf);
+  if (b->keep) return;
   in->state = INST_FREED;
   if (m->host_s && in->sent_s >= 0)
-    exec_alloc_release_after(m->alloc[g], in->block, in->sent_s);
+    exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
   else
-    exec_alloc_release(m->alloc[g], in->block);
+    exec_alloc_release(m->g[g].alloc, in->block);
   in->free_seq = ++m->seq;
-  m->live[g] -= b->bytes;
+  m->g[g].live -= b->bytes;
   sample(m, g, now);
 }
 
@@ -518,7 +539,7 @@ static void apply_start(exec_mem *m, uint32_t task, double now_s) {
     uint32_t k = task_gpus(m, t);
     double lag = 0;
     for (uint32_t i = 0; i < k; i++)
-      if (m->host_lag[m->gpus[i]] > lag) lag = m->host_lag[m->gpus[i]];
+      if (m->g[m->gpus[i]].host_lag > lag) lag = m->g[m->gpus[i]].host_lag;
     m->xfer_issue_s[task] = m->host_s[task] + lag;
   }
 }
@@ -604,9 +625,9 @@ static void peak_live(exec_mem *m) {
   GArray *out = classes ? g_array_new(FALSE, FALSE, sizeof(exec_mem_live)) : m->r->peak_live;
   for (uint32_t b = 0; b < plan_buf_count(p); b++) {
     const plan_buf *pb = plan_buf_at(p, b);
-    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++) {
-      uint32_t g = inst_gpu(m, pb, i - m->inst_off[b]);
-      uint32_t at = m->peak_seq[g];
+    for (uint32_t i = m->bufs[b].inst; i < m->bufs[b + 1].inst; i++) {
+      uint32_t g = inst_gpu(m, b, i - m->bufs[b].inst);
+      uint32_t at = m->g[g].peak_seq;
       const inst_rec *in = &m->inst[i];
       if (in->state == INST_NONE || in->alloc_seq > at) continue;
       if (in->state == INST_FREED && in->free_seq <= at) continue;
@@ -639,10 +660,9 @@ void exec_mem_finish(exec_mem *m) {
   exec_result *r = m->r;
   const plan *p = m->p;
   for (uint32_t b = 0; b < plan_buf_count(p); b++)
-    for (uint32_t i = m->inst_off[b]; i < m->inst_off[b + 1]; i++)
+    for (uint32_t i = m->bufs[b].inst; i < m->bufs[b + 1].inst; i++)
       if (m->inst[i].state == INST_LIVE && !plan_buf_at(p, b)->keep) {
-        const plan_buf *pb = plan_buf_at(p, b);
-        r->mem_errors += inst_weight(m, pb, inst_gpu(m, pb, i - m->inst_off[b]));
+        r->mem_errors += inst_weight(m, b, inst_gpu(m, b, i - m->bufs[b].inst));
       }
   if (!r->peak_live) r->peak_live = g_array_new(FALSE, FALSE, sizeof(exec_mem_live));
   g_array_set_size(r->peak_live, 0);
@@ -652,24 +672,24 @@ void exec_mem_finish(exec_mem *m) {
   /* each GPU its class's figures */
   for (uint32_t g = 0; g < m->n_gpus; g++) {
     uint32_t c = m->cls->of[g];
-    r->gpu_peak_bytes[g] = m->peak[c];
+    r->gpu_peak_bytes[g] = m->g[c].peak;
     for (int ph = 0; m->phase_peak && ph < PLAN_PHASES; ph++)
       r->gpu_peak_phase_bytes[(size_t)ph * m->n_gpus + g] = m->phase_peak[(size_t)ph * m->n + c];
-    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->alloc[c]);
+    r->gpu_peak_reserved_bytes[g] = (double)exec_alloc_peak_reserved(m->g[c].alloc);
     if (r->gpu_peak_reserved_bytes[g] > r->peak_reserved_bytes)
       r->peak_reserved_bytes = r->gpu_peak_reserved_bytes[g];
-    if (m->peak[c] > r->peak_bytes) {
-      r->peak_bytes = m->peak[c];
+    if (m->g[c].peak > r->peak_bytes) {
+      r->peak_bytes = m->g[c].peak;
       r->peak_gpu = g;
     }
   }
-  for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->alloc[c]);
+  for (uint32_t c = 0; c < m->n; c++) exec_alloc_free(m->g[c].alloc);
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
-  g_free(m->inst_off); g_free(m->inst); g_free(m->live); g_free(m->peak); g_free(m->phase_peak);
-  g_free(m->peak_seq); g_free(m->gpus); g_free(m->first_kernel);
+  g_free(m->bufs); g_free(m->inst); g_free(m->g); g_free(m->phase_peak);
+  g_free(m->gpus); g_free(m->first_kernel);
   exec_queue_free(m->queue);
-  g_free(m->host_lag); g_free(m->xfer_issue_s); g_free(m->alloc);
+  g_free(m->xfer_issue_s);
   g_free(m->stamp); g_free(m->use_off); g_free(m->use_of); g_free(m->pat_off); g_free(m->pat_cls);
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);

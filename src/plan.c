@@ -388,27 +388,27 @@ void plan_finish(plan *p) {
   const uint32_t *to = (const uint32_t *)p->dep_to->data;
   const uint32_t *from = (const uint32_t *)p->dep_from->data;
   const uint8_t *overlap = (const uint8_t *)p->dep_overlap->data;
-  for (guint i = 0; i < n; i++) plan_task_at(p, i)->n_dep = plan_task_at(p, i)->n_overlap = 0;
-  for (guint e = 0; e < m; e++) {
-    plan_task *t = plan_task_at(p, to[e]);
-    t->n_dep++;
-    t->n_overlap += overlap[e];
-  }
-  uint32_t off = 0;
-  for (guint i = 0; i < n; i++) {
-    plan_task *t = plan_task_at(p, i);
-    t->dep_off = off;
-    off += t->n_dep;
-    t->n_dep = 0;
-  }
-  /* a task's ordinary predecessors first, its overlap edges last */
+  /* counted and placed in an array of its own, and the task records
+   * (160 bytes each, a million in a causal 1,024-GPU plan) written once at
+   * the end, where counting in them read and wrote them four times */
+  g_autofree uint32_t *at = g_new0(uint32_t, n + 1);
+  for (guint e = 0; e < m; e++) at[to[e] + 1]++;
+  for (guint i = 0; i < n; i++) at[i + 1] += at[i];
+  /* a task's ordinary predecessors first, its overlap edges last; at[i]
+   * moves from task i's first place to task i + 1's */
   p->deps = g_new(uint32_t, m + 1);
   for (uint8_t pass = 0; pass < 2; pass++)
     for (guint e = 0; e < m; e++)
-      if (overlap[e] == pass) {
-        plan_task *t = plan_task_at(p, to[e]);
-        p->deps[t->dep_off + t->n_dep++] = from[e];
-      }
+      if (overlap[e] == pass) p->deps[at[to[e]]++] = from[e];
+  for (guint i = 0; i < n; i++) {
+    plan_task *t = plan_task_at(p, i);
+    t->dep_off = i ? at[i - 1] : 0;
+    t->n_dep = at[i] - t->dep_off;
+    t->n_overlap = 0;
+  }
+  /* overlap edges are few (a group's kernels it runs beside) */
+  for (guint e = 0; e < m; e++)
+    if (overlap[e]) plan_task_at(p, to[e])->n_overlap++;
   /* the edge lists are the builder's: 9 bytes an edge that the replay
    * would hold through the run (a causal zigzag forward+backward at 1,024
    * GPUs has 11.5 M edges) */

@@ -1367,6 +1367,29 @@ static void t_mech_many_heads(void) {
   CU_ASSERT_CLOSE(a, 1024 * 128 * (256 + 2) * 128.0 * 64 / 132, 0.01);
 }
 
+/* One CTA an SM (the backward; a forward at head dim 256): rounds in
+ * which every SM ends alike CTAs at one instant are counted, not walked
+ * CTA by CTA (kernel_model.c rounds_alike), and the makespan is the same
+ * double as the walk's.  A full-mask backward of 1 head, 16K queries
+ * and 1M keys is 8,192 key blocks of (256 + 2) x 64 x 128 pairs: 62
+ * rounds of 132 and 8 CTAs more, 63 CTAs' time.  Causal, its last 127
+ * key blocks are shorter: the rounds end at the first unlike CTA, and
+ * the rest are walked, giving what a plain list schedule gives (each CTA
+ * to the SM free first, the lowest index among equals: 131,039,232
+ * pairs, from a separate Python walk of the same CTAs).  A forward at
+ * head dim 256 without a mask: 133 query blocks of 16K keys, two waves. */
+static void t_mech_rounds_exact(void) {
+  kernel_model k = plain_mech(0.8);
+  double w = (256 + 2) * 64.0 * 128;
+  CU_ASSERT_EQUAL(kernel_model_makespan(&k, 1, 128, 16384, 1048576, false, true), 63 * w);
+  CU_ASSERT_EQUAL(kernel_model_makespan(&k, 1, 128, 16384, 1048576, true, true), 131039232.0);
+  /* 1 head simulated, the other's work as a fluid over the SMs before it */
+  CU_ASSERT_EQUAL(kernel_model_makespan(&k, 2, 128, 16384, 1048576, false, true),
+                  8192 * w / 132 + 63 * w);
+  CU_ASSERT_EQUAL(kernel_model_makespan(&k, 1, 256, 133 * 128, 16384, false, false),
+                  2 * (256 + 2) * 128.0 * 64);
+}
+
 /* Inside the table the table's times stand (the model unused, confidence
  * as before); beyond it the model prices the kernel, with the fixed cost
  * and the per-pair time of the kernel's head dim. */
@@ -1467,7 +1490,8 @@ int main(void) {
                                     TEST(t_fp8_gemm_table), TEST(t_fp8_gemm_table_errors),
                                     TEST(t_elemwise), TEST(t_mech_splits),
                                     TEST(t_mech_waves), TEST(t_mech_causal_tail),
-                                    TEST(t_mech_many_heads), TEST(t_mech_beyond_table),
+                                    TEST(t_mech_many_heads), TEST(t_mech_rounds_exact),
+                                    TEST(t_mech_beyond_table),
                                     TEST(t_mech_monotone), TEST(t_mech_errors),
                                     {NULL, NULL}};
   return test_run("compute", cases);

@@ -11,6 +11,7 @@
 #include "sched/ulysses.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Per GPU an egress and an ingress channel of bw bytes/s; copies at
@@ -837,6 +838,39 @@ static void t_alloc_pending(void) {
   exec_alloc_free(a);
 }
 
+/* Pending blocks are settled in the order they become ready (then by
+ * id), whatever the order they were freed in: freed with ready times
+ * 0..39 in the order 7i mod 40, each settle at time k caches exactly the
+ * block ready at k, and the next one pending is ready at k + 1; more
+ * freed after most have settled (the pending list's room reused, then
+ * grown) keep the order. */
+static void t_alloc_pending_order(void) {
+  exec_alloc *a = exec_alloc_new();
+  uint32_t id[100];
+  for (int i = 0; i < 100; i++) id[i] = exec_alloc_take(a, 100 * MIB);
+  for (int i = 0; i < 40; i++) exec_alloc_release_after(a, id[i], (double)(i * 7 % 40));
+  for (int k = 0; k < 36; k++) {
+    CU_ASSERT_EQUAL(exec_alloc_next_ready(a), (double)k);
+    exec_alloc_settle(a, k);
+  }
+  /* 60 more, ready at 100 + (13j mod 60), while 4 of the first wait */
+  for (int j = 0; j < 60; j++)
+    exec_alloc_release_after(a, id[40 + j], 100.0 + j * 13 % 60);
+  for (int k = 36; k < 40; k++) {
+    CU_ASSERT_EQUAL(exec_alloc_next_ready(a), (double)k);
+    exec_alloc_settle(a, k);
+  }
+  for (int k = 100; k < 160; k++) {
+    CU_ASSERT_EQUAL(exec_alloc_next_ready(a), (double)k);
+    exec_alloc_settle(a, k);
+  }
+  CU_ASSERT(isinf(exec_alloc_next_ready(a)));
+  /* every block is cached: 100 requests take them, no segment more */
+  for (int i = 0; i < 100; i++) exec_alloc_take(a, 100 * MIB);
+  CU_ASSERT_EQUAL(exec_alloc_reserved(a), 100 * 100 * MIB);
+  exec_alloc_free(a);
+}
+
 /* comm.record_stream: ring's backward on 2 GPUs, whose dK/dV sums travel:
  * the host, which never waits for the GPU here (no host costs), frees a
  * sum it sent before the GPU has sent it, so the next sum cannot reuse
@@ -1378,7 +1412,8 @@ int main(void) {
                                     TEST(t_usp_kv_apart),
                                     TEST(t_phases),
                                     TEST(t_use_on), TEST(t_alloc_rounding), TEST(t_alloc_reuse),
-                                    TEST(t_alloc_pending), TEST(t_record_stream), TEST(t_record_stream_forward),
+                                    TEST(t_alloc_pending), TEST(t_alloc_pending_order),
+                                    TEST(t_record_stream), TEST(t_record_stream_forward),
                                     TEST(t_record_stream_idle_gpu), TEST(t_record_stream_host_mallocs),
                                     TEST(t_launch_queue_floor), TEST(t_launch_queue_and_full_device), TEST(t_lasp2_backward_temporaries), TEST(t_stripe_backward_sums), TEST(t_record_stream_after_copies),
                                     TEST(t_starts_in_program_order), TEST(t_alloc_records_reused),

@@ -63,11 +63,11 @@ static void step_lengths(const tasp_self *s, uint32_t step) {
   if (l->at == step) return;
   l->at = step;
   memset(l->low, 0, n * sizeof(uint64_t));
-  memset(l->high, 0, n * sizeof(uint64_t));
   memset(l->low_pieces, 0, n * sizeof(uint32_t));
   /* GPU order[i]'s origin is order[i - step], wrapping: two runs, so
    * that no position is reduced mod n (a division per GPU and cycle, n^3
-   * a pass, was a tenth of a 512-GPU causal TASP forward) */
+   * a pass, was a tenth of a 512-GPU causal TASP forward).  Only the
+   * first kernel's keys are summed; the second's follow from them. */
   uint32_t back = step % n;
   for (uint32_t m = 0; m < k; m++) {
     uint64_t len = piece(s, 0, m).len;
@@ -75,9 +75,12 @@ static void step_lengths(const tasp_self *s, uint32_t step) {
     for (uint32_t i = 0; i < n; i++) {
       uint32_t g = order[i], o = order[i >= back ? i - back : i + n - back];
       if (o < g) l->low[g] += len, l->low_pieces[g]++;
-      else l->high[g] += 2 * len;
     }
   }
+  /* every cycle brings a GPU one sub-chunk: its first piece to the first
+   * kernel, or both to the second; the k pieces of a chunk add up to its
+   * span (piece) */
+  for (uint32_t g = 0; g < n; g++) l->high[g] = 2 * (s->span - l->low[g]);
 }
 
 /* Segments of sub-chunk m of GPU g: one piece (full) or two (causal). */
