@@ -225,7 +225,7 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
    * the gradient stream; where it falls behind the backward they pile
    * up, by steps that 6 and 7 layers need not show (sim.h: 41% high at
    * 32 layers on l20x8-pcie; torus4x4, tokenring SP 4 x DP 2, AMP, full
-   * recomputation: 55.65 GiB extended, 49.50 whole), so the peak is not
+   * recomputation: 54.62 GiB extended, 49.50 whole), so the peak is not
    * exact, either way: said, and --whole-steps replays it */
   static const char zero_note[] = "peak memory extended from a few layers: at ZeRO 2-3 "
                                   "gradients waiting for their reduce-scatters pile up by "
