@@ -8,7 +8,7 @@ numbers are acted on unchecked.  This script runs the binary over a sample
 placements, ZeRO stages, recomputation, micro-batches, masks, passes,
 lengths, bundled topologies and precision recipes, and checks
 
-  per run     exit 0, or 2 with a message (never a crash);
+  per run     exit 0, or 2 with a message (never a crash); no "(null)";
   per row     the columns against each other and against the README's
               definitions (memory, fits, reserved within usable, time split,
               utilisations, tokens/s, MFU, speedups, baseline), and against
@@ -115,6 +115,11 @@ class Checker:
         line = "build/tasp-sim " + " ".join(shlex.quote(a) for a in args)
         if self.verbose:
             print(f"[{p.returncode}] {line}", file=sys.stderr)
+        # a NULL string printed with %s: a message or note missing its text
+        # (a scaled table's note beside a roofline GEMM said "(null)")
+        if "(null)" in p.stdout or "(null)" in p.stderr:
+            self.fail(line, "'(null)' in the output: " +
+                      next(l for l in (p.stdout + p.stderr).splitlines() if "(null)" in l)[:160])
         return p.returncode, p.stdout, p.stderr, line
 
     def run_csv(self, args, extra=()):
@@ -255,9 +260,15 @@ def check_row(ck, cmd, c, r, gpu_mem, usable):
     if res is not None and res < mem - EPS_GIB:
         bad(f"peak_reserved_gib {res} < peak_mem_gib {mem}")
     if usable is not None:
-        want = "yes" if mem <= usable + EPS_GIB else "no"
-        if abs(mem - usable) > EPS_GIB and r["fits"] != want:
-            bad(f"fits {r['fits']!r} with peak_mem_gib {mem} and {usable} GiB usable")
+        # allocated within the usable memory, and reserved too: a reserved
+        # peak above it is a segment the allocator, having waited and
+        # given back what it could, still needed (sim.c sim_fits: PyTorch
+        # raises out-of-memory; l20x8-pcie, a2a SP 2 x DP 2, ZeRO 3, 4K:
+        # 41.06 GiB allocated, 41.48 reserved, 41.38 usable)
+        want = "yes" if mem <= usable + EPS_GIB and (res is None or res <= usable + EPS_GIB) else "no"
+        near = abs(mem - usable) <= EPS_GIB or (res is not None and abs(res - usable) <= EPS_GIB)
+        if not near and r["fits"] != want:
+            bad(f"fits {r['fits']!r} with peak_mem_gib {mem}, peak_reserved_gib {res} and {usable} GiB usable")
         # the allocator model waits and gives segments back rather than pass
         # the usable memory (README, peak_reserved_gib): a row that fits
         # never reserves more, else PyTorch would raise out-of-memory

@@ -1180,6 +1180,14 @@ zr2="--topology torus4x4 --scope model --seq 4K --model llama2-7b --sched tokenr
 check "ZeRO 2: an extended peak above the whole step's, and the note says it may be high" \
   "awk -v e=\$(field $tmp/zr2.csv 1 peak_mem_gib) -v w=\$(field $tmp/zr2w.csv 1 peak_mem_gib) 'BEGIN {exit !(e > 1.05 * w)}' && grep -q 'note: peak memory extended from a few layers: .* may be high or low' $tmp/zr2.txt"
 
+# a row whose worst-priced kernel is a roofline GEMM, on a topology whose
+# attention table is scaled from another GPU's: the scaled note gives the
+# table's reason (it printed "(null)", the GEMM's reasons having none for
+# a scaled table)
+"$sim" --topology l20x8-pcie --scope model --seq 4K --model llama2-7b --sched ring --sp 2 --csv /dev/null > "$tmp/scaled.txt" 2>&1
+check "a scaled table's note gives its reason beside a roofline GEMM's, never (null)" \
+  "grep -q 'note: scaled from h100: kernel times are those of a table measured on h100, at 0.2096 times' $tmp/scaled.txt && ! grep -q '(null)' $tmp/scaled.txt"
+
 # a phase's peak counts what is live while the GPU is in that phase: a
 # host running ahead allocates the first layer's backward KV receive
 # buffers during the forward (at 7 layers at the forward's very peak),
