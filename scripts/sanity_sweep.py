@@ -742,13 +742,19 @@ def check_relations(ck, rng, c, rows):
                         ck.fail(f"{cmd}\n  $ {cpf}", f"{k[0]}: --per-flow gives {col} {b[k][col]}, "
                                                      f"the bundled run {a[k][col]}")
                         break
-    # --no-compute and --alone take work or waits away: never a longer step
-    for what_if in ("--no-compute", "--alone"):
+    # --no-compute and --alone take work or waits away: never a longer
+    # step.  Without compute, transfers the kernels kept apart may run at
+    # once and share a link, delaying the one on the critical path (a
+    # scheduling anomaly of fair sharing, not an error: mi300x8 ring SP 8,
+    # Llama-2-7B's attention, 8K, causal backward: 285.821 ms against
+    # 285.597, its busiest GPU's communication 283.741 against 283.517):
+    # --no-compute is allowed 1% for it
+    for what_if, slack in (("--no-compute", 1e-2), ("--alone", 1e-6)):
         if ck.chance(rng, 0.15):
             rw, _, cw = ck.run_csv(base + [what_if])
             if rw:
                 relate(ck, f"{what_if} lengthens the step", rw, rows, cw, cmd, "step_ms",
-                       lambda x, y: x <= y * (1 + 1e-6) + EPS_MS)
+                       lambda x, y, slack=slack: x <= y * (1 + slack) + EPS_MS)
     # a backward alone is given what the forward saved and frees each
     # tensor after its last reader (plan_buf_saved_input), as the backward
     # of forward and backward together frees the same ones, which also
