@@ -27,8 +27,9 @@ lengths, bundled topologies and precision recipes, and checks
   search      the winner fits and is the best simulated row by the objective,
               bounds are lower bounds, shards merged = the whole search, a
               simulated configuration (the winner half the time) = the main
-              command's row for it, and twice the GPU memory never excludes
-              a configuration that fitted nor gives a worse best.
+              command's row for it, --jobs 1 = --jobs 2, and twice the GPU
+              memory never excludes a configuration that fitted nor gives
+              a worse best.
 
 Each violation is printed with the command that shows it (build/tasp-sim
 for the binary given).  Exit status 1 when any was found, 0 otherwise.
@@ -1024,6 +1025,17 @@ def check_search(ck, rng, c):
             elif fit and not fit2:
                 ck.fail(f"{cmd}\n  $ {cmd2}", f"search: nothing fits with {2 * gm:g} GiB, "
                                                f"{len(fit)} configurations with {gm:g}")
+    # one thread or two: the same answer and CSV, byte for byte (the
+    # search's simulations run on a pool; its ranking must not hang on
+    # which finishes first)
+    if ck.chance(rng, 0.3):
+        outs = []
+        for j in ("1", "2"):
+            pj = os.path.join(ck.tmp, f"jobs{j}.csv")
+            rcj, outj, _, cj = ck.run(args + ["--jobs", j, "--csv", pj])
+            outs.append((rcj, outj, open(pj).read() if rcj == 0 else "", cj))
+        if outs[0][:3] != outs[1][:3]:
+            ck.fail(f"{outs[0][3]}\n  $ {outs[1][3]}", "search: --jobs 1 and --jobs 2 differ")
     # shards merged = the whole search, byte for byte
     if ck.chance(rng, 0.5):
         parts = []
