@@ -8,7 +8,8 @@ numbers are acted on unchecked.  This script runs the binary over a sample
 placements, ZeRO stages, recomputation, micro-batches, masks, passes,
 lengths, bundled topologies and precision recipes, and checks
 
-  per run     exit 0, or 2 with a message (never a crash); no "(null)";
+  per run     exit 0, or 2 with a message (never a crash); no "(null)",
+              no nan or inf in the CSV;
   per row     the columns against each other and against the README's
               definitions (memory, fits, reserved within usable, time split,
               utilisations, tokens/s, MFU, speedups, baseline), and against
@@ -140,6 +141,12 @@ class Checker:
             return None, out, shown
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
+        # a figure that is not a number compares false with everything,
+        # so every relation below would pass it silently
+        for r in rows:
+            odd = [k for k, v in r.items() if v and v.strip().lower().lstrip("+-") in ("nan", "inf", "infinity")]
+            if odd:
+                self.fail(shown, f"{r['scheduler']}: not a number in {odd}: {[r[k] for k in odd][:3]}")
         return rows, out, shown
 
     def usable_gib(self, topo):
