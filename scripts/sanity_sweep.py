@@ -26,7 +26,8 @@ lengths, bundled topologies and precision recipes, and checks
               shards = the whole, a few layers extended = every layer, a
               --set value with its unit = the bare value the unit says;
   search      the winner fits and is the best simulated row by the objective,
-              bounds are lower bounds, shards merged = the whole search, a
+              bounds are lower bounds (a configuration excluded for memory
+              does not fit, replayed whole), shards merged = the whole search, a
               simulated configuration (the winner half the time) = the main
               command's row for it, --jobs 1 = --jobs 2, and twice the GPU
               memory never excludes a configuration that fitted nor gives
@@ -1054,6 +1055,22 @@ def check_search(ck, rng, c):
         if rc2 != 0 or merged != out:
             ck.fail(f"{cmd} --shard I/2 --csv sI.csv -q\n  $ build/tasp-sim search --merge s0.csv s1.csv",
                     "search: the shards' merge prints another answer than the whole search")
+    # a configuration excluded for memory does not fit: the main command,
+    # replaying its whole step (an extended peak at ZeRO 2-3 may be low),
+    # holds at least its memory bound and more than the usable memory (a
+    # bound too high would drop a configuration that fits, perhaps the
+    # answer, and say nothing)
+    excl = [r for r in rows if r["status"] == "excluded" and r["class"] == "memory"]
+    if excl and ck.chance(rng, 0.5):
+        r = rng.choice(excl)
+        rows3, _, cmd3 = ck.run_csv(main_args_of_search_row(c, r) + ["--whole-steps"])
+        if rows3 and ok_rows(rows3):
+            m3 = ok_rows(rows3)[0]
+            if float(m3["peak_mem_gib"]) < float(r["mem_bound_gib"]) * (1 - 1e-9) - EPS_GIB or \
+                    m3["fits"] == "yes":
+                ck.fail(f"{cmd}\n  $ {cmd3}", f"search excluded {r['scheduler']} (index {r['index']}) for "
+                                               f"memory, bound {float(r['mem_bound_gib']):.4f} GiB; the main "
+                                               f"command holds {m3['peak_mem_gib']} GiB, fits {m3['fits']!r}")
     # a simulated configuration is the main command's row for it; the
     # winner half the time (the answer a user acts on: its step, memory
     # and tokens/s are what the main command gives for it)
