@@ -8,7 +8,8 @@ numbers are acted on unchecked.  This script runs the binary over a sample
 placements, ZeRO stages, recomputation, micro-batches, masks, passes,
 lengths, bundled topologies and precision recipes, and checks
 
-  per run     exit 0, or 2 with a message (never a crash);
+  per run     exit 0, or 2 with a message (never a crash); no "(null)",
+              no nan or inf in the CSV;
   per row     the columns against each other and against the README's
               definitions (memory, fits, reserved within usable, time split,
               utilisations, tokens/s, MFU, speedups, baseline), and against
@@ -16,16 +17,22 @@ lengths, bundled topologies and precision recipes, and checks
   per group   the verdict line against the rows' figures, model FLOPs alike
               for every scheduler (softmax models);
   relations   physics, symmetry and determinism between runs: more tokens
-              never faster nor smaller, faster links or more GPU memory never
-              slower, ZeRO 3 and full recomputation never larger, a second
+              never faster, smaller nor less compute, faster links or more
+              GPU memory never slower, ZeRO 3 and full recomputation never larger, a second
               micro-batch never smaller nor faster, --no-comm saves at most
               the exposed time, --no-compute and --alone never slower,
               placements alike on one switch, --per-flow = bundled,
               --jobs 1 = --jobs 2, a row alone = the same row in a sweep,
-              shards = the whole, a few layers extended = every layer;
+              shards = the whole, a --set value with its unit = the bare
+              value the unit says (at the model scope on whole steps), and
+              a few layers extended = every layer;
   search      the winner fits and is the best simulated row by the objective,
-              bounds are lower bounds, shards merged = the whole search, and a
-              simulated configuration = the main command's row for it.
+              bounds are lower bounds (a configuration excluded for memory
+              does not fit, replayed whole), shards merged = the whole search, a
+              simulated configuration (the winner half the time) = the main
+              command's row for it, --jobs 1 = --jobs 2, and twice the GPU
+              memory never excludes a configuration that fitted nor gives
+              a worse best.
 
 Each violation is printed with the command that shows it (build/tasp-sim
 for the binary given).  Exit status 1 when any was found, 0 otherwise.
@@ -112,6 +119,11 @@ class Checker:
         line = "build/tasp-sim " + " ".join(shlex.quote(a) for a in args)
         if self.verbose:
             print(f"[{p.returncode}] {line}", file=sys.stderr)
+        # a NULL string printed with %s: a message or note missing its text
+        # (a scaled table's note beside a roofline GEMM said "(null)")
+        if "(null)" in p.stdout or "(null)" in p.stderr:
+            self.fail(line, "'(null)' in the output: " +
+                      next(l for l in (p.stdout + p.stderr).splitlines() if "(null)" in l)[:160])
         return p.returncode, p.stdout, p.stderr, line
 
     def run_csv(self, args, extra=()):
@@ -131,6 +143,12 @@ class Checker:
             return None, out, shown
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
+        # a figure that is not a number compares false with everything,
+        # so every relation below would pass it silently
+        for r in rows:
+            odd = [k for k, v in r.items() if v and v.strip().lower().lstrip("+-") in ("nan", "inf", "infinity")]
+            if odd:
+                self.fail(shown, f"{r['scheduler']}: not a number in {odd}: {[r[k] for k in odd][:3]}")
         return rows, out, shown
 
     def usable_gib(self, topo):
@@ -252,9 +270,15 @@ def check_row(ck, cmd, c, r, gpu_mem, usable):
     if res is not None and res < mem - EPS_GIB:
         bad(f"peak_reserved_gib {res} < peak_mem_gib {mem}")
     if usable is not None:
-        want = "yes" if mem <= usable + EPS_GIB else "no"
-        if abs(mem - usable) > EPS_GIB and r["fits"] != want:
-            bad(f"fits {r['fits']!r} with peak_mem_gib {mem} and {usable} GiB usable")
+        # allocated within the usable memory, and reserved too: a reserved
+        # peak above it is a segment the allocator, having waited and
+        # given back what it could, still needed (sim.c sim_fits: PyTorch
+        # raises out-of-memory; l20x8-pcie, a2a SP 2 x DP 2, ZeRO 3, 4K:
+        # 41.06 GiB allocated, 41.48 reserved, 41.38 usable)
+        want = "yes" if mem <= usable + EPS_GIB and (res is None or res <= usable + EPS_GIB) else "no"
+        near = abs(mem - usable) <= EPS_GIB or (res is not None and abs(res - usable) <= EPS_GIB)
+        if not near and r["fits"] != want:
+            bad(f"fits {r['fits']!r} with peak_mem_gib {mem}, peak_reserved_gib {res} and {usable} GiB usable")
         # the allocator model waits and gives segments back rather than pass
         # the usable memory (README, peak_reserved_gib): a row that fits
         # never reserves more, else PyTorch would raise out-of-memory
@@ -562,9 +586,45 @@ def relate(ck, what, a_rows, b_rows, a_cmd, b_cmd, col, holds):
             ck.fail(f"{a_cmd}\n  $ {b_cmd}", f"{what}: {k[0]} {col} {x} vs {y}")
 
 
+def check_extension(ck, c, rows, rw, cmd, cw):
+    """A few layers extended = every layer replayed (README: memory the
+    same at ZeRO 0-1, times within 0.5%; at ZeRO 2-3 the row's note says
+    its peak is not exact: gradients waiting for their reduce-scatters
+    pile up beyond what the replayed layers show).  rows: the extended
+    run's, rw: the same with --whole-steps."""
+    a, b = by_sched(rows), by_sched(rw)
+    exact_mem = int(c.get("zero", 0)) < 2
+    for k in sorted(set(a) & set(b)):
+        if exact_mem and abs(float(a[k]["peak_mem_gib"]) - float(b[k]["peak_mem_gib"])) > EPS_GIB:
+            ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended peak_mem_gib {a[k]['peak_mem_gib']} "
+                                       f"!= whole step's {b[k]['peak_mem_gib']}")
+        # on the torus a layer's time alternates as gradient and layer
+        # traffic interleave on shared links (README: 1.0% seen), elsewhere
+        # it repeats (0.5%)
+        tol = 1.5e-2 if c["topology"].startswith("torus") else 5e-3
+        x, y = float(a[k]["step_ms"]), float(b[k]["step_ms"])
+        if abs(x / y - 1) > tol:
+            ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended step {x} ms, whole {y} ms: "
+                                       f"more than {tol:.1%} apart")
+
+
 def check_relations(ck, rng, c, rows):
     base = args_of(c)
     cmd = "build/tasp-sim " + " ".join(shlex.quote(a) for a in base)
+    # relations between runs are the model's physics, not the extension's:
+    # at the model scope they compare whole steps, the extension's own
+    # error checked apart, extended against whole (extended steps on
+    # mi300x8 made full recomputation 0.2% faster than none and a faster
+    # NIC 0.03% slower on a100x8x8, where the whole steps keep both
+    # relations)
+    if c["scope"] == "model" and not c.get("whole-steps"):
+        rw, _, cw = ck.run_csv(base + ["--whole-steps"])
+        if not rw:
+            return
+        check_extension(ck, c, rows, rw, cmd, cw)
+        c, rows = dict(c, **{"whole-steps": True}), rw
+        base = args_of(c)
+        cmd = "build/tasp-sim " + " ".join(shlex.quote(a) for a in base)
     # x (of the first run) at most / at least y (of the second), within the
     # printed precision
     le = lambda x, y: x <= y * (1 + 1e-9) + EPS_GIB
@@ -617,7 +677,11 @@ def check_relations(ck, rng, c, rows):
             for s in sorted(set(a) & set(b)):
                 if a[s]["mask"] != b[s]["mask"] or a[s]["pass"] != b[s]["pass"]:
                     continue
-                for col in ("step_ms", "peak_mem_gib") if mem_monotone else ("step_ms",):
+                # the busiest GPU's compute too: twice the tokens give
+                # every GPU at least the work it had (kernels priced by a
+                # table that interpolated upwards faster than the work
+                # grows would break it)
+                for col in ("step_ms", "compute_ms") + (("peak_mem_gib",) if mem_monotone else ()):
                     if float(b[s][col]) < float(a[s][col]) * (1 - 1e-9) - EPS_MS:
                         ck.fail(f"{cmd}\n  $ {cmd2}", f"twice the tokens, {s}'s {col} falls: "
                                                      f"{a[s][col]} -> {b[s][col]}")
@@ -635,6 +699,29 @@ def check_relations(ck, rng, c, rows):
                     if float(fast["step_ms"]) > float(slow["step_ms"]) * (1 + 1e-6) + EPS_MS:
                         ck.fail(cmd3, f"{k[0]}: faster links, longer step: {slow['overrides']} "
                                       f"{slow['step_ms']} ms -> {fast['overrides']} {fast['step_ms']} ms")
+    # a --set value with its unit is the value the unit says (README,
+    # Units): a rate in Gb/s, Mb/s or MB/s is the same rate in GB/s (the
+    # bare number's unit: bytes), a size in GB, MB, MiB or TiB the same
+    # size in GiB; the topology the model then uses (--dump-topology: the
+    # channels' capacities, the GPU memory) is the bare value's, the line
+    # echoing the --set aside.  Every spelling against the bare number,
+    # on the run's topology
+    if ck.chance(rng, 0.25):
+        rate = rng.choice([200, 400, 800, 1600, 3200])  # Gb/s: a multiple of 64 (whole GB/s)
+        forms = [("gpu_memory_gib", ["80GB", "80000MB", "74.50580596923828125GiB"], "74.50580596923828125"),
+                 ("gpu_memory_gib", ["81920MiB", "0.078125TiB", "80 GiB"], "80")]
+        if key:
+            forms.append((key, [f"{rate}Gb/s", f"{rate * 1000}Mb/s", f"{rate * 125}MB/s",
+                                f"{rate // 8}GB/s", f"{rate} Gb/s"], "%g" % (rate / 8)))
+        dump = lambda k, v: ck.run(["--topology", c["topology"], "--set", f"{k}={v}", "--dump-topology"])
+        for k, texts, plain in forms:
+            rb, ob, _, cb = dump(k, plain)
+            for given in texts:
+                ru, ou, _, cu = dump(k, given)
+                keep = lambda out: [l for l in out.splitlines() if "with --set" not in l]
+                if (ru, keep(ou)) != (rb, keep(ob)):
+                    ck.fail(f"{cu}\n  $ {cb}", f"--set {k}={given} gives another topology than ={plain}: "
+                                               f"{[l for l in keep(ou) if l not in keep(ob)][:2]}")
     # --no-comm saves at most the exposed time and never lengthens the step
     if ck.chance(rng, 0.3):
         rows4, _, cmd4 = ck.run_csv(base + ["--no-comm"])
@@ -701,13 +788,19 @@ def check_relations(ck, rng, c, rows):
                         ck.fail(f"{cmd}\n  $ {cpf}", f"{k[0]}: --per-flow gives {col} {b[k][col]}, "
                                                      f"the bundled run {a[k][col]}")
                         break
-    # --no-compute and --alone take work or waits away: never a longer step
-    for what_if in ("--no-compute", "--alone"):
+    # --no-compute and --alone take work or waits away: never a longer
+    # step.  Without compute, transfers the kernels kept apart may run at
+    # once and share a link, delaying the one on the critical path (a
+    # scheduling anomaly of fair sharing, not an error: mi300x8 ring SP 8,
+    # Llama-2-7B's attention, 8K, causal backward: 285.821 ms against
+    # 285.597, its busiest GPU's communication 283.741 against 283.517):
+    # --no-compute is allowed 1% for it
+    for what_if, slack in (("--no-compute", 1e-2), ("--alone", 1e-6)):
         if ck.chance(rng, 0.15):
             rw, _, cw = ck.run_csv(base + [what_if])
             if rw:
                 relate(ck, f"{what_if} lengthens the step", rw, rows, cw, cmd, "step_ms",
-                       lambda x, y: x <= y * (1 + 1e-6) + EPS_MS)
+                       lambda x, y, slack=slack: x <= y * (1 + slack) + EPS_MS)
     # a backward alone is given what the forward saved and frees each
     # tensor after its last reader (plan_buf_saved_input), as the backward
     # of forward and backward together frees the same ones, which also
@@ -735,11 +828,19 @@ def check_relations(ck, rng, c, rows):
     if c["scope"] == "model":
         sp_dp = int(c["sp"]) * int(c.get("dp", 1))
         # a second micro-batch adds work and keeps the first's gradients
+        # (memory compared on whole steps at ZeRO 2-3, where the
+        # extended peak is not exact: h200x4, Linear-Llama3-1B, TP 2 x SP
+        # 2, ZeRO 2, 8K: one micro-batch 18.98 GiB extended, 10.19 whole,
+        # two 13.29)
         if int(c.get("micro-batches", 1)) == 1 and ck.chance(rng, 0.3):
-            r2, _, c2 = ck.run_csv(args_of(dict(c, **{"micro-batches": 2})))
-            if r2:
-                relate(ck, "two micro-batches hold less than one", r2, rows, c2, cmd, "peak_mem_gib", ge)
-                relate(ck, "two micro-batches are faster than one", r2, rows, c2, cmd, "step_ms", ge)
+            whole2 = {"whole-steps": True} if int(c.get("zero", 0)) >= 2 else {}
+            r2, _, c2 = ck.run_csv(args_of(dict(c, **{"micro-batches": 2}, **whole2)))
+            r1, c1 = rows, cmd
+            if whole2 and not c.get("whole-steps"):
+                r1, _, c1 = ck.run_csv(args_of(dict(c, **whole2)))
+            if r2 and r1:
+                relate(ck, "two micro-batches hold less than one", r2, r1, c2, c1, "peak_mem_gib", ge)
+                relate(ck, "two micro-batches are faster than one", r2, r1, c2, c1, "step_ms", ge)
         # ZeRO shards what it shards: stage 3 never holds more than stage 0.
         # The whole step's peaks: at ZeRO 2-3 an extended peak is not exact
         # (its note says so), high or low by the gradients waiting at 6 and
@@ -761,28 +862,6 @@ def check_relations(ck, rng, c, rows):
                        "peak_mem_gib", le)
                 relate(ck, "full recomputation is faster than none", rf, rn, cf, cn,
                        "step_ms", ge)
-        # a few layers extended = every layer replayed (README: memory the
-        # same at ZeRO 0-1, times within 0.5%; at ZeRO 2-3 the row's note
-        # says its peak is not exact: gradients waiting for their
-        # reduce-scatters pile up beyond what the replayed layers show)
-        if not c.get("whole-steps") and ck.chance(rng, 0.5):
-            rw, _, cw = ck.run_csv(base + ["--whole-steps"])
-            if rw:
-                a, b = by_sched(rows), by_sched(rw)
-                exact_mem = int(c.get("zero", 0)) < 2
-                for k in sorted(set(a) & set(b)):
-                    if exact_mem and abs(float(a[k]["peak_mem_gib"]) -
-                                         float(b[k]["peak_mem_gib"])) > EPS_GIB:
-                        ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended peak_mem_gib {a[k]['peak_mem_gib']} "
-                                                   f"!= whole step's {b[k]['peak_mem_gib']}")
-                    # on the torus a layer's time alternates as gradient and
-                    # layer traffic interleave on shared links (README: 1.0%
-                    # seen), elsewhere it repeats (0.5%)
-                    tol = 1.5e-2 if c["topology"].startswith("torus") else 5e-3
-                    x, y = float(a[k]["step_ms"]), float(b[k]["step_ms"])
-                    if abs(x / y - 1) > tol:
-                        ck.fail(f"{cmd}\n  $ {cw}", f"{k[0]}: extended step {x} ms, whole {y} ms: "
-                                                   f"more than {tol:.1%} apart")
 
 
 # ---------------------------------------------------------------- search
@@ -931,6 +1010,55 @@ def check_search(ck, rng, c):
             ck.fail(cmd, f"search: {line[0]} 'none runs and fits ({line[1]} do not fit, {line[2]} excluded)'; "
                          f"the CSV: {nofit} do not fit, {excl} excluded, "
                          f"{sum(r['status'] == 'simulated' for r in mine)} fit")
+    # more GPU memory never excludes more: the memory bound and a
+    # simulated peak do not depend on the capacity, so a configuration
+    # excluded for memory with twice the memory is excluded with the
+    # memory given, and one that fits with it is not excluded nor short of
+    # memory with twice; the best score (tokens/s per GPU, or the step)
+    # never worse (an exact search: its answer is the exhaustive one's)
+    if usable is not None and ck.chance(rng, 0.35):
+        gm = float(c.get("gpu-memory", ck.usable_gib(c["topology"])[0] or 0))
+        path2 = os.path.join(ck.tmp, "search2.csv")
+        more = ["search"] + args_of({k: v for k, v in c.items() if k != "gpu-memory"})
+        rc2, out2, _, cmd2 = ck.run(more + ["--gpu-memory", "%g" % (2 * gm), "--csv", path2])
+        if rc2 == 0:
+            with open(path2, newline="") as f:
+                big = {r["index"]: r for r in csv.DictReader(f)}
+            for r in rows:
+                b = big.get(r["index"])
+                if b is None:
+                    continue
+                what = f"{r['scheduler']} TP {r['tp']} SP {r['sp']} DP {r['dp']} ZeRO {r['zero']} {r['recompute']}"
+                if b["status"] == "excluded" and b["class"] == "memory" and \
+                        not (r["status"] == "excluded" and r["class"] == "memory"):
+                    ck.fail(f"{cmd}\n  $ {cmd2}", f"search: {what} excluded for memory with {2 * gm:g} GiB, "
+                                                   f"'{r['status']}' with {gm:g}")
+                if r["status"] == "simulated" and (b["status"] == "does not fit" or
+                                                   (b["status"] == "excluded" and b["class"] == "memory")):
+                    ck.fail(f"{cmd}\n  $ {cmd2}", f"search: {what} fits with {gm:g} GiB, "
+                                                   f"'{b['status']}' with {2 * gm:g}")
+            fit2 = [r for r in big.values() if r["status"] == "simulated"]
+            if fit and fit2:
+                key2 = (lambda r: -float(r["step_s"])) if c["objective"] == "step" else \
+                    (lambda r: float(r["tokens_per_s_per_gpu"]))
+                a_best, b_best = max(map(key2, fit)), max(map(key2, fit2))
+                if b_best < a_best - 1e-9 * abs(a_best):
+                    ck.fail(f"{cmd}\n  $ {cmd2}", f"search: the best with {2 * gm:g} GiB ({abs(b_best):.6g}) "
+                                                   f"is worse than with {gm:g} ({abs(a_best):.6g})")
+            elif fit and not fit2:
+                ck.fail(f"{cmd}\n  $ {cmd2}", f"search: nothing fits with {2 * gm:g} GiB, "
+                                               f"{len(fit)} configurations with {gm:g}")
+    # one thread or two: the same answer and CSV, byte for byte (the
+    # search's simulations run on a pool; its ranking must not hang on
+    # which finishes first)
+    if ck.chance(rng, 0.3):
+        outs = []
+        for j in ("1", "2"):
+            pj = os.path.join(ck.tmp, f"jobs{j}.csv")
+            rcj, outj, _, cj = ck.run(args + ["--jobs", j, "--csv", pj])
+            outs.append((rcj, outj, open(pj).read() if rcj == 0 else "", cj))
+        if outs[0][:3] != outs[1][:3]:
+            ck.fail(f"{outs[0][3]}\n  $ {outs[1][3]}", "search: --jobs 1 and --jobs 2 differ")
     # shards merged = the whole search, byte for byte
     if ck.chance(rng, 0.5):
         parts = []
@@ -942,9 +1070,27 @@ def check_search(ck, rng, c):
         if rc2 != 0 or merged != out:
             ck.fail(f"{cmd} --shard I/2 --csv sI.csv -q\n  $ build/tasp-sim search --merge s0.csv s1.csv",
                     "search: the shards' merge prints another answer than the whole search")
-    # a simulated configuration is the main command's row for it
+    # a configuration excluded for memory does not fit: the main command,
+    # replaying its whole step (an extended peak at ZeRO 2-3 may be low),
+    # holds at least its memory bound and more than the usable memory (a
+    # bound too high would drop a configuration that fits, perhaps the
+    # answer, and say nothing)
+    excl = [r for r in rows if r["status"] == "excluded" and r["class"] == "memory"]
+    if excl and ck.chance(rng, 0.5):
+        r = rng.choice(excl)
+        rows3, _, cmd3 = ck.run_csv(main_args_of_search_row(c, r) + ["--whole-steps"])
+        if rows3 and ok_rows(rows3):
+            m3 = ok_rows(rows3)[0]
+            if float(m3["peak_mem_gib"]) < float(r["mem_bound_gib"]) * (1 - 1e-9) - EPS_GIB or \
+                    m3["fits"] == "yes":
+                ck.fail(f"{cmd}\n  $ {cmd3}", f"search excluded {r['scheduler']} (index {r['index']}) for "
+                                               f"memory, bound {float(r['mem_bound_gib']):.4f} GiB; the main "
+                                               f"command holds {m3['peak_mem_gib']} GiB, fits {m3['fits']!r}")
+    # a simulated configuration is the main command's row for it; the
+    # winner half the time (the answer a user acts on: its step, memory
+    # and tokens/s are what the main command gives for it)
     if sim and ck.chance(rng, 0.7):
-        r = rng.choice(sim)
+        r = best if fit and m and ck.chance(rng, 0.5) else rng.choice(sim)
         rows2, _, cmd2 = ck.run_csv(main_args_of_search_row(c, r))
         if rows2 is None or not ok_rows(rows2):
             ck.fail(f"{cmd}\n  $ {cmd2}", f"search simulated {r['scheduler']} index {r['index']}, "
@@ -953,7 +1099,8 @@ def check_search(ck, rng, c):
             m2 = ok_rows(rows2)[0]
             for sc, mc, scale, eps in (("step_s", "step_ms", 1e3, EPS_MS),
                                        ("peak_mem_gib", "peak_mem_gib", 1, EPS_GIB),
-                                       ("mfu", "mfu", 1, EPS_UTIL)):
+                                       ("mfu", "mfu", 1, EPS_UTIL),
+                                       ("tokens_per_s_per_gpu", "tokens_per_s_per_gpu", 1, 0.051)):
                 x, y = float(r[sc]) * scale, float(m2[mc])
                 if abs(x - y) > eps + 1e-9 * abs(y):
                     ck.fail(f"{cmd}\n  $ {cmd2}", f"search's {r['scheduler']} (index {r['index']}) "

@@ -1311,6 +1311,13 @@ static char *gemm_reason(const compute_model *m, const compute_lookup *l) {
 }
 
 char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
+  /* a scaled table is the attention table, whatever kind of kernel the
+   * row's worst lookup was (report.c says it for a row whose worst is a
+   * GEMM too, where it gave no reason: "(null)") */
+  if (l->conf == COMPUTE_CONF_SCALED)
+    return g_strdup_printf("kernel times are those of a table measured on %s, at %.4g times "
+                           "its speed when saturated (compute.table_scale)",
+                           m->table_from ? m->table_from : "another GPU", m->table_scale);
   if (l->kind == OP_GEMM) return gemm_reason(m, l);
   bool attention = l->kind == OP_ATTN;
   if (l->conf == COMPUTE_CONF_ROOFLINE)
@@ -1320,10 +1327,6 @@ char *compute_lookup_reason(const compute_model *m, const compute_lookup *l) {
                         : "linear-attention kernels priced by FLOPs / (peak x "
                           "linear_efficiency) and bytes / copy rate: the topology has no "
                           "linear_table");
-  if (l->conf == COMPUTE_CONF_SCALED)
-    return g_strdup_printf("kernel times are those of a table measured on %s, at %.4g times "
-                           "its speed when saturated (compute.table_scale)",
-                           m->table_from ? m->table_from : "another GPU", m->table_scale);
   if (l->conf != COMPUTE_CONF_EXTRAPOLATED) return NULL;
   GString *s = g_string_new(NULL);
   plan_op op = {.kind = (op_kind)l->kind, .causal = l->causal};

@@ -111,8 +111,10 @@ typedef struct {
   double peak_bytes;
   uint32_t peak_gpu;
   double *gpu_peak_bytes;
-  /* plan_phase x n_gpus: each GPU's peak reached by a request of each
-   * phase's tasks (a plan with phases: a model's step); an extended step
+  /* plan_phase x n_gpus: each GPU's peak reached while it is in each
+   * phase (the phase of its last compute task to start: a request its
+   * host makes ahead for a later phase's task counts in the one the GPU
+   * is in) (a plan with phases: a model's step); an extended step
    * extends each apart and takes the largest (exec_result_extend); NULL:
    * a plan without phases */
   double *gpu_peak_phase_bytes;

@@ -133,6 +133,9 @@ struct exec_mem {
                               the kernels it waits for */
   uint32_t n_plan_uses;
   double *phase_peak;      /* per plan_phase and GPU, where the plan has phases; else NULL */
+  uint8_t *gpu_phase;      /* per GPU, with phase_peak: the phase of the last compute
+                              task that started using a buffer on it, the one its
+                              allocations count in */
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
@@ -285,8 +288,15 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
     gr->peak = gr->live;
     gr->peak_seq = m->seq;
   }
+  /* by where the GPU is, not by the phase of the task asking: a host
+   * running ahead issues a later layer's transfers, and allocates their
+   * receive buffers, while its GPU is still in an earlier phase (h200x4,
+   * Linear-Llama3-1B, TP 2 x SP 2, ZeRO 2: at 7 layers the first layer's
+   * backward KV receive buffers came at the forward's peak, and the
+   * backward's end, extended from that, made the step 18.98 GiB for
+   * 10.19 replayed whole) */
   if (m->phase_peak) {
-    double *at = &m->phase_peak[(size_t)plan_task_phase(m->p, task == UINT32_MAX ? 0 : task) * m->n + g];
+    double *at = &m->phase_peak[(size_t)m->gpu_phase[g] * m->n + g];
     if (gr->live > *at) *at = gr->live;
   }
   sample(m, g, now);
@@ -432,7 +442,10 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     m->g[g].alloc = exec_alloc_new();
     exec_alloc_set_capacity(m->g[g].alloc, capacity_bytes);
   }
-  if (p->phases) m->phase_peak = g_new0(double, (size_t)PLAN_PHASES * n);
+  if (p->phases) {
+    m->phase_peak = g_new0(double, (size_t)PLAN_PHASES * n);
+    m->gpu_phase = g_new0(uint8_t, n);
+  }
   m->gpus = g_new(uint32_t, n);
   m->stamp = g_new0(uint32_t, n);
   pattern_classes(m);
@@ -464,6 +477,8 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
 static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
                        double now) {
   inst_rec *in = &m->inst[inst];
+  if (m->phase_peak && plan_task_at(m->p, u->task)->kind == TASK_COMPUTE)
+    m->gpu_phase[g] = (uint8_t)plan_task_phase(m->p, u->task);
   if (u->write) in->writing = u->task + 1;
   else if (!in->written && in->writing != u->task + 1)
     m->r->mem_errors += inst_weight(m, u->buf, g); /* read before anything wrote it */
@@ -687,7 +702,7 @@ void exec_mem_finish(exec_mem *m) {
   peak_live(m);
   g_array_sort(r->peak_live, by_gpu_bytes);
   g_free(m->bufs); g_free(m->inst); g_free(m->g); g_free(m->phase_peak);
-  g_free(m->gpus); g_free(m->first_kernel);
+  g_free(m->gpu_phase); g_free(m->gpus); g_free(m->first_kernel);
   exec_queue_free(m->queue);
   g_free(m->xfer_issue_s);
   g_free(m->stamp); g_free(m->use_off); g_free(m->use_of); g_free(m->pat_off); g_free(m->pat_cls);

@@ -130,9 +130,9 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
  * declarations are what it is checked against (test_layer). */
 double layer_resident_bytes(const workload *w);
 /* What of layer_resident_bytes full recomputation has freed when the last
- * layer's attention begins its backward (its recomputed forward done):
- * the loss's softmax.  The rest is live then
- * (search_bound.h, search_memory_bound_bytes). */
+ * layer's out projection begins its backward (its recomputed forward
+ * done, its attention's backward next): the loss's softmax.  The rest is
+ * live then (search_bound.h, search_memory_bound_bytes). */
 double layer_resident_gone_bytes(const workload *w);
 
 /* About how many tasks layer_build's plan has (for the plan budget,

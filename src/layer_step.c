@@ -223,11 +223,12 @@ double layer_resident_bytes(const workload *w) {
   return weights + ends + states + grads + saved * b.layers + softmax_bytes(&b);
 }
 
-/* Full recomputation has freed, by the time the last layer's recomputed
- * attention begins its backward, the loss's softmax (its last reader is
- * the first task of the loss's backward, lb_head_backward); the last
- * layer's saved input is still live (its norm's backward reads it after
- * the attention's, lb_backward_layer). */
+/* Full recomputation has freed, by the time the last layer's out
+ * projection begins its backward (its recomputed forward done), the
+ * loss's softmax (its last reader is the first task of the loss's
+ * backward, lb_head_backward); the last layer's saved input is still live
+ * (its norm's backward reads it after the attention's,
+ * lb_backward_layer). */
 double layer_resident_gone_bytes(const workload *w) {
   lb b = {.w = w, .d = layer_dims_of(w), .tp = layer_tp(w)};
   return softmax_bytes(&b);

@@ -20,7 +20,7 @@ double search_layer_ops_s(const workload *w, const topology *t) {
   return layers_total(w) * (fwd + bwd + (w->recompute == RECOMPUTE_FULL ? fwd : 0));
 }
 
-double search_plan_kept_bytes(const plan *p, double *per_gpu) {
+double search_plan_kept_bytes(const plan *p, uint32_t held, double *per_gpu) {
   uint32_t n = p->n_gpus, nb = plan_buf_count(p);
   for (uint32_t g = 0; g < n; g++) per_gpu[g] = 0;
   if (p->pass_barrier == UINT32_MAX) return 0;
@@ -47,6 +47,7 @@ double search_plan_kept_bytes(const plan *p, double *per_gpu) {
     if (!on[use->buf]) on[use->buf] = g_new0(uint8_t, n);
     on[use->buf][g] |= bit;
   }
+  if (held != UINT32_MAX) side[held] = 3;
   for (uint32_t i = 0; i < nb; i++) {
     const plan_buf *b = plan_buf_at(p, i);
     if (b->gpu != PLAN_ALL) {
@@ -107,7 +108,7 @@ void search_attention_on(const sched_ops *s, const workload *w, const topology *
      * each onto them): their kept bytes add up per GPU */
     g_assert(p->n_gpus == w->gpus);
     g_autofree double *kept = g_new(double, p->n_gpus);
-    out->kept_layer_bytes = MIN(out->kept_layer_bytes, search_plan_kept_bytes(p, kept));
+    out->kept_layer_bytes = MIN(out->kept_layer_bytes, search_plan_kept_bytes(p, p->attn_out, kept));
     if (!kept_all) kept_all = g_new0(double, p->n_gpus);
     for (uint32_t g = 0; g < p->n_gpus; g++) kept_all[g] += count * kept[g];
     for (uint32_t g = 0; g < p->n_gpus; g++) out->kept_bytes = MAX(out->kept_bytes, kept_all[g]);

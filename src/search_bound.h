@@ -27,8 +27,11 @@ typedef struct {
    * pass barrier) run again, as full recomputation does */
   double s[2];
   /* every layer's bytes kept from its forward for its backward
-   * (search_plan_kept_bytes) on the GPU that keeps the most: all held at
-   * once where the forward is not recomputed */
+   * (search_plan_kept_bytes, with the plan's attn_out held: the layer's
+   * out projection saves the attention's output for its weight gradient,
+   * layer_block.c SV_AO, whether or not the attention's own backward
+   * reads it) on the GPU that keeps the most: all held at once where the
+   * forward is not recomputed */
   double kept_bytes;
   /* one layer's, on the GPU that keeps the most; of a model of several
    * kinds the least kind's (the last layer's, whatever its kind, under
@@ -46,8 +49,9 @@ void search_attention_on(const sched_ops *s, const workload *w, const topology *
 
 /* Per GPU of finished plan p (per_gpu: p->n_gpus entries), the bytes of
  * the buffers its forward leaves for its backward: those a compute task on
- * that GPU touches before the pass barrier and another after it; returns
- * the most.  Inside a layer (layer_block.c lb_open_ranks) the forward's
+ * that GPU touches before the pass barrier and another after it, and
+ * buffer `held` (UINT32_MAX: none) on every GPU it lies on, one the
+ * caller knows its own tasks read on both sides; returns the most.  Inside a layer (layer_block.c lb_open_ranks) the forward's
  * tasks are appended with the layer's forward and the backward's with its
  * backward, the plan's inputs made where first used and its outputs freed
  * after their last use (PLAN_APPEND_OWN_*), so such a buffer is made no
@@ -56,7 +60,7 @@ void search_attention_on(const sched_ops *s, const workload *w, const topology *
  * order, so it is live whenever that GPU's compute is between the two.
  * A buffer only a communication group touches on one side is left out (a
  * group's time on a GPU is not ordered with that GPU's stream). */
-double search_plan_kept_bytes(const plan *p, double *per_gpu);
+double search_plan_kept_bytes(const plan *p, uint32_t held, double *per_gpu);
 
 /* The most bytes per second a GPU of the job (w's TP x SP x DP GPUs,
  * placed as w says) can receive from the other GPUs of its TP group: the
@@ -90,14 +94,17 @@ double search_step_bound_s(const workload *w, const topology *t, const search_at
  * holds at the end of a forward, the attention's tensors left out) and
  * what the attention keeps there.  Without full recomputation every
  * layer's forward has run and no backward yet at the first task of the
- * loss's backward, so each layer's kept buffers are live on that GPU
- * then, beside all layer_resident_bytes counts: attn->kept_bytes is
- * added.  Under full recomputation a layer keeps its attention's tensors
- * only from its recomputed forward to its backward: when the last layer's
- * attention begins its backward, the loss's softmax is gone
- * (layer_resident_gone_bytes) and the rest is live, so the
- * bound is the larger of layer_resident_bytes and that less the gone
- * bytes plus attn->kept_layer_bytes. */
+ * loss's backward, so each layer's kept buffers (its attention's output
+ * among them, which its out projection's backward reads) are live on
+ * that GPU then, beside all layer_resident_bytes counts:
+ * attn->kept_bytes is added.  Under full recomputation a layer keeps its
+ * attention's tensors only from its recomputed forward to its backward:
+ * when the last layer's out projection begins its backward (after the
+ * loss's and the MLP's, before the attention's: lb_backward_layer), the
+ * loss's softmax is gone (layer_resident_gone_bytes), the rest is live
+ * and so is everything the attention keeps and the attention's output,
+ * so the bound is the larger of layer_resident_bytes and that less the
+ * gone bytes plus attn->kept_layer_bytes. */
 double search_memory_bound_bytes(const workload *w, const search_attention *attn);
 
 #endif

@@ -225,7 +225,7 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
    * the gradient stream; where it falls behind the backward they pile
    * up, by steps that 6 and 7 layers need not show (sim.h: 41% high at
    * 32 layers on l20x8-pcie; torus4x4, tokenring SP 4 x DP 2, AMP, full
-   * recomputation: 55.65 GiB extended, 49.50 whole), so the peak is not
+   * recomputation: 54.62 GiB extended, 49.50 whole), so the peak is not
    * exact, either way: said, and --whole-steps replays it */
   static const char zero_note[] = "peak memory extended from a few layers: at ZeRO 2-3 "
                                   "gradients waiting for their reduce-scatters pile up by "
@@ -273,11 +273,14 @@ static double extended_busiest_s(const exec_result *r) {
 }
 
 /* A step extended from replays whose layers had not settled can come out
- * shorter than what it must hold (torus4x4, usp-zigzag SP 8, ZeRO 3, AMP,
- * Llama-2-7B 16K: 979 ms extended, 1,105 ms of communication, 1,252 ms
- * whole; the first 6 layers run long): such a step is replayed whole,
- * where its plan is within the plan cap and the run's memory budget (the
- * extension's plans were checked before the run), else said. */
+ * shorter than what it must hold (its busiest GPU's communication or a
+ * channel's busy time): such a step is replayed whole, where its plan is
+ * within the plan cap and the run's memory budget (the extension's plans
+ * were checked before the run), else said.  (The case that asked for it,
+ * torus4x4, usp-zigzag SP 8, ZeRO 3, AMP, Llama-2-7B 16K, 979 ms extended
+ * against 1,105 ms of communication, had its 6-layer replay end at a
+ * stale network wake 10.9 ms after its last task; exec.c ends a step at
+ * its last task, and it extends to the whole step's 1,251.67 ms.) */
 static sim_result *settled(const topology *t, const scenario_point *pt, const exec_opts *o,
                            bool attention_part, sim_result *r) {
   double busiest = extended_busiest_s(r->r);

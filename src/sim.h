@@ -127,11 +127,12 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   double ring SP 2 x TP 4: next_k, next_v 4, 4, 5, 6 at 5-8 layers, 22
  *   at 32, none with comm.host_us 400);
  *   and a step whose layer time has not settled by the 7th layer is
- *   extended wrong (torus4x4, usp-zigzag SP 8, ZeRO 3, Llama-2-7B 16K:
- *   979 ms extended, 1252 whole, the 6th to 7th layer adding 27.22 ms of
- *   a steady 38.13; mi300x8, stripe TP 2 x SP 2, 16K: 3.8%, a layer's
+ *   extended wrong (mi300x8, stripe TP 2 x SP 2, 16K: 3.8%, a layer's
  *   time fluctuating by 10% up to the 16th): where it comes out shorter
- *   than its own communication, as the torus's did, it is replayed whole
+ *   than its own communication it cannot be right and is replayed whole
+ *   (the torus case that asked for it, usp-zigzag SP 8, ZeRO 3,
+ *   Llama-2-7B 16K, 979 ms extended for 1252 whole, was a replay's end
+ *   taken from a stale network wake, exec.c: it now extends exactly)
  *   (within the plan cap and the run's memory budget; else a note says so); at ZeRO
  *   2-3 the gradients waiting for their reduce-scatters may pile up by
  *   steps the replayed layers do not show (l20x8-pcie, all-gather CP SP

@@ -17,8 +17,9 @@
 static scenario *load_sched(const char *sched, const char *tp, const char *sp, const char *dp,
                             const char *placement, const char *mbs) {
   char *set[] = {"generator.gpus_per_node=4", NULL};
-  /* LASP-2 runs linear attention: every layer made linear */
-  bool linear = !strcmp(sched, "lasp2");
+  /* a method of linear attention alone (LASP-2): every layer made linear */
+  unsigned runs = sched_find(sched)->attention;
+  bool linear = runs && !(runs & SCHED_RUNS(ATTN_SOFTMAX));
   scenario_overrides ov = {.topology = "h100x8x2", .sched = sched, .sp = sp, .seq = "8K",
                            .pass = "fwdbwd", .model = "tests/data/search-model.json",
                            .scope = "model", .tp = tp, .dp = dp, .placement = placement,
@@ -154,7 +155,7 @@ static void test_kept_bytes(void) {
   plan_buf_reads(p, c, sent1);
   plan_finish(p);
   double per[2];
-  double most = search_plan_kept_bytes(p, per);
+  double most = search_plan_kept_bytes(p, UINT32_MAX, per);
   CU_ASSERT_EQUAL(per[0], 100001);
   CU_ASSERT_EQUAL(per[1], 10000);
   CU_ASSERT_EQUAL(most, 100001);
@@ -186,6 +187,70 @@ static void test_ring_keeps(void) {
   CU_ASSERT_DOUBLE_EQUAL(search_memory_bound_bytes(&w, &a) - layer_resident_bytes(&w), 12 * want,
                          1e-6 * want);
   scenario_free(sc);
+}
+
+/* Ulysses' kernels run on the head-sharded copies its all-to-alls make,
+ * whose q, `k, v`, out and softmax_lse its backward reads (as ring's: the
+ * same bytes at SP 4 with 12 query and 4 KV heads); the out projection
+ * saves the attention's output as the all-to-all hands it back, a tensor
+ * of its own (layer_block.c SV_AO), which the attention's backward never
+ * reads: a layer keeps both. */
+static void test_ulysses_keeps_output(void) {
+  scenario *sc = load_sched("ulysses", "1", "4", "1", NULL, NULL);
+  CU_ASSERT_FATAL(sc != NULL);
+  workload w = shown(sc)->w;
+  workload aw = layer_attention_workload(&w);
+  double rows = (double)aw.batch * aw.seq_len / aw.gpus, q = sched_rows_bytes(&aw, aw.heads);
+  double kernels = workload_kv_bytes(&aw, rows / aw.batch) + 2 * q + 4.0 * rows * aw.heads;
+  search_attention a;
+  search_attention_of(&sched_ulysses, &w, sc->topo, &a);
+  if (getenv("TEST_VERBOSE") || fabs(a.kept_layer_bytes - (kernels + q)) > 1e-9 * q)
+    fprintf(stderr, "ulysses kept %g a layer (expected %g + the output %g)\n", a.kept_layer_bytes,
+            kernels, q);
+  CU_ASSERT_DOUBLE_EQUAL(a.kept_layer_bytes, kernels + q, 1e-9 * q);
+  scenario_free(sc);
+}
+
+/* Every method the registry holds (aliases aside), at the step's two
+ * extremes for the bound (no recomputation at ZeRO 0: every layer's kept
+ * bytes added; full recomputation at ZeRO 3 with a vocabulary of 512: the
+ * last layer's): the memory bound, the attention's output counted, below
+ * the simulated peak; those whose check refuses SP 4 x DP 2 of this model
+ * skipped, at most a few. */
+static void test_every_method_below_peak(void) {
+  int ran = 0, skipped = 0;
+  for (const sched_ops *const *s = sched_all(); *s; s++) {
+    if ((*s)->alias_of) continue;
+    scenario *sc = load_sched((*s)->name, "1", "4", "2", NULL, NULL);
+    if (!sc) {
+      skipped++;
+      continue;
+    }
+    const scenario_point *pt = shown(sc);
+    for (int full = 0; full <= 1; full++) {
+      scenario_point at = *pt;
+      workload *w = &at.w;
+      w->layers[w->attention] = 12;
+      w->recompute = full ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+      w->zero = full ? 3 : 0;
+      if (full) w->vocab = 512;
+      search_attention a;
+      search_attention_of(pt->sched, w, sc->topo, &a);
+      double bound = search_memory_bound_bytes(w, &a);
+      exec_opts eo = {0};
+      sim_result *r = sim_run_step_repeating(sc->topo, &at, &eo);
+      if (getenv("TEST_VERBOSE") || !(bound <= r->r->peak_bytes))
+        fprintf(stderr, "%s recompute %s: bound %.6g (kept %.4g a layer) peak %.6g\n",
+                (*s)->name, full ? "full" : "none", bound, a.kept_layer_bytes, r->r->peak_bytes);
+      CU_ASSERT(bound <= r->r->peak_bytes);
+      sim_result_free(r);
+    }
+    ran++;
+    scenario_free(sc);
+  }
+  if (getenv("TEST_VERBOSE")) fprintf(stderr, "%d methods checked, %d refused\n", ran, skipped);
+  CU_ASSERT(ran >= 15);
+  CU_ASSERT(skipped <= 3);
 }
 
 /* The memory bound below the peak the search's simulation gives (a step
@@ -239,7 +304,9 @@ static void test_memory_bound_below_peak(void) {
 int main(void) {
   static const test_case cases[] = {TEST(test_tp_ingress), TEST(test_tp_wait),
                                     TEST(test_bound_below_step), TEST(test_kept_bytes),
-                                    TEST(test_ring_keeps), TEST(test_memory_bound_below_peak),
+                                    TEST(test_ring_keeps), TEST(test_ulysses_keeps_output),
+                                    TEST(test_memory_bound_below_peak),
+                                    TEST(test_every_method_below_peak),
                                     {NULL, NULL}};
   return test_run("search_bound", cases);
 }
