@@ -52,7 +52,10 @@ Every measurement is one JSON line (rank 0 writes them):
   passes-nN.jsonl    whole forward passes of sequence-parallel attention
                      schedules, with and without their communication, for
                      validating tasp-sim's predictions; with --backward,
-                     their backward passes too.  --schedules picks them:
+                     their backward passes too.  With --pass-wall-clock
+                     (passes and layer parts) each timed record also holds
+                     "wall": the host's Unix time at the start and end of
+                     its timing (scripts/calibrate/wall_spans.py).  --schedules picks them:
                        ring       Ring (full, causal), KV one hop a step
                        zigzag     Zigzag-Ring (causal)
                        tasp       TASP-style concurrent rings (full, causal)
@@ -2908,9 +2911,11 @@ def write_headroom(out, n, stages):
 
 
 def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SCHEDULES,
-                   stop=True, attention="softmax", check_tokens=None):
+                   stop=True, attention="softmax", check_tokens=None, timer=None):
     """Each schedule checked against autograd at check_tokens tokens per GPU
-    (default: the smallest of per_gpu), then timed at every size."""
+    (default: the smallest of per_gpu), then timed at every size by timer
+    (default: timed; --pass-wall-clock passes one that notes its span)."""
+    timer = timer or timed
     linear = attention == "linear"
     check = check_linear_passes if linear else check_passes
     check_c = check_tokens or min(per_gpu)
@@ -2935,7 +2940,7 @@ def measure_passes(out, n, rank, B, H, D, per_gpu, iters, backward, schedules=SC
                     runs.append(("bwd", p.run_backward))
                     runs.append(("fwdbwd", lambda: (p.run(), p.run_backward())))
                 for pas, fn in runs:
-                    ms, lo, hi = timed(fn, iters, 2)
+                    ms, lo, hi = timer(fn, iters, 2)
                     extra = {"attention": "linear", "block": LIN_BLOCK} if linear else {}
                     out.write(name, {
                         **extra, "part": "pass", "n": n, **sched_fields(sched, n),
@@ -3067,6 +3072,11 @@ def main():
                     help="kernels part: each timed kernel's record also holds fwd_wall and "
                          "bwd_wall, the host's Unix time at the start and end of its forward's "
                          "and backward's timing (to match clock samples taken beside the sweep)")
+    ap.add_argument("--pass-wall-clock", action="store_true",
+                    help="passes and layer parts: each timed record also holds wall, the "
+                         "host's Unix time at the start and end of its timing, warm-up "
+                         "included (to match clock samples taken beside the run; "
+                         "scripts/calibrate/wall_spans.py)")
     ap.add_argument("--kernel-head-dims", help="kernels part: head dims (default: the sweep's)")
     ap.add_argument("--kernel-shapes", metavar="B/H/HK,...",
                     help="kernels part: batch / query heads / KV heads triples, e.g. 1/32/8 "
@@ -3151,6 +3161,13 @@ def main():
         s *= 4
     B, H, D = 1, a.heads, a.head_dim
     parts = a.parts.split(",")
+    # the passes and layer parts write through span_out and time with
+    # span_timed: with --pass-wall-clock each record gets its timing's span
+    span_out, span_timed = out, timed
+    if a.pass_wall_clock:
+        import wall_spans
+        spans = wall_spans.WallSpans(out)
+        span_out, span_timed = spans, spans.timer(timed)
     t0 = time.time()
     for part in parts:
         if part == "links":
@@ -3185,8 +3202,9 @@ def main():
             measure_host(out, n, rank, B, H, D)
         elif part == "passes":
             for att, schedules in runs:
-                measure_passes(out, n, rank, B, H, D, ints(a.pass_tokens), a.iters,
-                               a.backward, schedules, not a.skip_failed, att, a.check_tokens)
+                measure_passes(span_out, n, rank, B, H, D, ints(a.pass_tokens), a.iters,
+                               a.backward, schedules, not a.skip_failed, att, a.check_tokens,
+                               span_timed)
         elif part == "memory":
             for att, schedules in runs:
                 measure_memory(out, n, LOCAL_COMM[1] if LOCAL_COMM else rank, B, H, D,
@@ -3203,9 +3221,9 @@ def main():
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import gemm_shapes
             import layer
-            layer.measure_layer(out, n, rank, a.layer_models.split(","),
+            layer.measure_layer(span_out, n, rank, a.layer_models.split(","),
                                 [gemm_shapes.tokens(v) for v in a.layer_tokens.split(",")],
-                                a.iters, a.layer_sp, lambda fn, iters: timed(fn, iters, 2))
+                                a.iters, a.layer_sp, lambda fn, iters: span_timed(fn, iters, 2))
         elif part == "gemm":
             measure_gemm(out, n, a.gemm_models.split(","), ints(a.gemm_tp),
                          a.gemm_tokens.split(","), a.iters)
