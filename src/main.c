@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
   /* every scenario of a --set sweep is loaded (and so checked) before
    * anything runs; the topologies held together stay within
    * TOPO_MAX_BYTES, each load checked against what the others left */
-  g_autoptr(set_sweep) sweep = sweep_parse(o.set, &err);
+  g_autoptr(set_sweep) sweep = sweep_parse(o.set, true, &err);
   if (!sweep) return outputs_fail(err, 2);
   g_autoptr(GPtrArray) scens = g_ptr_array_new_with_free_func((GDestroyNotify)scenario_free);
   uint64_t held = 0;

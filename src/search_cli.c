@@ -273,7 +273,7 @@ static scenario *load(const search_cli *o, GError **err) {
   /* malformed assignments and keys given twice refused as the main
    * command's (sweep.h); a list of values sweeps the main command's
    * points, while a search answers for one cluster */
-  g_autoptr(set_sweep) sweep = sweep_parse((char *const *)sets->pdata, err);
+  g_autoptr(set_sweep) sweep = sweep_parse((char *const *)sets->pdata, false, err);
   if (!sweep) return NULL;
   for (guint i = 0; i < sweep->axes->len; i++) {
     const sweep_axis *x = g_ptr_array_index(sweep->axes, i);

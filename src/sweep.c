@@ -89,7 +89,7 @@ static void axis_free(gpointer p) {
   g_free(a);
 }
 
-set_sweep *sweep_parse(char *const *set, GError **err) {
+set_sweep *sweep_parse(char *const *set, bool sweeps, GError **err) {
   g_autoptr(set_sweep) s = g_new0(set_sweep, 1);
   s->axes = g_ptr_array_new_with_free_func(axis_free);
   s->n = 1;
@@ -106,8 +106,8 @@ set_sweep *sweep_parse(char *const *set, GError **err) {
     g_ptr_array_add(s->axes, ax);
     for (guint i = 0; i + 1 < s->axes->len; i++)
       if (!strcmp(((sweep_axis *)s->axes->pdata[i])->key, ax->key)) {
-        set_error(err, *a, "key '%s' is set twice; expected each key once (a comma list "
-                  "sweeps it)", ax->key);
+        set_error(err, *a, "key '%s' is set twice; expected each key once%s", ax->key,
+                  sweeps ? " (a comma list sweeps it)" : "");
         return NULL;
       }
     if (!split_values(*a, eq + 1, ax->values, err)) return NULL;

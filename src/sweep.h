@@ -34,8 +34,10 @@ typedef struct {
  * the assignment: no '=', an empty key or value, an empty list item,
  * malformed JSON in an item that starts with [, { or ", a value or key
  * given twice; or more than SWEEP_MAX_COMBINATIONS combinations (the
- * product is computed from the list lengths before anything is made). */
-set_sweep *sweep_parse(char *const *set, GError **err);
+ * product is computed from the list lengths before anything is made).
+ * `sweeps`: whether the caller sweeps a list (the main command), so that
+ * a key given twice is pointed to the comma list only where one works. */
+set_sweep *sweep_parse(char *const *set, bool sweeps, GError **err);
 void sweep_free(set_sweep *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(set_sweep, sweep_free)
 

@@ -342,6 +342,9 @@ for case in "--top 0|--top" "--objective fast|--objective" "--seq 16K,32K|--seq"
   "$sim" search $q $args > /dev/null 2> "$tmp/err"
   check "search $args: exit 2 naming $opt" "[ \$? -eq 2 ] && grep -q -- \"option '$opt'\" $tmp/err"
 done
+"$sim" search $q --set comm.launch_us=10 --set comm.launch_us=20 > /dev/null 2> "$tmp/err"
+check "a key given twice to a search is not pointed to a comma list, which it refuses" \
+  "grep -q \"key 'comm.launch_us' is set twice; expected each key once\" $tmp/err && ! grep -q 'comma list' $tmp/err"
 "$sim" search $q --set comm.launch_us=10,20 > /dev/null 2> "$tmp/err"
 check "a list of --set values (a sweep of the main command's) is refused as one value per key" \
   "[ \$? -eq 2 ] && grep -q \"option '--set': comm.launch_us: 2 values; a search takes one value per key\" $tmp/err"

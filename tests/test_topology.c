@@ -611,7 +611,7 @@ static void t_size_budget(void) {
 static void t_sweep(void) {
   g_autoptr(GError) err = NULL;
   char *set[] = {"a.x=\"100Gb/s\",\"400Gb/s\"", "a.y=[4,4]", "a.z=1, 2,3", NULL};
-  g_autoptr(set_sweep) s = sweep_parse(set, &err);
+  g_autoptr(set_sweep) s = sweep_parse(set, true, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT_EQUAL(s->n, 6);
   CU_ASSERT_EQUAL(s->axes->len, 3);
@@ -623,7 +623,7 @@ static void t_sweep(void) {
   CU_ASSERT_STRING_EQUAL(c0[2], "a.z=1");
   CU_ASSERT_STRING_EQUAL(c4[0], "a.x=\"400Gb/s\"");
   CU_ASSERT_STRING_EQUAL(c4[2], "a.z= 2");
-  g_autoptr(set_sweep) none = sweep_parse(NULL, &err);
+  g_autoptr(set_sweep) none = sweep_parse(NULL, true, &err);
   CU_ASSERT_PTR_NOT_NULL_FATAL(none);
   CU_ASSERT_EQUAL(none->n, 1);
   CU_ASSERT_PTR_NULL(sweep_assignments(none, 0));
@@ -639,7 +639,7 @@ static void t_sweep(void) {
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     g_autoptr(GError) e = NULL;
     char *one[] = {(char *)bad[i][0], NULL};
-    CU_ASSERT_PTR_NULL(sweep_parse(one, &e));
+    CU_ASSERT_PTR_NULL(sweep_parse(one, true, &e));
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "option '--set'"));
     if (!strstr(e->message, bad[i][1])) fprintf(stderr, "%s\n", e->message);
@@ -654,7 +654,7 @@ static void t_sweep(void) {
                   *c = g_strconcat("a.c=", l100, NULL), *d = g_strconcat("a.d=", l100, NULL);
   char *big[] = {a, b, c, d, NULL};
   g_autoptr(GError) e = NULL;
-  CU_ASSERT_PTR_NULL(sweep_parse(big, &e));
+  CU_ASSERT_PTR_NULL(sweep_parse(big, true, &e));
   CU_ASSERT_PTR_NOT_NULL_FATAL(e);
   CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "100000000 combinations (100 x 100 x 100 x 100"));
   /* the bound itself: 64 x 64 = 4096 is accepted, 64 x 65 refused */
@@ -663,18 +663,26 @@ static void t_sweep(void) {
   g_autofree char *x64 = g_strconcat("a.x=", l64, NULL), *y64 = g_strconcat("a.y=", l64, NULL),
                   *y65 = g_strconcat("a.y=", l65, NULL);
   char *at[] = {x64, y64, NULL}, *past[] = {x64, y65, NULL};
-  g_autoptr(set_sweep) s4096 = sweep_parse(at, NULL);
+  g_autoptr(set_sweep) s4096 = sweep_parse(at, true, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s4096);
   CU_ASSERT_EQUAL(s4096->n, SWEEP_MAX_COMBINATIONS);
   g_auto(GStrv) last = sweep_assignments(s4096, s4096->n - 1);
   CU_ASSERT_STRING_EQUAL(last[0], "a.x=64");
   CU_ASSERT_STRING_EQUAL(last[1], "a.y=64");
-  CU_ASSERT_PTR_NULL(sweep_parse(past, NULL));
+  CU_ASSERT_PTR_NULL(sweep_parse(past, true, NULL));
   char *dup[] = {"a.x=1", "a.x=2", NULL};
   g_autoptr(GError) e3 = NULL;
-  CU_ASSERT_PTR_NULL(sweep_parse(dup, &e3));
+  CU_ASSERT_PTR_NULL(sweep_parse(dup, true, &e3));
   CU_ASSERT_PTR_NOT_NULL_FATAL(e3);
   CU_ASSERT_PTR_NOT_NULL(strstr(e3->message, "key 'a.x' is set twice"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(e3->message, "a comma list sweeps it"));
+  /* a caller that takes one value per key (the search) is not pointed to
+   * a list it would refuse */
+  g_autoptr(GError) e4 = NULL;
+  CU_ASSERT_PTR_NULL(sweep_parse(dup, false, &e4));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e4);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e4->message, "key 'a.x' is set twice; expected each key once"));
+  CU_ASSERT_PTR_NULL(strstr(e4->message, "comma list"));
 }
 
 int main(void) {

@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* overrides on a bundled topology; a name with '/' or '.' could be any file */
   if (ok && !o.help && !o.version && !o.list &&
       (!o.topology || !strpbrk(o.topology, "/."))) {
-    set_sweep *sw = sweep_parse(o.set, &err);
+    set_sweep *sw = sweep_parse(o.set, true, &err);
     if (!sw == !err) abort();
     if (sw && (sw->n < 1 || sw->n > SWEEP_MAX_COMBINATIONS)) abort();
     g_clear_error(&err);
