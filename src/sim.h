@@ -37,6 +37,11 @@ typedef struct {
   /* the step was extended from a few replayed layers or micro-batches
    * (sim_run_point_repeating): peak reserved memory is NAN */
   bool extended;
+  /* At ZeRO 2-3, a step extended along its layers: its largest peak as
+   * the 6 and 7 layers' difference extends it (r's comes from 7 and
+   * SIM_ZERO_PEAK_FAR layers); the two on either side of the usable
+   * memory leave fits undecided (sim_run_point_repeating).  0: none. */
+  double peak_near_bytes;
 } sim_result;
 
 typedef struct {
@@ -148,6 +153,11 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  * micro-batches) are replayed whole. */
 #define SIM_REPEAT_FROM 6
 #define SIM_MB_REPEAT_FROM 2
+/* ZeRO 2-3: the peak extended from SIM_REPEAT_FROM + 1 and this many
+ * layers (the whole step where it has no more).  Over six layers the
+ * gradient queue's whole-buffer steps (one every 2-3 layers on
+ * l20x8-pcie) average out: sim.h's table above. */
+#define SIM_ZERO_PEAK_FAR (2 * SIM_REPEAT_FROM + 1)
 /* The --whole-steps option's help, the same for tasp-sim and its search. */
 #define SIM_WHOLE_STEPS_HELP                                                                  \
   "Replay every layer and micro-batch of each step (scope model; default: a step of many "   \
