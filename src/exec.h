@@ -156,6 +156,12 @@ void exec_result_free(exec_result *r);
  * else the peak itself extended. */
 exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more,
                                 bool by_phase);
+/* r's per-GPU peaks allocated (and per phase), its peak and peak GPU
+ * replaced by those of a and b extended by `more` as exec_result_extend
+ * does: the peaks of a step extended from other replays than its times
+ * (sim.c: at ZeRO 2-3 from a longer span of layers). */
+void exec_result_extend_peaks(exec_result *r, const exec_result *a, const exec_result *b,
+                              double more, bool by_phase);
 
 /* An empty result for n GPUs and channels, to add layers to. */
 exec_result *exec_result_new(uint32_t n_gpus, uint32_t n_chan, bool keep_trace);

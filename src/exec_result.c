@@ -85,6 +85,35 @@ static double *ext_each(const double *a, const double *b, uint32_t n, double mor
   return x;
 }
 
+void exec_result_extend_peaks(exec_result *r, const exec_result *a, const exec_result *b,
+                              double more, bool by_phase) {
+  g_assert(a->n_gpus == b->n_gpus && r->n_gpus == b->n_gpus);
+  uint32_t n = b->n_gpus;
+  g_free(r->gpu_peak_bytes);
+  g_free(r->gpu_peak_phase_bytes);
+  r->gpu_peak_phase_bytes = NULL;
+  r->peak_bytes = 0;
+  r->peak_gpu = 0;
+  r->gpu_peak_bytes = ext_each(a->gpu_peak_bytes, b->gpu_peak_bytes, n, more);
+  /* each phase's peak grows with the layers at its own rate (the loss's
+   * at the forward's end, the gradients' at the backward's): extended
+   * apart, the largest is the step's */
+  if (by_phase && a->gpu_peak_phase_bytes && b->gpu_peak_phase_bytes && r->gpu_peak_bytes) {
+    r->gpu_peak_phase_bytes = ext_each(a->gpu_peak_phase_bytes, b->gpu_peak_phase_bytes,
+                                       (uint32_t)PLAN_PHASES * n, more);
+    for (uint32_t g = 0; g < n; g++) {
+      r->gpu_peak_bytes[g] = 0;
+      for (int ph = 0; ph < PLAN_PHASES; ph++)
+        r->gpu_peak_bytes[g] = MAX(r->gpu_peak_bytes[g], r->gpu_peak_phase_bytes[(size_t)ph * n + g]);
+    }
+  }
+  for (uint32_t g = 0; g < n && r->gpu_peak_bytes; g++)
+    if (r->gpu_peak_bytes[g] > r->peak_bytes) {
+      r->peak_bytes = r->gpu_peak_bytes[g];
+      r->peak_gpu = g;
+    }
+}
+
 exec_result *exec_result_extend(const exec_result *a, const exec_result *b, double more,
                                 bool by_phase) {
   g_assert(a->n_gpus == b->n_gpus && a->n_chan == b->n_chan);
@@ -112,24 +141,7 @@ exec_result *exec_result_extend(const exec_result *a, const exec_result *b, doub
   r->bundles = a->bundles + b->bundles;
   r->solves = a->solves + b->solves;
   r->tasks = a->tasks + b->tasks;
-  r->gpu_peak_bytes = ext_each(a->gpu_peak_bytes, b->gpu_peak_bytes, n, more);
-  /* each phase's peak grows with the layers at its own rate (the loss's
-   * at the forward's end, the gradients' at the backward's): extended
-   * apart, the largest is the step's */
-  if (by_phase && a->gpu_peak_phase_bytes && b->gpu_peak_phase_bytes && r->gpu_peak_bytes) {
-    r->gpu_peak_phase_bytes = ext_each(a->gpu_peak_phase_bytes, b->gpu_peak_phase_bytes,
-                                       (uint32_t)PLAN_PHASES * n, more);
-    for (uint32_t g = 0; g < n; g++) {
-      r->gpu_peak_bytes[g] = 0;
-      for (int ph = 0; ph < PLAN_PHASES; ph++)
-        r->gpu_peak_bytes[g] = MAX(r->gpu_peak_bytes[g], r->gpu_peak_phase_bytes[(size_t)ph * n + g]);
-    }
-  }
-  for (uint32_t g = 0; g < n && r->gpu_peak_bytes; g++)
-    if (r->gpu_peak_bytes[g] > r->peak_bytes) {
-      r->peak_bytes = r->gpu_peak_bytes[g];
-      r->peak_gpu = g;
-    }
+  exec_result_extend_peaks(r, a, b, more, by_phase);
   /* the caching allocator's segments do not repeat layer by layer (a
    * layer's requests reuse what earlier ones left cached, or do not) */
   r->peak_reserved_bytes = NAN;

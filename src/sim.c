@@ -188,7 +188,8 @@ static workload with_mbs(const workload *w, uint32_t n) {
 workload sim_step_replayed(const workload *w) {
   workload x = *w;
   attn_kind kind;
-  if (sim_step_repeats(w, &kind)) x.layers[kind] = SIM_REPEAT_FROM + 1;
+  if (sim_step_repeats(w, &kind))
+    x.layers[kind] = w->zero >= 2 ? MIN(layers_count(w, kind), SIM_ZERO_PEAK_FAR) : SIM_REPEAT_FROM + 1;
   if (sim_step_mbs_repeat(w)) x = with_mbs(&x, SIM_MB_REPEAT_FROM + 1);
   return x;
 }
@@ -202,9 +203,12 @@ static void note_add(sim_result *r, const char *line) {
 }
 
 /* b, the step with one more repeating part than a, extended by `more`
- * such parts; a freed.  The result is pt's. */
+ * such parts; a freed.  The result is pt's.  far (or NULL): the same
+ * step with more parts than b, whose difference from b extended by
+ * far_more such differences gives the peaks instead (the 6 and 7 parts'
+ * kept in peak_near_bytes); freed. */
 static sim_result *extend(const topology *t, const scenario_point *pt, sim_result *a,
-                          sim_result *b, double more) {
+                          sim_result *b, double more, sim_result *far, double far_more) {
   /* ZeRO 2-3: the gradient shards waiting for their reduce-scatters pile
    * up at the backward's end by more a layer than the loss's peak grows,
    * so the step's peak moves there as layers are added: each phase is
@@ -214,6 +218,18 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
    * 4 x TP 2, ZeRO 1: 1.10 GiB from 6 to 7 layers, 1.00-1.05 after), is
    * not extended apart (scripts/sanity_sweep.py seed 301) */
   exec_result *x = exec_result_extend(a->r, b->r, more, pt->w.zero >= 2);
+  if (far) {
+    b->peak_near_bytes = x->peak_bytes;
+    exec_result_extend_peaks(x, b->r, far->r, far_more, true);
+    x->events += far->r->events;
+    x->flows += far->r->flows;
+    x->bundles += far->r->bundles;
+    x->solves += far->r->solves;
+    x->tasks += far->r->tasks;
+    x->mem_errors += far->r->mem_errors;
+    b->wall_s += far->wall_s;
+    sim_result_free(far);
+  }
   exec_result_free(b->r);
   b->r = x;
   b->pt = *pt;
@@ -221,33 +237,49 @@ static sim_result *extend(const topology *t, const scenario_point *pt, sim_resul
   b->attention_s += more * (b->attention_s - a->attention_s); /* NAN stays NAN */
   b->wall_s += a->wall_s;
   b->extended = true;
-  /* ZeRO 2-3: each layer's gradients wait for their reduce-scatter on
-   * the gradient stream; where it falls behind the backward they pile
-   * up, by steps that 6 and 7 layers need not show (sim.h: 41% high at
-   * 32 layers on l20x8-pcie; torus4x4, tokenring SP 4 x DP 2, AMP, full
-   * recomputation: 54.62 GiB extended, 49.50 whole), so the peak is not
-   * exact, either way: said, and --whole-steps replays it */
-  static const char zero_note[] = "peak memory extended from a few layers: at ZeRO 2-3 "
-                                  "gradients waiting for their reduce-scatters pile up by "
-                                  "steps a few layers need not show, so it may be high or "
-                                  "low (--whole-steps replays every layer)";
-  if (pt->w.zero >= 2) note_add(b, zero_note);
+  if (a->peak_near_bytes > 0 && b->peak_near_bytes > 0)
+    b->peak_near_bytes += more * (b->peak_near_bytes - a->peak_near_bytes);
   sim_result_free(a);
   set_util(t, b);
   return b;
 }
 
-/* The step along its layers: SIM_REPEAT_FROM and one more, extended. */
+/* The step along its layers: SIM_REPEAT_FROM and one more, extended.
+ * At ZeRO 2-3 each layer's gradients wait for their reduce-scatter on
+ * the gradient stream; where it falls behind the backward they pile up
+ * at the backward's end by whole buffers, one every few layers, which
+ * one layer's difference need not show (l20x8-pcie, all-gather CP SP 8,
+ * ZeRO 2, 8K: +0.81, +1.52, +0.81, +1.52, +0.81, +0.81 GiB a layer from
+ * 6 layers on; sim.h): the peak is extended over SIM_ZERO_PEAK_FAR - 7
+ * layers instead (a third replay), and what 6 and 7 layers alone give is
+ * kept in peak_near_bytes for the fit decision (run_extended). */
 static sim_result *run_layers_extended(const topology *t, const scenario_point *pt,
                                        const exec_opts *o, bool attention_part) {
   attn_kind kind;
   if (!sim_step_repeats(&pt->w, &kind)) return run_point(t, pt, o, attention_part);
+  uint32_t layers = layers_count(&pt->w, kind);
   scenario_point few = *pt;
   few.w.layers[kind] = SIM_REPEAT_FROM;
   sim_result *a = run_point(t, &few, o, attention_part);
   few.w.layers[kind] = SIM_REPEAT_FROM + 1;
   sim_result *b = run_point(t, &few, o, attention_part);
-  return extend(t, pt, a, b, layers_count(&pt->w, kind) - (SIM_REPEAT_FROM + 1.0));
+  if (pt->w.zero < 2) return extend(t, pt, a, b, layers - (SIM_REPEAT_FROM + 1.0), NULL, 0);
+  few.w.layers[kind] = MIN(layers, SIM_ZERO_PEAK_FAR);
+  sim_result *far = run_point(t, &few, o, attention_part);
+  double span = few.w.layers[kind] - (SIM_REPEAT_FROM + 1.0);
+  double far_more = (layers - (double)few.w.layers[kind]) / span;
+  sim_result *x = extend(t, pt, a, b, layers - (SIM_REPEAT_FROM + 1.0), far, far_more);
+  if (far_more > 0) {
+    g_autofree char *line = g_strdup_printf(
+        "peak memory extended from %d and %u layers: at ZeRO 2-3 gradients waiting for their "
+        "reduce-scatters pile up by whole buffers, one every few layers, so it may be high or "
+        "low by a few (--whole-steps replays every layer)",
+        SIM_REPEAT_FROM + 1, few.w.layers[kind]);
+    note_add(x, line);
+  } else {
+    x->peak_near_bytes = 0; /* the peaks are the whole step's replay's */
+  }
+  return x;
 }
 
 /* Then along its micro-batches: SIM_MB_REPEAT_FROM and one more, each
@@ -260,7 +292,16 @@ static sim_result *run_mbs_extended(const topology *t, const scenario_point *pt,
   sim_result *a = run_layers_extended(t, &few, o, attention_part);
   few.w = with_mbs(&pt->w, SIM_MB_REPEAT_FROM + 1);
   sim_result *b = run_layers_extended(t, &few, o, attention_part);
-  return extend(t, pt, a, b, layer_micro_batches(&pt->w) - (SIM_MB_REPEAT_FROM + 1.0));
+  sim_result *x = extend(t, pt, a, b, layer_micro_batches(&pt->w) - (SIM_MB_REPEAT_FROM + 1.0),
+                         NULL, 0);
+  /* ZeRO 2-3: the gradients a micro-batch leaves waiting need not repeat
+   * from the 2nd micro-batch to the 3rd */
+  static const char mbs_note[] = "peak memory extended from 2 and 3 micro-batches: at ZeRO 2-3 "
+                                 "gradients waiting for their reduce-scatters pile up by steps "
+                                 "a few micro-batches need not show, so it may be high or low "
+                                 "(--whole-steps replays every layer)";
+  if (pt->w.zero >= 2) note_add(x, mbs_note);
+  return x;
 }
 
 /* What an extended step must hold at least: its busiest GPU's
@@ -304,18 +345,57 @@ static sim_result *settled(const topology *t, const scenario_point *pt, const ex
   return w;
 }
 
+/* Whether a step extended along its layers at ZeRO 2-3 fits is decided
+ * only where its two extensions of the peak (from 6 and 7 layers, and
+ * from 7 and SIM_ZERO_PEAK_FAR) lie on one side of the usable memory:
+ * their disagreement is the error the replays themselves show of the
+ * gradient queue's pile-up (l20x8-pcie, all-gather CP SP 8, 8K, ZeRO 2:
+ * 34.34 and 43.23 GiB about 41.38 usable, 42.87 whole).  Otherwise the
+ * step is replayed whole, within the plan cap and the run's memory
+ * budget (as settled() does), else its note says fits is undecided. */
+static sim_result *fit_decided(const topology *t, const scenario_point *pt, const exec_opts *o,
+                               bool attention_part, sim_result *r) {
+  double usable = topo_usable_gib(t) * 1073741824.0;
+  if (!r->extended || !(r->peak_near_bytes > 0) || usable <= 0) return r;
+  double lo = MIN(r->peak_near_bytes, r->r->peak_bytes);
+  double hi = MAX(r->peak_near_bytes, r->r->peak_bytes);
+  if (!(lo <= usable && usable < hi)) return r;
+  g_autofree char *line = g_strdup_printf(
+      "peak memory extended from 6 and 7 layers (%.2f GiB) and from 7 and %d (%.2f GiB) on "
+      "either side of the %.2f GiB usable: ",
+      r->peak_near_bytes / 1073741824.0, SIM_ZERO_PEAK_FAR, r->r->peak_bytes / 1073741824.0,
+      usable / 1073741824.0);
+  g_autoptr(GError) e = NULL;
+  double mult = o->orbits ? o->orbits->mult : 1;
+  if (!sched_check_tasks(layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
+      budget_point_bytes(pt, t, false) > budget_run_limit()) {
+    g_autofree char *why = g_strconcat(line, "whether it fits is undecided "
+                                       "(--whole-steps replays every layer)", NULL);
+    note_add(r, why);
+    return r;
+  }
+  sim_result_free(r);
+  sim_result *w = run_point(t, pt, o, attention_part);
+  g_autofree char *why = g_strconcat(line, "every layer replayed", NULL);
+  note_add(w, why);
+  return w;
+}
+
 /* The point's orbits (run_layer) computed once for its up to four
  * replays, where the caller has not given them. */
 static sim_result *run_extended(const topology *t, const scenario_point *pt, const exec_opts *o,
                                 bool attention_part) {
   if (o->keep_trace) return run_point(t, pt, o, attention_part);
   if (pt->w.scope != SCOPE_MODEL || o->per_flow || o->orbits)
-    return settled(t, pt, o, attention_part, run_mbs_extended(t, pt, o, attention_part));
+    return fit_decided(t, pt, o, attention_part,
+                       settled(t, pt, o, attention_part, run_mbs_extended(t, pt, o, attention_part)));
   exec_opts with = *o;
   orbits *q = layer_orbits(&pt->w, t);
   with.orbits = q;
   const exec_opts *use = q ? &with : o;
-  sim_result *r = settled(t, pt, use, attention_part, run_mbs_extended(t, pt, use, attention_part));
+  sim_result *r = fit_decided(
+      t, pt, use, attention_part,
+      settled(t, pt, use, attention_part, run_mbs_extended(t, pt, use, attention_part)));
   orbits_free(q);
   return r;
 }

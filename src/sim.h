@@ -37,6 +37,11 @@ typedef struct {
   /* the step was extended from a few replayed layers or micro-batches
    * (sim_run_point_repeating): peak reserved memory is NAN */
   bool extended;
+  /* At ZeRO 2-3, a step extended along its layers: its largest peak as
+   * the 6 and 7 layers' difference extends it (r's comes from 7 and
+   * SIM_ZERO_PEAK_FAR layers); the two on either side of the usable
+   * memory leave fits undecided (sim_run_point_repeating).  0: none. */
+  double peak_near_bytes;
 } sim_result;
 
 typedef struct {
@@ -88,7 +93,9 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  * middle repeats the one before it (the same kernels, transfers,
  * prefetches and buffers, one period later).
  * - Layers: a model of one kind of layer, more than SIM_REPEAT_FROM + 1 of
- *   them, is replayed with SIM_REPEAT_FROM and SIM_REPEAT_FROM + 1 layers.
+ *   them, is replayed with SIM_REPEAT_FROM and SIM_REPEAT_FROM + 1 layers
+ *   (at ZeRO 2-3 also with SIM_ZERO_PEAK_FAR, or all of them where it has
+ *   no more, for its peak memory: below).
  * - Micro-batches: more than SIM_MB_REPEAT_FROM + 1 are replayed as
  *   SIM_MB_REPEAT_FROM and SIM_MB_REPEAT_FROM + 1 (the first micro-batch
  *   and the last, which reduces the gradients, are unlike the middle
@@ -133,11 +140,24 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  *   (the torus case that asked for it, usp-zigzag SP 8, ZeRO 3,
  *   Llama-2-7B 16K, 979 ms extended for 1252 whole, was a replay's end
  *   taken from a stale network wake, exec.c: it now extends exactly)
- *   (within the plan cap and the run's memory budget; else a note says so); at ZeRO
- *   2-3 the gradients waiting for their reduce-scatters may pile up by
- *   steps the replayed layers do not show (l20x8-pcie, all-gather CP SP
- *   8 at 8K, ZeRO 2: 1.52 GiB from 6 to 7 layers, 0.81-1.17 a layer
- *   after; 41% high at 32 layers): the result's note says so;
+ *   (within the plan cap and the run's memory budget; else a note says so).
+ *   At ZeRO 2-3 the gradients waiting for their reduce-scatters pile up at
+ *   the backward's end by whole buffers, one every few layers where the
+ *   gradient stream falls behind the backward, which one layer's
+ *   difference need not show (l20x8-pcie, Llama-3-8B, all-gather CP SP 8,
+ *   8K, ZeRO 2: +0.81, +1.52, +0.81, +1.52, +0.81, +0.81 GiB a layer from
+ *   the 6th; extended from 6 and 7 layers 34.34 GiB, fits, for 42.87
+ *   whole over the 41.38 usable; with full recomputation 51.40 for
+ *   36.47): the peak is extended from SIM_REPEAT_FROM + 1 and
+ *   SIM_ZERO_PEAK_FAR layers instead, over which the steps average out
+ *   (a third replay: about twice the CPU of the 6 and 7; every case
+ *   known, 0.4% to 2.6% off where the queue piles up, none seen above,
+ *   and exact where it does not: README, --whole-steps), and its
+ *   note says it may be high or low by a few buffers.  Where this peak
+ *   and the 6 and 7 layers' lie on either side of the usable memory
+ *   (their disagreement is the error the replays show), fits is decided
+ *   by replaying the step whole (within the plan cap and the memory
+ *   budget; else the note says fits is undecided);
  * - peak reserved memory: NAN (the caching allocator's segments do not
  *   repeat layer by layer): the CSV's peak_reserved_gib is empty;
  * - the buffers live at the peak (--memory) and traces (--trace): none
@@ -148,12 +168,18 @@ sim_result *sim_run_step(const topology *t, const scenario_point *pt, const exec
  * micro-batches) are replayed whole. */
 #define SIM_REPEAT_FROM 6
 #define SIM_MB_REPEAT_FROM 2
+/* ZeRO 2-3: the peak extended from SIM_REPEAT_FROM + 1 and this many
+ * layers (the whole step where it has no more).  Over six layers the
+ * gradient queue's whole-buffer steps (one every 2-3 layers on
+ * l20x8-pcie) average out: sim.h's table above. */
+#define SIM_ZERO_PEAK_FAR (2 * SIM_REPEAT_FROM + 1)
 /* The --whole-steps option's help, the same for tasp-sim and its search. */
 #define SIM_WHOLE_STEPS_HELP                                                                  \
   "Replay every layer and micro-batch of each step (scope model; default: a step of many "   \
   "layers of one kind is replayed with 6 and 7 layers, of many micro-batches with 2 and 3, " \
-  "and the rest extended from their difference: peak allocated memory the same, times "     \
-  "within 0.5%, peak reserved memory not given)"
+  "and the rest extended from their difference: peak allocated memory the same (at ZeRO "  \
+  "2-3 extended from 7 and 13 layers, within a few gradient buffers), times within 0.5%, "  \
+  "peak reserved memory not given)"
 /* Whether w's step is extended along its layers (then *kind is its
  * layers' kind, of which it replays SIM_REPEAT_FROM + 1 at most), along
  * its micro-batches; the largest workload the extension replays (w
