@@ -171,6 +171,10 @@ static void t_bytes_bound_measured_peaks(void) {
       /* over 128 nodes' NIC rails (h100x8x32, generator.nodes=128; 84 s
        * on one NVSwitch): its estimate does not depend on the topology */
       {"tokenring", "full", "fwdbwd", NULL, 2218716, 3},
+      /* through tasp-sim (two threads: its ring baseline point beside) */
+      {"tasp", "full", "fwd", NULL, 109080, 3},
+      {"tasp", "causal", "fwd", NULL, 2522716, 3},
+      {"tasp", "causal", "fwdbwd", NULL, 4032624, 3},
   };
   const double topo_kb = 7792;
   for (size_t i = 0; i < G_N_ELEMENTS(peaks); i++) {
