@@ -17,6 +17,9 @@
 #include "jsonio.h"
 #include "sizes.h"
 
+/* the cap sched_check_tasks puts on a plan is this budget's */
+G_STATIC_ASSERT((int)SCHED_PLAN_TASK_BYTES == (int)BUDGET_TASK_BYTES);
+
 /* Each scheduler's size coefficients are its own (sched.h's sched_size,
  * in its file): upper fits of the counts the schedulers' plans have at
  * P = 8, 16, 32 (tests/test_budget.c checks them at 8 and 32).  A causal
@@ -47,6 +50,7 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
   out->tasks = passes * docs * ((causal ? z->t2c : z->t2f) * p * p +
                                 (causal ? z->t1c : z->t1f) * p) + SLACK;
   out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
+  out->stored = z->xs2 || z->xs1 ? passes * (z->xs2 * p * p + z->xs1 * p) + SLACK : 0;
   out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
   /* a head-parallel degree given (USP's, double ring's) changes the
    * plan's shape from the defaults the coefficients were fitted to: a
@@ -69,6 +73,7 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
                     layer_micro_batches(&pt->w);
     out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
     out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
+    out->stored = 0; /* appended expanded (plan_append): every transfer listed */
     out->spans = out->tasks;
   }
   /* a transfer starts and ends its flow on the two ports it crosses
@@ -83,7 +88,8 @@ static double trace_bytes(const budget_counts *k) {
 }
 
 static double plan_bytes(const budget_counts *k) {
-  return k->tasks * BUDGET_TASK_BYTES + k->xfers * BUDGET_XFER_BYTES;
+  return k->tasks * BUDGET_TASK_BYTES +
+         (k->stored ? k->stored * BUDGET_PAIR_BYTES : k->xfers * BUDGET_XFER_BYTES);
 }
 
 double budget_point_bytes(const scenario_point *pt, const topology *t, bool trace) {
@@ -182,13 +188,16 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
         budget_counts_of(pt, trace ? NULL : s->topo, &c);
         g_autofree char *seq = size_format(pt->w.seq_len);
         bool by_trace = plan <= limit;
+        /* the transfers a plan of patterns stores, where the plan is over */
+        g_autofree char *stored =
+            c.stored && !by_trace ? g_strdup_printf(" along %.3g stored", c.stored) : g_strdup("");
         g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
                     "%s: %s at SP %u (seq_len %s, %s mask, %s) needs about %.1f GiB to "
-                    "simulate%s (%.3g tasks, %.3g transfers), over the memory budget of %.1f "
+                    "simulate%s (%.3g tasks, %.3g transfers%s), over the memory budget of %.1f "
                     "GiB (%s); expected %s",
                     by_trace ? "command line: option '--trace'" : sp_source, pt->sched->name,
                     pt->w.gpus, seq, pt->w.causal ? "causal" : "full", pass_name(pt->w.pass),
-                    all / gib, by_trace ? " with its trace" : "", c.tasks, c.xfers,
+                    all / gib, by_trace ? " with its trace" : "", c.tasks, c.xfers, stored,
                     limit / gib,
                     budget_from_env() ? "TASP_MEMORY_BUDGET"
                                       : "half of the memory this process may use; "

@@ -1,20 +1,21 @@
 /* budget: the memory a run will take, estimated and checked before any
  * point is built.
  *
- * A point's plan and its replay cost about BUDGET_TASK_BYTES per task and
- * BUDGET_XFER_BYTES per transfer (measured with /usr/bin/time: a 1024-GPU
- * causal ring, about 1.08 M tasks and 1.05 M transfers, peaks 207 MB
- * above the topology's own; a 1024-GPU Ulysses, 4.2 M transfers in a few
- * thousand tasks, 215 MB; a 4096-GPU causal ring 3.7 GB in all), and
- * the plan's buffer declarations and their replay (plan_buf.h,
- * exec_mem.c) about 210 bytes per task more (the 1024-GPU causal ring's
- * forward: 424 MB above the topology's own); with
- * --trace each point's spans, transfers and rate changes are held until
- * the point is written (trace.h).  How many tasks and transfers a
- * scheduler's plan has grows as a polynomial in the SP degree P, per
- * pass; budget.c holds each scheduler's coefficients, and
- * tests/test_budget.c checks them against the plans the schedulers
- * build: never below, and within a small factor.
+ * A point's plan and its replay cost at most BUDGET_TASK_BYTES per task
+ * (its record, dependencies, buffer declarations and their replay:
+ * plan.h, plan_buf.h, exec_mem.c) and BUDGET_XFER_BYTES per transfer
+ * listed in a group; a plan that moves transfers along patterns stores
+ * each pattern's pairs once, and the replay sorts and routes them once
+ * however many groups move along it (plan_pattern, exec_comm.c's
+ * pattern_launch): BUDGET_PAIR_BYTES per pair (or listed transfer) of
+ * those, the expanded transfers nothing of their own.  With
+ * --trace each point's spans, transfers (every one, patterns expanded)
+ * and rate changes are held until the point is written (trace.h).  How
+ * many tasks and transfers a scheduler's plan has grows as a polynomial
+ * in the SP degree P, per pass; each scheduler's file holds its
+ * coefficients (sched.h's sched_size), and tests/test_budget.c checks
+ * them against the plans the schedulers build: never below, and within a
+ * small factor.
  *
  * The budget is half the memory the process may use: the least of the
  * machine's physical memory, its cgroup's memory.max and RLIMIT_AS /
@@ -30,10 +31,31 @@
 
 #include "scenario.h"
 
-#define BUDGET_TASK_BYTES 370.0
-/* 56 bytes measured, and 8 more: on a switched topology (nvswitch,
- * multi_node) a transfer's route is computed and kept with its group's
- * members (exec_comm.c) instead of pointing into a table per GPU pair */
+/* Peak RSS (/usr/bin/time %M) above the topology's own (8 MB: a
+ * 1,024-GPU full-mask ring) per task the plan builds, 2,048 tokens per
+ * GPU on an NVSwitch of 1,024 GPUs: 570 bytes for the causal ring's
+ * forward (1.05 M tasks, 659 MB) and TASP's (3.95 M tasks, 2.39 GB),
+ * 580 for zigzag's causal fwdbwd, 733 for the ring's causal fwdbwd
+ * (1.58 M tasks, 1.22 GB: 4.7 dependencies a task against the
+ * forward's 3).  A plan_task is 160 bytes, in an array that grows by
+ * doubling; a causal task declares about 3 buffers (24 bytes each) and
+ * 8 uses (16).  640 bounds every point measured, as the coefficients
+ * count more tasks than the plans have (the ring's causal fwdbwd: 2.52 M
+ * counted, 1.61 GB against 1.22), and is what a plan of few
+ * dependencies a task (TASP's, the ring's forward) costs and some. */
+#define BUDGET_TASK_BYTES 640.0
+/* A pair of a pattern: 86 bytes measured with one thread (TASP's
+ * full-mask forward, one pattern of P (P - 1) pairs: 90 MB above the
+ * topology's own at P = 1,024, 22.5 MB at 512), 97 with tasp-sim's two
+ * (its ring baseline beside it in another malloc arena: 101 MB): the
+ * pair (8), its net member (16) and switched route (8: on nvswitch and
+ * multi_node a route is computed and kept with the members, exec_comm.c),
+ * its channel uses in the net shape, and the sort into kinds (flow_kind,
+ * 32) at its first launch. */
+#define BUDGET_PAIR_BYTES 112.0
+/* A listed transfer: 51 bytes measured (a 1,024-GPU Ulysses, 4.2 M
+ * transfers in a few thousand tasks, 215 MB): its plan_xfer (24) and its
+ * member and route while its group is in flight. */
 #define BUDGET_XFER_BYTES 64.0
 /* with --trace: an exec_span (32 bytes) per span, an exec_xfer (40) per
  * transfer and an exec_rate (24) per rate change */
@@ -44,6 +66,10 @@
 /* Upper estimates of what one point builds and records. */
 typedef struct {
   double tasks, xfers;   /* plan tasks; transfers, patterns expanded */
+  double stored;         /* transfers the plan stores where it moves some
+                            along patterns: listed, and each pattern's
+                            pairs once (sched_size's xs2, xs1); 0: it
+                            lists every transfer (xfers) */
   double spans, rates;   /* trace: spans and channel rate changes */
 } budget_counts;
 

@@ -23,6 +23,17 @@ static scenario *load(const char *sched, const char *sp, const char *mask, const
   return load_opts(sched, sp, mask, pass, NULL);
 }
 
+/* The transfers finished plan p stores: those its groups list, and each
+ * pattern's pairs once (what budget_counts.stored counts). */
+static double plan_stored_xfers(const plan *p) {
+  double n = p->pairs ? p->pairs->len : 0;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind == TASK_COMM && !plan_task_pattern(p, t)) n += t->n_xfer;
+  }
+  return n;
+}
+
 /* est is an upper estimate of real, at most `factor` times it (with the
  * constant slack every estimate carries). */
 static bool fits(double est, double real, double factor) {
@@ -44,17 +55,22 @@ static void check_counts(const char *sched, const char *sp, const char *mask, co
   CU_ASSERT_FATAL(budget_counts_of(pt, NULL, &k));
   workload one = layers_one(&pt->w, pt->w.attention);
   plan *pl = pt->sched->build(&one, sc->topo, false);
-  double xfers = 0;
+  double xfers = 0, stored = plan_stored_xfers(pl);
   for (guint i = 0; i < pl->tasks->len; i++)
     if (plan_task_at(pl, i)->kind == TASK_COMM) xfers += plan_xfer_count(pl, plan_task_at(pl, i));
   exec_opts o = {.keep_trace = true};
   sim_result *r = sim_run_point(sc->topo, pt, &o);
+  /* stored: a pattern has P (P - 1) pairs at most (TASP's), as few as
+   * P^2 / 8 (tasp-mkm's paths kept in a node of 8); a scheduler without
+   * its own count is priced by every transfer it moves */
   bool ok = fits(k.tasks, pl->tasks->len, factor) && fits(k.xfers, xfers, factor) &&
+            (k.stored ? fits(k.stored, stored, 8) : stored <= k.xfers) &&
             fits(k.spans, r->r->spans->len, 8) && r->r->rates->len <= k.rates;
   if (!ok)
-    fprintf(stderr, "%s %s SP %s %s %s: tasks %u/%.0f xfers %.0f/%.0f spans %u/%.0f "
-            "rates %u/%.0f\n", sched, opts ? opts[0] : "", sp, mask, pass, pl->tasks->len,
-            k.tasks, xfers, k.xfers, r->r->spans->len, k.spans, r->r->rates->len, k.rates);
+    fprintf(stderr, "%s %s SP %s %s %s: tasks %u/%.0f xfers %.0f/%.0f stored %.0f/%.0f "
+            "spans %u/%.0f rates %u/%.0f\n", sched, opts ? opts[0] : "", sp, mask, pass,
+            pl->tasks->len, k.tasks, xfers, k.xfers, stored, k.stored, r->r->spans->len,
+            k.spans, r->r->rates->len, k.rates);
   CU_ASSERT(ok);
   sim_result_free(r);
   plan_free(pl);
@@ -89,6 +105,118 @@ static void t_counts_bound_options(void) {
       for (int m = 0; m < 2; m++)
         for (int p = 0; p < 2; p++)
           check_counts(cases[c].sched, sps[a], masks[m], passes[p], cases[c].opts, 8);
+}
+
+/* A point of `gpus` GPUs on one NVSwitch (h100x8's generator), 2,048
+ * tokens per GPU, as the peaks below were measured. */
+static scenario *load_switch(const char *sched, uint32_t gpus, const char *mask, const char *pass,
+                             const char *heads) {
+  g_autofree char *sp = g_strdup_printf("%u", gpus);
+  g_autofree char *seq = g_strdup_printf("%u", gpus * 2048);
+  g_autofree char *set = g_strdup_printf("generator.gpus=%u", gpus);
+  char *sets[] = {set, NULL};
+  const sched_ops *s = sched_find(sched);
+  scenario_overrides ov = {.topology = "h100x8", .sched = sched, .sp = sp, .seq = seq,
+                           .mask = mask, .pass = pass, .heads = heads, .kv_heads = heads,
+                           .set = sets};
+  if (s->attention && !(s->attention & SCHED_RUNS(ATTN_SOFTMAX))) ov.attention = "linear";
+  g_autoptr(GError) err = NULL;
+  scenario *sc = scenario_load(NULL, &ov, &err);
+  if (!sc) fprintf(stderr, "%s: %s\n", sched, err->message);
+  return sc;
+}
+
+/* The counts at a size where TASP's causal steps are near their limit
+ * (3.75 P^2 tasks at P = 256, 3.77 at 1,024): never below the plan's
+ * tasks, nor its pattern's P (P - 1) pairs. */
+static void t_counts_bound_large(void) {
+  scenario *sc = load_switch("tasp", 256, "causal", "fwd", NULL);
+  CU_ASSERT_FATAL(sc != NULL);
+  const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
+  budget_counts k;
+  CU_ASSERT_FATAL(budget_counts_of(pt, NULL, &k));
+  plan *pl = pt->sched->build(&pt->w, sc->topo, false);
+  CU_ASSERT(pl->tasks->len > 3.7 * 256 * 256); /* what the estimate is held to */
+  CU_ASSERT(fits(k.tasks, pl->tasks->len, 1.2));
+  CU_ASSERT(plan_stored_xfers(pl) == 256 * 255);
+  CU_ASSERT(fits(k.stored, plan_stored_xfers(pl), 1.2));
+  plan_free(pl);
+  scenario_free(sc);
+}
+
+/* Peak RSS measured (/usr/bin/time %M, KB) with tasp-bench --row on one
+ * NVSwitch of 1,024 GPUs, 2,048 tokens per GPU (load_switch), less the
+ * topology's own (7,792 KB: the full-mask ring's forward, a plan of a few
+ * thousand tasks): the estimate is never below it, and within 3 times it
+ * for the schedulers whose plans are sized by tasks and patterns (the
+ * rest carry the slack of small plans: within 32 times). */
+static void t_bytes_bound_measured_peaks(void) {
+  static const struct {
+    const char *sched, *mask, *pass, *heads;
+    double peak_kb, factor;
+  } peaks[] = {
+      {"tasp", "full", "fwd", NULL, 97916, 3},
+      {"tasp", "full", "fwdbwd", NULL, 106692, 3},
+      {"tasp", "causal", "fwd", NULL, 2390016, 3},
+      {"tasp-mkm", "causal", "fwd", NULL, 2389916, 3},
+      {"ring", "causal", "fwd", NULL, 659284, 3},
+      {"ring", "causal", "fwdbwd", NULL, 1215464, 3},
+      {"ring", "full", "fwdbwd", NULL, 9140, 32},
+      {"zigzag", "causal", "fwdbwd", NULL, 1871236, 3},
+      {"usp", "causal", "fwdbwd", NULL, 72672, 32},
+      {"usp", "full", "fwdbwd", NULL, 100472, 32},
+      {"allgather", "causal", "fwdbwd", NULL, 11692, 32},
+      {"ulysses", "full", "fwdbwd", "1024", 282076, 3},
+      {"lasp2", "causal", "fwdbwd", NULL, 11032, 32},
+      /* over 128 nodes' NIC rails (h100x8x32, generator.nodes=128; 84 s
+       * on one NVSwitch): its estimate does not depend on the topology */
+      {"tokenring", "full", "fwdbwd", NULL, 2218716, 3},
+      /* through tasp-sim (two threads: its ring baseline point beside) */
+      {"tasp", "full", "fwd", NULL, 109080, 3},
+      {"tasp", "causal", "fwd", NULL, 2522716, 3},
+      {"tasp", "causal", "fwdbwd", NULL, 4032624, 3},
+  };
+  const double topo_kb = 7792;
+  for (size_t i = 0; i < G_N_ELEMENTS(peaks); i++) {
+    scenario *sc = load_switch(peaks[i].sched, 1024, peaks[i].mask, peaks[i].pass, peaks[i].heads);
+    CU_ASSERT_FATAL(sc != NULL);
+    const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
+    double est = budget_point_bytes(pt, sc->topo, false);
+    double peak = (peaks[i].peak_kb - topo_kb) * 1024;
+    bool ok = est >= peak && (est <= peaks[i].factor * peak || est < 64 << 20);
+    if (!ok)
+      fprintf(stderr, "%s %s %s: estimate %.0f MB, measured %.0f MB\n", peaks[i].sched,
+              peaks[i].mask, peaks[i].pass, est / 1e6, peak / 1e6);
+    CU_ASSERT(ok);
+    scenario_free(sc);
+  }
+}
+
+/* The plan cap is the memory budget, with the budget's bytes per task:
+ * TASP's causal fwdbwd at 1,024 GPUs (8.39 M tasks, about 5 GiB) passes
+ * its check under 8 GiB and is refused under 4, naming the budget. */
+static void t_plan_cap_is_the_budget(void) {
+  scenario *sc = load_switch("tasp", 1024, "causal", "fwdbwd", NULL);
+  CU_ASSERT_FATAL(sc != NULL);
+  const scenario_point *pt = &g_array_index(sc->points, scenario_point, 0);
+  g_autoptr(GError) err = NULL;
+  g_setenv("TASP_MEMORY_BUDGET", "8G", TRUE);
+  CU_ASSERT(sched_check(pt->sched, &pt->w, sc->topo, &err));
+  /* the budget's own estimate agrees: under 8 GiB, over 4 */
+  double est = budget_point_bytes(pt, sc->topo, false);
+  CU_ASSERT(est > 4.0 * (1 << 30) && est < 8.0 * (1 << 30));
+  g_setenv("TASP_MEMORY_BUDGET", "4G", TRUE);
+  CU_ASSERT(!sched_check(pt->sched, &pt->w, sc->topo, &err));
+  CU_ASSERT(err && strstr(err->message, "tasp: a plan of about 8.39e+06 tasks needs about 5.0 "
+                                        "GiB; expected at most 4.0 GiB, the memory budget "
+                                        "(TASP_MEMORY_BUDGET"));
+  g_clear_error(&err);
+  /* 1 GiB: 1.6 M tasks fit, 1.7 M do not */
+  g_setenv("TASP_MEMORY_BUDGET", "1G", TRUE);
+  CU_ASSERT(sched_check_tasks(1.6e6, "x", NULL));
+  CU_ASSERT(!sched_check_tasks(1.7e6, "x", NULL));
+  g_unsetenv("TASP_MEMORY_BUDGET");
+  scenario_free(sc);
 }
 
 static void t_check_refuses_and_narrows(void) {
@@ -170,7 +298,9 @@ static void t_counts_bound_documents(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_counts_bound_every_scheduler), TEST(t_counts_bound_options),
-                                    TEST(t_counts_bound_documents),
+                                    TEST(t_counts_bound_documents), TEST(t_counts_bound_large),
+                                    TEST(t_bytes_bound_measured_peaks),
+                                    TEST(t_plan_cap_is_the_budget),
                                     TEST(t_check_refuses_and_narrows), {NULL, NULL}};
   return test_run("budget", cases);
 }

@@ -613,13 +613,26 @@ TASP_MEMORY_BUDGET=16M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1
   --csv "$tmp/mem.csv" > "$tmp/stdout" 2> "$tmp/stderr"
 check "a point over the memory budget: exit 2, --sp blamed with the estimate" \
   "[ \$? -eq 2 ] && grep -q \"option '--sp': ring at SP 256 (seq_len 1M, causal mask, fwd) needs about 0.0 GiB .* over the memory budget of 0.0 GiB\" $tmp/stderr && [ ! -s $tmp/stdout ] && [ -z \"\$(ls $tmp | grep mem.csv)\" ]"
-TASP_MEMORY_BUDGET=40M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
+TASP_MEMORY_BUDGET=64M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M \
   --trace "$tmp/mem.json" > "$tmp/stdout" 2> "$tmp/stderr"
 check "... its trace over it: --trace blamed" \
   "[ \$? -eq 2 ] && grep -q \"option '--trace': ring at SP 256 .* with its trace\" $tmp/stderr && [ -z \"\$(ls $tmp | grep mem.json)\" ]"
-TASP_MEMORY_BUDGET=40M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
+TASP_MEMORY_BUDGET=64M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
   --quiet
 check "... and without the trace it runs" "[ \$? -eq 0 ]"
+# A pattern's transfers are stored once: TASP's full-mask forward at 256
+# GPUs moves 33.5 M transfers along 65,280 pairs (about 7 MB, not the
+# 2 GiB of every transfer counted apart), and runs in 64 MiB
+TASP_MEMORY_BUDGET=64M "$sim" --topology h100x8 --set generator.gpus=256 --sched tasp --sp 256 \
+  --seq 512K --mask full --pass fwd --csv "$tmp/tasp256.csv" --quiet 2> "$tmp/stderr"
+check "TASP at 256 GPUs in a 64 MiB budget: its pattern's pairs counted once" \
+  "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ] && [ \$(field $tmp/tasp256.csv 1 gpus) = 256 ]"
+# TASP's causal fwdbwd at 1,024 GPUs (8.39 M tasks, about 5.2 GiB): its
+# check holds it to the budget (not to a fixed 1 GiB)
+TASP_MEMORY_BUDGET=8G "$sim" --topology h100x8 --set generator.gpus=1024 --sched tasp --sp 1024 \
+  --seq 2M --mask causal --pass fwdbwd --strict --dump-topology > /dev/null 2> "$tmp/stderr"
+check "TASP causal fwdbwd at 1,024 GPUs passes its check in an 8 GiB budget" \
+  "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ]"
 TASP_MEMORY_BUDGET=1K "$sim" scenarios/h100x8.json > /dev/null 2> "$tmp/stderr"
 check "an SP from the scenario file blames the file's field" \
   "[ \$? -eq 2 ] && grep -q \"^tasp-sim: error: scenarios/h100x8.json: field 'sp': \" $tmp/stderr"
@@ -1151,12 +1164,16 @@ check "--memory replays the whole step (the CSV --whole-steps gives)" "cmp -s $t
 # the plan checked against the cap is the one built: NeMo's 1M row at
 # DP 4 (1,024 GPUs, its replicas and TP ranks one simulation: layer_orbits)
 # with 32 micro-batches is refused whole and runs extended (--strict: a
-# point that cannot run is an error even where only the topology is asked)
+# point that cannot run is an error even where only the topology is asked;
+# the cap is the memory budget: 4 GiB here, the whole step's 8.39 M
+# tasks about 5 GiB)
 one_m="--model llama2-7b --scope model --topology h100x8x32 --set generator.nodes=128 --tp 8 --sp 32 --dp 4 --seq 1M --global-batch-tokens 128M --sched zigzag --pass fwdbwd --zero 1 --strict"
+export TASP_MEMORY_BUDGET=4G
 "$sim" $one_m --dump-topology > /dev/null 2> "$tmp/stderr"
 check "a step over the plan cap whole is accepted extended" "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ]"
 expect_error "--whole-steps: the whole step's plan checked against the cap" \
-  "option '--sp': zigzag at seq_len 1M, SP 32: zigzag: a plan of about" $one_m --whole-steps
+  "option '--sp': zigzag at seq_len 1M, SP 32: zigzag: a plan of about 8.39e+06 tasks needs about 5.0 GiB; expected at most 4.0 GiB, the memory budget (TASP_MEMORY_BUDGET" $one_m --whole-steps
+unset TASP_MEMORY_BUDGET
 expect_error "a global batch that is not whole micro-batches" \
   "option '--global-batch-tokens': 100K tokens are not whole micro-batches of batch 1 x seq_len 16K x DP 2" \
   --topology h100x8 --model llama3-8b --seq 16K --sp 4 --scope model --dp 2 --global-batch-tokens 100K

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "budget.h"
 #include "layers.h"
 #include "sizes.h"
 
@@ -257,12 +258,17 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
 }
 
 bool sched_check_tasks(double tasks, const char *who, GError **err) {
-  double bytes = tasks * SCHED_PLAN_TASK_BYTES;
-  if (bytes <= (double)SCHED_MAX_PLAN_BYTES) return true;
+  double bytes = tasks * SCHED_PLAN_TASK_BYTES, limit;
+  if (!budget_limit(&limit, err)) return false;
+  if (bytes <= limit) return true;
   g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
-              "%s: a plan of about %.3g tasks needs about %.1f GiB; expected at most "
-              "%llu GiB (fewer GPUs, or a full mask, whose steps are one task for all GPUs)",
-              who, tasks, bytes / (1u << 30), SCHED_MAX_PLAN_BYTES >> 30);
+              "%s: a plan of about %.3g tasks needs about %.1f GiB; expected at most %.1f GiB, "
+              "the memory budget (%s; or fewer GPUs, or a full mask, whose steps are one task "
+              "for all GPUs)",
+              who, tasks, bytes / (1u << 30), limit / (1u << 30),
+              g_getenv("TASP_MEMORY_BUDGET") ? "TASP_MEMORY_BUDGET"
+                                             : "half of the memory this process may use; "
+                                               "TASP_MEMORY_BUDGET sets another");
   return false;
 }
 

@@ -66,10 +66,16 @@ typedef struct sched_opt {
 /* Upper fits of the size of a scheduler's plans, per pass, in the SP
  * degree P: tasks t2 P^2 + t1 P, transfers x3 P^3 + x2 P^2 + x1 P, trace
  * spans s2 P^2 + s1 P; t2, t1 and s2 under a causal mask (c) and a full
- * one (f).  budget.c reads them; tests/test_budget.c checks them against
- * the plans built at P = 8 and 32. */
+ * one (f).  Transfers count every one the plan moves (a pattern's
+ * expanded: what a trace records); a plan that moves them along patterns
+ * (plan_pattern) stores fewer: xs2 P^2 + xs1 P per pass, those listed one
+ * by one and each pattern's pairs once (exec_comm.c replays a pattern's
+ * transfers from one copy of its pairs: pattern_launch), both 0 where
+ * every transfer is listed.  budget.c reads them; tests/test_budget.c
+ * checks them against the plans built at P = 8 and 32. */
 typedef struct {
   double t2c, t2f, t1c, t1f, x3, x2, x1, s2c, s2f, s1;
+  double xs2, xs1;
 } sched_size;
 
 typedef struct sched_ops {
@@ -160,11 +166,15 @@ void sched_varlen_call(plan *p, uint32_t first);
  * group, with at least one token per piece. */
 bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, GError **err);
 
-/* A plan of about `tasks` tasks fits in memory: each costs about
- * PLAN_TASK_BYTES here and in the replay (its record, dependencies and the
- * executor's state); refused past SCHED_MAX_PLAN_BYTES, blaming --sp. */
-#define SCHED_PLAN_TASK_BYTES 224.0
-#define SCHED_MAX_PLAN_BYTES (1ull << 30)
+/* A plan of about `tasks` tasks fits in memory: each costs at most
+ * SCHED_PLAN_TASK_BYTES here and in the replay (its record, dependencies,
+ * buffer declarations and the executor's state: budget.h's
+ * BUDGET_TASK_BYTES, measured there); refused past the memory budget
+ * (budget_limit: TASP_MEMORY_BUDGET, or half of what the process may
+ * use), blaming --sp.  Checked where a scheduler or a scope knows its
+ * plan's size before the point is listed (a point refused so is n/a in a
+ * sweep, where budget_check refuses a whole run), so the two agree. */
+#define SCHED_PLAN_TASK_BYTES 640.0
 bool sched_check_tasks(double tasks, const char *who, GError **err);
 
 /* Token segments rank a of r holds: one contiguous chunk of S/r tokens,
