@@ -968,7 +968,7 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             workload built = s->whole_steps ? w : sim_step_replayed(&w);
             if (!can ||
                 (w.scope != SCOPE_ATTENTION &&
-                 !sched_check_tasks(layer_tasks_estimate(&built, s->topo), p.sched->name, &e))) {
+                 !sched_check_tasks(&built, layer_tasks_estimate(&built, s->topo), p.sched->name, &e))) {
               origin o = blame(s, ov, e);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;

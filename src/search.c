@@ -300,6 +300,7 @@ static workload config_workload(const space *sp, const sched_ops *s, const searc
   if (c->split) sched_opt_set_num(&w, search_split_opt(s), c->split);
   if (c->head_parallel > 1) sched_opt_set_num(&w, heads_opt(s), c->head_parallel);
   w.placement = c->placement;
+  w.plan_cap_tasks = SEARCH_MAX_PLAN_TASKS;
   return w;
 }
 
@@ -386,7 +387,7 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   workload built = o->whole_steps ? w : sim_step_replayed(&w);
   const degrees *deg = config_degrees(sp, &w, c);
   const orbits *q = deg->o;
-  if (!sched_check_tasks(layer_tasks_estimate_mult(&built, q ? q->mult : 1), s->name, &e)) {
+  if (!sched_check_tasks(&built, layer_tasks_estimate_mult(&built, q ? q->mult : 1), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }

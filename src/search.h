@@ -50,6 +50,13 @@ typedef enum {
 /* The most configurations one search enumerates (a typo in --gpus must not
  * start an hour of work). */
 #define SEARCH_MAX_CONFIGS 2000000u
+/* The most tasks a configuration's replayed plan may have (workload's
+ * plan_cap_tasks): the same on every machine, so that the configurations
+ * a search simulates, and its answer, do not depend on the one it runs on
+ * (--shard spreads a search over several).  5e6 tasks take about 3 GiB
+ * (sched.h SCHED_PLAN_TASK_BYTES) and a few seconds each; the 1 GiB at
+ * 224 B a task the cap was before held 4.8e6. */
+#define SEARCH_MAX_PLAN_TASKS 5e6
 
 /* One configuration and what became of it. */
 typedef struct {

@@ -331,7 +331,7 @@ static sim_result *settled(const topology *t, const scenario_point *pt, const ex
       r->r->step_s * 1e3, busiest * 1e3);
   g_autoptr(GError) e = NULL;
   double mult = o->orbits ? o->orbits->mult : 1;
-  if (!sched_check_tasks(layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
+  if (!sched_check_tasks(&pt->w, layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
       budget_point_bytes(pt, t, false) > budget_run_limit()) {
     g_autofree char *why = g_strconcat(line, "the replayed layers' time had not settled "
                                        "(--whole-steps replays every layer)", NULL);
@@ -367,7 +367,7 @@ static sim_result *fit_decided(const topology *t, const scenario_point *pt, cons
       usable / 1073741824.0);
   g_autoptr(GError) e = NULL;
   double mult = o->orbits ? o->orbits->mult : 1;
-  if (!sched_check_tasks(layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
+  if (!sched_check_tasks(&pt->w, layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
       budget_point_bytes(pt, t, false) > budget_run_limit()) {
     g_autofree char *why = g_strconcat(line, "whether it fits is undecided "
                                        "(--whole-steps replays every layer)", NULL);

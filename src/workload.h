@@ -105,6 +105,11 @@ typedef struct {
   uint64_t global_batch_tokens;
   placement_kind placement; /* scopes layer and model (layer.h) */
   precision_kind precision; /* scopes layer and model (--precision) */
+  /* The most tasks a point's plan may have (sched_check_tasks); 0: as
+   * many as the memory budget holds (budget_limit).  A search sets a
+   * fixed one (search.h), so that which configurations it simulates does
+   * not depend on the machine it runs on (its shards may run on others). */
+  double plan_cap_tasks;
 } workload;
 
 /* Bytes of K and V for `tokens` tokens: 2·B·tokens·Hkv·D·e. */

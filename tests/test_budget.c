@@ -4,6 +4,7 @@
 #include "budget.h"
 #include "layers.h"
 #include "sim.h"
+#include "search.h"
 #include "testutil.h"
 
 static scenario *load_opts(const char *sched, const char *sp, const char *mask,
@@ -213,8 +214,20 @@ static void t_plan_cap_is_the_budget(void) {
   g_clear_error(&err);
   /* 1 GiB: 1.6 M tasks fit, 1.7 M do not */
   g_setenv("TASP_MEMORY_BUDGET", "1G", TRUE);
-  CU_ASSERT(sched_check_tasks(1.6e6, "x", NULL));
-  CU_ASSERT(!sched_check_tasks(1.7e6, "x", NULL));
+  workload plain = pt->w;
+  plain.plan_cap_tasks = 0;
+  CU_ASSERT(sched_check_tasks(&plain, 1.6e6, "x", NULL));
+  CU_ASSERT(!sched_check_tasks(&plain, 1.7e6, "x", NULL));
+  /* a search's cap is its own, whatever the budget: 5e6 tasks pass under
+   * 1 GiB and 5.1e6 fail under 64 GiB */
+  workload searched = plain;
+  searched.plan_cap_tasks = SEARCH_MAX_PLAN_TASKS;
+  CU_ASSERT(sched_check_tasks(&searched, 5e6, "x", NULL));
+  g_setenv("TASP_MEMORY_BUDGET", "64G", TRUE);
+  CU_ASSERT(sched_check_tasks(&plain, 5.1e6, "x", NULL));
+  CU_ASSERT(!sched_check_tasks(&searched, 5.1e6, "x", &err));
+  CU_ASSERT(err && strstr(err->message, "a search simulates plans of at most 5e+06 tasks"));
+  g_clear_error(&err);
   g_unsetenv("TASP_MEMORY_BUDGET");
   scenario_free(sc);
 }

@@ -139,6 +139,13 @@ check "statuses differ only where pruned" "grep -qx 'same 0' $tmp/bounds"
 "$sim" search $q --jobs 2 --csv "$tmp/j2.csv" > "$tmp/j2.txt" 2>/dev/null
 check "--jobs 1 and 2 give the same table" "cmp -s $tmp/j1.txt $tmp/j2.txt && cmp -s $tmp/j1.txt $tmp/p.txt"
 check "--jobs 1 and 2 give the same CSV" "cmp -s $tmp/j1.csv $tmp/j2.csv && cmp -s $tmp/j1.csv $tmp/p.csv"
+# the machine does not decide what a search simulates: under a memory
+# budget where the main command refuses the ring's SP 8 step (1.8e3 tasks
+# past 1 MiB), the search's plan cap is still its own (search.h)
+TASP_MEMORY_BUDGET=1M "$sim" search $q --csv "$tmp/b1m.csv" -q 2>/dev/null
+TASP_MEMORY_BUDGET=1M "$sim" --topology h100x8 --scope model --model tests/data/search-model.json --seq 32K --sched ring --sp 8 -q --csv /dev/null 2>/dev/null
+check "a search's answer does not depend on the memory budget (the main command's point is refused under it)" \
+  "[ \$? -eq 2 ] && cmp -s $tmp/b1m.csv $tmp/p.csv"
 
 # shards over GNU parallel, as a user spreads a search over machines
 if command -v parallel >/dev/null 2>&1; then

@@ -257,8 +257,16 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
   return true;
 }
 
-bool sched_check_tasks(double tasks, const char *who, GError **err) {
+bool sched_check_tasks(const workload *w, double tasks, const char *who, GError **err) {
   double bytes = tasks * SCHED_PLAN_TASK_BYTES, limit;
+  if (w->plan_cap_tasks > 0) {
+    if (tasks <= w->plan_cap_tasks) return true;
+    g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
+                "%s: a plan of about %.3g tasks (about %.1f GiB); a search simulates plans of "
+                "at most %.3g tasks on any machine (the main command runs one within the memory "
+                "budget)", who, tasks, bytes / (1u << 30), w->plan_cap_tasks);
+    return false;
+  }
   if (!budget_limit(&limit, err)) return false;
   if (bytes <= limit) return true;
   g_set_error(err, TASP_ERROR, TASP_ERROR_SP,

@@ -171,11 +171,12 @@ bool sched_check_divisible(const workload *w, uint64_t parts, const char *why, G
  * buffer declarations and the executor's state: budget.h's
  * BUDGET_TASK_BYTES, measured there); refused past the memory budget
  * (budget_limit: TASP_MEMORY_BUDGET, or half of what the process may
- * use), blaming --sp.  Checked where a scheduler or a scope knows its
+ * use), or, where w has a plan_cap_tasks (a search), past that,
+ * blaming --sp.  Checked where a scheduler or a scope knows its
  * plan's size before the point is listed (a point refused so is n/a in a
  * sweep, where budget_check refuses a whole run), so the two agree. */
 #define SCHED_PLAN_TASK_BYTES 640.0
-bool sched_check_tasks(double tasks, const char *who, GError **err);
+bool sched_check_tasks(const workload *w, double tasks, const char *who, GError **err);
 
 /* Token segments rank a of r holds: one contiguous chunk of S/r tokens,
  * or (zigzag) chunks a and 2r-1-a of S/2r tokens (zigzag_ring_flash_attn's

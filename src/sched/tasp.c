@@ -305,7 +305,7 @@ static bool check_any(const workload *w, const topology *t, bool nodes, GError *
   /* per step: lockstep (a full mask) a kernel, a merge and two groups;
    * else per GPU up to two kernels and two merges */
   double per_step = w->causal ? 4.0 * w->gpus + 2 : 4, passes = w->pass == PASS_FWDBWD ? 2 : 1;
-  if (!sched_check_tasks(per_step * w->gpus * passes, "tasp", err)) return false;
+  if (!sched_check_tasks(w, per_step * w->gpus * passes, "tasp", err)) return false;
   ham_decomp d;
   g_autoptr(GError) e = NULL;
   uint32_t k = tasp_decompose(w, t, nodes, &d, NULL, &e);
