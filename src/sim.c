@@ -313,6 +313,29 @@ static double extended_busiest_s(const exec_result *r) {
   return busiest;
 }
 
+/* Extended step r, which `line` says cannot be trusted, replayed whole
+ * where its plan is within the plan cap and the run's memory budget (the
+ * extension's plans were checked before the run, not this one), its note
+ * saying so; else r kept, its note saying `else_words`. */
+static sim_result *replayed_whole(const topology *t, const scenario_point *pt,
+                                  const exec_opts *o, bool attention_part, sim_result *r,
+                                  const char *line, const char *else_words) {
+  g_autoptr(GError) e = NULL;
+  double mult = o->orbits ? o->orbits->mult : 1;
+  if (!sched_check_tasks(&pt->w, layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
+      budget_point_bytes(pt, t, false) > budget_run_limit()) {
+    g_autofree char *why = g_strconcat(line, else_words, " (--whole-steps replays every layer)",
+                                       NULL);
+    note_add(r, why);
+    return r;
+  }
+  sim_result_free(r);
+  sim_result *w = run_point(t, pt, o, attention_part);
+  g_autofree char *why = g_strconcat(line, "every layer replayed", NULL);
+  note_add(w, why);
+  return w;
+}
+
 /* A step extended from replays whose layers had not settled can come out
  * shorter than what it must hold (its busiest GPU's communication or a
  * channel's busy time): such a step is replayed whole, where its plan is
@@ -329,20 +352,8 @@ static sim_result *settled(const topology *t, const scenario_point *pt, const ex
   g_autofree char *line = g_strdup_printf(
       "step extended from a few layers shorter (%.3f ms) than its own communication (%.3f ms): ",
       r->r->step_s * 1e3, busiest * 1e3);
-  g_autoptr(GError) e = NULL;
-  double mult = o->orbits ? o->orbits->mult : 1;
-  if (!sched_check_tasks(&pt->w, layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
-      budget_point_bytes(pt, t, false) > budget_run_limit()) {
-    g_autofree char *why = g_strconcat(line, "the replayed layers' time had not settled "
-                                       "(--whole-steps replays every layer)", NULL);
-    note_add(r, why);
-    return r;
-  }
-  sim_result_free(r);
-  sim_result *w = run_point(t, pt, o, attention_part);
-  g_autofree char *why = g_strconcat(line, "every layer replayed", NULL);
-  note_add(w, why);
-  return w;
+  return replayed_whole(t, pt, o, attention_part, r, line,
+                        "the replayed layers' time had not settled");
 }
 
 /* Whether a step extended along its layers at ZeRO 2-3 fits is decided
@@ -365,20 +376,7 @@ static sim_result *fit_decided(const topology *t, const scenario_point *pt, cons
       "either side of the %.2f GiB usable: ",
       r->peak_near_bytes / 1073741824.0, SIM_ZERO_PEAK_FAR, r->r->peak_bytes / 1073741824.0,
       usable / 1073741824.0);
-  g_autoptr(GError) e = NULL;
-  double mult = o->orbits ? o->orbits->mult : 1;
-  if (!sched_check_tasks(&pt->w, layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
-      budget_point_bytes(pt, t, false) > budget_run_limit()) {
-    g_autofree char *why = g_strconcat(line, "whether it fits is undecided "
-                                       "(--whole-steps replays every layer)", NULL);
-    note_add(r, why);
-    return r;
-  }
-  sim_result_free(r);
-  sim_result *w = run_point(t, pt, o, attention_part);
-  g_autofree char *why = g_strconcat(line, "every layer replayed", NULL);
-  note_add(w, why);
-  return w;
+  return replayed_whole(t, pt, o, attention_part, r, line, "whether it fits is undecided");
 }
 
 /* The point's orbits (run_layer) computed once for its up to four
