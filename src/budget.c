@@ -130,6 +130,11 @@ static double cgroup_limit(void) {
   return limit;
 }
 
+char *budget_bytes_text(double bytes) {
+  if (bytes >= 1073741824.0) return g_strdup_printf("%.1f GiB", bytes / 1073741824.0);
+  return g_strdup_printf("%.1f MiB", bytes / 1048576.0);
+}
+
 bool budget_limit(double *bytes, GError **err) {
   const char *env = budget_from_env();
   if (env) {
@@ -170,7 +175,6 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
                   GError **err) {
   double limit;
   if (!budget_limit(&limit, err)) return false;
-  const double gib = 1024.0 * 1024 * 1024;
   g_autoptr(GArray) need = g_array_new(FALSE, FALSE, sizeof(double));
   for (guint k = 0; k < scens->len; k++) {
     const scenario *s = scens->pdata[k];
@@ -191,14 +195,14 @@ bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, uns
         /* the transfers a plan of patterns stores, where the plan is over */
         g_autofree char *stored =
             c.stored && !by_trace ? g_strdup_printf(" along %.3g stored", c.stored) : g_strdup("");
+        g_autofree char *need = budget_bytes_text(all), *have = budget_bytes_text(limit);
         g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
-                    "%s: %s at SP %u (seq_len %s, %s mask, %s) needs about %.1f GiB to "
-                    "simulate%s (%.3g tasks, %.3g transfers%s), over the memory budget of %.1f "
-                    "GiB (%s); expected %s",
+                    "%s: %s at SP %u (seq_len %s, %s mask, %s) needs about %s to "
+                    "simulate%s (%.3g tasks, %.3g transfers%s), over the memory budget of %s "
+                    "(%s); expected %s",
                     by_trace ? "command line: option '--trace'" : sp_source, pt->sched->name,
                     pt->w.gpus, seq, pt->w.causal ? "causal" : "full", pass_name(pt->w.pass),
-                    all / gib, by_trace ? " with its trace" : "", c.tasks, c.xfers, stored,
-                    limit / gib,
+                    need, by_trace ? " with its trace" : "", c.tasks, c.xfers, stored, have,
                     budget_from_env() ? "TASP_MEMORY_BUDGET"
                                       : "half of the memory this process may use; "
                                         "TASP_MEMORY_BUDGET sets another",

@@ -81,6 +81,11 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
  * GPU simulated). */
 double budget_point_bytes(const scenario_point *pt, const topology *t, bool trace);
 
+/* Bytes as a message gives them: GiB from 1 GiB, else MiB (a budget of
+ * a few MiB, as tests and small machines set, read "0.0 GiB"); owned by
+ * the caller. */
+char *budget_bytes_text(double bytes);
+
 /* The budget in bytes; FALSE with an error naming TASP_MEMORY_BUDGET when
  * it is set to something else than a size. */
 bool budget_limit(double *bytes, GError **err);

@@ -261,19 +261,20 @@ bool sched_check_tasks(const workload *w, double tasks, const char *who, GError 
   double bytes = tasks * SCHED_PLAN_TASK_BYTES, limit;
   if (w->plan_cap_tasks > 0) {
     if (tasks <= w->plan_cap_tasks) return true;
+    g_autofree char *need = budget_bytes_text(bytes);
     g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
-                "%s: a plan of about %.3g tasks (about %.1f GiB); a search simulates plans of "
-                "at most %.3g tasks on any machine (the main command runs one within the memory "
-                "budget)", who, tasks, bytes / (1u << 30), w->plan_cap_tasks);
+                "%s: a plan of about %.3g tasks (about %s); a search simulates plans of at most "
+                "%.3g tasks on any machine (the main command runs one within the memory budget)",
+                who, tasks, need, w->plan_cap_tasks);
     return false;
   }
   if (!budget_limit(&limit, err)) return false;
   if (bytes <= limit) return true;
+  g_autofree char *need = budget_bytes_text(bytes), *have = budget_bytes_text(limit);
   g_set_error(err, TASP_ERROR, TASP_ERROR_SP,
-              "%s: a plan of about %.3g tasks needs about %.1f GiB; expected at most %.1f GiB, "
-              "the memory budget (%s; or fewer GPUs, or a full mask, whose steps are one task "
-              "for all GPUs)",
-              who, tasks, bytes / (1u << 30), limit / (1u << 30),
+              "%s: a plan of about %.3g tasks needs about %s; expected at most %s, the memory "
+              "budget (%s; or fewer GPUs, or a full mask, whose steps are one task for all GPUs)",
+              who, tasks, need, have,
               g_getenv("TASP_MEMORY_BUDGET") ? "TASP_MEMORY_BUDGET"
                                              : "half of the memory this process may use; "
                                                "TASP_MEMORY_BUDGET sets another");
