@@ -138,5 +138,5 @@ const sched_ops sched_lasp2 = {
     .check = check,
     .build = build,
     .attention = SCHED_RUNS(ATTN_LINEAR),
-    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
-    .size = {0, 0, 6, 3.2, 0, 0.5, 0, 0, 0, 7}};
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
+    .size = {0, 0, 6, 3.2, 0, 0.5, 0, 0, 0, 7, 0, 0}};

@@ -254,5 +254,5 @@ const sched_ops sched_tokenring = {
     .check = tokenring_check,
     .build = tokenring_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
-    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
-    .size = {2.2, 2.2, 3, 3, 0, 2, 0, 4, 4, 8}};
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
+    .size = {2.2, 2.2, 3, 3, 0, 2, 0, 4, 4, 8, 0, 0}};

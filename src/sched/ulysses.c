@@ -253,5 +253,5 @@ const sched_ops sched_ulysses = {
     .attention = SCHED_RUNS(ATTN_SOFTMAX) | SCHED_RUNS(ATTN_LINEAR),
     .opts = ulysses_opts,
     .docs = true,
-    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 (sched.h) */
-    .size = {0, 0, 6, 6, 0, 4, 0, 0, 0, 10}};
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
+    .size = {0, 0, 6, 6, 0, 4, 0, 0, 0, 10, 0, 0}};
