@@ -5,21 +5,12 @@ masked one, each rank's tokens are the sequence split without overlap, and
 the double ring's hops deliver to every rank the KV the schedule says it
 holds next (checked without a GPU; the programs themselves are checked
 against autograd on the GPUs before they are timed)."""
-import os
-import sys
 from collections import Counter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+from pycheck import check, finish, scripts_on_path  # noqa: E402
+
+scripts_on_path("calibrate")
 import layouts  # noqa: E402
-
-fails = 0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 def causal_coverage(n, c, tokens, source, blocks):
@@ -109,5 +100,4 @@ try:
 except ValueError as e:
     check("double ring: an inner size not dividing the ranks is refused", "4" in str(e))
 
-print(f"{fails} failed")
-sys.exit(1 if fails else 0)
+finish("")

@@ -19,24 +19,17 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+from pycheck import ROOT, check, finish, scripts_on_path  # noqa: E402
+scripts_on_path("calibrate")
 import elementwise_rates as er  # noqa: E402
 
 sim = sys.argv[1]
-fails = 0
 FWD = {"rmsnorm": 1000, "rope": 1500, "swiglu": 2500, "residual": 3500}
 BWD = {"rmsnorm": 700, "rope": 1300, "swiglu": 2100, "residual": 4100}
 # the order of a layer's element-wise ops (src/layer.c): norm, RoPE,
 # residual, norm, SwiGLU, residual; backward the reverse
 LAYER = ["rmsnorm", "rope", "residual", "rmsnorm", "swiglu", "residual"]
 M = {"hidden": 4096, "ffn": 14336, "heads": 32, "kv_heads": 8, "head_dim": 128}
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 def trace_ops(tmp, sets, unfused, pas, topology="h200x2-tool"):
@@ -200,4 +193,4 @@ try:
           r.returncode == 2 and empty in r.stderr and open(topo_path).read() == before)
 finally:
     shutil.rmtree(tmp)
-sys.exit(1 if fails else 0)
+finish()

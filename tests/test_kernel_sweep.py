@@ -6,21 +6,11 @@ time before and after its forward's and its backward's timed() call, in
 that order; without it the records are exactly the records the flag adds
 to (same keys, same values); unmeasured rows never get spans.
 Usage: test_kernel_sweep.py"""
-import os
-import sys
 import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+from pycheck import check, finish, scripts_on_path  # noqa: E402
+scripts_on_path("calibrate")
 import kernel_sweep  # noqa: E402
-
-fails = 0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 class Clock:
@@ -93,4 +83,4 @@ check("the records without the flag keep the sweep's keys",
       set(without_rows[0]) == {"part", "n", "op", "B", "H", "Hk", "D", "sq", "sk", "causal", "ms",
                                "ms_min", "ms_max", "TFLOPs", "bwd_ms", "bwd_ms_min",
                                "bwd_ms_max", "bwd_TFLOPs"})
-sys.exit(1 if fails else 0)
+finish()

@@ -10,18 +10,11 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from pycheck import ROOT, check, finish, scripts_on_path  # noqa: E402
+scripts_on_path()
 import nemo_long_sequence as nls  # noqa: E402
 
 sim = sys.argv[1]
-fails = 0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 rows = list(csv.DictReader(open(nls.TABLE)))
@@ -100,5 +93,4 @@ with tempfile.TemporaryDirectory() as d:
           cells[7] == f"{f64 / (16.0 * 64) / 1e12:.0f}")
     check("--searched: zigzag's best among its simulated rows only",
           cells[8].startswith("zigzag TP 2 x SP 4") and cells[9] == f"{f64 / (17.0 * 64) / 1e12:.0f}")
-print(f"nemo_long_sequence: {fails} failed")
-sys.exit(1 if fails else 0)
+finish("nemo_long_sequence: ")

@@ -16,21 +16,14 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from pycheck import ROOT, check, finish, scripts_on_path  # noqa: E402
 FIT = os.path.join(ROOT, "scripts", "calibrate", "fit.py")
-sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+scripts_on_path("calibrate")
 import kernel_sweep  # noqa: E402
 import user_kernel  # noqa: E402
 
 sim = sys.argv[1]
-fails = 0
 HOST_US = 30.0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 def records(d, H, lengths):
@@ -130,4 +123,4 @@ want = sorted([(128, 32, L, L, c) for L in (2048, 4096) for c in (False, True)] 
               [(128, 32, 2048, 4096, False), (128, 32, 2048, 1024, False)])
 check(f"the narrowed plan is the asked axes with their aspects ({len(got)} kernels)",
       got == want)
-sys.exit(1 if fails else 0)
+finish()

@@ -8,20 +8,10 @@ timing before them pass through unchanged; the span is the only key added;
 a timing that raises drops the spans not yet written, so the next records
 pair with their own timings.
 Usage: test_wall_spans.py"""
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "calibrate"))
+from pycheck import check, finish, scripts_on_path  # noqa: E402
+scripts_on_path("calibrate")
 import wall_spans  # noqa: E402
-
-fails = 0
-
-
-def check(name, cond):
-    global fails
-    print(("ok: " if cond else "FAIL: ") + name)
-    fails += not cond
 
 
 class Clock:
@@ -114,4 +104,4 @@ w_next = out2.rows[0][1].get("wall")
 check("a timing that raises re-raises", raised)
 check("after it the next record pairs with its own timing, not the orphaned forward's",
       w_next == [104.0, 105.0] and "wall" not in out2.rows[1][1])
-sys.exit(1 if fails else 0)
+finish()
