@@ -228,19 +228,22 @@ def line(points):
     return my - b * mx, b
 
 
+def clamped(v, D):
+    """{head dim: value} at D: linear between the two measured dims around
+    it, the nearest one's beyond them."""
+    ds = sorted(v)
+    if D <= ds[0]:
+        return v[ds[0]]
+    if D >= ds[-1]:
+        return v[ds[-1]]
+    hi = next(d for d in ds if d >= D)
+    lo = max(d for d in ds if d <= D)
+    return v[lo] if hi == lo else v[lo] + (v[hi] - v[lo]) * (D - lo) / (hi - lo)
+
+
 def pair_fs_rate(t, D):
     same = [d for d in t if tile_group(d) == tile_group(D)]
-    ds = sorted(same or t)
-    rate = {d: d / t[d] for d in ds}
-    if D <= ds[0]:
-        r = rate[ds[0]]
-    elif D >= ds[-1]:
-        r = rate[ds[-1]]
-    else:
-        hi = next(d for d in ds if d >= D)
-        lo = max(d for d in ds if d <= D)
-        r = rate[lo] if hi == lo else rate[lo] + (rate[hi] - rate[lo]) * (D - lo) / (hi - lo)
-    return D / r
+    return D / clamped({d: d / t[d] for d in (same or t)}, D)
 
 
 def intercept(t):
@@ -292,15 +295,7 @@ def sibling_fs(t, sib, D, rule=None):
     both = sorted(d for d in t if d in sib)
     if not both:
         return pair_fs(t, D, rule)
-    ratio = {d: t[d] / sib[d] for d in both}
-    if D <= both[0]:
-        q = ratio[both[0]]
-    elif D >= both[-1]:
-        q = ratio[both[-1]]
-    else:
-        hi = next(d for d in both if d >= D)
-        lo = max(d for d in both if d <= D)
-        q = ratio[lo] + (ratio[hi] - ratio[lo]) * (D - lo) / (hi - lo)
+    q = clamped({d: t[d] / sib[d] for d in both}, D)
     return (sib[D] if D in sib else pair_fs(sib, D, rule)) * q
 
 
