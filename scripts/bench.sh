@@ -45,7 +45,9 @@ fi
 # point per process on one NVSwitch domain of N GPUs (h100x8 with
 # generator.gpus=N), 2,048 tokens per GPU; ulysses with N heads (its heads
 # must divide among the GPUs; at most 1,024), lasp and lasp2 on linear
-# attention.  BENCH_GPUS lists the sizes (default 1024); BENCH_SCHEDS,
+# attention; stripe, double-ring and TransformerEngine's all_gather (the
+# methods round's schedulers; TE's p2p, a2a and a2a+p2p run zigzag's,
+# ulysses' and usp-zigzag's plans under their names, so are not repeated).  BENCH_GPUS lists the sizes (default 1024); BENCH_SCHEDS,
 # BENCH_MASKS and BENCH_PASSES the rows (default every scheduler, both
 # masks, both passes); a point that runs past BENCH_TIMEOUT seconds
 # (default 300) or is refused shows as such.  Then the growth exponent of
@@ -58,7 +60,7 @@ echo "|------------|-----------|--------|--------|-------|-----------|----------
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 for n in ${BENCH_GPUS:-1024}; do
-  for sched in ${BENCH_SCHEDS:-ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp lasp2 lasp2h}; do
+  for sched in ${BENCH_SCHEDS:-ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp lasp2 lasp2h stripe double-ring all_gather}; do
     extra=""
     case $sched in ulysses) extra="heads=$n" ;; lasp | lasp2) extra="attention=linear" ;; esac
     for mask in ${BENCH_MASKS:-full causal}; do
