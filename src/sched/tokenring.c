@@ -36,13 +36,17 @@
  * by -t).  Unless the plan records segments, a full-mask pass is then
  * emitted once, for GPU 0 standing for all (tasks of gpu PLAN_ALL), and
  * each step's transfers along shift patterns: the N-1 shifts of the ring,
- * registered once per plan (shift_patterns), whose pairs are listed in
+ * registered once per plan (shift_pattern), whose pairs are listed in
  * the order the per-GPU plan lists its transfers (GPU 0 up), so the
- * network sorts them into the same bundles.  The per-GPU plan (record
+ * network sorts them into the same bundles; every GPU is in two pairs of
+ * each (one send, one receive), so every host pays the same issue cost
+ * and the next lockstep kernel is issued at once on all (exec_host.c
+ * would expand the plan otherwise).  The per-GPU plan (record
  * segments) stays the reference: tests/test_tokenring.c holds every figure
- * of the two equal.  Causal: the zigzag layout gives GPUs different block
- * sizes and chunks at a step (j < r, j > r, j = r), so no rotation maps
- * one GPU's steps onto another's; it stays per GPU. */
+ * of the two equal.  Causal: at step t > 0 GPUs below t attend c query
+ * rows to c/2 keys and the others c/2 rows to c keys (the zigzag rules
+ * above), so GPU r switches kernel shape at its own step r: no two GPUs'
+ * passes coincide, and the plan stays per GPU. */
 #include "sched.h"
 
 #define NONE UINT32_MAX
