@@ -8,7 +8,10 @@
  * task and transfer by transfer, and every figure of the two runs (step,
  * busy and finish per GPU, the idle split, bytes and busy time per
  * channel, memory peaks and what is live at them) agrees to 1e-9.  The
- * causal plan (zigzag layout) stays per GPU. */
+ * expanded lockstep plan's own schedule, read without segments: every GPU
+ * attends every owner's queries once a pass, every group a permutation
+ * (bytes sent = received), hand-backs to the owner.  The causal plan
+ * (zigzag layout) stays per GPU. */
 #include <math.h>
 #include <string.h>
 
@@ -188,6 +191,92 @@ static void t_full_lockstep_equals_per_gpu(void) {
       compare(pts[i].topo, pts[i].set, pts[i].sp, passes[p]);
 }
 
+/* The schedule of the expanded lockstep plan (no segments: the step
+ * says whose queries a kernel holds, owner (r - t) mod N): each pass, every
+ * GPU runs one c x c kernel a step, so it attends every owner's queries
+ * to its KV exactly once; every group is a permutation (each GPU sends
+ * once and receives once: bytes sent = received), the query hand-on a
+ * shift by +1 at steps 0..N-2 carrying the queries (and backward dO, O,
+ * lse), step t's hand-back (t > 0) a shift by -t, to the owner, carrying
+ * c rows of block output and lse (backward: float32 dQ); forward, every
+ * GPU merges N-1 blocks, each after the hand-back that brought it. */
+static void t_lockstep_schedule(void) {
+  static const uint32_t sizes[] = {2, 5, 6, 12};
+  for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    uint32_t n = sizes[i];
+    g_autofree char *set = g_strdup_printf("generator.gpus=%u", n);
+    scenario *s = load("h100x8", set, n, "full", "fwdbwd");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const workload *w = &point_of(s)->w;
+    plan *l = sched_tokenring.build(w, s->topo, false);
+    CU_ASSERT_TRUE_FATAL(l->has_lockstep);
+    plan *p = plan_expand(l);
+    guint barrier = 0; /* between the passes (plan_expand keeps no pass_barrier) */
+    while (barrier < p->tasks->len && plan_task_at(p, barrier)->api != COMM_BARRIER) barrier++;
+    CU_ASSERT_TRUE_FATAL(barrier < p->tasks->len);
+    double c = (double)w->seq_len / n, row = (double)w->batch * w->heads * w->head_dim;
+    double lse = 4.0 * w->batch * w->heads, e = w->elem_bytes;
+    for (int bwd = 0; bwd < 2; bwd++) {
+      guint from = bwd ? barrier + 1 : 0, to = bwd ? p->tasks->len : barrier;
+      double travel = bwd ? c * (3 * row * e + lse) : c * row * e;
+      double back = bwd ? c * row * w->grad_bytes : c * (row * e + lse);
+      g_autofree uint32_t *kernels = g_new0(uint32_t, (size_t)n * n);
+      g_autofree uint32_t *merges = g_new0(uint32_t, n);
+      g_autofree uint32_t *hand_on = g_new0(uint32_t, n), *hand_back = g_new0(uint32_t, n);
+      g_autofree double *sent = g_new0(double, n), *recv = g_new0(double, n);
+      for (guint k = from; k < to; k++) {
+        const plan_task *t = plan_task_at(p, k);
+        if (t->kind == TASK_COMPUTE && t->op.kind == OP_ATTN) {
+          CU_ASSERT_TRUE(t->op.sq == c && t->op.sk == c && t->op.pairs == c * c && !t->op.causal);
+          kernels[(size_t)t->gpu * n + t->step]++;
+        } else if (t->kind == TASK_COMPUTE && t->op.kind == OP_MERGE) {
+          merges[t->gpu]++;
+          /* after the group of the step before, which brought its block */
+          bool after = false;
+          for (uint32_t d = 0; d < t->n_dep; d++) {
+            const plan_task *g = plan_task_at(p, p->deps[t->dep_off + d]);
+            after |= g->kind == TASK_COMM && g->step + 1 == t->step;
+          }
+          CU_ASSERT_TRUE(after);
+        } else if (t->kind == TASK_COMM && t->n_xfer) {
+          g_autofree uint8_t *out = g_new0(uint8_t, n), *in = g_new0(uint8_t, n);
+          plan_xfer x0 = plan_xfer_at(p, t, 0);
+          uint32_t shift = (x0.dst + n - x0.src) % n;
+          bool is_back = x0.bytes == back; /* else a hand-on, checked as one */
+          for (uint32_t x = 0; x < t->n_xfer; x++) {
+            plan_xfer y = plan_xfer_at(p, t, x);
+            out[y.src]++;
+            in[y.dst]++;
+            sent[y.src] += y.bytes;
+            recv[y.dst] += y.bytes;
+            CU_ASSERT_TRUE((y.dst + n - y.src) % n == shift && y.bytes == x0.bytes);
+          }
+          for (uint32_t g = 0; g < n; g++) CU_ASSERT_TRUE(out[g] == 1 && in[g] == 1);
+          if (is_back) {
+            hand_back[t->step]++;
+            CU_ASSERT_EQUAL(shift, n - t->step); /* to the owner, r - t */
+          } else {
+            hand_on[t->step]++;
+            CU_ASSERT_EQUAL(x0.bytes, travel);
+            CU_ASSERT_EQUAL(shift, 1);
+          }
+        }
+      }
+      for (uint32_t g = 0; g < n; g++) {
+        for (uint32_t t = 0; t < n; t++) CU_ASSERT_EQUAL(kernels[(size_t)g * n + t], 1);
+        CU_ASSERT_EQUAL(hand_on[g], g + 1 < n);
+        CU_ASSERT_EQUAL(hand_back[g], g > 0);
+        CU_ASSERT_EQUAL(merges[g], bwd ? 0 : n - 1);
+        CU_ASSERT_CLOSE(sent[g], (n - 1) * (travel + back), 1e-12);
+        CU_ASSERT_CLOSE(recv[g], sent[g], 1e-12);
+      }
+    }
+    plan_free(p);
+    plan_free(l);
+    scenario_free(s);
+  }
+}
+
 /* Under a causal mask the zigzag layout gives a step's GPUs blocks of
  * different shapes: the plan stays per GPU, with or without segments. */
 static void t_causal_stays_per_gpu(void) {
@@ -203,6 +292,7 @@ static void t_causal_stays_per_gpu(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_full_lockstep_equals_per_gpu),
-                                    TEST(t_causal_stays_per_gpu), {NULL, NULL}};
+                                    TEST(t_lockstep_schedule), TEST(t_causal_stays_per_gpu),
+                                    {NULL, NULL}};
   return test_run("tokenring", cases);
 }
