@@ -74,7 +74,7 @@ static bool same_structure(const plan *e, const plan *r) {
       return false;
     g_autoptr(GArray) da = deps_of(e, a);
     g_autoptr(GArray) db = deps_of(r, b);
-    if (memcmp(da->data, db->data, da->len * sizeof(uint32_t)) != 0) return false;
+    if (da->len && memcmp(da->data, db->data, da->len * sizeof(uint32_t)) != 0) return false;
     if (a->kind == TASK_COMPUTE) {
       if (a->gpu != b->gpu || a->op.kind != b->op.kind || a->op.sq != b->op.sq ||
           a->op.sk != b->op.sk || a->op.pairs != b->op.pairs || a->op.bytes != b->op.bytes ||
