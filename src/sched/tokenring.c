@@ -27,7 +27,26 @@
  * log-sum-exp; backward dQ, and the KV's dK and dV, which stay), and at
  * each forward merge two float32 temporaries of the block's rows (the
  * log-sum-exp merge in place); backward, flash backward's outputs dQ, dK,
- * dV (bf16, three tensors) until added in, and its float32 dQ workspace. */
+ * dV (bf16, three tensors) until added in, and its float32 dQ workspace.
+ *
+ * Lockstep (plan.h).  Under a full mask every GPU's tasks are the image of
+ * GPU 0's under the rotation r -> r+1: the same kernel shapes (every block
+ * is c x c), the same merges, the same buffers (the layout is plain), and
+ * both transfers of a step are shifts (the queries by +1, the hand-backs
+ * by -t).  Unless the plan records segments, a full-mask pass is then
+ * emitted once, for GPU 0 standing for all (tasks of gpu PLAN_ALL), and
+ * each step's transfers along shift patterns: the N-1 shifts of the ring,
+ * registered once per plan (shift_pattern), whose pairs are listed in
+ * the order the per-GPU plan lists its transfers (GPU 0 up), so the
+ * network sorts them into the same bundles; every GPU is in two pairs of
+ * each (one send, one receive), so every host pays the same issue cost
+ * and the next lockstep kernel is issued at once on all (exec_host.c
+ * would expand the plan otherwise).  The per-GPU plan (record
+ * segments) stays the reference: tests/test_tokenring.c holds every figure
+ * of the two equal.  Causal: at step t > 0 GPUs below t attend c query
+ * rows to c/2 keys and the others c/2 rows to c keys (the zigzag rules
+ * above), so GPU r switches kernel shape at its own step r: no two GPUs'
+ * passes coincide, and the plan stays per GPU. */
 #include "sched.h"
 
 #define NONE UINT32_MAX
@@ -42,13 +61,16 @@ typedef struct {
   uint32_t acc[2]; /* forward: out, lse (float32); backward: dq, dk+dv (float32) */
   uint32_t qbufs, home;
   uint32_t *grads; /* backward, 3 per GPU: its last kernel's dq, dk, dv, NONE */
+  bool lock;       /* lockstep: GPU 0's slots (blk[0], grads[0..2]) stand for all */
 } tr_bufs;
 
 static tr_bufs *bufs_of(const sched_ctx *s) { return (tr_bufs *)s->io->aux; }
 
-/* Kernel of GPU r on the queries of j; returns the query rows (0: none). */
+/* Kernel of GPU r on the queries of j; returns the query rows (0: none).
+ * Lockstep: r = 0 stands for every GPU (the task's gpu is PLAN_ALL). */
 static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, bool backward,
                     int64_t ready, GArray *kernels) {
+  uint32_t gpu = bufs_of(s)->lock ? PLAN_ALL : r;
   const workload *w = s->w;
   plan_seg q[2], k[2];
   uint32_t nq = sched_layout(w->seq_len, j, w->gpus, w->causal, q);
@@ -58,7 +80,7 @@ static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, b
   if (w->causal && r < j) nk = 1;                /* r's first chunk */
   else if (w->causal && r > j) { qs = &q[1]; nq = 1; } /* j's second chunk */
   plan_op shape = sched_shape(w, causal, backward);
-  uint32_t id = plan_attn(s->p, r, step, &shape, qs, nq, k, nk);
+  uint32_t id = plan_attn(s->p, gpu, step, &shape, qs, nq, k, nk);
   if (ready >= 0) plan_dep(s->p, (uint32_t)ready, id);
   g_array_append_val(kernels, id);
   double rows = plan_task_at(s->p, id)->op.sq, hr = (double)w->batch * rows * w->heads;
@@ -96,7 +118,7 @@ static double block(const sched_ctx *s, uint32_t r, uint32_t j, uint32_t step, b
     if (b->blk[r] != NONE) plan_buf_reads(s->p, id, b->blk[r]);
     b->blk[r] = NONE;
     if (j != r) {
-      b->blk[r] = plan_buf_new(s->p, r, hr * w->head_dim * (w->grad_bytes ? w->grad_bytes : w->elem_bytes),
+      b->blk[r] = plan_buf_new(s->p, gpu, hr * w->head_dim * (w->grad_bytes ? w->grad_bytes : w->elem_bytes),
                                "block dq");
       plan_buf_writes_late(s->p, id, b->blk[r]);
     }
@@ -117,15 +139,16 @@ static void settle(const sched_ctx *s, handback *h, uint32_t step, bool backward
   if (h->group < 0) return;
   const workload *w = s->w;
   plan_op shape = sched_shape(w, false, backward);
-  for (uint32_t j = 0; j < w->gpus; j++) {
+  tr_bufs *b = bufs_of(s);
+  /* lockstep: one merge, GPU 0's, for all */
+  for (uint32_t j = 0; j < (b->lock ? 1 : w->gpus); j++) {
     if (h->rows[j] <= 0) continue;
-    uint32_t id;
-    if (!backward) id = plan_merge(s->p, j, step, &shape, h->rows[j]);
+    uint32_t id, gpu = b->lock ? PLAN_ALL : j;
+    if (!backward) id = plan_merge(s->p, gpu, step, &shape, h->rows[j]);
     else /* dQ += the block's dQ: reads two float32 tensors, writes one */
-      id = plan_copy(s->p, j, step,
+      id = plan_copy(s->p, gpu, step,
                      1.5 * w->batch * h->rows[j] * w->heads * w->head_dim * w->grad_bytes);
     plan_dep(s->p, (uint32_t)h->group, id);
-    tr_bufs *b = bufs_of(s);
     plan_buf_reads(s->p, id, b->home);
     plan_buf_writes(s->p, id, b->acc[0]);
     if (!backward) {
@@ -138,6 +161,23 @@ static void settle(const sched_ctx *s, handback *h, uint32_t step, bool backward
     h->rows[j] = 0;
   }
   h->group = -1;
+}
+
+/* Pattern of the shift r -> r + k mod N (0 < k < N): the N-1 shifts are
+ * patterns 0 to N-2, registered at the plan's first lockstep pass (every
+ * one is used: the queries' +1, the hand-backs' -1 to -(N-1)) and shared
+ * by the next, so a forward and backward store each pair once. */
+static uint32_t shift_pattern(plan *p, uint32_t k) {
+  uint32_t n = p->n_gpus;
+  if (p->patterns->len == 0) {
+    g_autofree plan_pair *pairs = g_new(plan_pair, n);
+    for (uint32_t sh = 1; sh < n; sh++) {
+      for (uint32_t r = 0; r < n; r++) pairs[r] = (plan_pair){r, (r + sh) % n};
+      plan_pattern(p, pairs, n);
+    }
+  }
+  g_assert(p->patterns->len == n - 1 && k > 0 && k < n);
+  return k - 1;
 }
 
 static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
@@ -159,8 +199,11 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
   for (uint32_t g = 0; g < n; g++) blk[g] = NONE;
   g_autofree uint32_t *grads = g_new(uint32_t, 3 * n);
   for (uint32_t g = 0; g < 3 * n; g++) grads[g] = NONE;
+  /* a full mask: every GPU's pass is GPU 0's rotated (the header) */
+  bool lock = !w->causal && !p->record_segs && n > 1 && plan_lockstep(p);
+  uint32_t copies = lock ? 1 : n; /* GPUs emitted: lockstep, GPU 0 for all */
   tr_bufs b = {{s->io->q, s->io->dout, s->io->o, s->io->lse}, backward ? 4 : 1, blk, {0, 0},
-               UINT32_MAX, UINT32_MAX, grads};
+               UINT32_MAX, UINT32_MAX, grads, lock};
   if (n > 1) {
     double sizes = w->causal ? 1.5 * c : c; /* block rows: c, and c/2 causal */
     b.qbufs = plan_buf_new(p, PLAN_ALL, 2 * travel,
@@ -183,12 +226,15 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     int64_t qg = -1;
     plan_issued(p, issued);
     g_array_set_size(kernels, 0);
-    for (uint32_t r = 0; r < n; r++) rows[r] = block(s, r, (r + n - t) % n, t, backward, arrived, kernels);
+    for (uint32_t r = 0; r < copies; r++)
+      rows[r] = block(s, r, (r + n - t) % n, t, backward, arrived, kernels);
     if (more) {
       /* the hand-on is issued before the step's kernels and runs beside
        * them, as far as the hardware lets it (plan_overlap) */
       qg = plan_comm(p, t, COMM_P2P);
-      for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
+      if (lock) plan_xfer_pattern(p, (uint32_t)qg, shift_pattern(p, 1), travel, 1);
+      else
+        for (uint32_t r = 0; r < n; r++) plan_xfer_add(p, (uint32_t)qg, r, (r + 1) % n, travel);
       plan_overlap(p, kernels, (uint32_t)qg);
     }
     if (qg >= 0) {
@@ -204,13 +250,18 @@ static int64_t pass(const sched_ctx *s, bool backward, int64_t after) {
     if (t > 0) {
       uint32_t og = plan_comm(p, t, COMM_P2P);
       plan_task_at(p, og)->grads = backward;
-      for (uint32_t r = 0; r < n; r++) {
-        uint32_t j = (r + n - t) % n;
-        if (rows[r] > 0) plan_xfer_add(p, og, r, j, rows[r] * back);
-        pending.rows[j] = rows[r];
+      if (lock) { /* every block has GPU 0's rows (a full mask: > 0) */
+        plan_xfer_pattern(p, og, shift_pattern(p, n - t), rows[0] * back, 1);
+        pending.rows[0] = rows[0];
+      } else {
+        for (uint32_t r = 0; r < n; r++) {
+          uint32_t j = (r + n - t) % n;
+          if (rows[r] > 0) plan_xfer_add(p, og, r, j, rows[r] * back);
+          pending.rows[j] = rows[r];
+        }
       }
       plan_issue(p, og, NULL, -1, false);
-      for (uint32_t r = 0; r < n; r++)
+      for (uint32_t r = 0; r < copies; r++)
         if (rows[r] > 0 && blk[r] != NONE) plan_buf_reads(p, og, blk[r]);
       plan_buf_writes(p, og, b.home);
       pending.group = og;
@@ -254,5 +305,7 @@ const sched_ops sched_tokenring = {
     .check = tokenring_check,
     .build = tokenring_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
-    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {2.2, 2.2, 3, 3, 0, 2, 0, 4, 4, 8, 0, 0}};
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h): a full mask is
+     * lockstep (about 4 tasks a step) along the N-1 shift patterns, stored
+     * once (P^2 pairs); causal lists its 2 P^2 transfers */
+    .size = {2.2, 0, 3, 4, 0, 2, 0, 4, 4, 8, 2, 0}};
