@@ -97,6 +97,21 @@ def predict(sim, topo, rows):
     return out
 
 
+def band_line(tokens, errs):
+    """The summary of the passes at one chunk length (--tokens): errs is
+    [(pass, |error|)] of those rows; None when there are none."""
+    if not errs:
+        return None
+    all_e = [e for _, e in errs]
+    by = {}
+    for p, e in errs:
+        by.setdefault(p, []).append(e)
+    return (f"at {tokens} tokens/GPU: median {100 * statistics.median(all_e):.2f}% max "
+            f"{100 * max(all_e):.1f}% over {len(all_e)} passes; "
+            + ", ".join(f"{k} {100 * statistics.median(v):.2f}% over {len(v)}"
+                        for k, v in sorted(by.items())))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("topology")
@@ -106,10 +121,14 @@ def main():
     ap.add_argument("--max-median", type=float)
     ap.add_argument("--min-tokens", type=int)
     ap.add_argument("--by-sched", action="store_true")
+    ap.add_argument("--tokens", type=int, action="append", default=[],
+                    help="also summarise the passes of exactly this many tokens per GPU "
+                         "(the short chunks: 1536, 2048), by pass; repeatable")
     a = ap.parse_args()
     rows = [json.loads(line) for line in open(a.passes) if line.strip()]
     pred = predict(a.sim, a.topology, rows)
     errs, errs_comm, by_pass, errs_big, by_sched = [], [], {}, [], {}
+    at_tokens = {t: [] for t in a.tokens}
     if a.markdown:
         print("| pass | schedule | mask | tokens/GPU | comm | measured ms | predicted ms | error |")
         print("|---|---|---|---:|---|---:|---:|---:|")
@@ -125,6 +144,8 @@ def main():
         if a.min_tokens is None or r["tokens_per_gpu"] >= a.min_tokens:
             by_sched.setdefault((label(r), r["mask"]), []).append(abs(e))
         by_pass.setdefault(r["pass"], []).append(abs(e))
+        if r["tokens_per_gpu"] in at_tokens:
+            at_tokens[r["tokens_per_gpu"]].append((r["pass"], abs(e)))
         if r["comm"]:
             errs_comm.append(abs(e))
         comm = "yes" if r["comm"] else "no"
@@ -143,6 +164,8 @@ def main():
     if len(by_pass) > 1:
         print("by pass: " + ", ".join(f"{k} {100 * statistics.median(v):.2f}% over {len(v)}"
                                       for k, v in sorted(by_pass.items())))
+    for t, v in at_tokens.items():
+        print(band_line(t, v) or f"at {t} tokens/GPU: no passes")
     if a.by_sched:
         band = f" from {a.min_tokens} tokens/GPU" if a.min_tokens is not None else ""
         for (sched, mask), v in by_sched.items():

@@ -68,4 +68,11 @@ check(want[0] != want[1], "the inner sizes give different figures here")
 check(validate_passes.label(dr[0]) == "double-ring w4",
       "rows name the double ring with its inner size")
 
+# --tokens: the rows of one chunk length summarised overall and by pass
+line = validate_passes.band_line(1536, [("bwd", 0.10), ("fwd", 0.20), ("bwd", 0.30),
+                                        ("fwd", 0.02), ("bwd", 0.05)])
+check(line == "at 1536 tokens/GPU: median 10.00% max 30.0% over 5 passes; "
+              "bwd 10.00% over 3, fwd 11.00% over 2", f"--tokens summary line: {line}")
+check(validate_passes.band_line(2048, []) is None, "--tokens with no such rows: no line")
+
 finish("test_validate_passes")
