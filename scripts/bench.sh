@@ -47,34 +47,48 @@ fi
 # must divide among the GPUs; at most 1,024), lasp and lasp2 on linear
 # attention; stripe, double-ring and TransformerEngine's all_gather (the
 # methods round's schedulers; TE's p2p, a2a and a2a+p2p run zigzag's,
-# ulysses' and usp-zigzag's plans under their names, so are not repeated).  BENCH_GPUS lists the sizes (default 1024); BENCH_SCHEDS,
-# BENCH_MASKS and BENCH_PASSES the rows (default every scheduler, both
-# masks, both passes); a point that runs past BENCH_TIMEOUT seconds
-# (default 300) or is refused shows as such.  Then the growth exponent of
-# CPU time (the wall time of an unshared core) from the smallest size to
-# each larger one, log(ratio) / log(GPU ratio), where both ran.
+# ulysses' and usp-zigzag's plans under their names, so are not repeated).
+# BENCH_GPUS lists the sizes (default 1024); BENCH_SCHEDS, BENCH_MASKS and
+# BENCH_PASSES the rows (default every scheduler, both masks, both
+# passes); a point that runs past BENCH_TIMEOUT seconds (default 300) or
+# is refused shows as such.  BENCH_JOBS points run at once (default 1; on
+# a machine of many cores: each point's CPU seconds and peak memory stay
+# its own process's, its wall time may stretch where they share memory
+# bandwidth).  Then the growth exponent of CPU time (the wall time of an
+# unshared core) from the smallest size to each larger one, log(ratio) /
+# log(GPU ratio), where both ran.
 if part table; then
 echo
 echo "| sched      | topology  | mask   | pass   |  GPUs |    wall s |    cpu s |     events |       flows |  bundles |  solves | peak MB |   step ms |"
 echo "|------------|-----------|--------|--------|-------|-----------|----------|------------|-------------|----------|---------|---------|-----------|"
+out=$(mktemp -d)
 rows=$(mktemp)
-trap 'rm -f "$rows"' EXIT
+trap 'rm -rf "$out" "$rows"' EXIT
+# one point: its row, or why it has none, into $out/<index>
+point() {
+  local i=$1 sched=$2 n=$3 mask=$4 pass=$5 extra=$6 rc=0 row why
+  row=$(timeout "${BENCH_TIMEOUT:-300}" $bin/tasp-bench --row $sched h100x8 $n $((2048 * n)) \
+        $mask generator.gpus=$n pass=$pass $extra 2>/dev/null) || rc=$?
+  if [ "$rc" = 124 ]; then why="past ${BENCH_TIMEOUT:-300} s"; elif [ "$rc" != 0 ]; then why=refused; fi
+  [ "$rc" = 0 ] || row=$(printf '| %-10s | %-9s | %-6s | %-6s | %5s | %9s |' $sched h100x8 $mask $pass $n "$why")
+  echo "$row" > "$out/$i"
+}
+export -f point
+export bin out BENCH_TIMEOUT
+i=0
 for n in ${BENCH_GPUS:-1024}; do
   for sched in ${BENCH_SCHEDS:-ring zigzag tasp tasp-mkm ulysses usp usp-zigzag tokenring allgather lasp lasp2 lasp2h stripe double-ring all_gather}; do
-    extra=""
+    extra=-
     case $sched in ulysses) extra="heads=$n" ;; lasp | lasp2) extra="attention=linear" ;; esac
     for mask in ${BENCH_MASKS:-full causal}; do
       for pass in ${BENCH_PASSES:-fwd fwdbwd}; do
-        rc=0
-        row=$(timeout "${BENCH_TIMEOUT:-300}" $bin/tasp-bench --row $sched h100x8 $n $((2048 * n)) \
-              $mask generator.gpus=$n pass=$pass $extra 2>/dev/null) || rc=$?
-        if [ "$rc" = 124 ]; then why="past ${BENCH_TIMEOUT:-300} s"; elif [ "$rc" != 0 ]; then why=refused; fi
-        [ "$rc" = 0 ] || row=$(printf '| %-10s | %-9s | %-6s | %-6s | %5s | %9s |' $sched h100x8 $mask $pass $n "$why")
-        echo "$row" | tee -a "$rows"
+        i=$((i + 1))
+        echo "$i $sched $n $mask $pass $extra"
       done
     done
   done
-done
+done | xargs -P "${BENCH_JOBS:-1}" -L 1 bash -c 'point "$1" "$2" "$3" "$4" "$5" "${6#-}"' _
+for f in $(ls "$out" | sort -n); do cat "$out/$f"; done | tee "$rows"
 awk -F'|' '{ gsub(/ /, ""); k = $2 " " $4 " " $5; n = $6 + 0; w = $8;
              if (w !~ /^[0-9.]+$/) next;
              if (!(k in n0)) { n0[k] = n; w0[k] = w; keys[++nk] = k }
