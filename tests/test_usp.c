@@ -214,9 +214,59 @@ static void t_a2a_schedule(void) {
   }
 }
 
+/* Under a causal mask the ring's kernels are a task per GPU, but the u
+ * GPUs of a Ulysses group (one ring rank) run the same kernels on other
+ * heads, and the shift of every group's GPUs by one (i -> i+1 mod u) maps
+ * the plan onto itself (the all-to-alls inside each group, the ring hops
+ * g -> g+u) and, on one NVSwitch or on nodes whose local GPU i has NIC
+ * rail i, the topology onto itself: the group's GPUs share one timeline.
+ * Held here on the per-GPU plan: every figure of every GPU equal to its
+ * group's first GPU's, to 1e-9 (what a plan of one GPU per group with
+ * multiplicity u, orbits.h, would rest on). */
+static void t_causal_groups_coincide(void) {
+  static const struct {
+    const char *sched, *topo, *set;
+    uint32_t sp, u;
+  } pts[] = {{"usp", "h100x8", "generator.gpus=24", 24, 4},
+             {"usp-zigzag", "h100x8", "generator.gpus=24", 24, 8},
+             {"usp", "h100x8x4", NULL, 32, 0},
+             {"usp-zigzag", "h100x8x32", "generator.nodes=3", 24, 0}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++) {
+    scenario *s = load(pts[i].sched, pts[i].topo, pts[i].set, pts[i].sp, pts[i].u, false,
+                       "causal", "fwdbwd");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const scenario_point *pt = point_of(s, sched_named(pts[i].sched));
+    uint32_t u = pts[i].u ? pts[i].u : 8, n = pt->w.gpus;
+    plan *p = pt->sched->build(&pt->w, s->topo, true);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, s->topo, &o);
+    bool ok = true, apart = false;
+    for (uint32_t g = 0; g < n; g++) {
+      uint32_t f = g - g % u;
+      ok = ok && close_rel(r->gpu_compute_s[g], r->gpu_compute_s[f]) &&
+           close_rel(r->gpu_comm_s[g], r->gpu_comm_s[f]) &&
+           close_rel(r->gpu_finish_s[g], r->gpu_finish_s[f]) &&
+           close_rel(r->gpu_imbalance_s[g], r->gpu_imbalance_s[f]) &&
+           close_rel(r->gpu_peak_bytes[g], r->gpu_peak_bytes[f]);
+      /* and the groups themselves differ (the test would hold trivially
+       * if every GPU were alike) */
+      apart = apart || !close_rel(r->gpu_compute_s[g], r->gpu_compute_s[0]) ||
+              !close_rel(r->gpu_finish_s[g], r->gpu_finish_s[0]);
+    }
+    if (!ok) fprintf(stderr, "\n  %s %s sp %u: a Ulysses group's GPUs differ\n", pts[i].sched,
+                     pts[i].topo, n);
+    CU_ASSERT_TRUE(ok);
+    CU_ASSERT_TRUE(apart);
+    exec_result_free(r);
+    plan_free(p);
+    scenario_free(s);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_usp_lockstep_equals_per_gpu),
                                     TEST(t_ulysses_lockstep_equals_per_gpu),
-                                    TEST(t_a2a_schedule), {NULL, NULL}};
+                                    TEST(t_a2a_schedule), TEST(t_causal_groups_coincide),
+                                    {NULL, NULL}};
   return test_run("usp", cases);
 }
