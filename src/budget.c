@@ -53,12 +53,17 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
   out->stored = z->xs2 || z->xs1 ? passes * (z->xs2 * p * p + z->xs1 * p) + SLACK : 0;
   out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
   /* a head-parallel degree given (USP's, double ring's) changes the
-   * plan's shape from the defaults the coefficients were fitted to: a
-   * lockstep step becomes a task per GPU, so the tasks are bounded by the
-   * spans (a task is at least one span of the trace) */
+   * plan's shape from the defaults the coefficients were fitted to.
+   * Under a causal mask a smaller degree makes more ring steps of a task
+   * per GPU, whose kernels are what the quadratic part of the spans
+   * counts (a task is at least one span): the tasks' quadratic
+   * coefficient is the larger of t2c and s2c (tests/test_budget.c checks
+   * degrees 2 and 8).  Under a full mask every step and the all-to-alls'
+   * copies stay lockstep whatever the degree (ring.c ring_geom_alike,
+   * ulysses.c): a few tasks a ring step, which t1f covers. */
   for (const sched_opt *const *o = so->opts; o && *o; o++)
-    if ((*o)->splits_heads && sched_opt_num(&pt->w, *o))
-      out->tasks = fmax(out->tasks, out->spans);
+    if ((*o)->splits_heads && sched_opt_num(&pt->w, *o) && causal)
+      out->tasks = passes * docs * (fmax(z->t2c, z->s2c) * p * p + z->t1c * p) + SLACK;
   if (pt->w.scope != SCOPE_ATTENTION) {
     /* the layer and model scopes (layer.h): the scheduler's plan
      * expanded (a lockstep task one per GPU: as many as its spans),

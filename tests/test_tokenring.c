@@ -18,11 +18,8 @@
 #include "exec.h"
 #include "scenario.h"
 #include "sched/sched.h"
+#include "plan_same.h"
 #include "testutil.h"
-
-static bool close_rel(double a, double b) {
-  return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)) + 1e-15;
-}
 
 /* The tokenring point of a topology (with a --set, NULL: none), SP sp,
  * 4,096 tokens per GPU. */
@@ -46,82 +43,6 @@ static const scenario_point *point_of(const scenario *s) {
     if (!pt->hidden && pt->sched == &sched_tokenring) return pt;
   }
   return NULL;
-}
-
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return (x > y) - (x < y);
-}
-
-/* Task i's predecessors, sorted. */
-static GArray *deps_of(const plan *p, const plan_task *t) {
-  GArray *d = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-  g_array_append_vals(d, &p->deps[t->dep_off], t->n_dep);
-  g_array_sort(d, cmp_u32);
-  return d;
-}
-
-/* Expansion e of the lockstep plan is the per-GPU plan r: the same tasks
- * in the same order (GPU, step, operation, predecessors) and the same
- * transfers, pair by pair, in the same order (which sets the network's
- * bundles). */
-static bool same_structure(const plan *e, const plan *r) {
-  if (e->tasks->len != r->tasks->len) return false;
-  for (guint i = 0; i < e->tasks->len; i++) {
-    const plan_task *a = plan_task_at(e, i), *b = plan_task_at(r, i);
-    if (a->kind != b->kind || a->step != b->step || a->n_dep != b->n_dep ||
-        a->n_overlap != b->n_overlap || a->host_at != b->host_at || a->grads != b->grads)
-      return false;
-    g_autoptr(GArray) da = deps_of(e, a);
-    g_autoptr(GArray) db = deps_of(r, b);
-    if (da->len && memcmp(da->data, db->data, da->len * sizeof(uint32_t)) != 0) return false;
-    if (a->kind == TASK_COMPUTE) {
-      if (a->gpu != b->gpu || a->op.kind != b->op.kind || a->op.sq != b->op.sq ||
-          a->op.sk != b->op.sk || a->op.pairs != b->op.pairs || a->op.bytes != b->op.bytes ||
-          a->op.causal != b->op.causal || a->op.backward != b->op.backward)
-        return false;
-      continue;
-    }
-    if (a->api != b->api || plan_xfer_count(e, a) != plan_xfer_count(r, b)) return false;
-    for (uint32_t x = 0; x < plan_xfer_count(e, a); x++) {
-      plan_xfer u = plan_xfer_at(e, a, x), v = plan_xfer_at(r, b, x);
-      if (u.src != v.src || u.dst != v.dst || u.bytes != v.bytes || u.msgs != v.msgs ||
-          u.steps != v.steps)
-        return false;
-    }
-  }
-  return true;
-}
-
-/* Every figure of the two runs, to 1e-9. */
-static bool same_figures(const exec_result *x, const exec_result *y) {
-  bool ok = close_rel(x->step_s, y->step_s) && close_rel(x->compute_s, y->compute_s) &&
-            close_rel(x->comm_s, y->comm_s) && close_rel(x->exposed_s, y->exposed_s) &&
-            close_rel(x->imbalance_s, y->imbalance_s) &&
-            close_rel(x->exposed_fixed_s, y->exposed_fixed_s) &&
-            close_rel(x->exposed_host_s, y->exposed_host_s) && close_rel(x->flops, y->flops) &&
-            x->last_gpu == y->last_gpu && x->n_chan == y->n_chan && x->flows == y->flows &&
-            close_rel(x->peak_bytes, y->peak_bytes) && x->peak_gpu == y->peak_gpu &&
-            close_rel(x->peak_reserved_bytes, y->peak_reserved_bytes) &&
-            x->mem_errors == 0 && y->mem_errors == 0 &&
-            x->peak_live->len == y->peak_live->len;
-  for (uint32_t g = 0; ok && g < x->n_gpus; g++)
-    ok = close_rel(x->gpu_compute_s[g], y->gpu_compute_s[g]) &&
-         close_rel(x->gpu_comm_s[g], y->gpu_comm_s[g]) &&
-         close_rel(x->gpu_finish_s[g], y->gpu_finish_s[g]) &&
-         close_rel(x->gpu_imbalance_s[g], y->gpu_imbalance_s[g]) &&
-         close_rel(x->gpu_peak_bytes[g], y->gpu_peak_bytes[g]) &&
-         close_rel(x->gpu_peak_reserved_bytes[g], y->gpu_peak_reserved_bytes[g]);
-  for (uint32_t c = 0; ok && c < x->n_chan; c++)
-    ok = close_rel(x->chan_bytes[c], y->chan_bytes[c]) &&
-         close_rel(x->chan_busy_s[c], y->chan_busy_s[c]);
-  for (guint i = 0; ok && i < x->peak_live->len; i++) {
-    const exec_mem_live *a = &g_array_index(x->peak_live, exec_mem_live, i);
-    const exec_mem_live *b = &g_array_index(y->peak_live, exec_mem_live, i);
-    ok = a->gpu == b->gpu && a->count == b->count && strcmp(a->name, b->name) == 0 &&
-         close_rel(a->bytes, b->bytes);
-  }
-  return ok;
 }
 
 /* One full-mask point, both ways. */

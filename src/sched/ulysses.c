@@ -13,6 +13,8 @@
  * sequence on the GPU's heads. */
 #include "ulysses.h"
 
+#include <string.h>
+
 uint32_t ulysses_kv_heads(const workload *w, uint32_t u) {
   return w->kv_heads < u ? u : w->kv_heads;
 }
@@ -40,10 +42,42 @@ uint32_t ulysses_default_degree(const workload *w, const topology *t) {
   return 1;
 }
 
+/* Whether the copies around a call may be one lockstep task for every GPU
+ * (plan.h): every GPU's compute stream ends in the same task (the start of
+ * a pass, or a full-mask ring's lockstep kernels before the gather) and
+ * the plan is not the per-GPU reference that records segments. */
+static bool lockstep_copies(const plan *p) { return !p->record_segs && plan_lockstep(p); }
+
+/* The pattern (plan.h) of the all-to-alls of every Ulysses group of u
+ * consecutive GPUs: each ordered pair of a group, groups in order, in the
+ * order plan_coll_all_to_all lists a group's flows (so that the expansion
+ * is the per-GPU plan transfer by transfer).  Registered once per plan:
+ * an equal pattern registered earlier is reused (a call's n·(u-1) pairs
+ * are compared, as many as registering them again would write). */
+static uint32_t groups_pattern(plan *p, uint32_t u) {
+  uint32_t n = p->n_gpus, k = 0, np = n * (u - 1);
+  g_autofree plan_pair *pairs = g_new(plan_pair, np);
+  for (uint32_t a = 0; a < n / u; a++)
+    for (uint32_t i = 0; i < u; i++)
+      for (uint32_t j = 0; j < u; j++)
+        if (i != j) pairs[k++] = (plan_pair){a * u + i, a * u + j};
+  for (guint id = 0; id < p->patterns->len; id++) {
+    const plan_pattern_info *pi = &g_array_index(p->patterns, plan_pattern_info, id);
+    if (pi->n_pairs == np &&
+        memcmp(&g_array_index(p->pairs, plan_pair, pi->pair_off), pairs, np * sizeof *pairs) == 0)
+      return id;
+  }
+  return plan_pattern(p, pairs, np);
+}
+
 /* One all-to-all call in every Ulysses group, of a tensor of `heads`
  * heads over the GPU's c tokens; the copy that lays it out for the call
  * before (scatter) or after (gather) it.  Reads src[0..nsrc) (the tensors
- * it moves) and held; returns the received tensor's buffer in *got. */
+ * it moves) and held; returns the received tensor's buffer in *got.
+ * Every group's call moves the same bytes between every pair of its GPUs,
+ * so the calls are one pattern group of all the groups' flows (the plan
+ * that records segments, the reference, lists them one by one), and the
+ * copies are one lockstep task where the GPUs are in step. */
 static int64_t a2a(plan *p, const workload *w, uint32_t u, uint32_t step, double heads,
                    double elem_bytes, bool scatter, bool grads, int64_t after,
                    const uint32_t *src, uint32_t nsrc, const ulysses_bufs *held, uint32_t *got) {
@@ -53,18 +87,23 @@ static int64_t a2a(plan *p, const workload *w, uint32_t u, uint32_t step, double
   uint32_t sent = UINT32_MAX;
   if (scatter) {
     sent = plan_buf_new(p, PLAN_ALL, bytes, "all_to_all input_t");
-    for (uint32_t g = 0; g < n; g++) {
-      uint32_t cp = plan_copy(p, g, step, bytes);
+    bool all = lockstep_copies(p);
+    for (uint32_t g = 0; g < (all ? 1 : n); g++) {
+      uint32_t cp = plan_copy(p, all ? PLAN_ALL : g, step, bytes);
       plan_buf_writes(p, cp, sent);
       for (uint32_t i = 0; i < nsrc; i++) plan_buf_reads(p, cp, src[i]);
     }
   }
   uint32_t comm = plan_comm(p, step, COMM_ALL_TO_ALL);
   plan_task_at(p, comm)->grads = grads;
-  g_autofree uint32_t *gpus = g_new(uint32_t, u);
-  for (uint32_t a = 0; a < n / u; a++) {
-    for (uint32_t i = 0; i < u; i++) gpus[i] = a * u + i;
-    plan_coll_all_to_all(p, comm, gpus, u, bytes / u);
+  if (!p->record_segs) {
+    plan_xfer_pattern(p, comm, groups_pattern(p, u), bytes / u, 1);
+  } else {
+    g_autofree uint32_t *gpus = g_new(uint32_t, u);
+    for (uint32_t a = 0; a < n / u; a++) {
+      for (uint32_t i = 0; i < u; i++) gpus[i] = a * u + i;
+      plan_coll_all_to_all(p, comm, gpus, u, bytes / u);
+    }
   }
   if (after >= 0) plan_dep(p, (uint32_t)after, comm);
   plan_issue(p, comm, NULL, after, true);
@@ -73,12 +112,14 @@ static int64_t a2a(plan *p, const workload *w, uint32_t u, uint32_t step, double
     for (uint32_t i = 0; i < nsrc; i++) plan_buf_reads(p, comm, src[i]);
   for (uint32_t i = 0; held && i < held->n; i++) plan_buf_reads(p, comm, held->id[i]);
   *got = plan_buf_out(p, comm, bytes, "all_to_all output");
-  if (!scatter)
-    for (uint32_t g = 0; g < n; g++) {
-      uint32_t cp = plan_copy(p, g, step, bytes);
+  if (!scatter) {
+    bool all = lockstep_copies(p);
+    for (uint32_t g = 0; g < (all ? 1 : n); g++) {
+      uint32_t cp = plan_copy(p, all ? PLAN_ALL : g, step, bytes);
       plan_dep(p, comm, cp);
       plan_buf_reads(p, cp, *got);
     }
+  }
   return comm;
 }
 

@@ -6,7 +6,12 @@
  * 2309.14509, sec. 3; DeepSpeed's DistributedAttention issues one
  * all-to-all per tensor: Q, K, V, then the output).  Each all-to-all needs
  * its tensor rearranged so that what goes to one peer is contiguous: one
- * copy per GPU per call, before a head scatter, after a head gather. */
+ * copy per GPU per call, before a head scatter, after a head gather.
+ * Every group's call moves the same bytes, so a call is one group of the
+ * plan along one pattern of every group's ordered pairs, and its copies
+ * one lockstep task where every GPU's compute stream ends in the same
+ * task (plan.h): a full-mask USP plan is then lockstep end to end.  The
+ * plan that records segments (the reference) lists them one by one. */
 #ifndef TASP_SCHED_ULYSSES_H
 #define TASP_SCHED_ULYSSES_H
 

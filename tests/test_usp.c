@@ -1,0 +1,272 @@
+/* usp: the Ulysses all-to-alls of every group as one pattern group and
+ * the copies around them as lockstep tasks (ulysses.c), so that a
+ * full-mask USP or USP-Zigzag plan is lockstep from the head scatter to
+ * the head gather; against the per-GPU plan it stands for (the plan that
+ * records segments, built GPU by GPU and flow by flow: the reference).
+ * For usp, usp-zigzag and ulysses, full and causal masks (causal: the
+ * ring's kernels stay per GPU, the all-to-alls are still patterns), every
+ * pass, Ulysses degrees 2 to 8 with ring degrees 2 to 12 (non powers of
+ * two included) on NVSwitch, on nodes over NIC rails (the ring crossing
+ * them), a full mesh and a torus: the expansion is the reference task by
+ * task and transfer by transfer (each GPU's stream, the groups, their
+ * predecessors: plan_same.h same_streams), and every figure of the two runs agrees
+ * to 1e-9.  The expanded plan's all-to-alls, read on their own: every
+ * ordered pair of every Ulysses group once per call, none across groups,
+ * the bytes of one GPU's share of the tensor, sent = received. */
+#include <math.h>
+#include <string.h>
+
+#include "exec.h"
+#include "plan_same.h"
+#include "scenario.h"
+#include "sched/sched.h"
+#include "sched/ulysses.h"
+#include "testutil.h"
+
+/* The point of `sched` on a topology (with a --set, NULL: none), SP sp,
+ * 4,096 tokens per GPU, Ulysses degree u (0: the default), fused or not. */
+static scenario *load(const char *sched, const char *topo, const char *set, uint32_t sp,
+                      uint32_t u, bool fused, const char *mask, const char *pass) {
+  g_autofree char *sps = g_strdup_printf("%u", sp);
+  g_autofree char *seq = g_strdup_printf("%u", sp * 4096);
+  g_autofree char *deg = g_strdup_printf("usp_ulysses=%u", u);
+  char *sets[] = {(char *)set, NULL};
+  char *opts[3] = {NULL, NULL, NULL};
+  int k = 0;
+  if (u) opts[k++] = deg;
+  if (fused) opts[k++] = "ulysses_fused=true";
+  /* ulysses: as many heads as GPUs (its heads must divide among them) */
+  g_autofree char *heads = g_strdup_printf("%u", sp < 32 ? 32 : sp);
+  scenario_overrides ov = {.topology = topo, .sched = sched, .sp = sps, .seq = seq,
+                           .mask = mask, .pass = pass, .set = set ? sets : NULL,
+                           .sched_opts = k ? opts : NULL, .heads = heads, .strict = true};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(NULL, &ov, &err);
+  if (!s) fprintf(stderr, "\n  %s %s sp %u u %u: %s\n", sched, topo, sp, u, err->message);
+  return s;
+}
+
+static const scenario_point *point_of(const scenario *s, const sched_ops *ops) {
+  for (guint i = 0; i < s->points->len; i++) {
+    const scenario_point *pt = &g_array_index(s->points, scenario_point, i);
+    if (!pt->hidden && pt->sched == ops) return pt;
+  }
+  return NULL;
+}
+
+static const sched_ops *sched_named(const char *name) {
+  if (!strcmp(name, "usp")) return &sched_usp;
+  if (!strcmp(name, "usp-zigzag")) return &sched_usp_zigzag;
+  return &sched_ulysses;
+}
+
+/* One point, both ways. */
+static void compare(const char *sched, const char *topo, const char *set, uint32_t sp, uint32_t u,
+                    bool fused, const char *mask, const char *pass) {
+  scenario *s = load(sched, topo, set, sp, u, fused, mask, pass);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  const sched_ops *ops = sched_named(sched);
+  const scenario_point *pt = point_of(s, ops);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pt);
+  bool full = !pt->w.causal, is_usp = ops != &sched_ulysses;
+  plan *l = ops->build(&pt->w, s->topo, false);
+  plan *r = ops->build(&pt->w, s->topo, true);
+  CU_ASSERT_TRUE(l->has_lockstep);
+  /* the reference: every compute task of one GPU, the all-to-alls listed
+   * flow by flow (its ring's hops are a pattern, as ring's are) */
+  for (guint i = 0; i < r->tasks->len; i++) {
+    const plan_task *t = plan_task_at(r, i);
+    if (t->kind == TASK_COMPUTE) CU_ASSERT_NOT_EQUAL(t->gpu, PLAN_ALL);
+    if (t->kind == TASK_COMM && t->api == COMM_ALL_TO_ALL) CU_ASSERT_PTR_NULL(plan_task_pattern(r, t));
+  }
+  /* every all-to-all is a pattern group (one pattern of every group's
+   * pairs, registered once); a full-mask usp plan has no task of one GPU */
+  uint32_t per_gpu = 0, a2a = 0;
+  for (guint i = 0; i < l->tasks->len; i++) {
+    const plan_task *t = plan_task_at(l, i);
+    if (t->kind == TASK_COMPUTE) per_gpu += t->gpu != PLAN_ALL;
+    else if (t->api == COMM_ALL_TO_ALL) {
+      a2a++;
+      CU_ASSERT_PTR_NOT_NULL(plan_task_pattern(l, t));
+    }
+  }
+  CU_ASSERT_TRUE(a2a > 0);
+  if (full && is_usp) CU_ASSERT_EQUAL(per_gpu, 0);
+  if (!full || !is_usp) CU_ASSERT_TRUE(per_gpu > 0);
+  CU_ASSERT_TRUE(l->patterns->len <= 2); /* the ring's, the all-to-alls' */
+  plan *e = plan_expand(l);
+  bool same = same_streams(e, r);
+  if (!same)
+    fprintf(stderr, "\n  %s %s sp %u u %u %s %s: expansion differs from the per-GPU plan\n",
+            sched, topo, sp, u, mask, pass);
+  CU_ASSERT_TRUE(same);
+  exec_opts o = {0};
+  exec_result *x = exec_run(l, s->topo, &o), *y = exec_run(r, s->topo, &o);
+  bool ok = same_figures(x, y);
+  if (!ok)
+    fprintf(stderr, "\n  %s %s sp %u u %u %s %s: lockstep %.12g s %.12g B, per GPU %.12g s %.12g B\n",
+            sched, topo, sp, u, mask, pass, x->step_s, x->peak_bytes, y->step_s, y->peak_bytes);
+  CU_ASSERT_TRUE(ok);
+  if (full && is_usp) CU_ASSERT_TRUE(x->tasks < y->tasks); /* not replayed expanded */
+  exec_result_free(x);
+  exec_result_free(y);
+  plan_free(e);
+  plan_free(l);
+  plan_free(r);
+  scenario_free(s);
+}
+
+static const char *const passes[] = {"fwd", "bwd", "fwdbwd"};
+
+static void t_usp_lockstep_equals_per_gpu(void) {
+  /* NVSwitch domains of 8, 12 and 24 (generator.gpus); nodes of 8 over
+   * NIC rails (the ring across them: h100x8x4 at 32 GPUs, u 8 and 4;
+   * h100x8x32 of 3 and 5 nodes), a full mesh, a torus (multi-hop routes) */
+  static const struct {
+    const char *topo, *set;
+    uint32_t sp, u;
+  } pts[] = {{"h100x8", NULL, 8, 2},
+             {"h100x8", "generator.gpus=12", 12, 4},
+             {"h100x8", "generator.gpus=24", 24, 8},
+             {"h100x8", "generator.gpus=24", 24, 2},
+             {"h100x8x4", NULL, 32, 0},
+             {"h100x8x4", NULL, 24, 4},
+             {"h100x8x32", "generator.nodes=3", 24, 0},
+             {"h100x8x32", "generator.nodes=5", 40, 0},
+             {"mi300x8", NULL, 8, 4},
+             {"torus4x4", NULL, 16, 4}};
+  static const char *const scheds[] = {"usp", "usp-zigzag"};
+  static const char *const masks[] = {"full", "causal"};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++)
+    for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++)
+      for (size_t m = 0; m < G_N_ELEMENTS(masks); m++)
+        for (size_t p = 0; p < G_N_ELEMENTS(passes); p++)
+          compare(scheds[k], pts[i].topo, pts[i].set, pts[i].sp, pts[i].u, false, masks[m],
+                  passes[p]);
+  /* one all-to-all of Q, K and V together */
+  for (size_t p = 0; p < G_N_ELEMENTS(passes); p++)
+    compare("usp", "h100x8x4", NULL, 16, 4, true, "full", passes[p]);
+}
+
+/* Ulysses alone: the copies before the scatter are lockstep (the start of
+ * a pass), its kernels and what follows them per GPU. */
+static void t_ulysses_lockstep_equals_per_gpu(void) {
+  for (size_t p = 0; p < G_N_ELEMENTS(passes); p++) {
+    compare("ulysses", "h100x8", NULL, 8, 0, false, "full", passes[p]);
+    compare("ulysses", "h100x8x4", NULL, 16, 0, false, "causal", passes[p]);
+    compare("ulysses", "h100x8x4", NULL, 32, 0, true, "full", passes[p]);
+  }
+}
+
+/* The expanded plan's all-to-alls (fwdbwd: forward Q, K, V and the
+ * output; backward dO, then dQ, dK, dV): in each, every ordered pair of
+ * GPUs of one Ulysses group (u consecutive GPUs) exactly once and no pair
+ * across groups, each carrying its GPU's c tokens of the tensor's heads
+ * over u; every GPU sends what it receives. */
+static void t_a2a_schedule(void) {
+  static const struct {
+    uint32_t sp, u;
+  } pts[] = {{12, 4}, {24, 8}, {24, 2}, {16, 16}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++) {
+    uint32_t n = pts[i].sp, u = pts[i].u;
+    g_autofree char *set = g_strdup_printf("generator.gpus=%u", n);
+    scenario *s = load("usp", "h100x8", set, n, u, false, "full", "fwdbwd");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const workload *w = &point_of(s, &sched_usp)->w;
+    plan *l = sched_usp.build(w, s->topo, false);
+    plan *p = plan_expand(l);
+    double c = (double)w->seq_len / n, kv = ulysses_kv_heads(w, u);
+    double row = (double)w->batch * c * w->head_dim * w->elem_bytes;
+    /* the calls' heads in order: forward q k v out, backward dout dq dk dv */
+    double heads[8] = {w->heads, kv, kv, w->heads, w->heads, w->heads, kv, kv};
+    uint32_t call = 0;
+    g_autofree uint32_t *seen = g_new0(uint32_t, (size_t)n * n);
+    g_autofree double *sent = g_new0(double, n), *recv = g_new0(double, n);
+    for (guint k = 0; k < p->tasks->len; k++) {
+      const plan_task *t = plan_task_at(p, k);
+      if (t->kind != TASK_COMM || t->api != COMM_ALL_TO_ALL) continue;
+      CU_ASSERT_TRUE_FATAL(call < 8);
+      memset(seen, 0, (size_t)n * n * sizeof *seen);
+      double b = row * heads[call] / u;
+      for (uint32_t x = 0; x < plan_xfer_count(p, t); x++) {
+        plan_xfer y = plan_xfer_at(p, t, x);
+        CU_ASSERT_EQUAL(y.src / u, y.dst / u);
+        CU_ASSERT_EQUAL(y.bytes, b);
+        seen[(size_t)y.src * n + y.dst]++;
+        sent[y.src] += y.bytes;
+        recv[y.dst] += y.bytes;
+      }
+      for (uint32_t a = 0; a < n; a++)
+        for (uint32_t d = 0; d < n; d++)
+          CU_ASSERT_EQUAL(seen[(size_t)a * n + d], a != d && a / u == d / u);
+      call++;
+    }
+    CU_ASSERT_EQUAL(call, 8);
+    double total = 0;
+    for (uint32_t j = 0; j < 8; j++) total += row * heads[j] * (u - 1) / u;
+    for (uint32_t g = 0; g < n; g++) {
+      CU_ASSERT_CLOSE(sent[g], total, 1e-12);
+      CU_ASSERT_CLOSE(recv[g], sent[g], 1e-12);
+    }
+    plan_free(p);
+    plan_free(l);
+    scenario_free(s);
+  }
+}
+
+/* Under a causal mask the ring's kernels are a task per GPU, but the u
+ * GPUs of a Ulysses group (one ring rank) run the same kernels on other
+ * heads, and the shift of every group's GPUs by one (i -> i+1 mod u) maps
+ * the plan onto itself (the all-to-alls inside each group, the ring hops
+ * g -> g+u) and, on one NVSwitch or on nodes whose local GPU i has NIC
+ * rail i, the topology onto itself: the group's GPUs share one timeline.
+ * Held here on the per-GPU plan: every figure of every GPU equal to its
+ * group's first GPU's, to 1e-9 (what a plan of one GPU per group with
+ * multiplicity u, orbits.h, would rest on). */
+static void t_causal_groups_coincide(void) {
+  static const struct {
+    const char *sched, *topo, *set;
+    uint32_t sp, u;
+  } pts[] = {{"usp", "h100x8", "generator.gpus=24", 24, 4},
+             {"usp-zigzag", "h100x8", "generator.gpus=24", 24, 8},
+             {"usp", "h100x8x4", NULL, 32, 0},
+             {"usp-zigzag", "h100x8x32", "generator.nodes=3", 24, 0}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++) {
+    scenario *s = load(pts[i].sched, pts[i].topo, pts[i].set, pts[i].sp, pts[i].u, false,
+                       "causal", "fwdbwd");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const scenario_point *pt = point_of(s, sched_named(pts[i].sched));
+    uint32_t u = pts[i].u ? pts[i].u : 8, n = pt->w.gpus;
+    plan *p = pt->sched->build(&pt->w, s->topo, true);
+    exec_opts o = {0};
+    exec_result *r = exec_run(p, s->topo, &o);
+    bool ok = true, apart = false;
+    for (uint32_t g = 0; g < n; g++) {
+      uint32_t f = g - g % u;
+      ok = ok && close_rel(r->gpu_compute_s[g], r->gpu_compute_s[f]) &&
+           close_rel(r->gpu_comm_s[g], r->gpu_comm_s[f]) &&
+           close_rel(r->gpu_finish_s[g], r->gpu_finish_s[f]) &&
+           close_rel(r->gpu_imbalance_s[g], r->gpu_imbalance_s[f]) &&
+           close_rel(r->gpu_peak_bytes[g], r->gpu_peak_bytes[f]);
+      /* and the groups themselves differ (the test would hold trivially
+       * if every GPU were alike) */
+      apart = apart || !close_rel(r->gpu_compute_s[g], r->gpu_compute_s[0]) ||
+              !close_rel(r->gpu_finish_s[g], r->gpu_finish_s[0]);
+    }
+    if (!ok) fprintf(stderr, "\n  %s %s sp %u: a Ulysses group's GPUs differ\n", pts[i].sched,
+                     pts[i].topo, n);
+    CU_ASSERT_TRUE(ok);
+    CU_ASSERT_TRUE(apart);
+    exec_result_free(r);
+    plan_free(p);
+    scenario_free(s);
+  }
+}
+
+int main(void) {
+  static const test_case cases[] = {TEST(t_usp_lockstep_equals_per_gpu),
+                                    TEST(t_ulysses_lockstep_equals_per_gpu),
+                                    TEST(t_a2a_schedule), TEST(t_causal_groups_coincide),
+                                    {NULL, NULL}};
+  return test_run("usp", cases);
+}
