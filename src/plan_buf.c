@@ -35,6 +35,7 @@ static const char *intern(const char *name) {
 uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name) {
   g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
   g_assert(bytes >= 0 && name);
+  g_assert(plan_buf_count(p) < PLAN_BUF_MAX - 1); /* plan_buf_use.buf's bits */
   plan_buf b = {.bytes = bytes, .name = intern(name), .gpu = gpu};
   g_array_append_val(bufs(p), b);
   return p->bufs->len - 1;
@@ -63,7 +64,7 @@ void plan_buf_use_on(plan *p, uint32_t task, uint32_t buf, uint32_t gpu, bool wr
   g_assert(t->kind != TASK_COMPUTE || t->gpu != PLAN_ALL || b->gpu == PLAN_ALL);
   g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
   g_assert(gpu == PLAN_ALL || b->gpu == PLAN_ALL || b->gpu == gpu);
-  plan_buf_use u = {buf, task, gpu, write, (uint8_t)when};
+  plan_buf_use u = {.buf = buf, .write = write, .when = when, .task = task, .gpu = gpu};
   g_array_append_val(uses(p), u);
 }
 
