@@ -67,20 +67,29 @@ typedef struct {
  * (plan_buf_when: 3 values) */
 static unsigned phase_bit(bool write, unsigned when) { return 1u << (write * 3 + when); }
 
-/* One instance's state, in one record: the replay touches several of its
- * fields at each use, and a record per instance is one cache line where
- * an array per field was one each (a 1,024-GPU causal ring forward has
- * 3.7 M instances, replayed in an order no cache holds). */
+/* One instance's state, in one record of 24 bytes: the replay touches
+ * several of its fields at each use, and a record per instance is one
+ * cache line where an array per field was one each (a 1,024-GPU causal
+ * ring forward has 3.7 M instances, replayed in an order no cache holds;
+ * zigzag's 6.3 M).  The small fields share a word with the count of
+ * references (a plan has fewer than INST_REFS_MAX uses). */
+#define INST_REFS_BITS 28
+#define INST_REFS_MAX ((1u << INST_REFS_BITS) - 1)
 typedef struct {
   double sent_s;      /* when a send/receive using it ended, or -1 */
   uint32_t alloc_seq, free_seq; /* events of its allocation and free (m->seq) */
-  uint32_t refs;      /* uses not yet ended */
-  uint32_t writing;   /* 1 + a task that writes it, as it starts (a task may
-                         read what it writes: an accumulator) */
   uint32_t block;     /* its block in its GPU's allocator */
-  uint8_t state;      /* INST_* */
-  bool written;       /* a writer has ended (inputs: true) */
+  uint32_t refs : INST_REFS_BITS; /* uses not yet ended */
+  uint32_t state : 2;   /* INST_* */
+  uint32_t written : 1; /* a writer has ended (inputs: true) */
+  uint32_t writing : 1; /* a write of the task whose uses on_task is taking
+                           now (listed in exec_mem.writing; a task may read
+                           what it writes: an accumulator); a writer that
+                           started in an earlier call has ended by its
+                           task's or any later reader's next call, or the
+                           read is an error either way */
 } inst_rec;
+G_STATIC_ASSERT(sizeof(inst_rec) == 24);
 
 /* A GPU's (a class's) state, in one record: each request and free of
  * a GPU reads or writes most of it, and the replay comes to a GPU after
@@ -139,6 +148,8 @@ struct exec_mem {
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
+  GArray *writing;         /* uint32: the instances with inst_rec.writing set,
+                              cleared as on_task returns */
   uint32_t stamp_now;
   /* Tasks started at the instant being replayed, not applied yet: at one
    * simulated instant every end of a task started earlier is applied
@@ -305,6 +316,7 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
 static void count_ref(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
                       double now) {
   (void)u; (void)g; (void)now;
+  g_assert(m->inst[inst].refs < INST_REFS_MAX);
   m->inst[inst].refs++;
 }
 
@@ -419,6 +431,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     for (uint32_t c = 0; c < n; c++) m->first_kernel[c] = fk[m->cls->rep[c]];
   }
   m->starts = g_array_new(FALSE, FALSE, sizeof(held_start));
+  m->writing = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   m->flags = g_new0(uint8_t, nt);
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, ng);
   if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, ng);
@@ -479,8 +492,10 @@ static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32
   inst_rec *in = &m->inst[inst];
   if (m->phase_peak && plan_task_at(m->p, u->task)->kind == TASK_COMPUTE)
     m->gpu_phase[g] = (uint8_t)plan_task_phase(m->p, u->task);
-  if (u->write) in->writing = u->task + 1;
-  else if (!in->written && in->writing != u->task + 1)
+  if (u->write && !in->writing) {
+    in->writing = 1;
+    g_array_append_val(m->writing, inst);
+  } else if (!u->write && !in->written && !in->writing)
     m->r->mem_errors += inst_weight(m, u->buf, g); /* read before anything wrote it */
   if (in->state == INST_FREED)
     m->r->mem_errors += inst_weight(m, u->buf, g); /* cannot happen: refs held */
@@ -539,6 +554,9 @@ static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned
       const plan_buf_use *u = task_use(m, i);
       if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
+  for (guint i = 0; i < m->writing->len; i++)
+    m->inst[g_array_index(m->writing, uint32_t, i)].writing = 0;
+  g_array_set_size(m->writing, 0);
 }
 
 #define PHASE(w) (1u << (w))
@@ -709,6 +727,7 @@ void exec_mem_finish(exec_mem *m) {
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
+  g_array_free(m->writing, TRUE);
   g_free(m->flags);
   g_free(m);
 }

@@ -188,6 +188,23 @@ static void t_errors(void) {
   exec_result_free(r);
   plan_free(p);
   topo_free(t);
+  /* ... but not what another task is still writing: a send of x, free
+   * to start with the copy that writes it, reads it unwritten (at the
+   * same instant, after the writer in program order) */
+  t = switch_topo(2, 1e9);
+  p = plan_new(2, false);
+  a = plan_copy(p, 0, 0, 1e6);
+  x = plan_buf_new(p, 0, 100, "x");
+  plan_buf_writes(p, a, x);
+  uint32_t g = plan_comm(p, 0, COMM_P2P);
+  plan_xfer_add(p, g, 0, 1, 100);
+  plan_buf_reads(p, g, x);
+  plan_finish(p);
+  r = run(p, t, false);
+  CU_ASSERT_EQUAL(r->mem_errors, 1);
+  exec_result_free(r);
+  plan_free(p);
+  topo_free(t);
 }
 
 /* The peak moves when a transfer is delayed: GPU 1 receives r1 from GPU 0
