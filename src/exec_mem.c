@@ -666,7 +666,7 @@ static void peak_live(exec_mem *m) {
       if (in->state == INST_FREED && in->free_seq <= at) continue;
       /* a buffer of one GPU is touched by it alone, so its class is it */
       g_assert(pb->gpu == PLAN_ALL || m->cls->size[g] == 1);
-      exec_mem_live l = {g, 1, pb->name, pb->bytes};
+      exec_mem_live l = {g, 1, plan_buf_name(p, pb), pb->bytes};
       g_array_append_val(out, l);
     }
   }

@@ -8,6 +8,7 @@
 /* the sizes plan.h and plan_buf.h state */
 G_STATIC_ASSERT(sizeof(plan_task) == 152);
 G_STATIC_ASSERT(sizeof(plan_buf_use) == 12);
+G_STATIC_ASSERT(sizeof(plan_buf) == 16);
 
 plan *plan_new(uint32_t n_gpus, bool record_segs) {
   plan *p = g_new0(plan, 1);

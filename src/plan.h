@@ -177,6 +177,7 @@ typedef struct {
   GArray *pattern_degree; /* uint32 */
   bool has_lockstep;      /* some task or transfer is PLAN_ALL */
   GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
+  struct plan_buf_names *buf_names; /* the buffers' names (plan_buf.h); NULL: none */
   uint32_t pass_barrier;   /* the barrier between the forward and the
                               backward pass (plan_barrier), or UINT32_MAX */
   uint32_t attn_out;       /* an attention plan's forward output (sched_io's
