@@ -309,14 +309,15 @@ static void pending_push(exec_alloc *a, pending_ent e) {
   a->tail++;
 }
 
-void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
-  if (id == 0) return;
+double exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
+  if (id == 0) return INFINITY; /* nothing pending */
   block *b = blk(a, id);
   g_assert(id > 0 && id < a->n_blocks && b->live && !b->dead);
   b->live = false;
   a->allocated -= b->size;
   b->pending = true;
   pending_push(a, (pending_ent){ready_s, id});
+  return ready_s <= a->synced_s ? -INFINITY : ready_s; /* exec_alloc_settle's test */
 }
 
 /* The pending block ready first, taken off. */

@@ -100,7 +100,24 @@ typedef struct {
                               segment_host_s): its host is that much behind host_s */
   uint32_t peak_seq;       /* the event at which its peak was reached */
   exec_alloc *alloc;       /* the caching allocator's segments (exec_alloc.h) */
+  /* No later than the first time a settle does something: the least of
+   * exec_alloc_release_after's answers since exec_alloc_next_ready was
+   * last read (after a settle, or a new segment, whose synchronization
+   * may have settled everything); INFINITY: nothing pending.  A request
+   * that finds nothing to settle (most: the host runs ahead of the
+   * transfers) then does not fetch the allocator's pending ring, a cold
+   * line of one GPU's among 1,024 (settles were an eighth of a causal
+   * 1,024-GPU ring forward).  Too early only costs a settle that does
+   * nothing. */
+  double next_ready;
 } gpu_rec;
+
+/* exec_alloc_settle(gr->alloc, t), skipped where it would do nothing. */
+static void settle(gpu_rec *gr, double t) {
+  if (gr->next_ready > t) return;
+  exec_alloc_settle(gr->alloc, t);
+  gr->next_ready = exec_alloc_next_ready(gr->alloc);
+}
 
 /* What the replay reads of a buffer at each of its uses: its first
  * instance, and the class of its GPU (PLAN_ALL: a buffer of every GPU).
@@ -277,17 +294,21 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
   bool hosted = m->host_s && task != UINT32_MAX;
   if (hosted) {
     double host = m->host_s[task] + gr->host_lag;
-    exec_alloc_settle(gr->alloc, host);
+    settle(gr, host);
     /* the queue's floor is at most now: asked only where a block it
-     * could settle is pending */
-    if (m->queue && exec_alloc_next_ready(gr->alloc) <= now) {
+     * could settle is pending (next_ready is exact here: lowered only by
+     * blocks pending, read back after each settle) */
+    if (m->queue && gr->next_ready <= now) {
       double floor = exec_queue_host_floor(m->queue, m->cls->rep[g], task, now);
-      if (floor > host) exec_alloc_settle(gr->alloc, floor);
+      if (floor > host) settle(gr, floor);
     }
   }
   in->block = exec_alloc_take(gr->alloc, (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
   uint64_t seg = exec_alloc_last_segment(gr->alloc);
+  if (seg) gr->next_ready = exec_alloc_next_ready(gr->alloc); /* a device found full
+                                                                  synchronizes, settling
+                                                                  every pending block */
   /* the pass's first segment on g (none has cost its host yet), after
    * empty_cache() */
   if (hosted && seg)
@@ -453,6 +474,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->xfer_issue_s = g_new0(double, nt);
   for (uint32_t g = 0; g < n; g++) {
     m->g[g].alloc = exec_alloc_new();
+    m->g[g].next_ready = INFINITY;
     exec_alloc_set_capacity(m->g[g].alloc, capacity_bytes);
   }
   if (p->phases) {
@@ -533,10 +555,12 @@ static void end_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t
   const plan_buf *b = plan_buf_at(m->p, u->buf);
   if (b->keep) return;
   in->state = INST_FREED;
-  if (m->host_s && in->sent_s >= 0)
-    exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
-  else
+  if (m->host_s && in->sent_s >= 0) {
+    double due = exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
+    if (due < m->g[g].next_ready) m->g[g].next_ready = due;
+  } else {
     exec_alloc_release(m->g[g].alloc, in->block);
+  }
   in->free_seq = ++m->seq;
   m->g[g].live -= b->bytes;
   sample(m, g, now);
