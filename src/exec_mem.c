@@ -159,6 +159,9 @@ struct exec_mem {
                               the kernels it waits for */
   uint32_t n_plan_uses;
   double *phase_peak;      /* per plan_phase and GPU, where the plan has phases; else NULL */
+  int task_phase;          /* with phase_peak, while on_task takes a task's uses with
+                              start_inst: its phase if a compute task, else -1 (looked
+                              up once a task, not at each instance it starts) */
   uint8_t *gpu_phase;      /* per GPU, with phase_peak: the phase of the last compute
                               task that started using a buffer on it, the one its
                               allocations count in */
@@ -512,8 +515,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
 static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
                        double now) {
   inst_rec *in = &m->inst[inst];
-  if (m->phase_peak && plan_task_at(m->p, u->task)->kind == TASK_COMPUTE)
-    m->gpu_phase[g] = (uint8_t)plan_task_phase(m->p, u->task);
+  if (m->phase_peak && m->task_phase >= 0) m->gpu_phase[g] = (uint8_t)m->task_phase;
   if (u->write && !in->writing) {
     in->writing = 1;
     g_array_append_val(m->writing, inst);
@@ -572,7 +574,10 @@ static void end_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t
 static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned mask) {
   unsigned has = m->flags[task];
   if (!(has & (mask | mask << 3))) return; /* no use of these phases */
-  uint32_t k = task_gpus(m, plan_task_at(m->p, task));
+  const plan_task *t = plan_task_at(m->p, task);
+  uint32_t k = task_gpus(m, t);
+  if (m->phase_peak && fn == start_inst)
+    m->task_phase = t->kind == TASK_COMPUTE ? (int)plan_task_phase(m->p, task) : -1;
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = m->use_off[task]; (has >> (writes * 3)) & mask && i < m->use_off[task + 1]; i++) {
       const plan_buf_use *u = task_use(m, i);
