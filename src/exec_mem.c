@@ -168,8 +168,11 @@ struct exec_mem {
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
-  GArray *writing;         /* uint32: the instances with inst_rec.writing set,
-                              cleared as on_task returns */
+  uint32_t *writing;       /* the instances with inst_rec.writing set, cleared as
+                              on_task returns: n_writing of them, room for
+                              cap_writing (an array of the file's own: a push
+                              per write use) */
+  uint32_t n_writing, cap_writing;
   uint32_t stamp_now;
   /* Tasks started at the instant being replayed, not applied yet: at one
    * simulated instant every end of a task started earlier is applied
@@ -455,7 +458,6 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
     for (uint32_t c = 0; c < n; c++) m->first_kernel[c] = fk[m->cls->rep[c]];
   }
   m->starts = g_array_new(FALSE, FALSE, sizeof(held_start));
-  m->writing = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   m->flags = g_new0(uint8_t, nt);
   if (!r->gpu_peak_bytes) r->gpu_peak_bytes = g_new0(double, ng);
   if (!r->gpu_peak_reserved_bytes) r->gpu_peak_reserved_bytes = g_new0(double, ng);
@@ -518,7 +520,11 @@ static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32
   if (m->phase_peak && m->task_phase >= 0) m->gpu_phase[g] = (uint8_t)m->task_phase;
   if (u->write && !in->writing) {
     in->writing = 1;
-    g_array_append_val(m->writing, inst);
+    if (m->n_writing == m->cap_writing) {
+      m->cap_writing = m->cap_writing ? 2 * m->cap_writing : 64;
+      m->writing = g_renew(uint32_t, m->writing, m->cap_writing);
+    }
+    m->writing[m->n_writing++] = inst;
   } else if (!u->write && !in->written && !in->writing)
     m->r->mem_errors += inst_weight(m, u->buf, g); /* read before anything wrote it */
   if (in->state == INST_FREED)
@@ -583,9 +589,8 @@ static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned
       const plan_buf_use *u = task_use(m, i);
       if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
-  for (guint i = 0; i < m->writing->len; i++)
-    m->inst[g_array_index(m->writing, uint32_t, i)].writing = 0;
-  g_array_set_size(m->writing, 0);
+  for (uint32_t i = 0; i < m->n_writing; i++) m->inst[m->writing[i]].writing = 0;
+  m->n_writing = 0;
 }
 
 #define PHASE(w) (1u << (w))
@@ -756,7 +761,7 @@ void exec_mem_finish(exec_mem *m) {
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
-  g_array_free(m->writing, TRUE);
+  g_free(m->writing);
   g_free(m->flags);
   g_free(m);
 }
