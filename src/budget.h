@@ -37,9 +37,13 @@
  * forward (1.05 M tasks, 659 MB) and TASP's (3.95 M tasks, 2.39 GB),
  * 580 for zigzag's causal fwdbwd, 733 for the ring's causal fwdbwd
  * (1.58 M tasks, 1.22 GB: 4.7 dependencies a task against the
- * forward's 3).  A plan_task is 160 bytes, in an array that grows by
- * doubling; a causal task declares about 3 buffers (24 bytes each) and
- * 8 uses (16).  640 bounds every point measured, as the coefficients
+ * forward's 3).  Those were measured with 160-byte tasks, 24-byte buffers
+ * and 16-byte uses; since those are 152, 16 and 12 bytes (and the memory
+ * replay's instances 24, not 32) the same points peak 14-15% lower (the
+ * ring's causal forward 567 MB, 545 bytes a task; TASP's 2.04 GB, 526),
+ * which the test's recorded peaks follow.  A plan_task is in an array
+ * that grows by doubling; a causal task declares about 3 buffers and 8
+ * uses.  640 bounds every point measured, as the coefficients
  * count more tasks than the plans have (the ring's causal fwdbwd: 2.52 M
  * counted, 1.61 GB against 1.22), and is what a plan of few
  * dependencies a task (TASP's, the ring's forward) costs and some. */

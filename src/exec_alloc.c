@@ -23,13 +23,16 @@
 
 #define NONE UINT32_MAX
 
+/* 32 bytes, two to a cache line: a pending block's ready time is its
+ * pending entry's alone (pending_ent), not kept here too. */
 typedef struct {
   uint64_t addr, size;
   uint32_t prev, next; /* neighbours in the segment, NONE at its ends */
   bool small, live, dead;
-  bool pending;        /* freed, not back in the cache: a stream's use is not done */
-  double ready_s;      /* pending: when that use is done (GPU time) */
+  bool pending;        /* freed, not back in the cache: a stream's use is not done
+                          (when: its pending_ent's ready_s) */
 } block;
+G_STATIC_ASSERT(sizeof(block) == 32);
 
 /* A free block in its pool's sorted array. */
 typedef struct {
@@ -202,7 +205,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   if (id == NONE) { /* a new segment */
     uint64_t seg = exec_alloc_segment_size(size);
     if (a->capacity && a->reserved + seg > a->capacity) release_cached(a);
-    id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false, false, 0});
+    id = add_block(a, (block){a->next_addr, seg, NONE, NONE, small, false, false, false});
     a->next_addr += seg;
     a->reserved += seg;
     a->last_segment = seg;
@@ -211,7 +214,7 @@ uint32_t exec_alloc_take(exec_alloc *a, uint64_t bytes) {
   block *b = blk(a, id);
   uint64_t rest = b->size - size;
   if (small ? rest >= ALLOC_MIN_BLOCK : rest > ALLOC_SMALL_SIZE) {
-    block r = {b->addr + size, rest, id, b->next, small, false, false, false, 0};
+    block r = {b->addr + size, rest, id, b->next, small, false, false, false};
     uint32_t rid = add_block(a, r);
     b = blk(a, id); /* the array may have moved */
     if (r.next != NONE) blk(a, r.next)->prev = rid;
@@ -306,20 +309,20 @@ static void pending_push(exec_alloc *a, pending_ent e) {
   a->tail++;
 }
 
-void exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
-  if (id == 0) return;
+double exec_alloc_release_after(exec_alloc *a, uint32_t id, double ready_s) {
+  if (id == 0) return INFINITY; /* nothing pending */
   block *b = blk(a, id);
   g_assert(id > 0 && id < a->n_blocks && b->live && !b->dead);
   b->live = false;
   a->allocated -= b->size;
   b->pending = true;
-  b->ready_s = ready_s;
   pending_push(a, (pending_ent){ready_s, id});
+  return ready_s <= a->synced_s ? -INFINITY : ready_s; /* exec_alloc_settle's test */
 }
 
 /* The pending block ready first, taken off. */
-static uint32_t pending_pop(exec_alloc *a) {
-  return a->pending[a->head++ & (a->cap_pending - 1)].id;
+static pending_ent pending_pop(exec_alloc *a) {
+  return a->pending[a->head++ & (a->cap_pending - 1)];
 }
 
 /* The pending block ready first, or NULL. */
@@ -332,7 +335,7 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
   if (now_s < a->synced_s) now_s = a->synced_s;
   /* in the order they became ready (then by id), as a sort would give */
   while (pending_first(a) && pending_first(a)->ready_s <= now_s) {
-    uint32_t id = pending_pop(a);
+    uint32_t id = pending_pop(a).id;
     blk(a, id)->pending = false;
     cache_block(a, id);
   }
@@ -348,8 +351,9 @@ void exec_alloc_settle(exec_alloc *a, double now_s) {
 static void release_cached(exec_alloc *a) {
   a->synced = true;
   while (pending_first(a)) {
-    uint32_t id = pending_pop(a);
-    if (blk(a, id)->ready_s > a->synced_s) a->synced_s = blk(a, id)->ready_s;
+    pending_ent e = pending_pop(a);
+    uint32_t id = e.id;
+    if (e.ready_s > a->synced_s) a->synced_s = e.ready_s;
     blk(a, id)->pending = false;
     cache_block(a, id);
   }

@@ -106,8 +106,12 @@ double exec_alloc_segment_host_s(uint64_t bytes, bool after_empty);
 /* Block `block` is freed (cached). */
 void exec_alloc_release(exec_alloc *a, uint32_t block);
 /* Block `block` is freed while another stream's use of it ends only at
- * ready_s: cached by the first exec_alloc_settle at or after ready_s. */
-void exec_alloc_release_after(exec_alloc *a, uint32_t block, double ready_s);
+ * ready_s: cached by the first exec_alloc_settle at or after ready_s.
+ * Returns from when a settle caches it: ready_s, or -INFINITY where the
+ * host has already waited past ready_s (a synchronization: any settle
+ * does); a caller that keeps the least of these (and exec_alloc_next_ready
+ * after each settle or new segment) knows which settles do nothing. */
+double exec_alloc_release_after(exec_alloc *a, uint32_t block, double ready_s);
 /* A request is about to be made at `now_s` (process_events): pending
  * blocks whose use has ended by then are cached, earliest first. */
 void exec_alloc_settle(exec_alloc *a, double now_s);

@@ -67,20 +67,29 @@ typedef struct {
  * (plan_buf_when: 3 values) */
 static unsigned phase_bit(bool write, unsigned when) { return 1u << (write * 3 + when); }
 
-/* One instance's state, in one record: the replay touches several of its
- * fields at each use, and a record per instance is one cache line where
- * an array per field was one each (a 1,024-GPU causal ring forward has
- * 3.7 M instances, replayed in an order no cache holds). */
+/* One instance's state, in one record of 24 bytes: the replay touches
+ * several of its fields at each use, and a record per instance is one
+ * cache line where an array per field was one each (a 1,024-GPU causal
+ * ring forward has 3.7 M instances, replayed in an order no cache holds;
+ * zigzag's 6.3 M).  The small fields share a word with the count of
+ * references (a plan has fewer than INST_REFS_MAX uses). */
+#define INST_REFS_BITS 28
+#define INST_REFS_MAX ((1u << INST_REFS_BITS) - 1)
 typedef struct {
   double sent_s;      /* when a send/receive using it ended, or -1 */
   uint32_t alloc_seq, free_seq; /* events of its allocation and free (m->seq) */
-  uint32_t refs;      /* uses not yet ended */
-  uint32_t writing;   /* 1 + a task that writes it, as it starts (a task may
-                         read what it writes: an accumulator) */
   uint32_t block;     /* its block in its GPU's allocator */
-  uint8_t state;      /* INST_* */
-  bool written;       /* a writer has ended (inputs: true) */
+  uint32_t refs : INST_REFS_BITS; /* uses not yet ended */
+  uint32_t state : 2;   /* INST_* */
+  uint32_t written : 1; /* a writer has ended (inputs: true) */
+  uint32_t writing : 1; /* a write of the task whose uses on_task is taking
+                           now (listed in exec_mem.writing; a task may read
+                           what it writes: an accumulator); a writer that
+                           started in an earlier call has ended by its
+                           task's or any later reader's next call, or the
+                           read is an error either way */
 } inst_rec;
+G_STATIC_ASSERT(sizeof(inst_rec) == 24);
 
 /* A GPU's (a class's) state, in one record: each request and free of
  * a GPU reads or writes most of it, and the replay comes to a GPU after
@@ -91,7 +100,24 @@ typedef struct {
                               segment_host_s): its host is that much behind host_s */
   uint32_t peak_seq;       /* the event at which its peak was reached */
   exec_alloc *alloc;       /* the caching allocator's segments (exec_alloc.h) */
+  /* No later than the first time a settle does something: the least of
+   * exec_alloc_release_after's answers since exec_alloc_next_ready was
+   * last read (after a settle, or a new segment, whose synchronization
+   * may have settled everything); INFINITY: nothing pending.  A request
+   * that finds nothing to settle (most: the host runs ahead of the
+   * transfers) then does not fetch the allocator's pending ring, a cold
+   * line of one GPU's among 1,024 (settles were an eighth of a causal
+   * 1,024-GPU ring forward).  Too early only costs a settle that does
+   * nothing. */
+  double next_ready;
 } gpu_rec;
+
+/* exec_alloc_settle(gr->alloc, t), skipped where it would do nothing. */
+static void settle(gpu_rec *gr, double t) {
+  if (gr->next_ready > t) return;
+  exec_alloc_settle(gr->alloc, t);
+  gr->next_ready = exec_alloc_next_ready(gr->alloc);
+}
 
 /* What the replay reads of a buffer at each of its uses: its first
  * instance, and the class of its GPU (PLAN_ALL: a buffer of every GPU).
@@ -133,12 +159,20 @@ struct exec_mem {
                               the kernels it waits for */
   uint32_t n_plan_uses;
   double *phase_peak;      /* per plan_phase and GPU, where the plan has phases; else NULL */
+  int task_phase;          /* with phase_peak, while on_task takes a task's uses with
+                              start_inst: its phase if a compute task, else -1 (looked
+                              up once a task, not at each instance it starts) */
   uint8_t *gpu_phase;      /* per GPU, with phase_peak: the phase of the last compute
                               task that started using a buffer on it, the one its
                               allocations count in */
   uint32_t seq;            /* events so far (two per instance at most, and the
                               instances fit in memory: below 2^32) */
   uint32_t *gpus, *stamp;  /* scratch: a task's GPUs */
+  uint32_t *writing;       /* the instances with inst_rec.writing set, cleared as
+                              on_task returns: n_writing of them, room for
+                              cap_writing (an array of the file's own: a push
+                              per write use) */
+  uint32_t n_writing, cap_writing;
   uint32_t stamp_now;
   /* Tasks started at the instant being replayed, not applied yet: at one
    * simulated instant every end of a task started earlier is applied
@@ -266,17 +300,21 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
   bool hosted = m->host_s && task != UINT32_MAX;
   if (hosted) {
     double host = m->host_s[task] + gr->host_lag;
-    exec_alloc_settle(gr->alloc, host);
+    settle(gr, host);
     /* the queue's floor is at most now: asked only where a block it
-     * could settle is pending */
-    if (m->queue && exec_alloc_next_ready(gr->alloc) <= now) {
+     * could settle is pending (next_ready is exact here: lowered only by
+     * blocks pending, read back after each settle) */
+    if (m->queue && gr->next_ready <= now) {
       double floor = exec_queue_host_floor(m->queue, m->cls->rep[g], task, now);
-      if (floor > host) exec_alloc_settle(gr->alloc, floor);
+      if (floor > host) settle(gr, floor);
     }
   }
   in->block = exec_alloc_take(gr->alloc, (uint64_t)ceil(bytes));
   /* a new segment is a cudaMalloc on the host's time (exec_alloc.h) */
   uint64_t seg = exec_alloc_last_segment(gr->alloc);
+  if (seg) gr->next_ready = exec_alloc_next_ready(gr->alloc); /* a device found full
+                                                                  synchronizes, settling
+                                                                  every pending block */
   /* the pass's first segment on g (none has cost its host yet), after
    * empty_cache() */
   if (hosted && seg)
@@ -305,6 +343,7 @@ static void alloc(exec_mem *m, uint32_t inst, uint32_t g, double bytes, double n
 static void count_ref(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
                       double now) {
   (void)u; (void)g; (void)now;
+  g_assert(m->inst[inst].refs < INST_REFS_MAX);
   m->inst[inst].refs++;
 }
 
@@ -440,6 +479,7 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
   m->xfer_issue_s = g_new0(double, nt);
   for (uint32_t g = 0; g < n; g++) {
     m->g[g].alloc = exec_alloc_new();
+    m->g[g].next_ready = INFINITY;
     exec_alloc_set_capacity(m->g[g].alloc, capacity_bytes);
   }
   if (p->phases) {
@@ -477,10 +517,15 @@ exec_mem *exec_mem_new(const plan *p, exec_result *r, bool trace, exec_held_fn h
 static void start_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t g,
                        double now) {
   inst_rec *in = &m->inst[inst];
-  if (m->phase_peak && plan_task_at(m->p, u->task)->kind == TASK_COMPUTE)
-    m->gpu_phase[g] = (uint8_t)plan_task_phase(m->p, u->task);
-  if (u->write) in->writing = u->task + 1;
-  else if (!in->written && in->writing != u->task + 1)
+  if (m->phase_peak && m->task_phase >= 0) m->gpu_phase[g] = (uint8_t)m->task_phase;
+  if (u->write && !in->writing) {
+    in->writing = 1;
+    if (m->n_writing == m->cap_writing) {
+      m->cap_writing = m->cap_writing ? 2 * m->cap_writing : 64;
+      m->writing = g_renew(uint32_t, m->writing, m->cap_writing);
+    }
+    m->writing[m->n_writing++] = inst;
+  } else if (!u->write && !in->written && !in->writing)
     m->r->mem_errors += inst_weight(m, u->buf, g); /* read before anything wrote it */
   if (in->state == INST_FREED)
     m->r->mem_errors += inst_weight(m, u->buf, g); /* cannot happen: refs held */
@@ -518,10 +563,12 @@ static void end_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t
   const plan_buf *b = plan_buf_at(m->p, u->buf);
   if (b->keep) return;
   in->state = INST_FREED;
-  if (m->host_s && in->sent_s >= 0)
-    exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
-  else
+  if (m->host_s && in->sent_s >= 0) {
+    double due = exec_alloc_release_after(m->g[g].alloc, in->block, in->sent_s);
+    if (due < m->g[g].next_ready) m->g[g].next_ready = due;
+  } else {
     exec_alloc_release(m->g[g].alloc, in->block);
+  }
   in->free_seq = ++m->seq;
   m->g[g].live -= b->bytes;
   sample(m, g, now);
@@ -533,12 +580,17 @@ static void end_inst(exec_mem *m, const plan_buf_use *u, uint32_t inst, uint32_t
 static void on_task(exec_mem *m, uint32_t task, double now, inst_fn fn, unsigned mask) {
   unsigned has = m->flags[task];
   if (!(has & (mask | mask << 3))) return; /* no use of these phases */
-  uint32_t k = task_gpus(m, plan_task_at(m->p, task));
+  const plan_task *t = plan_task_at(m->p, task);
+  uint32_t k = task_gpus(m, t);
+  if (m->phase_peak && fn == start_inst)
+    m->task_phase = t->kind == TASK_COMPUTE ? (int)plan_task_phase(m->p, task) : -1;
   for (int writes = 1; writes >= 0; writes--)
     for (uint32_t i = m->use_off[task]; (has >> (writes * 3)) & mask && i < m->use_off[task + 1]; i++) {
       const plan_buf_use *u = task_use(m, i);
       if (u->write == (bool)writes && (mask >> u->when & 1u)) each_inst(m, u, k, fn, now);
     }
+  for (uint32_t i = 0; i < m->n_writing; i++) m->inst[m->writing[i]].writing = 0;
+  m->n_writing = 0;
 }
 
 #define PHASE(w) (1u << (w))
@@ -648,7 +700,7 @@ static void peak_live(exec_mem *m) {
       if (in->state == INST_FREED && in->free_seq <= at) continue;
       /* a buffer of one GPU is touched by it alone, so its class is it */
       g_assert(pb->gpu == PLAN_ALL || m->cls->size[g] == 1);
-      exec_mem_live l = {g, 1, pb->name, pb->bytes};
+      exec_mem_live l = {g, 1, plan_buf_name(p, pb), pb->bytes};
       g_array_append_val(out, l);
     }
   }
@@ -709,6 +761,7 @@ void exec_mem_finish(exec_mem *m) {
   exec_mem_classes_free(m->cls);
   g_array_free(m->moved, TRUE);
   g_array_free(m->starts, TRUE);
+  g_free(m->writing);
   g_free(m->flags);
   g_free(m);
 }

@@ -156,7 +156,7 @@ static bool attn_keeps_own_kv(const plan *a) {
     const plan_buf_use *use = plan_buf_use_at(a, u);
     const plan_buf *buf = plan_buf_at(a, use->buf);
     const plan_task *x = plan_task_at(a, use->task);
-    if (buf->name == kv && buf->input && x->kind == TASK_COMPUTE && x->op.kind == OP_ATTN)
+    if (plan_buf_name(a, buf) == kv && buf->input && x->kind == TASK_COMPUTE && x->op.kind == OP_ATTN)
       return true;
   }
   return false;

@@ -128,12 +128,13 @@ typedef enum {
   COMM_APIS
 } comm_api;
 
+/* A task in 152 bytes (a causal plan holds a million at 1,024 GPUs):
+ * its kind and API are a byte each (task_kind, comm_api), beside the
+ * two flags, after the 32-bit fields. */
 typedef struct {
   plan_op op;          /* compute tasks */
-  task_kind kind;
   uint32_t gpu;        /* compute tasks */
   uint32_t step;       /* scheduler step, for traces */
-  comm_api api;                   /* comm */
   uint32_t xfer_off, n_xfer;      /* comm: into plan.xfers */
   uint32_t seg_off, n_qseg, n_kseg; /* attention: into plan.segs (q then k) */
   uint32_t dep_off, n_dep;        /* predecessors, into plan.deps (after finish) */
@@ -149,6 +150,8 @@ typedef struct {
   bool on_arrival;                /* compute: adds in what a transfer brought;
                                      a run without communication has nothing
                                      to add and skips it (exec no_comm) */
+  uint8_t kind;                   /* task_kind */
+  uint8_t api;                    /* comm: comm_api */
 } plan_task;
 
 #define PLAN_IN_PLACE UINT32_MAX
@@ -174,6 +177,7 @@ typedef struct {
   GArray *pattern_degree; /* uint32 */
   bool has_lockstep;      /* some task or transfer is PLAN_ALL */
   GArray *bufs, *buf_uses; /* plan_buf, plan_buf_use (plan_buf.h); NULL: none */
+  struct plan_buf_names *buf_names; /* the buffers' names (plan_buf.h); NULL: none */
   uint32_t pass_barrier;   /* the barrier between the forward and the
                               backward pass (plan_barrier), or UINT32_MAX */
   uint32_t attn_out;       /* an attention plan's forward output (sched_io's

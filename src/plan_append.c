@@ -218,7 +218,7 @@ void plan_append_free(plan_append *a) {
 static uint32_t buf_new(plan_append *a, uint32_t b, uint32_t g, uint32_t slot) {
   const plan_buf *sb = plan_buf_at(a->s->src, b);
   if (sb->gpu != PLAN_ALL) g = sb->gpu;
-  uint32_t id = plan_buf_new(a->dst, a->gpus[g], sb->bytes, sb->name);
+  uint32_t id = plan_buf_new(a->dst, a->gpus[g], sb->bytes, plan_buf_name(a->s->src, sb));
   plan_buf *db = (plan_buf *)plan_buf_at(a->dst, id);
   /* the host plan may own what src's caller would: its inputs made by the
    * host's own tasks (allocated where first used here), what it hands on

@@ -32,10 +32,36 @@ static const char *intern(const char *name) {
   return s;
 }
 
+/* The index of interned name s among p's buffer names, added if new:
+ * the last few first (a scheduler alternates among a handful). */
+static uint32_t name_id(plan *p, const char *s) {
+  plan_buf_names *n = p->buf_names;
+  if (!n) {
+    n = p->buf_names = g_new0(plan_buf_names, 1);
+    n->names = g_ptr_array_new();
+    n->index = g_hash_table_new(g_direct_hash, g_direct_equal);
+  }
+  for (unsigned i = 0; i < PLAN_BUF_NAME_WAYS; i++)
+    if (n->seen[i] == s) return n->seen_id[i];
+  uint32_t id = GPOINTER_TO_UINT(g_hash_table_lookup(n->index, s));
+  if (id) id--;
+  else {
+    id = n->names->len;
+    g_assert(id < (1u << 30)); /* plan_buf.name_id's bits */
+    g_ptr_array_add(n->names, (gpointer)s);
+    g_hash_table_insert(n->index, (gpointer)s, GUINT_TO_POINTER(id + 1));
+  }
+  n->seen[n->next] = s;
+  n->seen_id[n->next] = id;
+  n->next = (n->next + 1) % PLAN_BUF_NAME_WAYS;
+  return id;
+}
+
 uint32_t plan_buf_new(plan *p, uint32_t gpu, double bytes, const char *name) {
   g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
   g_assert(bytes >= 0 && name);
-  plan_buf b = {.bytes = bytes, .name = intern(name), .gpu = gpu};
+  g_assert(plan_buf_count(p) < PLAN_BUF_MAX - 1); /* plan_buf_use.buf's bits */
+  plan_buf b = {.bytes = bytes, .gpu = gpu, .name_id = name_id(p, intern(name))};
   g_array_append_val(bufs(p), b);
   return p->bufs->len - 1;
 }
@@ -63,7 +89,7 @@ void plan_buf_use_on(plan *p, uint32_t task, uint32_t buf, uint32_t gpu, bool wr
   g_assert(t->kind != TASK_COMPUTE || t->gpu != PLAN_ALL || b->gpu == PLAN_ALL);
   g_assert(gpu == PLAN_ALL || gpu < p->n_gpus);
   g_assert(gpu == PLAN_ALL || b->gpu == PLAN_ALL || b->gpu == gpu);
-  plan_buf_use u = {buf, task, gpu, write, (uint8_t)when};
+  plan_buf_use u = {.buf = buf, .write = write, .when = when, .task = task, .gpu = gpu};
   g_array_append_val(uses(p), u);
 }
 
@@ -104,10 +130,20 @@ void plan_buf_free_all(plan *p) {
   if (p->bufs) g_array_free(p->bufs, TRUE);
   if (p->buf_uses) g_array_free(p->buf_uses, TRUE);
   p->bufs = p->buf_uses = NULL;
+  if (p->buf_names) {
+    g_ptr_array_free(p->buf_names->names, TRUE);
+    g_hash_table_destroy(p->buf_names->index);
+    g_free(p->buf_names);
+    p->buf_names = NULL;
+  }
 }
 
 void plan_buf_expand(plan *q, const plan *p, const uint32_t *first) {
-  for (uint32_t i = 0; i < plan_buf_count(p); i++) g_array_append_val(bufs(q), *plan_buf_at(p, i));
+  for (uint32_t i = 0; i < plan_buf_count(p); i++) {
+    plan_buf b = *plan_buf_at(p, i);
+    b.name_id = name_id(q, plan_buf_name(p, plan_buf_at(p, i)));
+    g_array_append_val(bufs(q), b);
+  }
   for (uint32_t i = 0; i < plan_buf_use_count(p); i++) {
     plan_buf_use u = *plan_buf_use_at(p, i);
     const plan_task *t = plan_task_at(p, u.task);

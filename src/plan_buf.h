@@ -28,13 +28,28 @@
 
 #include "plan.h"
 
+/* A buffer in 16 bytes (a causal plan declares a few per task: 2.6
+ * million in a 1,024-GPU ring forward, 11.8 million in TASP's): its name
+ * is an index into its plan's names (plan_buf_name), sharing a word with
+ * the two flags. */
 typedef struct {
   double bytes;     /* per GPU */
-  const char *name; /* interned (g_intern_string): outlives the plan */
   uint32_t gpu;     /* PLAN_ALL: one on every GPU */
-  bool input;       /* live from the pass's start (allocated by the caller) */
-  bool keep;        /* not freed: handed on to the next pass or the caller */
+  uint32_t name_id : 30; /* into the plan's names: plan_buf_name */
+  uint32_t input : 1;    /* live from the pass's start (allocated by the caller) */
+  uint32_t keep : 1;     /* not freed: handed on to the next pass or the caller */
 } plan_buf;
+
+/* A plan's buffer names, each once, interned (g_intern_string: they
+ * outlive the plan), and the last few looked up with their indices. */
+#define PLAN_BUF_NAME_WAYS 8
+typedef struct plan_buf_names {
+  GPtrArray *names;  /* const char *, by name_id */
+  GHashTable *index; /* interned name -> 1 + its name_id */
+  const char *seen[PLAN_BUF_NAME_WAYS];
+  uint32_t seen_id[PLAN_BUF_NAME_WAYS];
+  unsigned next;
+} plan_buf_names;
 
 /* When in its task a use holds its reference. */
 typedef enum {
@@ -43,11 +58,18 @@ typedef enum {
   PLAN_BUF_LATE,   /* at its end, after its other references are dropped */
 } plan_buf_when;
 
+/* A use in 12 bytes: a causal plan holds several per task (a 1,024-GPU
+ * causal ring forward: 7.3 million, TASP's: 31.6 million), and the
+ * replay reads them in task order; the buffer's index shares a word with
+ * the two small fields (a plan has fewer than PLAN_BUF_MAX buffers). */
+#define PLAN_BUF_BITS 29
+#define PLAN_BUF_MAX (1u << PLAN_BUF_BITS)
 typedef struct {
-  uint32_t buf, task;
+  uint32_t buf : PLAN_BUF_BITS;
+  uint32_t write : 1;
+  uint32_t when : 2; /* plan_buf_when */
+  uint32_t task;
   uint32_t gpu; /* the copy of that GPU only (PLAN_ALL: of each GPU the task runs on) */
-  bool write;
-  uint8_t when; /* plan_buf_when */
 } plan_buf_use;
 
 /* A buffer of `bytes` on GPU gpu (PLAN_ALL: on each), named `name`. */
@@ -90,6 +112,10 @@ uint32_t plan_buf_out(plan *p, uint32_t task, double bytes, const char *name);
 static inline uint32_t plan_buf_count(const plan *p) { return p->bufs ? p->bufs->len : 0; }
 static inline const plan_buf *plan_buf_at(const plan *p, uint32_t i) {
   return &g_array_index(p->bufs, plan_buf, i);
+}
+/* Buffer b's name (of plan p's), interned. */
+static inline const char *plan_buf_name(const plan *p, const plan_buf *b) {
+  return (const char *)g_ptr_array_index(p->buf_names->names, b->name_id);
 }
 static inline uint32_t plan_buf_use_count(const plan *p) {
   return p->buf_uses ? p->buf_uses->len : 0;

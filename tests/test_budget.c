@@ -156,19 +156,19 @@ static void t_bytes_bound_measured_peaks(void) {
     const char *sched, *mask, *pass, *heads;
     double peak_kb, factor;
   } peaks[] = {
-      {"tasp", "full", "fwd", NULL, 97916, 3},
-      {"tasp", "full", "fwdbwd", NULL, 106692, 3},
-      {"tasp", "causal", "fwd", NULL, 2390016, 3},
-      {"tasp-mkm", "causal", "fwd", NULL, 2389916, 3},
-      {"ring", "causal", "fwd", NULL, 659284, 3},
-      {"ring", "causal", "fwdbwd", NULL, 1215464, 3},
-      {"ring", "full", "fwdbwd", NULL, 9140, 32},
-      {"zigzag", "causal", "fwdbwd", NULL, 1871236, 3},
-      {"usp", "causal", "fwdbwd", NULL, 72672, 32},
-      {"usp", "full", "fwdbwd", NULL, 100472, 32},
-      {"allgather", "causal", "fwdbwd", NULL, 11692, 32},
-      {"ulysses", "full", "fwdbwd", "1024", 282076, 3},
-      {"lasp2", "causal", "fwdbwd", NULL, 11032, 32},
+      {"tasp", "full", "fwd", NULL, 97840, 3},
+      {"tasp", "full", "fwdbwd", NULL, 97956, 3},
+      {"tasp", "causal", "fwd", NULL, 2038672, 3},
+      {"tasp-mkm", "causal", "fwd", NULL, 2038468, 3},
+      {"ring", "causal", "fwd", NULL, 566940, 3},
+      {"ring", "causal", "fwdbwd", NULL, 1035984, 3},
+      {"ring", "full", "fwdbwd", NULL, 8872, 32},
+      {"zigzag", "causal", "fwdbwd", NULL, 1613280, 3},
+      {"usp", "causal", "fwdbwd", NULL, 64000, 32},
+      {"usp", "full", "fwdbwd", NULL, 87120, 32},
+      {"allgather", "causal", "fwdbwd", NULL, 11416, 32},
+      {"ulysses", "full", "fwdbwd", "1024", 281796, 3},
+      {"lasp2", "causal", "fwdbwd", NULL, 10924, 32},
       /* causal: over 128 nodes' NIC rails (h100x8x32, generator.nodes=128;
        * minutes on one NVSwitch): its estimate does not depend on the
        * topology.  Full: lockstep, its N-1 shift patterns stored once for
@@ -177,9 +177,9 @@ static void t_bytes_bound_measured_peaks(void) {
       {"tokenring", "causal", "fwdbwd", NULL, 2232928, 3},
       {"tokenring", "full", "fwdbwd", NULL, 95684, 6},
       /* through tasp-sim (two threads: its ring baseline point beside) */
-      {"tasp", "full", "fwd", NULL, 109080, 3},
-      {"tasp", "causal", "fwd", NULL, 2522716, 3},
-      {"tasp", "causal", "fwdbwd", NULL, 4032624, 3},
+      {"tasp", "full", "fwd", NULL, 107908, 3},
+      {"tasp", "causal", "fwd", NULL, 2173024, 3},
+      {"tasp", "causal", "fwdbwd", NULL, 3422840, 3},
   };
   const double topo_kb = 7792;
   for (size_t i = 0; i < G_N_ELEMENTS(peaks); i++) {

@@ -413,7 +413,7 @@ static double buf_bytes(const plan *p, const char *name, uint32_t gpu) {
   double s = 0;
   for (uint32_t i = 0; i < plan_buf_count(p); i++) {
     const plan_buf *b = plan_buf_at(p, i);
-    if (!strcmp(b->name, name) && b->gpu == gpu) s += b->bytes;
+    if (!strcmp(plan_buf_name(p, b), name) && b->gpu == gpu) s += b->bytes;
   }
   return s;
 }
@@ -832,7 +832,7 @@ static bool read_in_backward_by(const plan *p, const char *name, uint32_t gpu, i
     const plan_buf_use *use = plan_buf_use_at(p, u);
     const plan_buf *b = plan_buf_at(p, use->buf);
     const plan_task *x = plan_task_at(p, use->task);
-    if (!strcmp(b->name, name) && b->gpu == gpu && x->kind == TASK_COMPUTE && x->op.backward &&
+    if (!strcmp(plan_buf_name(p, b), name) && b->gpu == gpu && x->kind == TASK_COMPUTE && x->op.backward &&
         (kind == OP_KINDS || x->op.kind == (op_kind)kind))
       return true;
   }

@@ -1363,7 +1363,7 @@ static void t_tasp_causal_gathers(void) {
     const plan *x = k ? q : p;
     for (uint32_t i = 0; i < plan_buf_count(x); i++) {
       const plan_buf *pb = plan_buf_at(x, i);
-      if (strcmp(pb->name, "keys gathered (torch.cat)")) continue;
+      if (strcmp(plan_buf_name(x, pb), "keys gathered (torch.cat)")) continue;
       g_string_append_printf(k ? b : a, "%u:%g ", pb->gpu, pb->bytes);
       gathers += !k;
     }
@@ -1432,7 +1432,7 @@ static bool same_plan(const plan *a, const plan *b) {
   }
   for (uint32_t i = 0; i < plan_buf_count(a); i++) {
     const plan_buf *x = plan_buf_at(a, i), *y = plan_buf_at(b, i);
-    if (x->gpu != y->gpu || x->bytes != y->bytes || x->name != y->name || x->input != y->input ||
+    if (x->gpu != y->gpu || x->bytes != y->bytes || plan_buf_name(a, x) != plan_buf_name(b, y) || x->input != y->input ||
         x->keep != y->keep)
       return false;
   }
