@@ -61,9 +61,19 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
    * degrees 2 and 8).  Under a full mask every step and the all-to-alls'
    * copies stay lockstep whatever the degree (ring.c ring_geom_alike,
    * ulysses.c): a few tasks a ring step, which t1f covers. */
-  for (const sched_opt *const *o = so->opts; o && *o; o++)
+  for (const sched_opt *const *o = so->opts; o && *o; o++) {
     if ((*o)->splits_heads && sched_opt_num(&pt->w, *o) && causal)
       out->tasks = passes * docs * (fmax(z->t2c, z->s2c) * p * p + z->t1c * p) + SLACK;
+    /* its all-to-alls' patterns pair each GPU with the others of its
+     * head-parallel group (ulysses.c groups_pattern, one pattern reused
+     * by every call), the ring's hop a GPU more: P x the degree pairs,
+     * not P^2; the degree given, else at most the heads it divides */
+    if ((*o)->splits_heads && out->stored) {
+      double u = sched_opt_num(&pt->w, *o);
+      if (!(u > 0)) u = fmin(p, pt->w.heads);
+      out->stored = passes * (z->xs2 * p * u + z->xs1 * p) + SLACK;
+    }
+  }
   if (pt->w.scope != SCOPE_ATTENTION) {
     /* the layer and model scopes (layer.h): the scheduler's plan
      * expanded (a lockstep task one per GPU: as many as its spans),
