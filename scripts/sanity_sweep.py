@@ -915,9 +915,12 @@ def check_aliases(ck, rng, c, rows, cmd):
                                            f"{[(k, r[k], o[k]) for k in diff[:3]]}")
 
 
-def scenario_of(c):
+def scenario_of(c, rng):
     """The configuration as a scenario file (README, "Scenario files"), and
-    the options it leaves on the command line (those it has no key for)."""
+    the options it leaves on the command line (those it has no key for).
+    A model is named by a string or by {"preset": ...}, and no model
+    sometimes by an object of the default's run fields ({"batch": 1}: a
+    model object without heads once switched to 32 KV heads)."""
     sc = {"name": c["topology"], "topology": c["topology"], "seq_len": c["seq"], "sp": int(c["sp"]),
           "schedulers": "all" if c["sched"] == "all" else c["sched"].split(","),
           "mask": c["mask"].split(","), "pass": c["pass"]}
@@ -927,7 +930,9 @@ def scenario_of(c):
     if "docs" in c:
         sc["model"] = {"docs": c["docs"]} if model is None else {"preset": model, "docs": c["docs"]}
     elif model is not None:
-        sc["model"] = model
+        sc["model"] = model if rng.random() < 0.5 else {"preset": model}
+    elif rng.random() < 0.5:
+        sc["model"] = rng.choice([{"batch": 1}, {"dtype": "bf16"}, {"grad_dtype": "fp32"}])
     job = {k.replace("-", "_"): v for k, v in c.items()
            if k in ("scope", "tp", "dp", "zero", "recompute", "micro-batches", "placement", "precision")}
     if job:
@@ -941,7 +946,7 @@ def check_scenario(ck, rng, c, csv_text, table, cmd):
     same bytes: the table and the CSV (the main run's, csv_text)."""
     if not ck.chance(rng, 0.25):
         return
-    sc, rest = scenario_of(c)
+    sc, rest = scenario_of(c, rng)
     path = os.path.join(ck.tmp, "scenario.json")
     with open(path, "w") as f:
         json.dump(sc, f)
