@@ -26,6 +26,12 @@ lengths, bundled topologies and precision recipes, and checks
               shards = the whole, a --set value with its unit = the bare
               value the unit says (at the model scope on whole steps), and
               a few layers extended = every layer;
+  spellings   TransformerEngine's p2p, a2a and a2a+p2p = the scheduler each
+              runs, figure for figure; a scenario file = the same options
+              on the command line (table and CSV, byte for byte); --csv -
+              = --csv FILE; a --set sweep's rows for a value = that value
+              alone; an output in a missing folder: exit 2 naming it,
+              nothing on stdout, no other output written;
   search      the winner fits and is the best simulated row by the objective,
               bounds are lower bounds (a configuration excluded for memory
               does not fit, replayed whole), shards merged = the whole search, a
