@@ -31,7 +31,10 @@ lengths, bundled topologies and precision recipes, and checks
               on the command line (table and CSV, byte for byte); --csv -
               = --csv FILE; a --set sweep's rows for a value = that value
               alone; an output in a missing folder: exit 2 naming it,
-              nothing on stdout, no other output written;
+              nothing on stdout, no other output written; --baseline
+              changes speedup_vs_best and baseline only (the named
+              scheduler's step over the row's), --links-summary and
+              --strict (every row ran) not the CSV;
   search      the winner fits and is the best simulated row by the objective,
               bounds are lower bounds (a configuration excluded for memory
               does not fit, replayed whole), shards merged = the whole search, a
@@ -1011,6 +1014,49 @@ def check_set_alone(ck, rng, c):
                                         f"{str(diff[0])[:120]!r} vs {str(diff[1])[:120]!r}")
 
 
+def check_neutral_options(ck, rng, c, rows, csv_text, cmd):
+    """Options that change one thing only: --baseline ring|zigzag changes
+    speedup_vs_best and baseline alone (the named scheduler's step over the
+    row's, empty where it did not run); --links-summary and, where every
+    row ran, --strict leave the CSV as it is."""
+    if "baseline" in c or not ck.chance(rng, 0.2):
+        return
+    base = rng.choice(["ring", "zigzag"])
+    other, _, ocmd = ck.run_csv(args_of(c) + ["--baseline", base])
+    if other is None:
+        return ck.fail(f"{cmd}\n  $ {ocmd}", f"--baseline {base} refuses a run that runs without it")
+    if len(other) != len(rows):
+        return ck.fail(f"{cmd}\n  $ {ocmd}", f"--baseline {base}: {len(other)} rows, {len(rows)} without")
+    groups = {}
+    for r in other:
+        groups.setdefault((r["seq_len"], r["gpus"], r["mask"], r["pass"], r["overrides"]), {})[r["scheduler"]] = r
+    for a, b in zip(rows, other):
+        diff = [k for k in a if k not in ("speedup_vs_best", "baseline") and a[k] != b[k]]
+        if diff:
+            ck.fail(f"{cmd}\n  $ {ocmd}", f"--baseline {base} changes {b['scheduler']}'s {diff[:3]}")
+            break
+        if b["status"] != "ok":
+            continue
+        ref = groups[(b["seq_len"], b["gpus"], b["mask"], b["pass"], b["overrides"])].get(base)
+        # the baseline runs hidden where not asked for, as ring does (README)
+        if ref is None or ref["status"] != "ok":
+            if b["speedup_vs_best"] and ref is not None:
+                ck.fail(f"{ocmd}", f"{b['scheduler']}: speedup_vs_best {b['speedup_vs_best']} though "
+                                   f"{base} did not run the point")
+            continue
+        want = float(ref["step_ms"]) / float(b["step_ms"]) if float(b["step_ms"]) > 0 else None
+        got = num(b, "speedup_vs_best")
+        if b["baseline"] != base or (want is not None and got is not None and
+                                     abs(got - want) > 1e-4 + 1e-6 * want):
+            ck.fail(f"{ocmd}", f"{b['scheduler']}: --baseline {base} gives baseline {b['baseline']!r}, "
+                               f"speedup_vs_best {b['speedup_vs_best']} (its step over the row's: {want})")
+    extra = [["--links-summary"]] + ([["--strict"]] if all(r["status"] == "ok" for r in rows) else [])
+    for opt in extra:
+        rc, out, _, line = ck.run(args_of(c) + opt + ["--csv", "-", "-q"])
+        if rc != 0 or out != csv_text:
+            ck.fail(f"{cmd}\n  $ {line}", f"{opt[0]} changes the CSV (exit {rc})")
+
+
 def check_unwritable(ck, rng, c):
     """An output that cannot be created (its folder missing) is refused up
     front: exit 2 naming its option, nothing on stdout, no other output
@@ -1449,6 +1495,7 @@ def check_config(ck, rng, c):
     check_scenario(ck, rng, c, csv_text, table, cmd)
     check_csv_stdout(ck, rng, c, csv_text, cmd)
     check_set_alone(ck, rng, c)
+    check_neutral_options(ck, rng, c, rows, csv_text, cmd)
     check_unwritable(ck, rng, c)
     return True
 
