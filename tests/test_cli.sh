@@ -774,6 +774,14 @@ check "n/a point: no links rows nor trace for it" \
 expect_error "--strict: the first point a scheduler cannot run is an error" \
   "option '--sp': ulysses at seq_len 64K, SP 64: ulysses: 32 query heads do not divide" \
   --topology h100x8x8 --sched ring,ulysses --seq 64K --sp 8,64 --strict
+# --strict holds the points asked for; a hidden baseline (ring for
+# speedup_vs_ring, or --baseline's) that cannot run is said under the
+# verdict, not an error: Ulysses and all-gather CP run documents of any
+# length, ring needs each divisible by the SP degree
+"$sim" --topology h100x8 --sched ulysses,allgather --seq 4K --sp 2 --docs 1001,3095 --csv - -q > "$tmp/loose.csv"
+"$sim" --topology h100x8 --sched ulysses,allgather --seq 4K --sp 2 --docs 1001,3095 --csv - -q --strict > "$tmp/strict_hidden.csv" 2> "$tmp/strict_hidden.err"
+check "--strict: a hidden ring that cannot run is no error where every point asked for runs" \
+  "[ \$? -eq 0 ] && [ ! -s $tmp/strict_hidden.err ] && cmp -s $tmp/loose.csv $tmp/strict_hidden.csv && col $tmp/strict_hidden.csv ulysses 2 4096 status ok && col $tmp/strict_hidden.csv ulysses 2 4096 speedup_vs_ring ''"
 "$sim" --topology h100x8 --sched ring,tasp --seq 32K --sp 1,8 --csv - -q > "$tmp/sp1.csv"
 check "TASP at SP 1 is an n/a row" "col $tmp/sp1.csv tasp 1 32768 status 'n/a: tasp needs an SP degree of at least 2'"
 "$sim" --topology h100x8 --sched ring,tasp --seq 1000,32K --sp 8 --mask full --baseline zigzag --csv "$tmp/nb.csv" > "$tmp/nb.txt"
