@@ -973,7 +973,11 @@ static bool expand(scenario *s, const scenario_overrides *ov, GError **err) {
             if (!can ||
                 (w.scope != SCOPE_ATTENTION &&
                  !sched_check_tasks(&built, layer_tasks_estimate(&built, s->topo), p.sched->name, &e))) {
-              origin o = blame(s, ov, e);
+              /* a hidden baseline's bad input (layers it does not run)
+               * is --baseline's: ring, the other one hidden, runs all */
+              origin o = p.hidden && !cannot_run(e) && ov->baseline
+                             ? (origin){"command line", "--baseline"}
+                             : blame(s, ov, e);
               g_autofree char *seq = size_format(w.seq_len);
               GError *why = NULL;
               bad(&why, o, "%s at seq_len %s, SP %u: %s", p.sched->name, seq, w.gpus,

@@ -774,6 +774,11 @@ check "n/a point: no links rows nor trace for it" \
 expect_error "--strict: the first point a scheduler cannot run is an error" \
   "option '--sp': ulysses at seq_len 64K, SP 64: ulysses: 32 query heads do not divide" \
   --topology h100x8x8 --sched ring,ulysses --seq 64K --sp 8,64 --strict
+# --baseline's scheduler that does not run the model's layers is an
+# error of --baseline, not of --seq
+expect_error "--baseline zigzag over linear layers names --baseline" \
+  "option '--baseline': zigzag at seq_len 4K, SP 1: zigzag does not run linear-attention layers" \
+  --topology h200x4-tool --scope layer --seq 4K --model linear-llama3-1b-hybrid --sched ring --sp 1 --baseline zigzag
 # --strict holds the points asked for; a hidden baseline (ring for
 # speedup_vs_ring, or --baseline's) that cannot run is said under the
 # verdict, not an error: Ulysses and all-gather CP run documents of any
