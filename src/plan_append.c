@@ -126,6 +126,18 @@ void plan_append_src_free(plan_append_src *s) {
   g_free(s);
 }
 
+/* The pass barrier joins the GPUs' forward passes (plan_barrier), not
+ * their backward starts: a backward task waiting on it alone is one with
+ * nothing before it in its range, and so follows its own GPUs' compute
+ * issued at the seam (each GPU where its program calls the backward).
+ * Counted as a wait, it let a backward that opens with a transfer
+ * (TokenRing's Q, dO, O and LSE; a ring's K and V) start as soon as the
+ * forward's attention ended, during the next layers' forward. */
+static bool is_pass_barrier(const plan *src, uint32_t task) {
+  const plan_task *t = plan_task_at(src, task);
+  return t->kind == TASK_COMM && t->api == COMM_BARRIER;
+}
+
 /* Range [from, to) of src: which tasks wait on one of it, which are its
  * sinks on each GPU they touch, which buffer uses are its tasks'. */
 static const src_range *range_of(plan_append_src *s, uint32_t from, uint32_t to) {
@@ -150,7 +162,7 @@ static const src_range *range_of(plan_append_src *s, uint32_t from, uint32_t to)
       if (before < from) continue;
       /* an overlap edge is no wait where the hardware lets the group run
        * beside the kernel: it still waits for what the host had issued */
-      sr.inner[i - from] |= !plan_dep_is_overlap(st, d);
+      sr.inner[i - from] |= !plan_dep_is_overlap(st, d) && !is_pass_barrier(src, before);
       const uint32_t *touch2 = s->touch + s->touch_off[before];
       uint32_t k2 = s->touch_off[before + 1] - s->touch_off[before];
       for (uint32_t j = 0; j < k; j++)

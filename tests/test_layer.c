@@ -222,8 +222,10 @@ static void test_tp_ranks_exact(void) {
   topo_free(t);
 }
 
-/* Whether task `from` is an ancestor of task `to` (through deps). */
-static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
+/* Whether task `from` is an ancestor of task `to` (through deps; with
+ * waits_only, not through overlap edges, which exec drops where transfers
+ * progress beside kernels: plan_overlap). */
+static bool reaches_by(const plan *p, uint32_t from, uint32_t to, uint8_t *seen, bool waits_only) {
   memset(seen, 0, p->tasks->len);
   GArray *stack = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   g_array_append_val(stack, to);
@@ -234,6 +236,7 @@ static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
     const plan_task *t = plan_task_at(p, x);
     for (uint32_t d = 0; d < t->n_dep; d++) {
       uint32_t y = p->deps[t->dep_off + d];
+      if (waits_only && plan_dep_is_overlap(t, d)) continue;
       if (y == from) found = true;
       if (!seen[y]) {
         seen[y] = 1;
@@ -243,6 +246,10 @@ static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
   }
   g_array_free(stack, TRUE);
   return found;
+}
+
+static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
+  return reaches_by(p, from, to, seen, false);
 }
 
 /* The seams: on each GPU every task of the attention part that touches it
@@ -283,6 +290,68 @@ static void test_seams(void) {
     }
     plan_free(p);
   }
+  topo_free(t);
+}
+
+/* The backward's seam: the attention's backward starts where each GPU's
+ * program calls it, after that GPU's output projection backward (the dO it
+ * reads), so every task of the layer's backward that touches a GPU (its
+ * kernels and the groups it sends or receives in) follows the last kernel
+ * that GPU issued before the attention's pass barrier.  A group waiting on
+ * the barrier alone counted as one with a predecessor in its range, so a
+ * backward opening with a transfer (TokenRing sends Q, dO, O and the LSE;
+ * ring its K and V) waited for the forward's attention only and ran during
+ * the next layers' forward: mi300x8, TokenRing SP 2 x DP 2, ZeRO 2,
+ * Llama-2-7B at 4K, was 0.5% faster with full recomputation than without.
+ * Waits only: the edges to the kernels a group runs beside are dropped on
+ * mi300x8, where transfers progress beside kernels. */
+static void test_backward_seam(void) {
+  g_autoptr(GError) err = NULL;
+  topology *t = topo_load("topologies/mi300x8.json", &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  const sched_ops *scheds[] = {&sched_ring, &sched_tokenring, &sched_ulysses, &sched_allgather,
+                               &sched_tasp, &sched_zigzag, &sched_usp};
+  for (uint32_t sp = 2; sp <= 8; sp *= 2)
+    for (size_t k = 0; k < G_N_ELEMENTS(scheds); k++) {
+      if (scheds[k] == &sched_tasp && sp < 4) continue;
+      workload w = llama8b(sp, 1, 16384, PASS_FWDBWD);
+      plan *p = layer_build(scheds[k], &w, t, true, false);
+      g_autofree uint8_t *seen = g_new(uint8_t, p->tasks->len);
+      /* the attention's pass barrier (the layer has no other) */
+      int64_t barrier = -1;
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *x = plan_task_at(p, i);
+        if (x->kind == TASK_COMM && x->api == COMM_BARRIER) barrier = i;
+      }
+      CU_ASSERT_FATAL(barrier > 0);
+      for (uint32_t g = 0; g < sp; g++) {
+        int64_t last = -1;
+        for (guint i = 0; i < (guint)barrier; i++) {
+          const plan_task *x = plan_task_at(p, i);
+          if (x->kind == TASK_COMPUTE && x->gpu == g) last = i;
+        }
+        CU_ASSERT_FATAL(last >= 0);
+        unsigned n = 0, groups = 0, early = 0;
+        for (guint i = (guint)barrier + 1; i < p->tasks->len; i++) {
+          const plan_task *x = plan_task_at(p, i);
+          bool mine = x->kind == TASK_COMPUTE ? x->gpu == g : false;
+          for (uint32_t j = 0; x->kind == TASK_COMM && j < x->n_xfer; j++) {
+            plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+            mine |= e.src == g || e.dst == g;
+          }
+          if (!mine) continue;
+          n++;
+          groups += x->kind == TASK_COMM;
+          early += !reaches_by(p, (uint32_t)last, i, seen, true);
+        }
+        CU_ASSERT(n > 0 && groups > 0);
+        CU_ASSERT_EQUAL(early, 0);
+        if (early)
+          fprintf(stderr, "\n%s SP %u: %u backward tasks of GPU %u not after its task %ld\n",
+                  scheds[k]->name, sp, early, g, (long)last);
+      }
+      plan_free(p);
+    }
   topo_free(t);
 }
 
@@ -1330,7 +1399,7 @@ int main(void) {
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
                              TEST(test_tp_ranks_exact),  TEST(test_tp_collective_bytes),
                              TEST(test_memory),          TEST(test_sim_columns),
-                             TEST(test_seams),           TEST(test_model_step_flops),
+                             TEST(test_seams),           TEST(test_backward_seam),           TEST(test_model_step_flops),
                              TEST(test_model_sum_of_parts), TEST(test_grad_reduction),
                              TEST(test_model_memory_overlap),
                              TEST(test_model_owns_attention_buffers),

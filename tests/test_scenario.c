@@ -461,6 +461,27 @@ static void t_model_in_file(void) {
   CU_ASSERT_EQUAL(layers_count(w, ATTN_SOFTMAX), 32);
   CU_ASSERT_STRING_EQUAL(s->model_name, "Llama-2-7B");
   scenario_free(s);
+  /* a model object of run fields only (batch, dtype, docs) keeps the
+   * default shape, Llama-3-8B's 32 heads and 8 KV heads, as --batch does;
+   * heads given without KV heads are heads with their own KV (MHA), as
+   * --heads gives.  The object alone made the KV heads 32 */
+  s = load_text("{\"model\": {\"batch\": 2, \"dtype\": \"fp16\"}, \"seq_len\": \"32K\", \"sp\": 8}",
+                ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  w = &g_array_index(s->points, scenario_point, 0).w;
+  CU_ASSERT_EQUAL(w->heads, 32);
+  CU_ASSERT_EQUAL(w->kv_heads, 8);
+  CU_ASSERT_EQUAL(w->batch, 2);
+  scenario_free(s);
+  s = load_text("{\"model\": {\"heads\": 16}, \"seq_len\": \"32K\", \"sp\": 8}", ov, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(g_array_index(s->points, scenario_point, 0).w.kv_heads, 16);
+  scenario_free(s);
+  scenario_overrides heads = {.topology = "h100x8", .sched = "ring", .heads = "16"};
+  s = load_text("{\"model\": {\"batch\": 2}, \"seq_len\": \"32K\", \"sp\": 8}", heads, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(g_array_index(s->points, scenario_point, 0).w.kv_heads, 16);
+  scenario_free(s);
   /* model.attention over a preset's layers: every layer that kind */
   s = load_text("{\"model\": {\"preset\": \"llama3-8b\", \"attention\": \"linear\"}, "
                 "\"seq_len\": \"32K\", \"sp\": 8}", ov, &err);
