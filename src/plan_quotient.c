@@ -3,8 +3,6 @@
 
 #include "plan_buf.h"
 
-#include <string.h>
-
 #define DROPPED UINT32_MAX
 
 typedef struct {
@@ -80,8 +78,11 @@ static bool copy_tasks(quot *s) {
       if (!copy_deps(s, i, s->first[i], PLAN_ALL)) return false;
       continue;
     }
-    for (uint32_t g = 0; g < n; g++) {
-      if (!s->sim[g] || (t->gpu != PLAN_ALL && t->gpu != g)) continue;
+    /* a task of one GPU: that GPU alone (not a walk over all of them: a
+     * causal plan has a task per GPU and step) */
+    uint32_t lo = t->gpu == PLAN_ALL ? 0 : t->gpu, hi = t->gpu == PLAN_ALL ? n : t->gpu + 1;
+    for (uint32_t g = lo; g < hi; g++) {
+      if (!s->sim[g]) continue;
       c.gpu = g;
       uint32_t id = q->tasks->len;
       if (s->first[i] == DROPPED) s->first[i] = id;
@@ -105,8 +106,9 @@ static bool copy_bufs(quot *s) {
   for (uint32_t b = 0; b < nb; b++) {
     plan_buf sb = *plan_buf_at(p, b);
     to[b] = DROPPED;
-    for (uint32_t g = 0; g < n; g++) {
-      if (!s->sim[g] || (sb.gpu != PLAN_ALL && sb.gpu != g)) continue;
+    uint32_t lo = sb.gpu == PLAN_ALL ? 0 : sb.gpu, hi = sb.gpu == PLAN_ALL ? n : sb.gpu + 1;
+    for (uint32_t g = lo; g < hi; g++) {
+      if (!s->sim[g]) continue;
       uint32_t id = plan_buf_new(q, g, sb.bytes, sb.name);
       plan_buf *db = &g_array_index(q->bufs, plan_buf, id);
       db->input = sb.input;
@@ -114,33 +116,39 @@ static bool copy_bufs(quot *s) {
       if (to[b] == DROPPED) to[b] = id;
     }
   }
+  /* the GPUs a use touches (each once, in `on`), marked in `touch` */
   g_autofree uint8_t *touch = g_new0(uint8_t, n);
+  g_autofree uint32_t *on = g_new(uint32_t, n);
   for (uint32_t i = 0; i < plan_buf_use_count(p); i++) {
     plan_buf_use u = *plan_buf_use_at(p, i);
     const plan_task *t = plan_task_at(p, u.task);
-    uint32_t at = s->first[u.task], b = u.buf;
+    uint32_t at = s->first[u.task], b = u.buf, k = 0;
     if (at == DROPPED || (u.gpu != PLAN_ALL && !s->sim[u.gpu])) continue;
     if (to[b] == DROPPED) return false;
-    bool all = plan_buf_at(p, b)->gpu == PLAN_ALL;
-    /* the GPUs the use touches: a compute copy's, or a group's ends */
-    memset(touch, 0, n);
-    if (t->kind == TASK_COMPUTE) {
+    uint32_t bgpu = plan_buf_at(p, b)->gpu;
+    /* a compute copy's GPU, or a group's ends */
+    if (t->kind == TASK_COMPUTE && t->gpu != PLAN_ALL) {
+      on[k++] = t->gpu;
+    } else if (t->kind == TASK_COMPUTE) {
       for (uint32_t g = 0; g < n; g++)
-        touch[g] = s->sim[g] && (t->gpu == PLAN_ALL || t->gpu == g);
+        if (s->sim[g]) on[k++] = g;
     } else {
       const plan_task *c = plan_task_at(q, at);
       for (uint32_t x = 0; x < c->n_xfer; x++) {
         plan_xfer e = plan_xfer_at(q, c, x);
-        touch[e.src] = touch[e.dst] = 1;
+        uint32_t ends[2] = {e.src, e.dst};
+        for (int j = 0; j < 2; j++)
+          if (!touch[ends[j]]) touch[ends[j]] = 1, on[k++] = ends[j];
       }
+      for (uint32_t j = 0; j < k; j++) touch[on[j]] = 0;
     }
     if (!q->buf_uses) q->buf_uses = g_array_new(FALSE, FALSE, sizeof(plan_buf_use));
-    for (uint32_t g = 0; g < n; g++) {
-      if (!touch[g] || (u.gpu != PLAN_ALL && u.gpu != g)) continue;
-      if (!all && plan_buf_at(p, b)->gpu != g) continue;
+    for (uint32_t j = 0; j < k; j++) {
+      uint32_t g = on[j];
+      if ((u.gpu != PLAN_ALL && u.gpu != g) || (bgpu != PLAN_ALL && bgpu != g)) continue;
       plan_buf_use c = u;
       c.task = lockstep(t) ? at + s->nth[g] : at;
-      c.buf = all ? to[b] + s->nth[g] : to[b];
+      c.buf = bgpu == PLAN_ALL ? to[b] + s->nth[g] : to[b];
       c.gpu = g;
       g_array_append_val(q->buf_uses, c);
     }
