@@ -92,7 +92,8 @@ static plan *build(const workload *w, const topology *t, bool record_segs, bool 
 /* Every Ulysses group's GPUs turned by one (GPU g to the next of its
  * group): its GPUs hold the same tokens and run the same ring steps with
  * the same ring neighbours' images on their own heads, so the turn maps
- * the plan onto itself (test_usp t_causal_groups_coincide, t_orbits).
+ * the plan onto itself (test_usp: t_causal_groups_coincide,
+ * t_orbits_equal_full).
  * Under a full mask the plan is lockstep already: one task for every GPU
  * costs less than a copy per group. */
 static bool turn(const workload *w, const topology *t, uint32_t *pi) {
