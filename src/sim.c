@@ -8,7 +8,9 @@
 #include "budget.h"
 #include "layer.h"
 #include "layers.h"
+#include "attn_orbits.h"
 #include "orbits.h"
+#include "plan_quotient.h"
 
 /* A switched topology's routes are one channel of the sender's (its
  * port, or its NIC's, by whether the peer shares its node) and one of the
@@ -58,8 +60,21 @@ static exec_result *run_kind(const topology *t, const scenario_point *pt, const 
   plan *p = pt->sched->build(&one, t, false);
   if (p->note->len) g_string_append_printf(notes, "%s%s", notes->len ? "; " : "", p->note->str);
   *flops += layer_model_flops(p);
-  exec_result *r = exec_run(p, t, o);
+  /* GPUs that share one timeline replayed once (attn_orbits.h); a trace
+   * shows every GPU, so it replays them all, as does a plan the quotient
+   * does not take */
+  bool all = o->keep_trace || o->per_flow || o->orbits;
+  orbits *q = all ? NULL : attn_orbits(pt->sched, &one, t);
+  plan *reps = q ? plan_quotient_of(p, q) : NULL;
+  exec_opts run = *o;
+  if (reps) {
+    plan_free(p);
+    p = reps;
+    run.orbits = q;
+  }
+  exec_result *r = exec_run(p, t, &run);
   plan_free(p);
+  orbits_free(q);
   return r;
 }
 

@@ -16,7 +16,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "attn_orbits.h"
 #include "exec.h"
+#include "plan_quotient.h"
 #include "plan_same.h"
 #include "scenario.h"
 #include "sched/sched.h"
@@ -263,10 +265,143 @@ static void t_causal_groups_coincide(void) {
   }
 }
 
+static void same_array(const double *a, const double *b, uint32_t n) {
+  CU_ASSERT_FATAL((a == NULL) == (b == NULL));
+  for (uint32_t i = 0; a && i < n; i++) CU_ASSERT_CLOSE(a[i], b[i], 1e-9);
+}
+
+/* Every figure of two results within 1e-9 (test_orbits' discipline). */
+static void same_result(const exec_result *full, const exec_result *q) {
+  CU_ASSERT_EQUAL_FATAL(full->n_gpus, q->n_gpus);
+  CU_ASSERT_EQUAL_FATAL(full->n_chan, q->n_chan);
+  double scalars[][2] = {{full->step_s, q->step_s},
+                         {full->compute_s, q->compute_s},
+                         {full->comm_s, q->comm_s},
+                         {full->exposed_s, q->exposed_s},
+                         {full->imbalance_s, q->imbalance_s},
+                         {full->exposed_fixed_s, q->exposed_fixed_s},
+                         {full->exposed_host_s, q->exposed_host_s},
+                         {full->flops, q->flops},
+                         {full->peak_bytes, q->peak_bytes},
+                         {full->peak_reserved_bytes, q->peak_reserved_bytes},
+                         {full->gpu_finish_s[full->last_gpu], q->gpu_finish_s[q->last_gpu]}};
+  for (size_t i = 0; i < G_N_ELEMENTS(scalars); i++)
+    CU_ASSERT_CLOSE(scalars[i][0], scalars[i][1], 1e-9);
+  uint32_t n = full->n_gpus;
+  same_array(full->gpu_compute_s, q->gpu_compute_s, n);
+  same_array(full->gpu_comm_s, q->gpu_comm_s, n);
+  same_array(full->gpu_finish_s, q->gpu_finish_s, n);
+  same_array(full->gpu_imbalance_s, q->gpu_imbalance_s, n);
+  same_array(full->gpu_peak_bytes, q->gpu_peak_bytes, n);
+  same_array(full->gpu_peak_reserved_bytes, q->gpu_peak_reserved_bytes, n);
+  same_array(full->chan_bytes, q->chan_bytes, full->n_chan);
+  same_array(full->chan_busy_s, q->chan_busy_s, full->n_chan);
+  CU_ASSERT_EQUAL(full->mem_errors, q->mem_errors);
+  CU_ASSERT_EQUAL_FATAL(full->peak_live->len, q->peak_live->len);
+  for (guint i = 0; i < full->peak_live->len; i++) {
+    exec_mem_live a = g_array_index(full->peak_live, exec_mem_live, i);
+    exec_mem_live b = g_array_index(q->peak_live, exec_mem_live, i);
+    CU_ASSERT(a.gpu == b.gpu && a.count == b.count && !strcmp(a.name, b.name));
+    CU_ASSERT_CLOSE(a.bytes, b.bytes, 1e-12);
+  }
+}
+
+static uint32_t compute_tasks(const plan *p) {
+  uint32_t k = 0;
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind == TASK_COMPUTE) k += t->gpu == PLAN_ALL ? p->n_gpus : 1;
+  }
+  return k;
+}
+
+/* Under a causal mask one GPU of each Ulysses group replayed with the
+ * multiplicity u (attn_orbits.h, plan_quotient.h): its orbits are the
+ * groups, its plan the representatives' tasks and transfers only, and
+ * every figure of the run equals the replay of every GPU within 1e-9, on
+ * NVSwitch (ring degrees 2 to 12; kernels that hold back transfers
+ * too) and on nodes over NIC rails (a group a node, and two a node);
+ * refused where the turn is not exact. */
+static void t_orbits_equal_full(void) {
+  static const struct {
+    const char *sched, *topo, *set, *pass;
+    uint32_t sp, u;
+  } pts[] = {{"usp", "h100x8", "generator.gpus=24", "fwdbwd", 24, 2},
+             {"usp-zigzag", "h100x8", "generator.gpus=24", "fwdbwd", 24, 8},
+             {"usp", "h100x8", "generator.gpus=12", "fwd", 12, 4},
+             {"usp-zigzag", "h100x8", "generator.gpus=12", "bwd", 12, 4},
+             {"usp", "h100x8x4", NULL, "fwdbwd", 32, 0},
+             {"usp-zigzag", "h100x8x4", NULL, "fwdbwd", 32, 4},
+             {"usp-zigzag", "h100x8x32", "generator.nodes=3", "fwdbwd", 24, 0},
+             {"usp", "h100x8x32", "generator.nodes=5", "fwd", 40, 8},
+             /* a running attention kernel holds back transfers (the
+              * overlap edges a group keeps only to representatives) */
+             {"usp-zigzag", "h200x4", NULL, "fwdbwd", 4, 2}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++) {
+    scenario *s = load(pts[i].sched, pts[i].topo, pts[i].set, pts[i].sp, pts[i].u, false,
+                       "causal", pts[i].pass);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const scenario_point *pt = point_of(s, sched_named(pts[i].sched));
+    uint32_t u = pts[i].u ? pts[i].u : 8, n = pt->w.gpus;
+    orbits *o = attn_orbits(pt->sched, &pt->w, s->topo);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(o->mult, u);
+    for (uint32_t g = 0; g < n; g++) CU_ASSERT_EQUAL(o->rep[g], g - g % u);
+    plan *full = pt->sched->build(&pt->w, s->topo, false);
+    plan *q = plan_quotient_of(full, o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    /* the representatives' tasks and the transfers leaving them, only */
+    CU_ASSERT_EQUAL(compute_tasks(q) * u, compute_tasks(full));
+    CU_ASSERT_FALSE(q->has_lockstep);
+    for (guint k = 0; k < q->tasks->len; k++) {
+      const plan_task *t = plan_task_at(q, k);
+      if (t->kind == TASK_COMPUTE) CU_ASSERT(orbits_is_rep(o, t->gpu));
+      for (uint32_t x = 0; t->kind == TASK_COMM && x < t->n_xfer; x++) {
+        plan_xfer e = plan_xfer_at(q, t, x);
+        CU_ASSERT(orbits_is_rep(o, e.src) && orbits_is_rep(o, e.dst));
+        CU_ASSERT_EQUAL(o->rep[plan_xfer_to(q, t, x)], e.dst);
+      }
+    }
+    exec_opts plain = {0}, quotient = {.orbits = o};
+    exec_result *a = exec_run(full, s->topo, &plain), *b = exec_run(q, s->topo, &quotient);
+    same_result(a, b);
+    exec_result_free(a);
+    exec_result_free(b);
+    plan_free(q);
+    plan_free(full);
+    orbits_free(o);
+    scenario_free(s);
+  }
+}
+
+/* No orbits where replaying one GPU a group would not be exact or not
+ * worth it: a full mask (the plan is lockstep already), a torus (routes
+ * the check cannot map), groups across nodes (u 16 on nodes of 8: the
+ * turn carries a node onto GPUs of two). */
+static void t_orbits_refused(void) {
+  static const struct {
+    const char *topo, *mask;
+    uint32_t sp, u;
+  } pts[] = {{"h100x8x4", "full", 32, 0}, {"torus4x4", "causal", 16, 4},
+             {"h100x8x4", "causal", 32, 16}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++) {
+    scenario *s = load("usp", pts[i].topo, NULL, pts[i].sp, pts[i].u, false, pts[i].mask, "fwd");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const scenario_point *pt = point_of(s, &sched_usp);
+    orbits *o = attn_orbits(pt->sched, &pt->w, s->topo);
+    if (o) fprintf(stderr, "\n  usp %s %s u %u: orbits where none are exact\n", pts[i].topo,
+                   pts[i].mask, pts[i].u);
+    CU_ASSERT_PTR_NULL(o);
+    orbits_free(o);
+    scenario_free(s);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_usp_lockstep_equals_per_gpu),
                                     TEST(t_ulysses_lockstep_equals_per_gpu),
                                     TEST(t_a2a_schedule), TEST(t_causal_groups_coincide),
+                                    TEST(t_orbits_equal_full), TEST(t_orbits_refused),
                                     {NULL, NULL}};
   return test_run("usp", cases);
 }

@@ -99,6 +99,11 @@ typedef struct sched_ops {
   /* Runs packed documents (workload.docs) with its variable-length
    * layout; false: refused with a message naming those that do. */
   bool docs;
+  /* A permutation of the job's GPUs (pi: w->gpus entries, filled) that
+   * carries its plan for w onto itself, every task and transfer onto
+   * one of the same, where replaying one GPU of each orbit is worth it
+   * (attn_orbits.h); NULL or false: none. */
+  bool (*turn)(const workload *w, const topology *t, uint32_t *pi);
 } sched_ops;
 
 #define SCHED_RUNS(kind) (1u << (kind))

@@ -89,6 +89,20 @@ static plan *build(const workload *w, const topology *t, bool record_segs, bool 
   return p;
 }
 
+/* Every Ulysses group's GPUs turned by one (GPU g to the next of its
+ * group): its GPUs hold the same tokens and run the same ring steps with
+ * the same ring neighbours' images on their own heads, so the turn maps
+ * the plan onto itself (test_usp: t_causal_groups_coincide,
+ * t_orbits_equal_full).
+ * Under a full mask the plan is lockstep already: one task for every GPU
+ * costs less than a copy per group. */
+static bool turn(const workload *w, const topology *t, uint32_t *pi) {
+  uint32_t u = degree(w, t);
+  if (!w->causal || u < 2 || w->gpus % u) return false;
+  for (uint32_t g = 0; g < w->gpus; g++) pi[g] = g - g % u + (g % u + 1) % u;
+  return true;
+}
+
 static bool usp_check(const workload *w, const topology *t, GError **err) {
   return check(w, t, false, "usp", err);
 }
@@ -110,6 +124,7 @@ const sched_ops sched_usp = {
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = usp_opts,
     .docs = true,
+    .turn = turn,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h): a full mask
      * is lockstep, a few tasks a ring step; a causal one a kernel per GPU
      * and step, and a gather copy per GPU */
@@ -122,5 +137,6 @@ const sched_ops sched_usp_zigzag = {
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = usp_opts,
     .docs = true,
+    .turn = turn,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
     .size = {0.5, 0, 4, 2.8, 0, 3.5, 0, 1.2, 1.2, 20, 1, 0}};
