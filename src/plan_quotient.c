@@ -109,7 +109,7 @@ static bool copy_bufs(quot *s) {
     uint32_t lo = sb.gpu == PLAN_ALL ? 0 : sb.gpu, hi = sb.gpu == PLAN_ALL ? n : sb.gpu + 1;
     for (uint32_t g = lo; g < hi; g++) {
       if (!s->sim[g]) continue;
-      uint32_t id = plan_buf_new(q, g, sb.bytes, sb.name);
+      uint32_t id = plan_buf_new(q, g, sb.bytes, plan_buf_name(p, &sb));
       plan_buf *db = &g_array_index(q->bufs, plan_buf, id);
       db->input = sb.input;
       db->keep = sb.keep;
