@@ -69,14 +69,24 @@ static GArray *one_head(const kernel_model *k, double bh, double head_dim, doubl
   GArray *w;
   if (backward) {
     tile t = bwd_tiles[dim_index(head_dim)];
-    w = g_array_sized_new(FALSE, FALSE, sizeof(double), (guint)ceil(sk / t.bn));
+    guint nk = (guint)ceil(sk / t.bn);
+    w = g_array_sized_new(FALSE, FALSE, sizeof(double), nk);
+    g_array_set_size(w, nk);
+    double *out = (double *)w->data;
     *occ = t.occ;
     double nq = ceil(sq / t.bm);
-    for (double n = 0; n < ceil(sk / t.bn); n++) {
-      double start = 0;
-      if (causal) start = fmin(nq, floor(fmax(0, n * t.bn - (sk - sq)) / t.bm));
-      double work = (nq - start + PROLOGUE_TILES) * t.bm * t.bn;
-      g_array_append_val(w, work);
+    /* written in place, min and max as comparisons (the same doubles as
+     * fmin and fmax of these finite, non-negative operands): a causal
+     * kernel over a gathered sequence is up to 128K key blocks a head */
+    double whole = (nq - 0 + PROLOGUE_TILES) * t.bm * t.bn;
+    guint i = 0;
+    /* the key blocks every query block sees (all of them under a full
+     * mask): one work */
+    while (i < nk && (!causal || (double)i * t.bn - (sk - sq) <= 0)) out[i++] = whole;
+    for (; i < nk; i++) {
+      double ahead = (double)i * t.bn - (sk - sq), rows = floor(ahead / t.bm);
+      double start = rows < nq ? rows : nq;
+      out[i] = (nq - start + PROLOGUE_TILES) * t.bm * t.bn;
     }
     return w;
   }
@@ -150,14 +160,18 @@ static double rounds_alike(const double *w, guint per, guint n, guint sms, guint
                            double rate, guint *next) {
   if (slots != 1 || *next != sms) return 0;
   double work = w[0];
-  /* CTA j is w[j % per]: `at` follows j without a division */
-  guint at = 0;
-  for (guint j = 0; j < sms; j++, at = at + 1 == per ? 0 : at + 1)
-    if (w[at] != work) return 0;
+  /* CTA j is w[j % per]; the first of a head's CTAs unlike its first */
+  guint unlike = 0;
+  while (unlike < per && w[unlike] == work) unlike++;
+  /* the first sms CTAs (j < sms) alike: a whole head where per <= sms */
+  if (unlike < per && unlike < sms) return 0;
+  /* so, where a head has an unlike CTA, the head is longer than sms
+   * and that CTA is the first unlike one from j = sms on (a round
+   * holding it ends the counting, alike past it or not) */
+  guint end = unlike == per ? n : unlike;
   double step = work / rate, ends = step;
   while (*next + sms <= n && ends + step > ends) {
-    for (guint j = 0; j < sms; j++, at = at + 1 == per ? 0 : at + 1)
-      if (w[at] != work) return ends;
+    if (*next + sms > end) return ends;
     ends = ends + step;
     *next += sms;
   }
