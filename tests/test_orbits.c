@@ -32,46 +32,6 @@ static workload step(uint32_t sp, uint32_t tp, uint32_t dp, uint64_t seq) {
   return w;
 }
 
-static void same_array(const double *a, const double *b, uint32_t n) {
-  CU_ASSERT_FATAL((a == NULL) == (b == NULL));
-  for (uint32_t i = 0; a && i < n; i++) CU_ASSERT_CLOSE(a[i], b[i], 1e-9);
-}
-
-static void same_result(const exec_result *full, const exec_result *q) {
-  CU_ASSERT_EQUAL_FATAL(full->n_gpus, q->n_gpus);
-  CU_ASSERT_EQUAL_FATAL(full->n_chan, q->n_chan);
-  double scalars[][2] = {{full->step_s, q->step_s},
-                         {full->compute_s, q->compute_s},
-                         {full->comm_s, q->comm_s},
-                         {full->exposed_s, q->exposed_s},
-                         {full->imbalance_s, q->imbalance_s},
-                         {full->exposed_fixed_s, q->exposed_fixed_s},
-                         {full->exposed_host_s, q->exposed_host_s},
-                         {full->flops, q->flops},
-                         {full->peak_bytes, q->peak_bytes},
-                         {full->peak_reserved_bytes, q->peak_reserved_bytes},
-                         {full->gpu_finish_s[full->last_gpu], q->gpu_finish_s[q->last_gpu]}};
-  for (size_t i = 0; i < G_N_ELEMENTS(scalars); i++)
-    CU_ASSERT_CLOSE(scalars[i][0], scalars[i][1], 1e-9);
-  uint32_t n = full->n_gpus;
-  same_array(full->gpu_compute_s, q->gpu_compute_s, n);
-  same_array(full->gpu_comm_s, q->gpu_comm_s, n);
-  same_array(full->gpu_finish_s, q->gpu_finish_s, n);
-  same_array(full->gpu_imbalance_s, q->gpu_imbalance_s, n);
-  same_array(full->gpu_peak_bytes, q->gpu_peak_bytes, n);
-  same_array(full->gpu_peak_reserved_bytes, q->gpu_peak_reserved_bytes, n);
-  same_array(full->chan_bytes, q->chan_bytes, full->n_chan);
-  same_array(full->chan_busy_s, q->chan_busy_s, full->n_chan);
-  CU_ASSERT_EQUAL(full->mem_errors, q->mem_errors);
-  CU_ASSERT_EQUAL_FATAL(full->peak_live->len, q->peak_live->len);
-  for (guint i = 0; i < full->peak_live->len; i++) {
-    exec_mem_live a = g_array_index(full->peak_live, exec_mem_live, i);
-    exec_mem_live b = g_array_index(q->peak_live, exec_mem_live, i);
-    CU_ASSERT(a.gpu == b.gpu && a.count == b.count && !strcmp(a.name, b.name));
-    CU_ASSERT_CLOSE(a.bytes, b.bytes, 1e-12);
-  }
-}
-
 static uint32_t compute_tasks(const plan *p) {
   uint32_t k = 0;
   for (guint i = 0; i < p->tasks->len; i++) k += plan_task_at(p, i)->kind == TASK_COMPUTE;
@@ -101,7 +61,7 @@ static bool check(const sched_ops *s, const workload *w, const topology *t) {
   CU_ASSERT_CLOSE(layer_model_flops(q) * o->mult, layer_model_flops(full), 1e-12);
   exec_opts plain = {0}, quotient = {.orbits = o};
   exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
-  same_result(a, b);
+  check_same_result(a, b);
   exec_result_free(a);
   exec_result_free(b);
   plan_free(full);

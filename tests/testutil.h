@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "exec.h"
 #include "topology.h"
 
 typedef struct {
@@ -21,6 +22,12 @@ int test_run(const char *suite, const test_case *cases);
 /* n GPUs on one switch (NVSwitch-like): each GPU a send and a receive
  * port of bw_Bps with chan_lat_s each, a route src tx -> dst rx. */
 topology *test_switch(uint32_t n, double bw_Bps, double chan_lat_s);
+
+/* Every figure of two results of one configuration within 1e-9 (a run
+ * against its replay by orbits: step and its split, FLOPs, per GPU busy,
+ * finish, idle and memory peaks, per channel bytes and busy time, the
+ * memory errors and what is live at the peak), as CUnit assertions. */
+void check_same_result(const exec_result *full, const exec_result *q);
 
 #define TEST(fn) {#fn, fn}
 #define CU_ASSERT_CLOSE(a, b, rel) \
