@@ -104,10 +104,12 @@ double budget_run_limit(void);
 /* Checks every point of the scenarios (scenario *) against the budget,
  * before anything runs.  FALSE with an error blaming `sp_source` (the
  * option or file field the SP degrees come from), or --trace where the
- * trace tips a point over, with the estimate and the budget.  *jobs (the
+ * trace tips a point over, with the estimate and the budget; a hidden
+ * point (a baseline the user did not ask for) over it is not run instead
+ * (its `na` says why), as one its scheduler cannot run.  *jobs (the
  * threads asked for, 0: one per CPU) comes back as the threads whose
  * points fit together. */
-bool budget_check(const GPtrArray *scens, bool trace, const char *sp_source, unsigned *jobs,
+bool budget_check(GPtrArray *scens, bool trace, const char *sp_source, unsigned *jobs,
                   GError **err);
 
 #endif

@@ -620,6 +620,18 @@ check "... its trace over it: --trace blamed" \
 TASP_MEMORY_BUDGET=64M "$sim" --topology h100x8x32 --sched ring --sp 256 --seq 1M --csv /dev/null \
   --quiet
 check "... and without the trace it runs" "[ \$? -eq 0 ]"
+# The ring baseline the user did not ask for, over the budget, is not run
+# (its speedup column says why), instead of refusing the point asked for:
+# USP's causal fwd+bwd at 256 GPUs fits 16 MiB (its Ulysses degree 32 on
+# one NVSwitch, known before the build: P^2 / u tasks), ring's needs 97
+TASP_MEMORY_BUDGET=16M "$sim" --topology h100x8 --set generator.gpus=256 --sched usp --sp 256 \
+  --seq 512K --pass fwdbwd --csv "$tmp/usp256.csv" > "$tmp/stdout" 2> "$tmp/stderr"
+check "a hidden ring baseline over the budget: n/a, the asked point runs" \
+  "[ \$? -eq 0 ] && [ ! -s $tmp/stderr ] && grep -q 'vs_ring: ring cannot run this point: needs about 97.0 MiB to simulate, over the memory budget of 16.0 MiB' $tmp/stdout && [ \$(field $tmp/usp256.csv 1 scheduler) = usp ]"
+TASP_MEMORY_BUDGET=16M "$sim" --topology h100x8 --set generator.gpus=256 --sched usp,ring --sp 256 \
+  --seq 512K --pass fwdbwd --csv /dev/null > "$tmp/stdout" 2> "$tmp/stderr"
+check "... asked for, it is refused" \
+  "[ \$? -eq 2 ] && grep -q \"option '--sp': ring at SP 256\" $tmp/stderr"
 # A pattern's transfers are stored once: TASP's full-mask forward at 256
 # GPUs moves 33.5 M transfers along 65,280 pairs (about 7 MB, not the
 # 2 GiB of every transfer counted apart), and runs in 64 MiB

@@ -58,6 +58,9 @@ typedef struct sched_opt {
    * are no longer alike on every GPU (no lockstep task): the plan budget
    * (budget.c) bounds its tasks by its spans. */
   bool splits_heads;
+  /* COUNT: the value the scheduler takes where none is given (NULL: not
+   * said), for what sizes a plan before building it (budget.c) */
+  uint32_t (*default_num)(const workload *w, const topology *t);
 } sched_opt;
 
 /* The most distinct options all schedulers together declare. */

@@ -37,6 +37,7 @@ const sched_opt usp_opt_ulysses = {
     .max = 16384,
     .splits_sp = true,
     .splits_heads = true,
+    .default_num = ulysses_default_degree,
     .metavar = "N",
     .help = "USP's Ulysses degree (all-to-all groups inside it, ring across); default: the "
             "largest that fits in a node and divides the heads"};
