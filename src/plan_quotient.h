@@ -16,8 +16,9 @@
  * receiver's representative, plan_xfer_to the GPU it reaches), every
  * group, barrier included, that has one or none at all, the
  * representatives' buffers (one of every GPU becoming one per
- * representative) and the uses of what is kept.  A group's waits on another GPU's tasks are
- * dropped: the plan is invariant under o's group, so that GPU's task
+ * representative) and the uses of what is kept.  A group's waits on
+ * another GPU's tasks are dropped: the plan is invariant under o's
+ * group, so that GPU's task
  * ends when its representative's image does, which the group also waits
  * for.  NULL where p is not of that form: a kept compute task waiting on
  * a dropped task, a group with transfers none of which leaves a

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "attn_orbits.h"
 #include "budget.h"
 #include "layer.h"
 #include "layers.h"
-#include "attn_orbits.h"
 #include "orbits.h"
 #include "plan_quotient.h"
 
