@@ -485,6 +485,9 @@ plan *plan_expand(const plan *p) {
   }
   plan_buf_expand(q, p, first);
   q->attn_out = p->attn_out;
+  /* the barrier between the passes is one task either way (what the
+   * search's memory bound splits the plan's uses by, search_bound.c) */
+  if (p->pass_barrier != UINT32_MAX) q->pass_barrier = first[p->pass_barrier];
   plan_finish(q);
   return q;
 }

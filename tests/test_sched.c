@@ -9,6 +9,7 @@
 #include "sched/hamilton.h"
 #include "sched/ulysses.h"
 #include "sched/sched.h"
+#include "search_bound.h"
 #include "testutil.h"
 
 static topology *complete_topo(uint32_t n) {
@@ -483,6 +484,15 @@ static void check_memory(const sched_ops *s, const topology *t, const workload *
     CU_ASSERT_TRUE(r->gpu_peak_bytes[g] >= inputs);
   }
   CU_ASSERT_TRUE(r->peak_live->len > 0);
+  /* the expansion keeps the barrier between the passes, and so the bytes
+   * the forward keeps for the backward (the search's memory bound) */
+  CU_ASSERT_EQUAL(q->pass_barrier == UINT32_MAX, p->pass_barrier == UINT32_MAX);
+  if (p->pass_barrier != UINT32_MAX) {
+    CU_ASSERT_EQUAL(plan_task_at(q, q->pass_barrier)->api, COMM_BARRIER);
+    g_autofree double *kp = g_new(double, w->gpus), *kq = g_new(double, w->gpus);
+    CU_ASSERT_CLOSE(search_plan_kept_bytes(p, p->attn_out, kp),
+                    search_plan_kept_bytes(q, q->attn_out, kq), 1e-12);
+  }
   exec_result_free(r);
   exec_result_free(x);
   plan_free(q);
