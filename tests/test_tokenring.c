@@ -132,9 +132,9 @@ static void t_lockstep_schedule(void) {
     plan *l = sched_tokenring.build(w, s->topo, false);
     CU_ASSERT_TRUE_FATAL(l->has_lockstep);
     plan *p = plan_expand(l);
-    guint barrier = 0; /* between the passes (plan_expand keeps no pass_barrier) */
-    while (barrier < p->tasks->len && plan_task_at(p, barrier)->api != COMM_BARRIER) barrier++;
+    guint barrier = p->pass_barrier; /* between the passes */
     CU_ASSERT_TRUE_FATAL(barrier < p->tasks->len);
+    CU_ASSERT_EQUAL_FATAL(plan_task_at(p, barrier)->api, COMM_BARRIER);
     double c = (double)w->seq_len / n, row = (double)w->batch * w->heads * w->head_dim;
     double lse = 4.0 * w->batch * w->heads, e = w->elem_bytes;
     for (int bwd = 0; bwd < 2; bwd++) {
