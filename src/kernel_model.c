@@ -65,7 +65,8 @@ unsigned kernel_model_splits(const kernel_model *k, double bh, double head_dim, 
  * an SM holds.  Forward: query block fastest, then split; backward: key
  * blocks. */
 static GArray *one_head(const kernel_model *k, double bh, double head_dim, double sq, double sk,
-                        bool causal, bool backward, double *occ) {
+                        bool causal, bool backward, double *occ, guint *alike) {
+  *alike = 0; /* the first CTAs known to share the first's work */
   GArray *w;
   if (backward) {
     tile t = bwd_tiles[dim_index(head_dim)];
@@ -83,6 +84,7 @@ static GArray *one_head(const kernel_model *k, double bh, double head_dim, doubl
     /* the key blocks every query block sees (all of them under a full
      * mask): one work */
     while (i < nk && (!causal || (double)i * t.bn - (sk - sq) <= 0)) out[i++] = whole;
+    *alike = i;
     for (; i < nk; i++) {
       double ahead = (double)i * t.bn - (sk - sq), rows = floor(ahead / t.bm);
       double start = rows < nq ? rows : nq;
@@ -156,12 +158,13 @@ static double cta_rate(double share, guint n) { return fmin(1.0, n * share) / n;
  * CTA after CTA), so it is the same double.  Returns when the SMs' CTAs
  * after those rounds end, *next past the rounds' CTAs; 0 (nothing
  * counted) where the SMs do not start alike. */
-static double rounds_alike(const double *w, guint per, guint n, guint sms, guint slots,
-                           double rate, guint *next) {
+static double rounds_alike(const double *w, guint per, guint alike, guint n, guint sms,
+                           guint slots, double rate, guint *next) {
   if (slots != 1 || *next != sms) return 0;
   double work = w[0];
-  /* CTA j is w[j % per]; the first of a head's CTAs unlike its first */
-  guint unlike = 0;
+  /* CTA j is w[j % per]; the first of a head's CTAs unlike its first
+   * (the first `alike` are known alike) */
+  guint unlike = alike;
   while (unlike < per && w[unlike] == work) unlike++;
   /* the first sms CTAs (j < sms) alike: a whole head where per <= sms */
   if (unlike < per && unlike < sms) return 0;
@@ -180,15 +183,35 @@ static double rounds_alike(const double *w, guint per, guint n, guint sms, guint
 
 /* The pairs-time of `heads` copies of one head's CTAs in order over the
  * SMs, processor sharing within an SM (at most 2 CTAs an SM). */
-static double makespan(const kernel_model *k, const GArray *one, double heads, double occ) {
+/* The works of one head's CTAs added up.  Every work is a whole number
+ * of pair-tiles times the tile's pairs (one_head), so while the total
+ * stays below 2^53 every partial sum is exact and any order gives the
+ * same double: the first `alike` (equal) works are one product then.
+ * Otherwise (a fractional work, or a total that large) they are added
+ * one by one, in order. */
+static double works_total(const double *w, guint per, guint alike) {
+  const double exact = 9007199254740992.0; /* 2^53 */
+  double total = (double)alike * w[0];
+  bool whole = alike == 0 || (w[0] == floor(w[0]) && total < exact);
+  for (guint i = alike; whole && i < per; i++) {
+    whole = w[i] == floor(w[i]);
+    total += w[i];
+  }
+  if (whole && total < exact) return total;
+  total = 0;
+  for (guint i = 0; i < per; i++) total += w[i];
+  return total;
+}
+
+static double makespan(const kernel_model *k, const GArray *one, double heads, double occ,
+                       guint alike) {
   const double *w = (const double *)one->data;
   guint per = one->len, sms = (guint)k->sms;
   if (per == 0 || heads <= 0 || sms == 0) return 0;
   double share = occ > 1 ? k->lone_share : 1.0;
   /* per-CTA rate by CTAs held (cta_rate), computed once */
   const double rate[3] = {0, cta_rate(share, 1), cta_rate(share, 2)};
-  double one_total = 0;
-  for (guint i = 0; i < per; i++) one_total += w[i];
+  double one_total = works_total(w, per, alike);
   double keep = fmin(heads, ceil((double)MAX_SIM_CTAS / per));
   double prefix = one_total * (heads - keep) / sms;
   guint n = per * (guint)keep, next = 0, slots = occ > 1 ? 2 : 1;
@@ -197,7 +220,7 @@ static double makespan(const kernel_model *k, const GArray *one, double heads, d
   sm_event *heap = g_new(sm_event, sms);
   for (guint slot = 0; slot < slots; slot++)
     for (guint s = 0; s < sms && next < n; s++) rem[2 * s + held[s]++] = w[next++ % per];
-  double ends = rounds_alike(w, per, n, sms, slots, rate[1], &next);
+  double ends = rounds_alike(w, per, alike, n, sms, slots, rate[1], &next);
   for (guint s = 0; s < sms; s++) {
     if (!held[s]) continue;
     double least = held[s] == 2 ? fmin(rem[2 * s], rem[2 * s + 1]) : rem[2 * s];
@@ -234,8 +257,9 @@ double kernel_model_makespan(const kernel_model *k, double bh, double head_dim, 
                              double sk, bool causal, bool backward) {
   if (bh <= 0 || sq <= 0 || sk <= 0) return 0;
   double occ;
-  GArray *one = one_head(k, bh, head_dim, sq, sk, causal, backward, &occ);
-  double m = makespan(k, one, bh, occ);
+  guint alike;
+  GArray *one = one_head(k, bh, head_dim, sq, sk, causal, backward, &occ, &alike);
+  double m = makespan(k, one, bh, occ, alike);
   g_array_free(one, TRUE);
   return m;
 }
