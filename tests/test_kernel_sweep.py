@@ -8,28 +8,9 @@ to (same keys, same values); unmeasured rows never get spans.
 Usage: test_kernel_sweep.py"""
 import types
 
-from pycheck import check, finish, scripts_on_path  # noqa: E402
+from pycheck import Recorder, StepClock, check, finish, scripts_on_path  # noqa: E402
 scripts_on_path("calibrate")
 import kernel_sweep  # noqa: E402
-
-
-class Clock:
-    """time.time() stand-in: each reading one second after the last."""
-
-    def __init__(self):
-        self.now = 1000.0
-
-    def time(self):
-        self.now += 1.0
-        return self.now
-
-
-class Out:
-    def __init__(self):
-        self.rows = []
-
-    def write(self, name, rec):
-        self.rows.append(rec)
 
 
 fake_torch = types.SimpleNamespace(
@@ -40,7 +21,7 @@ fake_torch = types.SimpleNamespace(
 
 
 def run(wall_clock):
-    clock = Clock()
+    clock = StepClock(1000.0)
     kernel_sweep.time = types.SimpleNamespace(time=clock.time)  # the module's own clock
     calls = []  # (which pass, the clock while timed() ran it)
 
@@ -55,10 +36,10 @@ def run(wall_clock):
     # full 4K kernel (34 GFLOP) unmeasured
     todo, skip = kernel_sweep.plan(16, 0.02, head_dims=(128,), shapes=((1, 4, 4),),
                                    lengths=(2048, 4096))
-    out = Out()
+    out = Recorder()
     kernel_sweep.measure(out, "kernels-n1.jsonl", 1, todo, skip, 5, 1e9, timed, forward,
                          backward_of, fake_torch, wall_clock=wall_clock)
-    return out.rows, calls
+    return out.recs(), calls
 
 
 with_rows, calls = run(True)

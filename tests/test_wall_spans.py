@@ -9,32 +9,13 @@ a timing that raises drops the spans not yet written, so the next records
 pair with their own timings.
 Usage: test_wall_spans.py"""
 
-from pycheck import check, finish, scripts_on_path  # noqa: E402
+from pycheck import Recorder, StepClock, check, finish, scripts_on_path  # noqa: E402
 scripts_on_path("calibrate")
 import wall_spans  # noqa: E402
 
 
-class Clock:
-    """time.time() stand-in: each reading one second after the last."""
-
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        self.now += 1.0
-        return self.now
-
-
-class Out:
-    def __init__(self):
-        self.rows = []
-
-    def write(self, name, rec):
-        self.rows.append((name, rec))
-
-
-clock = Clock()
-out = Out()
+clock = StepClock(100.0)
+out = Recorder()
 spans = wall_spans.WallSpans(out, clock)
 seen = []  # the clock's reading inside each timer call, in order
 
@@ -61,7 +42,7 @@ spans.write("layer-n1.jsonl", {"part": "layer_op", "pass": "fwdbwd", "ms": 4.0})
 spans.write("layer-n1.jsonl", {"part": "layer", "ms": 9.0})
 
 check("the timer's result and arguments pass through", r1 == (1.5, 7, 2) and r2 == (2.5, 7, 2))
-rows = [rec for _, rec in out.rows]
+rows = out.recs()
 check("the record without a time is unchanged", rows[0] == {"part": "memory", "peak": 1})
 timed_rows = rows[1:5]
 ok = len(seen) == 4
@@ -82,8 +63,8 @@ check("file names pass through",
       + ["layer-n1.jsonl"] * 3)
 
 # out of memory in a backward's timing: the forward's span is dropped
-out2 = Out()
-spans2 = wall_spans.WallSpans(out2, Clock())
+out2 = Recorder()
+spans2 = wall_spans.WallSpans(out2, StepClock(100.0))
 t2 = spans2.timer(lambda fn, i, w: fn())
 
 
