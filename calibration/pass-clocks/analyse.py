@@ -263,15 +263,22 @@ def layer_error_by_clock(recs, curve, path):
                   f"{r['capped']:.0%} | x{SC.factor_at(curve, r['sm_mhz']):.3f} |")
 
 
+def open_run(gpu, folder, title):
+    """A run's folder and metadata, its GPU's chain curve and plateau and
+    the sweep's factors on it, with the section's header printed."""
+    curve, plateau, d = chain_curve(gpu)
+    sweep_f = sweep_factors(curve, d)
+    run_dir = os.path.join(HERE, folder)
+    meta = json.load(open(os.path.join(run_dir, "meta.json")))
+    print(f"{title}: {'; '.join(meta['device'])}")
+    print(f"the sweep's forward kernels on the {gpu} chain's curve, by kernel time: " +
+          ", ".join(f"{label(b)} x{f:.3f}" for b, f in sorted(sweep_f.items())))
+    return curve, plateau, sweep_f, run_dir, meta
+
+
 def main():
     # 2 x H200: the passes
-    curve, plateau, d = chain_curve("H200")
-    sweep_f = sweep_factors(curve, d)
-    run_dir = os.path.join(HERE, "h200x2")
-    meta = json.load(open(os.path.join(run_dir, "meta.json")))
-    print(f"## 2 x H200 passes: {'; '.join(meta['device'])}")
-    print("the sweep's forward kernels on the H200 chain's curve, by kernel time: " +
-          ", ".join(f"{label(b)} x{f:.3f}" for b, f in sorted(sweep_f.items())))
+    curve, plateau, sweep_f, run_dir, meta = open_run("H200", "h200x2", "## 2 x H200 passes")
     keys = ["sched", "mask", "pass", "comm", "tokens_per_gpu"]
     by, recs = record_clocks(run_dir, "passes-n2.jsonl", 7, keys)
     overview("2 x H200", by, meta)
@@ -284,13 +291,8 @@ def main():
     model_error_by_clock(recs, curve, sweep_f, os.path.join(run_dir, "validate-h200x2-tool.txt"))
 
     # 1 x H100: the layer
-    curve, plateau, d = chain_curve("H100")
-    sweep_f = sweep_factors(curve, d)
-    run_dir = os.path.join(HERE, "h100x1-layer")
-    meta = json.load(open(os.path.join(run_dir, "meta.json")))
-    print(f"\n## 1 x H100 layer: {'; '.join(meta['device'])}")
-    print("the sweep's forward kernels on the H100 chain's curve, by kernel time: " +
-          ", ".join(f"{label(b)} x{f:.3f}" for b, f in sorted(sweep_f.items())))
+    curve, plateau, sweep_f, run_dir, meta = open_run("H100", "h100x1-layer",
+                                                      "\n## 1 x H100 layer")
     keys = ["model", "part", "op", "pass", "tokens_per_gpu"]
     by, recs = record_clocks(run_dir, "layer-n1.jsonl", 5, keys)
     overview("1 x H100", by, meta)
