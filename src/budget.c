@@ -55,32 +55,32 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
   out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
   out->stored = z->xs2 || z->xs1 ? passes * (z->xs2 * p * p + z->xs1 * p) + SLACK : 0;
   out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
-  /* a head-parallel degree given (USP's, double ring's) changes the
+  /* A head-parallel option (USP's, double ring's degree) changes the
    * plan's shape from the defaults the coefficients were fitted to.
-   * Under a causal mask a smaller degree makes more ring steps of a task
-   * per GPU, whose kernels are what the quadratic part of the spans
-   * counts (a task is at least one span): the tasks' quadratic
-   * coefficient is the larger of t2c and s2c (tests/test_budget.c checks
-   * degrees 2 and 8).  Under a full mask every step and the all-to-alls'
-   * copies stay lockstep whatever the degree (ring.c ring_geom_alike,
-   * ulysses.c): a few tasks a ring step, which t1f covers. */
+   * Under a causal mask: where the degree u is known (given, or the one
+   * the scheduler takes on this topology, default_num), a ring of P / u
+   * ranks on each of the P GPUs, at most HEADS_RING_TASKS tasks a GPU and
+   * ring step, P^2 / u in all (USP-Zigzag's kernel and merge every step,
+   * 2.1 measured at P = 32, u = 8; USP's 1.5); where only a given degree
+   * is known, a smaller one makes more ring steps of a task per GPU,
+   * whose kernels are what the spans' quadratic part counts (a task is at
+   * least one span): the larger of t2c and s2c (tests/test_budget.c
+   * checks degrees 2 and 8).  Under a full mask every step and the
+   * all-to-alls' copies stay lockstep whatever the degree (ring.c
+   * ring_geom_alike, ulysses.c): a few tasks a ring step, which t1f
+   * covers.  The all-to-alls' patterns pair each GPU with the others of
+   * its group (ulysses.c groups_pattern, one pattern reused by every
+   * call), the ring's hop a GPU more: P x u pairs, not P^2 (u unknown: at
+   * most the heads it divides). */
   for (const sched_opt *const *o = so->opts; o && *o; o++) {
-    if ((*o)->splits_heads && sched_opt_num(&pt->w, *o) && causal)
-      out->tasks = passes * docs * (fmax(z->t2c, z->s2c) * p * p + z->t1c * p) + SLACK;
-    /* where the head-parallel degree u is known (given, or the one the
-     * scheduler takes on this topology), a causal ring of P / u ranks on
-     * each of the P GPUs: at most HEADS_RING_TASKS tasks a GPU and ring
-     * step, P^2 / u in all (USP-Zigzag's kernel and merge every step,
-     * 2.1 measured at P = 32, u = 8; USP's 1.5; tests/test_budget.c) */
-    double u = sched_opt_num(&pt->w, *o);
+    if (!(*o)->splits_heads) continue;
+    double given = sched_opt_num(&pt->w, *o), u = given;
     if (!(u > 0) && (*o)->default_num && t) u = (*o)->default_num(&pt->w, t);
-    if ((*o)->splits_heads && (*o)->default_num && causal && u >= 2)
+    if (causal && (*o)->default_num && u >= 2)
       out->tasks = passes * docs * (HEADS_RING_TASKS * p * p / u + z->t1c * p) + SLACK;
-    /* its all-to-alls' patterns pair each GPU with the others of its
-     * head-parallel group (ulysses.c groups_pattern, one pattern reused
-     * by every call), the ring's hop a GPU more: P x the degree pairs,
-     * not P^2; the degree given, else at most the heads it divides */
-    if ((*o)->splits_heads && out->stored)
+    else if (causal && given)
+      out->tasks = passes * docs * (fmax(z->t2c, z->s2c) * p * p + z->t1c * p) + SLACK;
+    if (out->stored)
       out->stored = passes * (z->xs2 * p * (u > 0 ? u : fmin(p, pt->w.heads)) + z->xs1 * p) + SLACK;
   }
   if (pt->w.scope != SCOPE_ATTENTION) {
