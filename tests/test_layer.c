@@ -248,6 +248,17 @@ static bool reaches_by(const plan *p, uint32_t from, uint32_t to, uint8_t *seen,
   return found;
 }
 
+/* Whether task x is GPU g's: a kernel on it, or a group with a transfer
+ * from or to it. */
+static bool on_gpu(const plan *p, const plan_task *x, uint32_t g) {
+  if (x->kind == TASK_COMPUTE) return x->gpu == g;
+  for (uint32_t j = 0; j < x->n_xfer; j++) {
+    plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
+    if (e.src == g || e.dst == g) return true;
+  }
+  return false;
+}
+
 static bool reaches(const plan *p, uint32_t from, uint32_t to, uint8_t *seen) {
   return reaches_by(p, from, to, seen, false);
 }
@@ -276,12 +287,7 @@ static void test_seams(void) {
       unsigned n = 0;
       for (guint i = (guint)rope + 1; i < (guint)proj; i++) {
         const plan_task *x = plan_task_at(p, i);
-        bool mine = x->kind == TASK_COMPUTE ? x->gpu == g : false;
-        for (uint32_t j = 0; x->kind == TASK_COMM && j < x->n_xfer; j++) {
-          plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
-          mine |= e.src == g || e.dst == g;
-        }
-        if (!mine) continue;
+        if (!on_gpu(p, x, g)) continue;
         n++;
         CU_ASSERT(reaches(p, (uint32_t)rope, i, seen));
         CU_ASSERT(reaches(p, i, (uint32_t)proj, seen));
@@ -334,12 +340,7 @@ static void test_backward_seam(void) {
         unsigned n = 0, groups = 0, early = 0;
         for (guint i = (guint)barrier + 1; i < p->tasks->len; i++) {
           const plan_task *x = plan_task_at(p, i);
-          bool mine = x->kind == TASK_COMPUTE ? x->gpu == g : false;
-          for (uint32_t j = 0; x->kind == TASK_COMM && j < x->n_xfer; j++) {
-            plan_xfer e = g_array_index(p->xfers, plan_xfer, x->xfer_off + j);
-            mine |= e.src == g || e.dst == g;
-          }
-          if (!mine) continue;
+          if (!on_gpu(p, x, g)) continue;
           n++;
           groups += x->kind == TASK_COMM;
           early += !reaches_by(p, (uint32_t)last, i, seen, true);
