@@ -30,6 +30,9 @@ typedef struct {
   uint32_t local;     /* index inside the component being solved */
   uint8_t active;
   uint8_t blocked;    /* its uses are blocks, one per hop (see blocks below) */
+  uint8_t unproven;   /* crosses unlike channels at some hop: its one rate is
+                       * checked after every solve of its component
+                       * (split_unbottlenecked) */
   const net_shape *shape;  /* what it was started from, or NULL */
   net_done_fn done;
   void *ctx;
@@ -61,7 +64,7 @@ typedef struct {
   double rate, bytes, busy_s, busy_since;
   uint64_t sig;  /* capacity and bundles crossing it (sign_channels) */
   uint32_t mark, local;
-  uint32_t signed_at;  /* make_uniform round that last computed sig */
+  uint32_t signed_at;  /* sign_channels round that last computed sig */
   uint8_t dirty;
   uint8_t sig_ok;      /* sig is current: no bundle came or went since */
   uint8_t live_block;  /* a block (below) standing for its members now */
@@ -88,7 +91,7 @@ struct net {
   gboolean blocks_on;
   uint64_t serial;    /* which net a shape's cached blocks belong to */
   uint64_t blocks_made, blocks_dissolved;
-  uint64_t split_apart;  /* components whose bundles went apart (make_uniform) */
+  uint64_t split_apart;  /* components whose bundles went apart (split_unbottlenecked) */
   bundle *bundles;
   size_t n_bundles, bundles_alloc;
   GArray *free_ids;   /* uint32 */
@@ -106,6 +109,7 @@ struct net {
   /* component scratch */
   idbuf comp_bundles, comp_chans, local_route, local_mult;
   GArray *mm_flows, *caps, *rates;
+  GArray *chan_total, *chan_max;  /* per component channel: split_unbottlenecked */
   maxmin_work *mm;
   use_index use_ix;   /* bundle_add's uses_of */
 };
@@ -128,6 +132,8 @@ net *net_new(engine *eng, size_t n_chan, const double *cap_Bps) {
   n->mm_flows = g_array_new(FALSE, FALSE, sizeof(maxmin_flow));
   n->caps = g_array_new(FALSE, FALSE, sizeof(double));
   n->rates = g_array_new(FALSE, FALSE, sizeof(double));
+  n->chan_total = g_array_new(FALSE, FALSE, sizeof(double));
+  n->chan_max = g_array_new(FALSE, FALSE, sizeof(double));
   n->mm = maxmin_work_new();
   return n;
 }
@@ -159,6 +165,8 @@ void net_free(net *n) {
   g_array_free(n->mm_flows, TRUE);
   g_array_free(n->caps, TRUE);
   g_array_free(n->rates, TRUE);
+  g_array_free(n->chan_total, TRUE);
+  g_array_free(n->chan_max, TRUE);
   maxmin_work_free(n->mm);
   g_free(n->use_ix.pos);
   g_free(n->use_ix.stamp);
@@ -836,15 +844,16 @@ static bool bundle_uniform(const net *n, uint32_t id) {
   return true;
 }
 
-/* Split bundle id into bundles of the flows that cross alike channels at
- * every hop, or (`apart`) into its flows one by one (the component's
- * bundles are listed afresh after). */
-static void bundle_split(net *n, uint32_t id, bool apart) {
+/* Split bundle id into parts, the flows of one key a part (keys[i] the
+ * i-th member's), in first-seen order, or with keys NULL into its flows
+ * one by one, in member order.  The parts are as unproven as it was; the
+ * component's bundles are listed afresh after. */
+static void bundle_split(net *n, uint32_t id, const gint64 *keys) {
   bundle like = n->bundles[id];
   const net_member *m = like.members;
   bool own = like.own_members;
   n->bundles[id].own_members = false;  /* the members outlive the drop */
-  if (apart) {  /* each flow a part, in member order: no keys to group by */
+  if (!keys) {
     bundle_drop(n, id);
     n->bundles_started--;
     for (uint32_t i = 0; i < like.count; i++) {
@@ -854,18 +863,11 @@ static void bundle_split(net *n, uint32_t id, bool apart) {
     if (own) g_free((net_member *)m);
     return;
   }
-  g_autofree gint64 *keys = g_new(gint64, like.count);
-  for (uint32_t i = 0; i < like.count; i++) {
-    uint64_t k = like.color;
-    for (uint32_t h = 0; h < like.n_hops; h++) k = mix(k ^ n->chans[m[i].route[h]].sig);
-    keys[i] = (gint64)k;
-  }
   groups g;
   groups_make(&g, keys, sizeof *keys, like.count, g_int64_hash, g_int64_equal);
   bundle_drop(n, id);
   n->bundles_started--;  /* the parts are counted instead */
-  /* members regrouped into fresh arrays, in their first-seen order; each
-   * part is coloured by its flows' key */
+  /* members regrouped into fresh arrays, in their first-seen order */
   for (uint32_t k = 0; k < g.n; k++) {
     uint32_t size = g.at[k + 1] - g.at[k];
     net_member *part = g_new(net_member, size);
@@ -891,51 +893,117 @@ static void list_bundles(net *n) {
   }
 }
 
-/* Rounds of splitting after which a component's bundles go apart into
- * their flows.  Splitting is colour refinement, and on a ring-shaped
- * component refinement learns one hop per round: a 512-GPU TokenRing
- * causal step's query bundle took over 60 rounds, each re-listing and
- * re-signing all 1,024 ports (288M channel entries listed in a forward
- * pass, N^3).  Flows one by one are the per-flow model, exact; bundles
- * that settle within this many rounds keep their parts (the schedulers'
- * steps on h100x8x4 and a100x8x8 took at most 7; some of gb200nvl72's
- * 72-GPU steps take more and go apart). */
-#define UNIFORM_ROUNDS 8
-
-/* Split bundles until each crosses alike channels at every hop.  With
- * each bundle its own colour, that is an equitable partition: every channel
- * of a class carries as many flows of each bundle, every flow of a bundle
- * crosses channels of the same classes, so progressive filling gives all
- * flows of a bundle one rate and the bundle is one variable.  Parts of a
- * split bundle get colours of their own and are checked again until none
- * splits.  A component of single flows needs no check.
- * Incremental: a bundle left uniform by an earlier call stays so until a
- * channel it crosses gains or loses a bundle (chan.sig_ok), so only those
- * channels are signed again and only bundles crossing one are checked;
- * the rest of a component (a 1,024-GPU TokenRing step's ports are all one
- * component, solved at every hand-back's start and end) is not re-signed.
- * The bundles checked, and split, are those a full check would split, in
- * the same order: the same parts and the same solve. */
-static void make_uniform(net *n) {
+/* Whether the component's bundles need their rates checked after the
+ * solve (split_unbottlenecked): some bundle of several flows crosses
+ * unlike channels at one hop.  A bundle that crosses alike channels at
+ * every hop is exact as one variable when every bundle of the component
+ * does: with each bundle its own colour, that is an equitable partition
+ * (every channel of a class carries as many flows of each bundle, every
+ * flow of a bundle crosses channels of the same classes), so progressive
+ * filling gives all flows of a bundle one rate.  One bundle that does
+ * not breaks that argument for the others, so then every rate is
+ * checked.  A component of single flows needs no check.
+ * Incremental: a bundle found alike stays so until a channel it crosses
+ * gains or loses a bundle (chan.sig_ok), so only those channels are
+ * signed again and only bundles crossing one are looked at; one found
+ * unlike stays unproven (its flows' rates may part when others change). */
+static bool needs_check(net *n) {
   bool bundled = false;
   for (guint i = 0; i < n->comp_bundles.n && !bundled; i++)
     bundled = n->bundles[n->comp_bundles.v[i]].count > 1;
-  if (!bundled) return;
-  for (uint32_t round = 1;; round++) {
-    sign_channels(n);
-    bool split = false, apart = round > UNIFORM_ROUNDS;
-    guint len = n->comp_bundles.n;
-    for (guint i = 0; i < len; i++) {
-      uint32_t id = n->comp_bundles.v[i];
-      if (!n->bundles[id].active || n->bundles[id].count == 1) continue;
-      if (!apart && (!bundle_resigned(n, id) || bundle_uniform(n, id))) continue;
-      bundle_split(n, id, apart);
-      split = true;
-    }
-    n->split_apart += apart && split;
-    if (!split) return;
-    list_bundles(n);
+  if (!bundled) return false;
+  sign_channels(n);
+  bool check = false;
+  for (guint i = 0; i < n->comp_bundles.n; i++) {
+    bundle *b = &n->bundles[n->comp_bundles.v[i]];
+    if (b->count == 1) continue;
+    if (!b->unproven && bundle_resigned(n, n->comp_bundles.v[i]) &&
+        !bundle_uniform(n, n->comp_bundles.v[i]))
+      b->unproven = 1;
+    check = check || b->unproven;
   }
+  return check;
+}
+
+/* Solves after which a component's bundles that still split go apart into
+ * their flows (the per-flow model, exact): each solve splits off the
+ * flows whose rate could rise, and a component whose rates part one
+ * group at a time would cost a solve per group. */
+#define SPLIT_ROUNDS 8
+
+/* Relative slack of the bottleneck test: far below the 1e-9 the bundled
+ * model is held to against per flow, far above the rounding of a
+ * channel's sum of a few rates. */
+#define BOTTLENECK_TOL 1e-12
+
+/* Whether channel (component index) c is a bottleneck of a flow at rate
+ * r: full, and no flow on it faster (Bertsekas and Gallager, Data
+ * Networks, 6.5.2). */
+static bool bottleneck(const net *n, uint32_t c, double r) {
+  double cap = n->chans[n->comp_chans.v[c]].cap;
+  return g_array_index(n->chan_total, double, c) >= cap * (1 - BOTTLENECK_TOL) &&
+         r >= g_array_index(n->chan_max, double, c) * (1 - BOTTLENECK_TOL);
+}
+
+/* The solved rates (per component bundle) are the per-flow max-min rates
+ * exactly when every flow has a bottleneck: it is at its cap, or it
+ * crosses a full channel on which no flow is faster (feasible rates are
+ * max-min fair if and only if that holds).  Progressive filling gives a
+ * bundle one; it is every flow's where the bundle's flows cross alike
+ * channels or, as a causal TokenRing step's hand-on and hand-backs at
+ * every port in pairs, unlike channels that fill at one level.  Each
+ * bundle with flows that have none is split into those with and those
+ * without (`apart`: into its flows); returns whether any split, and the
+ * caller solves again. */
+static bool split_unbottlenecked(net *n, const double *rate, bool apart) {
+  guint nc = n->comp_chans.n, nb = n->comp_bundles.n;
+  g_array_set_size(n->chan_total, nc);
+  g_array_set_size(n->chan_max, nc);
+  for (guint i = 0; i < nb; i++) n->bundles[n->comp_bundles.v[i]].local = i;
+  for (guint i = 0; i < nc; i++) {
+    const chan *ch = &n->chans[n->comp_chans.v[i]];
+    double total = 0, fastest = 0;
+    for (uint32_t k = 0; k < ch->n; k++) {
+      entry e = ch->items[k];
+      double r = rate[n->bundles[e.b].local];
+      total += r * n->bundles[e.b].uses[e.u].mult;
+      fastest = MAX(fastest, r);
+    }
+    g_array_index(n->chan_total, double, i) = total;
+    g_array_index(n->chan_max, double, i) = fastest;
+  }
+  bool split = false;
+  for (guint i = 0; i < nb; i++) {
+    uint32_t id = n->comp_bundles.v[i];
+    const bundle *b = &n->bundles[id];
+    double r = rate[i];
+    if (b->count == 1 || r >= b->cap) continue;  /* one flow, or held at its cap */
+    /* a hop whose every channel is a bottleneck: one for every flow */
+    bool hop_full[NET_MAX_HOPS];
+    for (uint32_t h = 0; h < b->n_hops; h++) hop_full[h] = true;
+    for (uint32_t u = 0; u < b->n_uses; u++)
+      if (!bottleneck(n, n->chans[b->uses[u].chan].local, r)) hop_full[b->uses[u].hop] = false;
+    bool all = false;
+    for (uint32_t h = 0; h < b->n_hops; h++) all = all || hop_full[h];
+    if (all) continue;
+    g_autofree gint64 *keys = g_new(gint64, b->count);
+    uint32_t with = 0;
+    for (uint32_t m = 0; m < b->count; m++) {
+      const uint32_t *route = b->members[m].route;
+      bool has = false;
+      for (uint32_t h = 0; h < b->n_hops && !has; h++)
+        has = bottleneck(n, n->chans[route[h]].local, r);
+      keys[m] = has;
+      with += has;
+    }
+    if (with == b->count) continue;
+    /* none: the solve gave the bundle a level no channel of it holds,
+     * which only rounding could do; its flows one by one are exact */
+    bundle_split(n, id, apart || with == 0 ? NULL : keys);
+    split = true;
+  }
+  n->split_apart += apart && split;
+  return split;
 }
 
 /* Completion times on a grid of 2^-46 s (14 fs): flows that end together
@@ -948,9 +1016,9 @@ static double end_time(double t) {
   return t < 0x1p40 ? ceil(t / q) * q : t;
 }
 
-static void solve_component(net *n) {
-  double now = engine_now(n->eng);
-  make_uniform(n);
+/* Max-min rates of the component's bundles into n->rates (component
+ * order). */
+static void solve_rates(net *n) {
   guint nc = n->comp_chans.n, nb = n->comp_bundles.n;
   g_array_set_size(n->caps, nc);
   for (guint i = 0; i < nc; i++) {
@@ -983,7 +1051,18 @@ static void solve_component(net *n) {
     maxmin_solve(n->mm, nc, (const double *)n->caps->data, nb,
                  (const maxmin_flow *)n->mm_flows->data, (double *)n->rates->data);
   n->solves++;
+}
 
+static void solve_component(net *n) {
+  double now = engine_now(n->eng);
+  bool check = needs_check(n);
+  for (uint32_t round = 1;; round++) {
+    solve_rates(n);
+    if (!check || !split_unbottlenecked(n, (const double *)n->rates->data, round > SPLIT_ROUNDS))
+      break;
+    list_bundles(n);
+  }
+  guint nc = n->comp_chans.n, nb = n->comp_bundles.n;
   for (guint i = 0; i < nb; i++) {
     uint32_t id = n->comp_bundles.v[i];
     bundle *b = &n->bundles[id];

@@ -14,15 +14,18 @@
  * and route length are started as one bundle: the network solves it as one
  * variable whose flows all get the same rate, a channel counting each of
  * its flows that cross it.  That is exact when every flow of a bundle would
- * get the same max-min rate one by one, which holds when, for each hop of
- * the routes, the channels the bundle crosses there are interchangeable:
- * the same capacity and the same number of flows of every bundle (then by
- * symmetry progressive filling saturates them together and fixes every
- * flow of the bundle at once).  Each solve checks that; a bundle whose
- * channels at one hop differ is split, its flows grouped by the channels
- * they cross, until the check holds (at worst one flow per bundle: the
- * per-flow model).  `net_set_per_flow` starts every flow on its own: the
- * reference the bundled model is tested against.
+ * get the same max-min rate one by one.  It holds by symmetry when, for
+ * each hop of every bundle's routes, the channels the bundle crosses there
+ * are interchangeable: the same capacity and the same number of flows of
+ * every bundle (progressive filling then saturates them together and
+ * fixes every flow of the bundle at once); each solve checks that, for the
+ * channels that changed.  Where it does not hold, the solved rates are
+ * checked instead: they are the per-flow max-min rates exactly when every
+ * flow has a bottleneck (at its cap, or on a full channel where no flow is
+ * faster), and a bundle with flows that have none is split into those with
+ * and those without and the component solved again (after a few rounds,
+ * into its flows: the per-flow model).  `net_set_per_flow` starts every
+ * flow on its own: the reference the bundled model is tested against.
  *
  * Blocks.  A bundle started from a shape (a lockstep step: one flow per
  * GPU, a channel per GPU at each hop) crosses, at each hop, channels that

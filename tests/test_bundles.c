@@ -322,11 +322,14 @@ static void t_blocks_equal_channels(void) {
 
 /* Two ring bundles (flow i from port i to port i+1, and to port i+3: a
  * TokenRing query step and its hand-backs) and a single flow that breaks
- * their symmetry at one port: splitting learns a few hops per round, so
- * past UNIFORM_ROUNDS the bundles go apart into their flows.  Delivery
- * times equal the per-flow reference's; without the single flow the rings
- * stay two bundles and never go apart. */
-static void t_ring_refinement_goes_apart(void) {
+ * their symmetry at one port.  Colour refinement would learn a few hops
+ * per round and part the rings flow by flow; the rates part only near the
+ * single flow's ports, so the solve's bottleneck check splits off those
+ * few flows: a handful of bundles, none gone apart, and delivery times
+ * equal to the per-flow reference's.  Without the single flow the rings
+ * stay two bundles.  A bundle solved as one variable without the check
+ * would end its flows together and differ from the reference. */
+static void t_ring_parts_where_rates_part(void) {
   enum { RN = 96, RF = 2 * RN + 1 };
   static uint32_t routes[RF][2];
   static net_member ring[2][RN], extra;
@@ -368,8 +371,8 @@ static void t_ring_refinement_goes_apart(void) {
     }
     for (uint32_t f = 0; f < nf; f++) CU_ASSERT(close_rel(end[0][f], end[1][f]));
     if (broken) {
-      CU_ASSERT(apart[0] >= 1);
-      CU_ASSERT_EQUAL(bundles[0], bundles[1]);  /* every flow on its own in the end */
+      CU_ASSERT_EQUAL(apart[0], 0);
+      CU_ASSERT(bundles[0] > 3 && bundles[0] <= 8);  /* split, but a few parts */
     } else {
       CU_ASSERT_EQUAL(apart[0], 0);
       CU_ASSERT_EQUAL(bundles[0], 2);
@@ -381,7 +384,7 @@ static void t_ring_refinement_goes_apart(void) {
 int main(void) {
   static const test_case cases[] = {TEST(t_random_sets_bundled_equal_per_flow),
                                     TEST(t_blocks_equal_channels),
-                                    TEST(t_ring_refinement_goes_apart),
+                                    TEST(t_ring_parts_where_rates_part),
                                     TEST(t_schedulers_bundled_equal_per_flow), {NULL, NULL}};
   return test_run("bundles", cases);
 }
