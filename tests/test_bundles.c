@@ -381,10 +381,60 @@ static void t_ring_parts_where_rates_part(void) {
   }
 }
 
+/* A bundle crossing unlike channels whose rates agree stays whole, and is
+ * checked at every solve of its component: X's two flows cross ports a and
+ * b, each shared with a flow of its own (Y over a then c, Z over b then
+ * d): unlike channels, one level (50 each), so X is kept.  W then starts
+ * over c, which X never crosses; Y falls to 30 on c and X's flow on a
+ * could rise to 70 while its flow on b stays at 50.  Unless X is checked
+ * again, as a bundle whose structure was never proven, its flows end
+ * together, unlike the per-flow reference's. */
+static void start_delivered(void *ctx, uint64_t arg) {
+  later *l = ctx;
+  net_bundle_start(l->n, l->m, l->count, l->hops, l->lat, l->bytes, l->cap, on_delivered, NULL, arg);
+}
+
+static void t_unlike_bundle_checked_again(void) {
+  enum { A, B, C, D, X1, X2, WP, NCH };
+  double cap[NCH] = {100, 100, 60, 1000, 1000, 1000, 1000};
+  static const uint32_t rx[2][2] = {{A, X1}, {B, X2}}, ry[2] = {A, C}, rz[2] = {B, D},
+                        rw[2] = {C, WP};
+  net_member x[2] = {{rx[0], 0}, {rx[1], 1}}, y = {ry, 2}, z = {rz, 3}, w = {rw, 4};
+  double end[2][5];
+  uint64_t bundles[2];
+  for (g_mode = 0; g_mode < 2; g_mode++) {
+    engine *e = g_eng = engine_new();
+    net *n = net_new(e, NCH, cap);
+    net_set_per_flow(n, g_mode == 1);
+    g_deliveries = g_array_new(FALSE, FALSE, sizeof(delivery));
+    net_bundle_start(n, x, 2, 2, 0, 1e3, 0, on_delivered, NULL, 0);
+    net_bundle_start(n, &y, 1, 2, 0, 2e3, 0, on_delivered, NULL, 1);
+    net_bundle_start(n, &z, 1, 2, 0, 3e3, 0, on_delivered, NULL, 2);
+    later lw = {n, &w, 1, 2, 1e3, 0, 0};
+    engine_at(e, 1.0, start_delivered, &lw, 3);
+    engine_run(e);
+    CU_ASSERT_EQUAL(g_deliveries->len, 5);
+    for (guint i = 0; i < g_deliveries->len; i++) {
+      const delivery *d = &g_array_index(g_deliveries, delivery, i);
+      end[g_mode][d->id] = d->t;
+    }
+    bundles[g_mode] = net_bundles_started(n);
+    g_array_free(g_deliveries, TRUE);
+    net_free(n);
+    engine_free(e);
+  }
+  for (uint32_t f = 0; f < 5; f++) CU_ASSERT(close_rel(end[0][f], end[1][f]));
+  /* X's flows parted: 1 + (1000 - 50) / 70 s and 20 s */
+  CU_ASSERT(fabs(end[1][0] - (1 + 950.0 / 70)) < 1e-9 && fabs(end[1][1] - 20) < 1e-9);
+  CU_ASSERT_EQUAL(bundles[0], 5);  /* X split once, when its rates parted */
+  CU_ASSERT_EQUAL(bundles[1], 5);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_random_sets_bundled_equal_per_flow),
                                     TEST(t_blocks_equal_channels),
                                     TEST(t_ring_parts_where_rates_part),
+                                    TEST(t_unlike_bundle_checked_again),
                                     TEST(t_schedulers_bundled_equal_per_flow), {NULL, NULL}};
   return test_run("bundles", cases);
 }
