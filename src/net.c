@@ -977,7 +977,10 @@ static bool split_unbottlenecked(net *n, const double *rate, bool apart) {
     uint32_t id = n->comp_bundles.v[i];
     const bundle *b = &n->bundles[id];
     double r = rate[i];
-    if (b->count == 1 || r >= b->cap) continue;  /* one flow, or held at its cap */
+    /* one flow, or held at its cap; a blocked bundle crosses alike
+     * channels and its component holds blocked bundles only, so it is
+     * never unproven */
+    if (b->count == 1 || r >= b->cap || b->blocked) continue;
     /* a hop whose every channel is a bottleneck: one for every flow */
     bool hop_full[NET_MAX_HOPS];
     for (uint32_t h = 0; h < b->n_hops; h++) hop_full[h] = true;

@@ -99,7 +99,7 @@ uint64_t net_solves(const net *n);                    /* max-min solves run */
 uint64_t net_blocks_made(const net *n);
 uint64_t net_blocks_dissolved(const net *n);
 /* Solves whose bundles were still splitting after a few rounds and went
- * apart into their flows (net.c, UNIFORM_ROUNDS). */
+ * apart into their flows (net.c, SPLIT_ROUNDS). */
 uint64_t net_split_apart(const net *n);
 
 #endif
