@@ -9,6 +9,8 @@
  * gpu_comm_s). */
 #include "exec_internal.h"
 
+#include <string.h>
+
 #include "groups.h"
 #include "orbits.h"
 
@@ -61,6 +63,30 @@ void exec_comm_end(exec_state *s, const plan_task *t) {
   exec_group_gpus(s, t, gpu_comm_end, NULL);
 }
 
+/* A group along a pattern is done.  A pattern's launches (members,
+ * routes and net shapes: as many as its pairs) are freed after its last
+ * group, and, where its groups lie further apart in the plan than it has
+ * pairs, after each group with none other in flight: remade at the next,
+ * that costs less than the tasks between.  A plan of many patterns each
+ * used a few times (TokenRing's N-1 shifts, each a hand-back's once a
+ * pass) then holds those in flight, not all (8,192 GPUs: 56 bytes a
+ * pair, 3.7 GB), while a pattern used step after step (a lockstep
+ * all-to-all) is made once.  Freeing is never wrong: a pattern launched
+ * again is made again. */
+static void pattern_variants_free(gpointer p);
+
+static void pattern_group_done(exec_state *s, const plan_task *t) {
+  exec_comm *c = &s->comm;
+  if (!plan_task_pattern(s->p, t)) return;
+  uint32_t pattern = g_array_index(s->p->xfers, plan_xfer, t->xfer_off).dst;
+  c->pattern_live[pattern]--;
+  if (--c->pattern_groups[pattern] > 0 && !(c->pattern_sparse[pattern] && !c->pattern_live[pattern]))
+    return;
+  if (!c->shapes || pattern >= c->shapes->len) return;
+  pattern_variants_free(g_ptr_array_index(c->shapes, pattern));
+  g_ptr_array_index(c->shapes, pattern) = NULL;
+}
+
 /* Flows delivered: the tag is their group's task id; a member's id is its
  * transfer's index in the group. */
 static void flow_done(void *ctx, uint64_t tag, const net_member *m, uint32_t count) {
@@ -80,6 +106,7 @@ static void flow_done(void *ctx, uint64_t tag, const net_member *m, uint32_t cou
   if (c->flows_left[task] == 0) {
     g_free(c->members[task]);
     c->members[task] = NULL;
+    pattern_group_done(s, plan_task_at(s->p, task));
     exec_task_done(s, task);
   }
 }
@@ -239,6 +266,7 @@ static void comm_launched(void *ctx, uint64_t arg) {
   c->flows_left[id] = plan_xfer_count(s->p, t);
   if (s->opts.keep_trace) c->launched_s[id] = engine_now(s->eng);
   if (plan_task_pattern(s->p, t)) {
+    c->pattern_live[g_array_index(s->p->xfers, plan_xfer, t->xfer_off).dst]++;
     const pattern_launch *l = pattern_launch_of(s, t);
     double bytes = g_array_index(s->p->xfers, plan_xfer, t->xfer_off).bytes;
     for (uint32_t k = 0; k < l->f.nk; k++) {
@@ -316,6 +344,22 @@ void exec_comm_init(exec_state *s) {
   c->stamp = g_new0(uint32_t, n);
   c->msgs = g_new0(uint32_t, n);
   if (s->opts.keep_trace) c->launched_s = g_new0(double, nt);
+  guint np = s->p->patterns->len;
+  c->pattern_groups = g_new0(uint32_t, np);
+  c->pattern_live = g_new0(uint32_t, np);
+  c->pattern_sparse = g_new(uint8_t, np);
+  memset(c->pattern_sparse, 1, np);
+  g_autofree guint *last = g_new(guint, np);
+  for (guint k = 0; k < np; k++) last[k] = G_MAXUINT;
+  for (guint i = 0; i < nt; i++) {
+    const plan_task *t = plan_task_at(s->p, i);
+    const plan_pattern_info *pi = t->kind == TASK_COMM ? plan_task_pattern(s->p, t) : NULL;
+    if (!pi) continue;
+    uint32_t k = g_array_index(s->p->xfers, plan_xfer, t->xfer_off).dst;
+    c->pattern_groups[k]++;
+    if (last[k] != G_MAXUINT && i - last[k] <= pi->n_pairs) c->pattern_sparse[k] = 0;
+    last[k] = i;
+  }
 }
 
 void exec_comm_clear(exec_state *s) {
@@ -326,6 +370,9 @@ void exec_comm_clear(exec_state *s) {
   g_free(c->stamp);
   g_free(c->msgs);
   g_free(c->launched_s);
+  g_free(c->pattern_groups);
+  g_free(c->pattern_live);
+  g_free(c->pattern_sparse);
   for (guint i = 0; i < s->p->tasks->len; i++) g_free(c->members[i]);
   g_free(c->members);
   if (c->shapes) g_ptr_array_unref(c->shapes);

@@ -54,6 +54,9 @@ typedef struct {
   uint32_t *flows_left;     /* per task (comm): flows not yet delivered */
   net_member **members;     /* per comm task in flight: its flows, for the network */
   GPtrArray *shapes;        /* per pattern: pattern_launch variants, made at first use */
+  uint32_t *pattern_groups; /* per pattern: its groups not yet done */
+  uint32_t *pattern_live;   /* per pattern: its groups launched and not yet done */
+  uint8_t *pattern_sparse;  /* per pattern: its groups further apart than its pairs */
   double *launched_s;       /* per task, with keep_trace: when its flows started */
   uint32_t *active;         /* per GPU: groups in flight (read by exec_slowdown.c) */
   double *since;            /* per GPU: since when `active` is nonzero */
