@@ -316,9 +316,44 @@ static uint32_t bundle_alloc(net *n) {
   return id;
 }
 
+/* A table of 64-bit keys to positions, by open addressing: what a shape
+ * is made with, once per pattern (TokenRing's N-1 shifts: N^2 keys in all;
+ * GHashTable's call per key was over a third of a 4,096-GPU full-mask
+ * forward). */
+typedef struct {
+  uint64_t *key;  /* key + 1; 0: empty */
+  uint32_t *val;
+  size_t mask;
+} key_table;
+
+static void key_table_init(key_table *t, size_t n) {
+  size_t size = 16;
+  while (size < 2 * n) size *= 2;
+  t->key = g_new0(uint64_t, size);
+  t->val = g_new(uint32_t, size);
+  t->mask = size - 1;
+}
+
+static void key_table_clear(key_table *t) {
+  g_free(t->key);
+  g_free(t->val);
+}
+
+/* The position stored for key k, or, where k is new, v stored for it. */
+static uint32_t *key_table_slot(key_table *t, uint64_t k, uint32_t v) {
+  for (size_t i = mix(k) & t->mask;; i = (i + 1) & t->mask) {
+    if (t->key[i] == k + 1) return &t->val[i];
+    if (t->key[i] == 0) {
+      t->key[i] = k + 1;
+      t->val[i] = v;
+      return &t->val[i];
+    }
+  }
+}
+
 /* The uses of members[0..count): one per (channel, hop), in first-seen
  * order, counting the flows on each; with ix, found through it, else
- * through a hash table of their own. */
+ * through a key_table of their own. */
 static use *uses_of(const net_member *members, uint32_t count, uint32_t n_hops,
                     uint32_t *n_uses, use_index *ix) {
   if (count == 1) {
@@ -356,22 +391,19 @@ static use *uses_of(const net_member *members, uint32_t count, uint32_t n_hops,
     return (use *)g_array_free(out, FALSE);
   }
   GArray *out = g_array_new(FALSE, FALSE, sizeof(use));
-  g_autoptr(GHashTable) at = g_hash_table_new(g_int64_hash, g_int64_equal);
-  g_autofree gint64 *keys = g_new(gint64, (size_t)count * n_hops);
-  size_t nk = 0;
+  key_table at;
+  key_table_init(&at, (size_t)count * n_hops);
   for (uint32_t i = 0; i < count; i++)
     for (uint32_t h = 0; h < n_hops; h++) {
-      gint64 k = (gint64)members[i].route[h] * NET_MAX_HOPS + h;
-      gpointer v;
-      if (g_hash_table_lookup_extended(at, &k, NULL, &v)) {
-        g_array_index(out, use, GPOINTER_TO_UINT(v)).mult++;
+      uint32_t *pos = key_table_slot(&at, (uint64_t)members[i].route[h] * NET_MAX_HOPS + h, out->len);
+      if (*pos != out->len) {
+        g_array_index(out, use, *pos).mult++;
         continue;
       }
-      keys[nk] = k;
-      g_hash_table_insert(at, &keys[nk++], GUINT_TO_POINTER(out->len));
       use u = {members[i].route[h], h, 1, 0};
       g_array_append_val(out, u);
     }
+  key_table_clear(&at);
   *n_uses = out->len;
   return (use *)g_array_free(out, FALSE);
 }
@@ -419,9 +451,13 @@ static bool shape_hops(net_shape *s) {
     s->hop_at[us->hop + 1]++;
   }
   /* a channel named at two hops would be two uses of one channel */
-  g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
-  for (uint32_t u = 0; u < s->n_uses; u++)
-    if (!g_hash_table_add(seen, GUINT_TO_POINTER(s->uses[u].chan + 1))) return false;
+  key_table seen;
+  key_table_init(&seen, s->n_uses);
+  bool twice = false;
+  for (uint32_t u = 0; u < s->n_uses && !twice; u++)
+    twice = *key_table_slot(&seen, s->uses[u].chan, u) != u;
+  key_table_clear(&seen);
+  if (twice) return false;
   for (uint32_t h = 0; h < s->n_hops; h++) s->hop_at[h + 1] += s->hop_at[h];
   s->hop_chans = g_new(uint32_t, s->n_uses);
   uint32_t fill[NET_MAX_HOPS];
