@@ -348,7 +348,7 @@ void exec_comm_init(exec_state *s) {
   c->pattern_groups = g_new0(uint32_t, np);
   c->pattern_live = g_new0(uint32_t, np);
   c->pattern_sparse = g_new(uint8_t, np);
-  memset(c->pattern_sparse, 1, np);
+  if (np) memset(c->pattern_sparse, 1, np);
   g_autofree guint *last = g_new(guint, np);
   for (guint k = 0; k < np; k++) last[k] = G_MAXUINT;
   for (guint i = 0; i < nt; i++) {
