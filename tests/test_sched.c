@@ -1359,9 +1359,8 @@ static void t_backward_gradient_sums(void) {
             CU_ASSERT(backward);
             CU_ASSERT_EQUAL(k->op.mixed, sums != 0);
             CU_ASSERT_EQUAL(k->op.block, sums == 0 ? 2 : sums == 1 ? 2 : 3);
-            /* comm plan: a later block's adds wait for what arrived, or
-             * for the step's KV that came with them */
-            if (sums >= 2 && k->step > 0) CU_ASSERT(waits_on_grads(p, i) || k->n_dep > 1);
+            /* a later step's adds wait for the dK/dV that arrived */
+            if (sums >= 2 && k->step > 0) CU_ASSERT(waits_on_grads(p, i));
             got += k->op.bytes;
             sums++;
             last_sums = i;
