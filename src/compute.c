@@ -840,12 +840,15 @@ static double merge_s(const compute_model *m, const plan_op *op, lookup_acc *k) 
   return compute_merge_s(m, n * op->batch * op->sq * op->heads * op->head_dim) / n;
 }
 
+/* The ops a copy task stands for (plan_op.block), each a kernel. */
+static double copy_ops(const plan_op *op) { return op->block ? op->block : 1; }
+
 /* A mixed add (two dtypes) takes as long as a same-dtype copy of
  * compute_mixed_bytes of its bytes. */
 static double copy_s(const compute_model *m, const plan_op *op, lookup_acc *k) {
   (void)k;
   double bytes = op->mixed ? op->bytes * compute_mixed_bytes(m, 1.0) : op->bytes;
-  return bytes > 0 ? m->copy_fixed_s + bytes / m->copy_Bps : 0;
+  return bytes > 0 ? copy_ops(op) * m->copy_fixed_s + bytes / m->copy_Bps : 0;
 }
 
 double compute_mixed_bytes(const compute_model *m, double bytes) {
@@ -1132,9 +1135,11 @@ double compute_op_alone_s(const compute_model *m, const plan_op *op) {
   return lin_table_s(lin_table(m, op, false), op, NULL);
 }
 
-/* Host time of each kind (calibration/h200x2-host): a flash call's forward
- * and, backward, the call plus the adds of its dQ, dK, dV into the running
- * gradients; a linear task's function (lin_host_s), whose causal intra
+/* Host time of each kind (calibration/h200x2-host): a flash call, forward
+ * or backward (the backward call costs a host about 1.5x the forward's in
+ * a pass: calibration/h200x2-hostline; the adds of its dQ, dK, dV into the
+ * running gradients are copy tasks where the plan has them); a linear
+ * task's function (lin_host_s), whose causal intra
  * kernel issues several times the ops of the others. */
 static double attn_host_s(const compute_model *m, const plan_op *op) {
   return (op->backward ? m->bwd_host_s : m->host_s) / call_parts(op);
@@ -1143,8 +1148,7 @@ static double merge_host_s(const compute_model *m, const plan_op *op) {
   return m->merge_host_s / call_parts(op);
 }
 static double copy_host_s(const compute_model *m, const plan_op *op) {
-  (void)op;
-  return m->copy_host_s;
+  return copy_ops(op) * m->copy_host_s;
 }
 static double linear_host_s(const compute_model *m, const plan_op *op) {
   int k = op->kind == OP_LIN_INTRA ? (op->causal ? 1 : 0) : op->kind == OP_LIN_STATE ? 2 : 3;

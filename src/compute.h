@@ -171,7 +171,8 @@ typedef struct {
   double merge_fixed_s;   /* log-sum-exp merge of one block output: fixed part */
   double merge_s_per_elem;/* ... and per output element (B·sq·H·D) */
   double host_s;          /* host time to issue one kernel (framework overhead) */
-  double bwd_host_s;      /* ... one backward kernel and the adds of its gradients */
+  double bwd_host_s;      /* ... one backward kernel call (a ring-like pass's float32
+                             gradient sums are copy tasks of their own: sched/rotate.c) */
   /* ... one linear task, [intra full, intra causal, state, apply][fwd, bwd]:
    * the PyTorch ops its function issues (compute.linear_host_us) */
   double lin_host_s[4][2];

@@ -79,7 +79,8 @@ typedef struct {
   op_kind kind;
   uint32_t batch, head_off, heads, head_dim; /* heads [head_off, head_off + heads) */
   uint32_t elem_bytes;
-  uint32_t block;     /* linear: block length of the chunked kernels */
+  uint32_t block;     /* linear: block length of the chunked kernels; copy: the ops it
+                         stands for, each a kernel and a host issue (0: one) */
   /* attention, merge: one of call_parts tasks that together are one
    * variable-length call over cu_seqlens (packed documents: a document's
    * piece each; sched_varlen_call), priced as 1/call_parts of a call over

@@ -1,10 +1,16 @@
 """What the Python tests share: the checkout's root (ROOT), putting one of
 its script folders on the import path (scripts_on_path), a check that
 prints ok/FAIL and counts the failures, the exit status from them
-(finish), and the stand-ins the calibration scripts' tests give them
-(StepClock, Recorder)."""
+(finish), the stand-ins the calibration scripts' tests give them
+(StepClock, Recorder), and one kernel's price read back from tasp-sim
+(kernel_price)."""
+import csv
+import io
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 fails = 0
@@ -53,3 +59,19 @@ class Recorder:
 
     def recs(self):
         return [rec for _, rec in self.rows]
+
+
+def kernel_price(sim, args):
+    """(seconds, confidence) of the attention kernels of a one-GPU point
+    (tasp-sim with args, --sp 1): the sum of their trace spans, without the
+    pass's copies (its gradient sums and output casts: src/sched/rotate.c),
+    and the point's confidence column."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "trace.json")
+        out = subprocess.run([sim, "--sp", "1", *args, "--csv", "-", "--quiet",
+                              "--trace", trace], check=True, capture_output=True,
+                             text=True).stdout
+        d = json.load(open(trace))
+    events = d["traceEvents"] if isinstance(d, dict) else d
+    us = sum(e["dur"] for e in events if e.get("ph") == "X" and e["name"].startswith("attn"))
+    return us * 1e-6, next(csv.DictReader(io.StringIO(out)))["confidence"]

@@ -172,6 +172,10 @@ static void t_compute_only_sum(void) {
     double want = compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, true), 32, 128, c, c, true, false);
     want += g * (compute_attn_s(&t->compute, compute_attn_flops(1, 32, 128, c, c, false), 32, 128, c, c, false, false) +
                  compute_merge_s(&t->compute, c * 32 * 128));
+    /* then the float32 output cast to bf16 and the log-sum-exp laid out */
+    plan_op out = {.kind = OP_COPY, .bytes = c * 32 * 128 * (4.0 + 2)};
+    plan_op lse = {.kind = OP_COPY, .bytes = 2 * 4.0 * 32 * c};
+    want += compute_op_s(&t->compute, &out) + compute_op_s(&t->compute, &lse);
     CU_ASSERT_CLOSE(r->gpu_compute_s[g], want, 1e-12);
   }
   CU_ASSERT_CLOSE(r->step_s, r->gpu_compute_s[n - 1], 1e-12);

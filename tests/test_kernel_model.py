@@ -8,8 +8,6 @@ recovers the constants that made it; its cross-validation predicts a
 left-out family from none of that family's kernels, and a sibling GPU's
 per-pair times in a constant ratio carry a left-out head dim exactly.
 Usage: test_kernel_model.py PATH/TO/tasp-sim"""
-import csv
-import io
 import json
 import os
 import shutil
@@ -18,6 +16,7 @@ import sys
 import tempfile
 
 from checks import ROOT, check, finish  # noqa: E402  (puts scripts/ on the path)
+from pycheck import kernel_price  # noqa: E402
 import kernel_model as km  # noqa: E402
 
 sim = sys.argv[1]
@@ -28,13 +27,10 @@ def constants(topo):
 
 
 def priced(topo, B, H, D, L, causal):
-    out = subprocess.run([sim, "--topology", os.path.join(ROOT, topo), "--sp", "1", "--sched",
-                          "ring", "--pass", "fwd", "--seq", str(L), "--heads", str(H),
-                          "--kv-heads", str(H), "--head-dim", str(D), "--batch", str(B),
-                          "--mask", "causal" if causal else "full", "--csv", "-", "--quiet"],
-                         check=True, capture_output=True, text=True).stdout
-    row = next(csv.DictReader(io.StringIO(out)))
-    return float(row["compute_ms"]) * 1e-3, row["confidence"]
+    return kernel_price(sim, ["--topology", os.path.join(ROOT, topo), "--sched", "ring",
+                              "--pass", "fwd", "--seq", str(L), "--heads", str(H),
+                              "--kv-heads", str(H), "--head-dim", str(D), "--batch", str(B),
+                              "--mask", "causal" if causal else "full"])
 
 
 # beyond the tables: few heads, head dims 96-256, long, causal tails; and

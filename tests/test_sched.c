@@ -1311,6 +1311,83 @@ static void t_balance(void) {
   topo_free(t);
 }
 
+/* Whether task `id` of finished plan p waits on a group moving dK/dV. */
+static bool waits_on_grads(const plan *p, uint32_t id) {
+  const plan_task *t = plan_task_at(p, id);
+  for (uint32_t i = 0; i < t->n_dep; i++) {
+    const plan_task *d = plan_task_at(p, p->deps[t->dep_off + i]);
+    if (d->kind == TASK_COMM && d->grads) return true;
+  }
+  return false;
+}
+
+/* The ring family's backward sums each block's gradients in float32 as
+ * ring_flash_attn does (rotate.c grad_sums, cast_results): on every GPU
+ * its first block's dQ copy and zeros (2 ops), its dK/dV adds (2 ops),
+ * each later block's three adds in one task (dQ's and dK's and dV's), all
+ * mixed float32 += bf16 but the first copy and zeros; the later blocks'
+ * adds wait for the dK/dV that arrived; the pass ends with dQ and dK/dV
+ * cast to bf16, dK/dV's once the last hop is home; a forward with its
+ * output cast and its log-sum-exp laid out.  Bytes from the kernels'
+ * shapes: float32 is 4 bytes, the inputs 2. */
+static void t_backward_gradient_sums(void) {
+  uint32_t n = 4;
+  topology *t = complete_topo(n);
+  const sched_ops *const scheds[] = {&sched_ring, &sched_zigzag, &sched_tasp, &sched_stripe};
+  for (size_t s = 0; s < G_N_ELEMENTS(scheds); s++)
+    for (int causal = 0; causal < 2; causal++) {
+      workload w = shape(n, 64 * n, causal, PASS_FWDBWD);
+      plan *lock = scheds[s]->build(&w, t, false);
+      plan *p = plan_expand(lock);
+      double c = (double)w.seq_len / n, row = w.batch * w.heads * (double)w.head_dim;
+      double kv_row = 2.0 * w.batch * w.kv_heads * w.head_dim;
+      for (uint32_t g = 0; g < n; g++) {
+        bool backward = false;
+        double kernels = 0, sums = 0, want = 0, got = 0, casts_seen = 0;
+        int64_t last_sums = -1;
+        for (guint i = 0; i < p->tasks->len; i++) {
+          const plan_task *k = plan_task_at(p, i);
+          if (k->kind == TASK_COMM && k->api == COMM_BARRIER) backward = true;
+          if (k->kind != TASK_COMPUTE || k->gpu != g) continue;
+          if (k->op.kind == OP_ATTN && k->op.backward) {
+            double q = k->op.sq * row * k->op.heads / w.heads;
+            double kv = k->op.sk * kv_row * k->op.heads / w.heads;
+            want += kernels == 0 ? q * (2 + 4) + c * kv_row * 4 + kv * (4 + 4 + 2)
+                                 : q * (4 + 4 + 2) + kv * (4 + 4 + 2);
+            kernels++;
+          } else if (k->op.kind == OP_COPY && k->op.block >= 2) {
+            CU_ASSERT(backward);
+            CU_ASSERT_EQUAL(k->op.mixed, sums != 0);
+            CU_ASSERT_EQUAL(k->op.block, sums == 0 ? 2 : sums == 1 ? 2 : 3);
+            /* a later step's adds wait for the dK/dV that arrived */
+            if (sums >= 2 && k->step > 0) CU_ASSERT(waits_on_grads(p, i));
+            got += k->op.bytes;
+            sums++;
+            last_sums = i;
+          } else if (k->op.kind == OP_COPY && !backward) {
+            /* the forward's end: its output, then its log-sum-exp */
+            CU_ASSERT_DOUBLE_EQUAL(k->op.bytes, casts_seen == 0 ? c * row * (4 + 2)
+                                                                : 2 * 4.0 * w.batch * w.heads * c, 1e-9);
+            casts_seen++;
+          } else if (k->op.kind == OP_COPY) {
+            CU_ASSERT((int64_t)i > last_sums);
+            CU_ASSERT_DOUBLE_EQUAL(k->op.bytes, casts_seen == 2 ? c * row * (4 + 2)
+                                                                : c * kv_row * (4 + 2), 1e-9);
+            if (casts_seen == 3) CU_ASSERT(waits_on_grads(p, i));
+            casts_seen++;
+          }
+        }
+        CU_ASSERT(kernels > 0);
+        CU_ASSERT_EQUAL(sums, kernels + 1);
+        CU_ASSERT_EQUAL(casts_seen, 4);
+        CU_ASSERT_DOUBLE_EQUAL(got, want, 1e-6 * want);
+      }
+      plan_free(p);
+      plan_free(lock);
+    }
+  topo_free(t);
+}
+
 /* TASP's step is one all-to-all: every GPU sends to n-1 distinct peers,
  * along one pattern of pairs registered once; under a full mask without
  * segments every kernel is one lockstep task of all GPUs, and the plan it
@@ -1342,7 +1419,8 @@ static void t_tasp_all_to_all(void) {
   }
   CU_ASSERT_EQUAL(groups, n - 1);
   CU_ASSERT_EQUAL(lock, kernels);
-  CU_ASSERT_EQUAL(kernels, 2 * n - 1); /* n kernels, n - 1 merges */
+  /* n kernels, n - 1 merges, the output's cast and the log-sum-exp's layout */
+  CU_ASSERT_EQUAL(kernels, 2 * n + 1);
   plan *q = plan_expand(p);
   unsigned per_gpu = 0, xfers = 0;
   for (guint i = 0; i < q->tasks->len; i++) {
@@ -1604,7 +1682,7 @@ int main(void) {
                                     TEST(t_double_ring_heads),
                                     TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
-                                    TEST(t_tasp_all_to_all), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
+                                    TEST(t_tasp_all_to_all), TEST(t_backward_gradient_sums), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     TEST(t_ulysses_variants), TEST(t_ulysses_heads),
                                     TEST(t_collective_rings), TEST(t_kbc_flash_only), TEST(t_blind_to_hardware),

@@ -7,8 +7,6 @@ measured host cost of a call) with confidence `measured`; the flash-only
 kernel_model and aspect_table are gone; bad records exit 2 naming the file
 and leave --out as it was; the sweep's axes narrow as asked.
 Usage: test_user_kernel.py PATH/TO/tasp-sim"""
-import csv
-import io
 import json
 import os
 import shutil
@@ -16,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from pycheck import ROOT, check, finish, scripts_on_path  # noqa: E402
+from pycheck import ROOT, check, finish, kernel_price, scripts_on_path  # noqa: E402
 FIT = os.path.join(ROOT, "scripts", "calibrate", "fit.py")
 scripts_on_path("calibrate")
 import kernel_sweep  # noqa: E402
@@ -48,13 +46,11 @@ def records(d, H, lengths):
 
 
 def priced(topo, H, L, causal, pas):
-    out = subprocess.run([sim, "--topology", topo, "--sp", "1", "--sched", "ring", "--pass", pas,
-                          "--seq", str(L), "--heads", str(H), "--kv-heads", str(H),
-                          "--head-dim", "128", "--mask", "causal" if causal else "full",
-                          "--csv", "-", "--quiet"], check=True, capture_output=True,
-                         text=True).stdout
-    row = next(csv.DictReader(io.StringIO(out)))
-    return float(row["compute_ms"]), row["confidence"], row["topology"]
+    """(ms, confidence) of the one kernel of a one-GPU pass."""
+    s, conf = kernel_price(sim, ["--topology", topo, "--sched", "ring", "--pass", pas,
+                                 "--seq", str(L), "--heads", str(H), "--kv-heads", str(H),
+                                 "--head-dim", "128", "--mask", "causal" if causal else "full"])
+    return s * 1e3, conf
 
 
 def fit(d, out):
@@ -82,7 +78,7 @@ with tempfile.TemporaryDirectory() as tmp:
     worst, confs = 0.0, set()
     for g in given:
         for pas, col in (("fwd", "ms"), ("bwd", "bwd_ms")):
-            ms, conf, _ = priced(topo, H, g["sq"], g["causal"], pas)
+            ms, conf = priced(topo, H, g["sq"], g["causal"], pas)
             want = g[col] - HOST_US * 1e-3
             worst = max(worst, abs(ms - want) / want)
             confs.add(conf)

@@ -47,6 +47,65 @@ static bool started_once(rotate_emit *e) {
   return was;
 }
 
+/* A task of the step beside its kernels: after what they wait for, and
+ * before the step's dK/dV hop.  The gradient sums' buffers are rotate_buf's
+ * (declared with the kernels), so these do not pass through it. */
+static void sum_task(rotate_emit *e, uint32_t id) {
+  if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
+  if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
+  g_array_append_val(e->step_kernels, id);
+}
+
+/* Bytes of a float32 accumulator's elements per element of the inputs'
+ * dtype: the running output, and dQ, dK/dV where the workload keeps them
+ * in float32 (grad_bytes). */
+#define F32_BYTES 4.0
+
+/* A copy task standing for `ops` PyTorch ops of `bytes` read and written
+ * in all (each op a kernel and a host issue: compute.c), `mixed` where
+ * they add two dtypes. */
+static uint32_t sum_copy(rotate_emit *e, double bytes, uint32_t ops, bool mixed) {
+  uint32_t id = plan_copy(e->p, e->gpu, e->step, bytes);
+  plan_task_at(e->p, id)->op.block = ops;
+  plan_task_at(e->p, id)->op.mixed = mixed;
+  sum_task(e, id);
+  return id;
+}
+
+/* The gradient sums around one backward kernel of a ring of two GPUs or
+ * more (one GPU runs one flash call, as a layer without SP does), as ring_flash_attn's
+ * backward runs them (scripts/calibrate/calibrate.py RingPass.run_backward
+ * and fold; the same pattern in its double-ring and USP programs): dQ in
+ * float32, the pass's first block's made from it (block_dq.to(float32):
+ * bf16 read, float32 written), every later one added into it (dq[:, sl] +=
+ * block_dq: float32 read and written, bf16 read); the dK/dV of the KV held
+ * summed in float32, from zeros at the GPU's first block (torch.zeros of
+ * its chunk's dK/dV), each block's dK and dV added (two adds of float32
+ * and bf16), once what earlier holders added has arrived.  A GPU's first
+ * block's ops are two tasks (the copy and zeros; the adds), a later
+ * block's one (its three adds): as many tasks as a forward's merges.
+ * Measured on one H200 (calibration/h200x1-bwd-small/fold-n1.jsonl): at
+ * 3K tokens of 32 x 128 heads dQ's add 47 us, the two dK/dV adds 110 us,
+ * zeros 22 us, the backward kernel 1.3 ms. */
+static void grad_sums(rotate_emit *e, plan_op k, bool first) {
+  const plan_op *sh = &k; /* a copy: plan_copy may move the tasks */
+  const workload *w = e->w;
+  double eb = sh->elem_bytes, gb = e->grad_scale * eb;
+  double q_elems = sh->batch * sh->sq * sh->heads * (double)sh->head_dim;
+  double share = (double)sh->heads / w->heads; /* of the KV heads, in a head-split kernel */
+  double kv_elems = workload_kv_bytes(w, sh->sk) * share / w->elem_bytes;
+  double adds = kv_elems * (2 * gb + eb); /* dK's and dV's */
+  uint32_t id;
+  if (first) {
+    double chunk = workload_kv_bytes(w, (double)w->seq_len / w->gpus) * share / w->elem_bytes;
+    sum_copy(e, q_elems * (eb + F32_BYTES) + chunk * gb, 2, false);
+    id = sum_copy(e, adds, 2, gb != eb);
+  } else {
+    id = sum_copy(e, q_elems * (2 * F32_BYTES + eb) + adds, 3, true);
+  }
+  if (e->grads_arrived >= 0) plan_dep(e->p, (uint32_t)e->grads_arrived, id);
+}
+
 void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
                    const plan_seg *k, uint32_t nk) {
   rotate_kernel_heads(e, 0, e->w->heads, causal, q, nq, k, nk);
@@ -62,8 +121,10 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
   g_array_append_val(e->step_kernels, id);
   rotate_buf_kernel(e->buf, id);
-  if (started_once(e) && !e->backward)
+  bool later = started_once(e);
+  if (later && !e->backward)
     rotate_buf_merge(e->buf, plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq));
+  if (e->backward && e->p->n_gpus > 1) grad_sums(e, plan_task_at(e->p, id)->op, !later);
 }
 
 uint32_t rotate_mark(const rotate_emit *e) { return e->p->tasks->len; }
@@ -175,6 +236,33 @@ static uint32_t add_group(const rotate_ops *ops, const void *self, rotate_emit *
   return e->comm;
 }
 
+/* A softmax pass's results made in the inputs' dtype once its last step
+ * is done, as ring_flash_attn's functions end (calibrate.py RingPass.run
+ * and run_backward): forward, the float32 running output cast to bf16 and
+ * the float32 log-sum-exp laid out (B, H, S) (`lse.squeeze(-1).transpose(1,
+ * 2).contiguous()`); backward, the float32 dQ and the dK/dV that came home
+ * (after the last dK/dV hop, `dkv_last`) cast to bf16.  Measured on one
+ * H200 at 3K tokens of 32 x 128 heads: the dQ cast 18 us, dK/dV's 36 us
+ * (calibration/h200x1-bwd-small/fold-n1.jsonl). */
+static void cast_results(rotate_emit *e, bool backward, int64_t dkv_last) {
+  const workload *w = e->w;
+  double eb = w->elem_bytes, gb = e->grad_scale * eb, tokens = (double)w->seq_len / w->gpus;
+  double q_elems = w->batch * tokens * w->heads * (double)w->head_dim;
+  /* one lockstep task where every stream ends in the same lockstep one */
+  int64_t end = e->p->last_compute[0];
+  bool all = plan_lockstep(e->p) && (end < 0 || plan_task_at(e->p, (uint32_t)end)->gpu == PLAN_ALL);
+  for (uint32_t g = 0; g < (all ? 1 : e->p->n_gpus); g++) {
+    uint32_t gpu = all ? PLAN_ALL : g;
+    plan_copy(e->p, gpu, e->step, q_elems * (F32_BYTES + eb)); /* output or dQ */
+    if (!backward) {
+      plan_copy(e->p, gpu, e->step, 2 * F32_BYTES * w->batch * w->heads * tokens);
+      continue;
+    }
+    uint32_t id = plan_copy(e->p, gpu, e->step, workload_kv_bytes(w, tokens) / eb * (gb + eb));
+    if (dkv_last >= 0) plan_dep(e->p, (uint32_t)dkv_last, id);
+  }
+}
+
 /* One pass; `after` is a task the pass must wait for (-1 none). Returns the
  * last communication group. */
 static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *e,
@@ -270,6 +358,9 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
   int64_t last = backward ? dkv_prev : kv_prev;
   if (ops->epilogue) last = ops->epilogue(self, e->p, backward, last);
   rotate_buf_pass_end(e->buf);
+  /* after the memory's pass end, which reads these from the last group
+   * or kernel (rotate_buf_pass_end) */
+  if (e->w->attention != ATTN_LINEAR && e->p->n_gpus > 1) cast_results(e, backward, dkv_prev);
   return last;
 }
 
