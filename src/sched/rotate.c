@@ -66,6 +66,12 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
     rotate_buf_merge(e->buf, plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq));
 }
 
+void rotate_kernel_diag_pairs(rotate_emit *e, double diag_pairs) {
+  g_assert(e->step_kernels->len > 0);
+  uint32_t id = g_array_index(e->step_kernels, uint32_t, e->step_kernels->len - 1);
+  plan_task_at(e->p, id)->op.diag_pairs = diag_pairs;
+}
+
 uint32_t rotate_mark(const rotate_emit *e) { return e->p->tasks->len; }
 
 void rotate_varlen_call(rotate_emit *e, uint32_t mark) { sched_varlen_call(e->p, mark); }

@@ -96,6 +96,11 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
 void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
                          const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
+/* The last kernel's pairs of a token with itself (plan_op.diag_pairs)
+ * are diag_pairs, not what its segments say: for a stand-in block of the
+ * right lengths and pairs (stripe's, off the sequence's diagonal). */
+void rotate_kernel_diag_pairs(rotate_emit *e, double diag_pairs);
+
 /* Packed documents: the kernels (and their merges) emitted for this GPU's
  * step since `mark` (rotate_mark, taken before them) are one
  * variable-length call over cu_seqlens (sched_varlen_call). */
