@@ -1065,6 +1065,37 @@ static void check_varlen_calls(const plan *p, const workload *w, bool any) {
   CU_ASSERT(w->n_docs < 2 || several > 0 || any);
 }
 
+/* A ring's forward with packed documents: a step's kernels are one varlen
+ * call with one output for every document (ring_flash_attn's
+ * *_varlen_forward), so the first step's call merges nothing (its output
+ * is the first: update_out_and_lse takes it as it is) and every later
+ * step's merges each of its parts into the running output: per GPU no
+ * merge at its first step with kernels, then one per kernel. */
+static void check_doc_merges(const plan *p) {
+  uint32_t n = p->n_gpus, steps = 0;
+  for (guint i = 0; i < p->tasks->len; i++) steps = MAX(steps, plan_task_at(p, i)->step + 1);
+  g_autofree uint32_t *kernels = g_new0(uint32_t, (gsize)n * steps);
+  g_autofree uint32_t *merges = g_new0(uint32_t, (gsize)n * steps);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMPUTE || t->op.backward || t->gpu >= n) continue;
+    if (t->op.kind == OP_ATTN) kernels[t->gpu * steps + t->step]++;
+    if (t->op.kind == OP_MERGE) merges[t->gpu * steps + t->step]++;
+  }
+  unsigned wrong = 0;
+  for (uint32_t g = 0; g < n; g++) {
+    bool first = true;
+    for (uint32_t s = 0; s < steps; s++) {
+      uint32_t k = kernels[g * steps + s], m = merges[g * steps + s];
+      if (!k) continue;
+      wrong += m != (first ? 0 : k);
+      first = false;
+    }
+  }
+  if (wrong) fprintf(stderr, "%u GPU steps with merges not as one call's\n", wrong);
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
   const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
@@ -1092,6 +1123,7 @@ static void t_docs_cover_mask(void) {
         check_doc_coverage(p, &w, true);
         check_generic(p, &w);
         check_varlen_calls(p, &w, target(runs[s]) == &sched_allgather);
+        if (target(runs[s]) != &sched_allgather) check_doc_merges(p);
         plan_free(p);
       }
       topo_free(t);
