@@ -46,9 +46,9 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
   if (!has_size(z)) return false;
   double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
   bool causal = pt->w.causal;
-  /* packed documents: a kernel and a merge per piece pair of each
-   * document a step holds (ring.c): at most four pairs per document
-   * (zigzag's two pieces against two, a full mask) */
+  /* packed documents: a kernel and a merge per document a step holds
+   * (ring.c: one block a document, zigzag's pieces in it); room for four
+   * per document, what zigzag's piece pairs took before */
   double docs = pt->w.docs ? 4.0 * pt->w.n_docs : 1;
   out->tasks = passes * docs * ((causal ? z->t2c : z->t2f) * p * p +
                                 (causal ? z->t1c : z->t1f) * p) + SLACK;
