@@ -15,7 +15,8 @@ lengths, bundled topologies and precision recipes, and checks
               utilisations, tokens/s, MFU, speedups, baseline), and against
               the --links and --memory files;
   per group   the verdict line against the rows' figures, model FLOPs alike
-              for every scheduler (softmax models);
+              for every scheduler (softmax models), at SP 1 every figure
+              alike for the methods that have nothing to split;
   relations   physics, symmetry and determinism between runs: more tokens
               never faster, smaller nor less compute, faster links or more
               GPU memory never slower, ZeRO 3 and full recomputation never larger, a second
@@ -24,8 +25,9 @@ lengths, bundled topologies and precision recipes, and checks
               placements alike on one switch, --per-flow = bundled,
               --jobs 1 = --jobs 2, a row alone = the same row in a sweep,
               shards = the whole, a --set value with its unit = the bare
-              value the unit says (at the model scope on whole steps), and
-              a few layers extended = every layer;
+              value the unit says (at the model scope on whole steps),
+              a few layers extended = every layer, and a second DP replica
+              twice the model FLOPs (never a shorter step at ZeRO 0);
   spellings   TransformerEngine's p2p, a2a and a2a+p2p = the scheduler each
               runs, figure for figure; a scenario file = the same options
               on the command line (table and CSV, byte for byte); --csv -
@@ -92,6 +94,16 @@ NODES_OF_8 = {"h100x8x2", "a100x8x8"}
 # Columns a symmetry of the GPUs keeps.
 SYMMETRIC_COLS = ["step_ms", "compute_ms", "comm_ms", "exposed_comm_ms", "imbalance_ms",
                   "peak_mem_gib", "peak_reserved_gib", "attention_ms", "mfu"]
+# Schedulers that at SP 1 have nothing to split or move: each runs the one
+# flash attention call over the whole sequence (ring, zigzag, stripe and
+# TokenRing a ring of one GPU, Ulysses and USP an all-to-all of one, double
+# ring one window of one; all-gather CP, its TransformerEngine spelling and
+# LASP-2H still cut the sequence into chunks, priced as their calls).
+# Softmax layers only: a linear Ring's backward zeroes and adds its dK/dV
+# accumulator even on one GPU, as the measured program does (rotate.c
+# linear_grad_steps: 0.95 ms of copies beside a 0.51 ms kernel at 16K).
+SP1_PLAIN = {"ring", "zigzag", "stripe", "tokenring", "ulysses", "usp", "usp-zigzag",
+             "double-ring", "p2p", "a2a", "a2a+p2p"}
 MINOR = 0.10  # src/verdict.h VERDICT_MINOR: the verdict's "under 10% of the step"
 
 # Printed precision of the CSV's columns (src/report.c): a comparison of two
@@ -314,6 +326,18 @@ def check_row(ck, cmd, c, r, gpu_mem, usable):
     mfu = num(r, "mfu")
     if mfu is not None and c.get("no-compute") is None and not (0 < mfu < 1):
         bad(f"mfu {mfu} outside (0, 1)")
+    # extended (README): the figures of a few replayed layers extended, only
+    # at the model scope and never where the whole step is asked for
+    # (--whole-steps, --memory, --trace: check_config gives those only to
+    # whole steps); an extended step has no reserved peak (sim.h), a whole
+    # one has
+    ext = r.get("extended")
+    whole = c["scope"] != "model" or c.get("whole-steps")
+    if ext not in ("yes", "no") or (whole and ext != "no"):
+        bad(f"extended {ext!r} for a {'whole' if whole else 'model-scope'} step")
+    elif (ext == "yes") != (res is None):
+        bad(f"extended {ext!r} with peak_reserved_gib {r['peak_reserved_gib']!r}: an extended "
+            "step has none, a whole one has")
 
 
 def groups_of(rows):
@@ -352,6 +376,20 @@ def check_group(ck, cmd, c, rows):
             want = float(ring["step_ms"]) / float(r["step_ms"])
             if abs(sr - want) > 1e-4 + 1e-6 * want:
                 ck.fail(cmd, f"{key}: {r['scheduler']} speedup_vs_ring {sr} != {want:.4f}")
+    # SP 1: the methods that have nothing to split run the same one kernel
+    # over the whole sequence in the same layer, so every figure of their
+    # rows is the same (a scheduler that at one GPU prices a block it
+    # does not run, or moves or holds something, breaks it)
+    softmax = c.get("model") not in LINEAR_MODELS and c.get("attention") != "linear"
+    plain = [r for r in ran if softmax and r["gpus"] == "1" and r["scheduler"] in SP1_PLAIN]
+    for r in plain[1:]:
+        diff = [k for k in ("step_ms", "compute_ms", "comm_ms", "exposed_comm_ms",
+                            "imbalance_ms", "attention_ms", "mfu")
+                if r[k] != plain[0][k]]
+        if diff:
+            ck.fail(cmd, f"{key}: at SP 1 {r['scheduler']} and {plain[0]['scheduler']} run the "
+                         f"same one kernel, yet differ in {diff}: "
+                         f"{[(r[k], plain[0][k]) for k in diff[:3]]}")
     # model FLOPs (Megatron's definition: nominal, however the work is split)
     # are the same for every scheduler of the group: mfu x step x GPUs.  Not
     # checked for linear attention: its FLOPs are its kernels' (chunk
@@ -1457,6 +1495,44 @@ def check_trace(ck, cmd, rows, path, times=True):
                 ck.fail(cmd, f"{name}: --trace's {what} {x:.6f} ms, {col} {r[col]}")
 
 
+def check_replicas(ck, rng, c, rows):
+    """A second data-parallel replica (model scope, DP 1 -> 2): the same
+    layers on twice the GPUs, so the step's model FLOPs (mfu x step x job
+    GPUs) are exactly twice DP 1's, however the job is simulated (its
+    replicas one simulation with a multiplicity: layer_orbits).  Where the
+    replica is laid out after the first (placement ending in dp: each
+    replica's TP x SP GPUs those of DP 1) and ZeRO 0 (nothing sharded: the
+    optimizer's work per GPU the same), the step only gains the gradients'
+    all-reduce and its traffic: never shorter."""
+    n_gpus = TOPOLOGIES[c["topology"]][0]
+    if c["scope"] != "model" or int(c.get("dp", 1)) != 1 or \
+            2 * int(c.get("tp", 1)) * int(c["sp"]) > n_gpus or not ck.chance(rng, 0.4):
+        return
+    base = args_of(c)
+    cmd = "build/tasp-sim " + " ".join(shlex.quote(a) for a in base)
+    rows2, _, cmd2 = ck.run_csv(args_of(dict(c, dp=2)))
+    if not rows2:
+        return
+    a, b = by_sched(rows), by_sched(rows2)
+    # the extension's own error (check_extension) where steps are extended
+    tol = 1e-9 if c.get("whole-steps") else 1.5e-2
+    later = c.get("placement", "tp,sp,dp").endswith("dp") and int(c.get("zero", 0)) == 0
+    for k in sorted(set(a) & set(b)):
+        x, y = a[k], b[k]
+        if not (x["mfu"] and y["mfu"]) or float(x["mfu"]) <= 0 or float(y["mfu"]) <= 0:
+            continue
+        f1 = float(x["mfu"]) * float(x["step_ms"]) * int(x["job_gpus"])
+        f2 = float(y["mfu"]) * float(y["step_ms"]) * int(y["job_gpus"])
+        rel = EPS_UTIL / float(x["mfu"]) + EPS_UTIL / float(y["mfu"]) + 1e-6
+        if abs(f2 / (2 * f1) - 1) > rel:
+            ck.fail(f"{cmd}\n  $ {cmd2}", f"DP 2: {k[0]}'s model FLOPs (mfu x step x GPUs) "
+                                          f"{f2:.5g}, not twice DP 1's {f1:.5g}")
+        if later and float(y["step_ms"]) < float(x["step_ms"]) * (1 - tol) - EPS_MS:
+            ck.fail(f"{cmd}\n  $ {cmd2}", f"DP 2 at ZeRO 0, its replica after the first: "
+                                          f"{k[0]}'s step {y['step_ms']} ms shorter than DP 1's "
+                                          f"{x['step_ms']}")
+
+
 def check_config(ck, rng, c):
     # --memory replays a model scope's whole step (README), so it is read
     # only where the CSV replays the same
@@ -1499,6 +1575,8 @@ def check_config(ck, rng, c):
     check_set_alone(ck, rng, c)
     check_neutral_options(ck, rng, c, rows, csv_text, cmd)
     check_unwritable(ck, rng, c)
+    # (drawn last: the seeds' earlier draws stay as they were)
+    check_replicas(ck, rng, c, rows)
     return True
 
 

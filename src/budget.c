@@ -36,8 +36,9 @@ static bool has_size(const sched_size *z) {
 /* Room for the few tasks, transfers and spans any plan has whatever P. */
 #define SLACK 32.0
 /* Tasks a GPU runs a ring step in a head-parallel scheduler's causal
- * ring (its kernel, merge and the step's group, with room): below */
-#define HEADS_RING_TASKS 2.5
+ * ring (its kernel, its merge or the backward's gradient sums, the
+ * step's group, with room; the backward's first block one more): below */
+#define HEADS_RING_TASKS 3.5
 
 bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts *out) {
   /* an alias's plan is its scheduler's */
@@ -46,9 +47,9 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
   if (!has_size(z)) return false;
   double p = pt->w.gpus, passes = pt->w.pass == PASS_FWDBWD ? 2 : 1;
   bool causal = pt->w.causal;
-  /* packed documents: a kernel and a merge per piece pair of each
-   * document a step holds (ring.c): at most four pairs per document
-   * (zigzag's two pieces against two, a full mask) */
+  /* packed documents: a kernel and a merge per document a step holds
+   * (ring.c: one block a document, zigzag's pieces in it); room for four
+   * per document, what zigzag's piece pairs took before */
   double docs = pt->w.docs ? 4.0 * pt->w.n_docs : 1;
   out->tasks = passes * docs * ((causal ? z->t2c : z->t2f) * p * p +
                                 (causal ? z->t1c : z->t1f) * p) + SLACK;
@@ -57,29 +58,46 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
   out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
   /* A head-parallel option (USP's, double ring's degree) changes the
    * plan's shape from the defaults the coefficients were fitted to.
-   * Under a causal mask: where the degree u is known (given, or the one
-   * the scheduler takes on this topology, default_num), a ring of P / u
-   * ranks on each of the P GPUs, at most HEADS_RING_TASKS tasks a GPU and
-   * ring step, P^2 / u in all (USP-Zigzag's kernel and merge every step,
-   * 2.1 measured at P = 32, u = 8; USP's 1.5); where only a given degree
-   * is known, a smaller one makes more ring steps of a task per GPU,
-   * whose kernels are what the spans' quadratic part counts (a task is at
-   * least one span): the larger of t2c and s2c (tests/test_budget.c
-   * checks degrees 2 and 8).  Under a full mask every step and the
-   * all-to-alls' copies stay lockstep whatever the degree (ring.c
-   * ring_geom_alike, ulysses.c): a few tasks a ring step, which t1f
-   * covers.  The all-to-alls' patterns pair each GPU with the others of
+   * Where the degree u is known (given, or the one the scheduler takes on
+   * this topology, default_num) the plan is a Ulysses of u-GPU groups
+   * around a ring of P / u ranks on each of the P GPUs, and each part is
+   * bounded by its own scheduler's fit, whatever u, 1 (a plain ring) and
+   * P (a plain Ulysses) included:
+   * - causal tasks: at most HEADS_RING_TASKS a GPU and ring step, P^2 / u
+   *   in all (USP-Zigzag's kernel and merge every step: 2.1 measured at
+   *   P = 32 for u = 8, 2.0 for u = 1; USP's 1.5; double ring at u = P,
+   *   one ring rank, 6.7 a GPU fwd+bwd with the backward's gradient sums);
+   * - spans, either mask: the ring part's kernels, merges and hops are as
+   *   many a GPU and step as Zigzag-Ring's (its s2 over P^2 / u: USP at
+   *   u = 1 records 2.9 P^2 a pass, past USP's own 1.2 fitted at u = 8);
+   * - transfers: the all-to-alls pair each GPU with the u - 1 others of
+   *   its group, as many calls a pass as Ulysses makes (its x2 over P u:
+   *   USP at u = P moves 4 P (P - 1) a pass, past 3.5 P^2), and the ring
+   *   part Ring's hops (its x2 over P^2 / u).
+   * Each is the larger of that and the scheduler's own fit, which holds at
+   * its default degree.  Where the degree is not known (no topology to
+   * take the default from), the fits stand.  Under a full mask every step
+   * and the all-to-alls' copies stay lockstep whatever the degree (ring.c
+   * ring_geom_alike, ulysses.c): Ring's few tasks a step (its t1f, the
+   * backward's gradient sums among them) over the P / u ring steps, beside
+   * the scheduler's own t1f a GPU (USP at u = 1 makes 3.5 a step).  The all-to-alls' patterns pair each GPU with the others of
    * its group (ulysses.c groups_pattern, one pattern reused by every
    * call), the ring's hop a GPU more: P x u pairs, not P^2 (u unknown: at
    * most the heads it divides). */
   for (const sched_opt *const *o = so->opts; o && *o; o++) {
     if (!(*o)->splits_heads) continue;
-    double given = sched_opt_num(&pt->w, *o), u = given;
+    double u = sched_opt_num(&pt->w, *o);
     if (!(u > 0) && (*o)->default_num && t) u = (*o)->default_num(&pt->w, t);
-    if (causal && (*o)->default_num && u >= 2)
-      out->tasks = passes * docs * (HEADS_RING_TASKS * p * p / u + z->t1c * p) + SLACK;
-    else if (causal && given)
-      out->tasks = passes * docs * (fmax(z->t2c, z->s2c) * p * p + z->t1c * p) + SLACK;
+    if (u > 0) {
+      const sched_size *ring = &sched_ring.size, *zz = &sched_zigzag.size;
+      double ring_steps = p * p / u;
+      if (causal) out->tasks = passes * docs * (HEADS_RING_TASKS * ring_steps + z->t1c * p) + SLACK;
+      else out->tasks = passes * docs * (ring->t1f * p / u + z->t1f * p) + SLACK;
+      double ring_s2 = causal ? zz->s2c : zz->s2f;
+      out->spans = passes * docs * (ring_s2 * ring_steps + z->s1 * p) + SLACK;
+      double parts = sched_ulysses.size.x2 * p * u + ring->x2 * ring_steps;
+      out->xfers = passes * (z->x3 * p * p * p + parts + z->x1 * p) + SLACK;
+    }
     if (out->stored)
       out->stored = passes * (z->xs2 * p * (u > 0 ? u : fmin(p, pt->w.heads)) + z->xs1 * p) + SLACK;
   }

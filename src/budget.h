@@ -41,7 +41,9 @@
  * and 16-byte uses; since those are 152, 16 and 12 bytes (and the memory
  * replay's instances 24, not 32) the same points peak 14-15% lower (the
  * ring's causal forward 567 MB, 545 bytes a task; TASP's 2.04 GB, 526),
- * which the test's recorded peaks follow.  A plan_task is in an array
+ * which the test's recorded peaks follow (measured with 152-byte tasks;
+ * plan_op.diag_pairs makes them 160 again, 8 MB more at a million
+ * tasks, about 1.5% of those peaks).  A plan_task is in an array
  * that grows by doubling; a causal task declares about 3 buffers and 8
  * uses.  640 bounds every point measured, as the coefficients
  * count more tasks than the plans have (the ring's causal fwdbwd: 2.52 M

@@ -94,7 +94,7 @@ void exec_kernels_done(void *ctx, uint64_t arg) {
  * folded into r->conf again: folding one twice changes nothing (the worst
  * is kept, and this op's is in already). */
 static double priced(exec_state *s, const plan_op *op) {
-  G_STATIC_ASSERT(sizeof(plan_op) == 8 * sizeof(double) + 8 * sizeof(uint32_t) + 8);
+  G_STATIC_ASSERT(sizeof(plan_op) == 9 * sizeof(double) + 8 * sizeof(uint32_t) + 8);
   exec_prices *c = &s->prices;
   for (uint32_t i = 0; i < c->n; i++)
     if (!memcmp(&c->op[i], op, sizeof *op)) return c->s[i];

@@ -340,6 +340,14 @@ double layer_tasks_estimate(const workload *w, const topology *t) {
   return layer_tasks_estimate_mult(w, mult);
 }
 
+double layer_op_model_flops(const plan_op *op) {
+  if (op->kind != OP_ATTN || !op->causal) return compute_op_flops(op);
+  /* the mask's diagonal half, not the call's (plan.h diag_pairs): a
+   * stripe's block between two GPUs is all model work */
+  double pairs = op->pairs - op->diag_pairs / 2;
+  return 4.0 * op->batch * op->heads * op->head_dim * pairs;
+}
+
 double layer_tasks_flops(const plan *p, guint from, guint to) {
   double sum = 0;
   for (guint i = from; i < to; i++) {
@@ -348,7 +356,7 @@ double layer_tasks_flops(const plan *p, guint from, guint to) {
     plan_op o = t->op;
     o.backward = false;
     double copies = t->gpu == PLAN_ALL ? p->n_gpus : 1;
-    sum += copies * compute_op_flops(&o) * (t->op.backward ? 2 : 1);
+    sum += copies * layer_op_model_flops(&o) * (t->op.backward ? 2 : 1);
   }
   return sum;
 }

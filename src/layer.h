@@ -151,6 +151,11 @@ double layer_tasks_estimate_mult(const workload *w, double mult);
  * recomputation counts nothing (plan.recomputed_flops). */
 double layer_model_flops(const plan *p);
 
+/* One op's forward model FLOPs: compute_op_flops, but a causal attention
+ * block's diagonal counted half only where it is the sequence's
+ * (plan_op.diag_pairs), as the mask's S^2 / 2 counts it, not the call's. */
+double layer_op_model_flops(const plan_op *op);
+
 /* The same count over the plan's tasks [from, to). */
 double layer_tasks_flops(const plan *p, guint from, guint to);
 

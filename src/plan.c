@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* the sizes plan.h and plan_buf.h state */
-G_STATIC_ASSERT(sizeof(plan_task) == 152);
+G_STATIC_ASSERT(sizeof(plan_task) == 160);
 G_STATIC_ASSERT(sizeof(plan_buf_use) == 12);
 G_STATIC_ASSERT(sizeof(plan_buf) == 16);
 
@@ -128,6 +128,13 @@ double plan_causal_pairs(plan_seg q, plan_seg k) {
   return total;
 }
 
+/* Tokens in both segments: a causal block's pairs of a token with itself. */
+static double plan_seg_overlap(plan_seg q, plan_seg k) {
+  uint64_t a = q.start > k.start ? q.start : k.start;
+  uint64_t b = q.start + q.len < k.start + k.len ? q.start + q.len : k.start + k.len;
+  return b > a ? (double)(b - a) : 0;
+}
+
 static void record_segs(plan *p, uint32_t id, const plan_seg *q, uint32_t nq,
                         const plan_seg *k, uint32_t nk) {
   if (!p->record_segs) return;
@@ -143,14 +150,17 @@ uint32_t plan_attn(plan *p, uint32_t gpu, uint32_t step, const plan_op *shape,
                    const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk) {
   plan_op op = *shape;
   op.kind = OP_ATTN;
-  op.sq = op.sk = op.pairs = 0;
+  op.sq = op.sk = op.pairs = op.diag_pairs = 0;
   for (uint32_t i = 0; i < nq; i++) op.sq += (double)q[i].len;
   for (uint32_t j = 0; j < nk; j++) op.sk += (double)k[j].len;
   if (!op.causal) {
     op.pairs = op.sq * op.sk;
   } else {
     for (uint32_t i = 0; i < nq; i++)
-      for (uint32_t j = 0; j < nk; j++) op.pairs += plan_causal_pairs(q[i], k[j]);
+      for (uint32_t j = 0; j < nk; j++) {
+        op.pairs += plan_causal_pairs(q[i], k[j]);
+        op.diag_pairs += plan_seg_overlap(q[i], k[j]);
+      }
   }
   uint32_t id = plan_compute(p, gpu, step, &op);
   record_segs(p, id, q, nq, k, nk);
@@ -394,7 +404,7 @@ void plan_finish(plan *p) {
   const uint32_t *from = (const uint32_t *)p->dep_from->data;
   const uint8_t *overlap = (const uint8_t *)p->dep_overlap->data;
   /* counted and placed in an array of its own, and the task records
-   * (152 bytes each, a million in a causal 1,024-GPU plan) written once at
+   * (160 bytes each, a million in a causal 1,024-GPU plan) written once at
    * the end, where counting in them read and wrote them four times */
   g_autofree uint32_t *at = g_new0(uint32_t, n + 1);
   for (guint e = 0; e < m; e++) at[to[e] + 1]++;

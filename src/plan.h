@@ -73,6 +73,13 @@ typedef struct { uint64_t start, len; } plan_seg;
 typedef struct {
   double sq, sk;      /* attention: query and key lengths; merge: rows in sq */
   double pairs;       /* attention: (query, key) token pairs per batch and head */
+  double diag_pairs;  /* causal attention: of those, the pairs of a token with
+                         itself (the sequence's diagonal), which model FLOPs
+                         count half as the mask's S^2 / 2 does; the kernel is
+                         priced by its call's shape whatever they are
+                         (compute_op_flops: a causal call's diagonal is its
+                         own, sq / 2).  Off the sequence's diagonal (a
+                         stripe's blocks between two GPUs) 0. */
   double bytes;       /* copy: bytes read (and as many written) */
   double gemm_m, gemm_n, gemm_k; /* GEMM: M x K input by K x N weight (forward) */
   double width;       /* element-wise: elements per row */
@@ -129,7 +136,7 @@ typedef enum {
   COMM_APIS
 } comm_api;
 
-/* A task in 152 bytes (a causal plan holds a million at 1,024 GPUs):
+/* A task in 160 bytes (a causal plan holds a million at 1,024 GPUs):
  * its kind and API are a byte each (task_kind, comm_api), beside the
  * two flags, after the 32-bit fields. */
 typedef struct {

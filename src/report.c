@@ -324,7 +324,8 @@ void report_csv(FILE *f, const report_ctx *c) {
   fputs("scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,"
         "step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,"
         "mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,"
-        "peak_mem_gib,fits,peak_reserved_gib,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu\n", f);
+        "peak_mem_gib,fits,peak_reserved_gib,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu,"
+        "extended\n", f);
   for (guint i = 0; i < c->results->len; i++) {
     const sim_result *r = c->results->pdata[i];
     const workload *w = &r->pt.w;
@@ -373,6 +374,11 @@ void report_csv(FILE *f, const report_ctx *c) {
     if (r->r) csv_num(f, "%.1f", sim_tokens_per_s_per_gpu(r));
     fputc(',', f);
     if (r->r) csv_num(f, "%.4f", sim_mfu(r));
+    /* whether the figures are extended from a few replayed layers and
+     * micro-batches (sim.h) or the whole step's: --memory, --trace and
+     * --whole-steps replay every layer, and the two differ a little */
+    fputc(',', f);
+    if (r->r) fputs(r->extended ? "yes" : "no", f);
     fputc('\n', f);
   }
 }

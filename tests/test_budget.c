@@ -108,6 +108,28 @@ static void t_counts_bound_options(void) {
           check_counts(cases[c].sched, sps[a], masks[m], passes[p], cases[c].opts, 8);
 }
 
+/* The same at the extreme degrees of each option that splits SP or
+ * sizes a ring (1 and the SP degree P): a head-parallel degree of 1 is a
+ * plain ring of P ranks, P^2 kernels and merges on P GPUs (USP-Zigzag's
+ * causal forward at P = 32: 2,047 tasks), P a Ulysses with no ring; an
+ * inner ring of 1 makes every hop one across windows, of P one window.
+ * Never below, and within 8 times. */
+static void t_counts_bound_extreme_degrees(void) {
+  static const char *const keys[] = {"usp_ulysses", "usp_ulysses", "double_ring_ulysses",
+                                     "double_ring_inner"};
+  static const char *const scheds[] = {"usp", "usp-zigzag", "double-ring", "double-ring"};
+  static const char *const sps[] = {"8", "32"}, *const masks[] = {"causal", "full"},
+                           *const passes[] = {"fwd", "fwdbwd"};
+  for (size_t c = 0; c < G_N_ELEMENTS(keys); c++)
+    for (int a = 0; a < 2; a++)
+      for (int d = 0; d < 2; d++) {
+        g_autofree char *opt = g_strdup_printf("%s=%s", keys[c], d ? sps[a] : "1");
+        char *opts[] = {opt, NULL};
+        for (int m = 0; m < 2; m++)
+          for (int p = 0; p < 2; p++) check_counts(scheds[c], sps[a], masks[m], passes[p], opts, 8);
+      }
+}
+
 /* A point of `gpus` GPUs on one NVSwitch (h100x8's generator), 2,048
  * tokens per GPU, as the peaks below were measured. */
 static scenario *load_switch(const char *sched, uint32_t gpus, const char *mask, const char *pass,
@@ -318,6 +340,7 @@ static void t_counts_bound_documents(void) {
 
 int main(void) {
   static const test_case cases[] = {TEST(t_counts_bound_every_scheduler), TEST(t_counts_bound_options),
+                                    TEST(t_counts_bound_extreme_degrees),
                                     TEST(t_counts_bound_documents), TEST(t_counts_bound_large),
                                     TEST(t_bytes_bound_measured_peaks),
                                     TEST(t_plan_cap_is_the_budget),

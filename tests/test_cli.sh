@@ -9,7 +9,7 @@ sim=$1
 field() { awk -F, -v row="$2" -v name="$3" 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == name) c = i}
                                             NR == row + 1 {print $c}' "$1"; }
 
-header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits,peak_reserved_gib,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu'
+header='scheduler,topology,gpus,seq_len,batch,heads,kv_heads,head_dim,dtype,mask,pass,step_ms,compute_ms,comm_ms,exposed_comm_ms,speedup_vs_ring,max_link_util,mean_link_util,imbalance_ms,speedup_vs_best,baseline,status,confidence,overrides,peak_mem_gib,fits,peak_reserved_gib,scope,attention_ms,job_gpus,tokens_per_s_per_gpu,mfu,extended'
 
 "$sim" scenarios/h100x8.json --csv - > "$tmp/a.csv"
 check "CSV exits 0" "[ $? -eq 0 ]"
@@ -1186,6 +1186,14 @@ check "--global-batch-tokens 128K at 16K x DP 2 is --micro-batches 4" "cmp -s $t
 check "--whole-steps: the step within 0.5%, the attention part within 0.5% of it, peak memory the same, reserved given only there" \
   "awk -v s=\$(field $tmp/mb4.csv 1 step_ms) -v w=\$(field $tmp/mb4w.csv 1 step_ms) -v a=\$(field $tmp/mb4.csv 1 attention_ms) -v b=\$(field $tmp/mb4w.csv 1 attention_ms) 'BEGIN {d = s - w; e = a - b; exit !(d * d < 2.5e-5 * w * w && e * e < 2.5e-5 * w * w)}' && [ \$(field $tmp/mb4.csv 1 peak_mem_gib) = \$(field $tmp/mb4w.csv 1 peak_mem_gib) ] && [ -z \"\$(field $tmp/mb4.csv 1 peak_reserved_gib)\" ] && [ -n \"\$(field $tmp/mb4w.csv 1 peak_reserved_gib)\" ]"
 check "--memory replays the whole step (the CSV --whole-steps gives)" "cmp -s $tmp/mb4m.csv $tmp/mb4w.csv && grep -q 'GPU 0: .* GiB (reserved' $tmp/mb4.mem"
+# the CSV says which figures it holds: extended (the default) or the
+# whole step's (--whole-steps, --memory, --trace), as they differ a little
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd \
+  --scope model --dp 2 --zero 3 --micro-batches 4 --trace "$tmp/mb4.trace" --csv "$tmp/mb4t.csv" --quiet
+check "column extended: yes for the extended step, no where --whole-steps, --memory or --trace replayed it whole" \
+  "[ \"\$(field $tmp/mb4.csv 1 extended)\" = yes ] && [ \"\$(field $tmp/mb4w.csv 1 extended)\" = no ] && [ \"\$(field $tmp/mb4m.csv 1 extended)\" = no ] && [ \"\$(field $tmp/mb4t.csv 1 extended)\" = no ] && [ \"\$(field $tmp/mb4t.csv 1 step_ms)\" = \"\$(field $tmp/mb4w.csv 1 step_ms)\" ]"
+"$sim" --topology h100x8 --model llama3-8b --seq 16K --sp 4 --sched zigzag --pass fwdbwd --scope layer --csv "$tmp/layer1.csv" --quiet
+check "column extended: no at the layer scope (one layer, replayed whole)" "[ \"\$(field $tmp/layer1.csv 1 extended)\" = no ]"
 # the plan checked against the cap is the one built: NeMo's 1M row at
 # DP 4 (1,024 GPUs, its replicas and TP ranks one simulation: layer_orbits)
 # with 32 micro-batches is refused whole and runs extended (--strict: a

@@ -4,6 +4,7 @@
 
 #include "compute.h"
 #include "exec.h"
+#include "layer.h"
 #include "plan_buf.h"
 #include "scenario.h"
 #include "sched/hamilton.h"
@@ -96,13 +97,15 @@ static unsigned wrong_blocks(const cover *c, const workload *w, uint64_t nb) {
 
 /* nominal: the kernels' nominal FLOPs (a causal kernel's counted as half
  * its sq x sk) add up to the mask's; not so for striped attention, whose
- * causal blocks all sit on a shifted diagonal (t_stripe_closed_form). */
+ * causal blocks all sit on a shifted diagonal (t_stripe_closed_form).
+ * The model FLOPs (layer_op_model_flops) add up to the mask's for every
+ * scheduler, striped attention's included. */
 static void check_coverage(const plan *p, const workload *w, uint64_t g, const char *what,
                            bool backward, bool nominal) {
   uint64_t nb = w->seq_len / g, H = w->heads;
   cover dq = {g_new0(uint32_t, H * nb * nb), g_new0(uint32_t, H * nb)};
   cover dkv = {g_new0(uint32_t, H * nb * nb), g_new0(uint32_t, H * nb)};
-  double pairs = 0, flops = 0;
+  double pairs = 0, flops = 0, model = 0;
   unsigned bad_mask = 0, bad_heads = 0, bad_kind = 0;
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *t = plan_task_at(p, i);
@@ -115,6 +118,7 @@ static void check_coverage(const plan *p, const workload *w, uint64_t g, const c
     if (op->kind == OP_ATTN) {
       pairs += op->pairs * op->heads;
       flops += compute_op_flops(op);
+      model += layer_op_model_flops(op);
     }
     if (op->head_off + op->heads > H || op->heads == 0) { bad_heads++; continue; }
     const plan_seg *q = &g_array_index(p->segs, plan_seg, t->seg_off);
@@ -145,8 +149,9 @@ static void check_coverage(const plan *p, const workload *w, uint64_t g, const c
     double S = (double)w->seq_len;
     CU_ASSERT_DOUBLE_EQUAL(pairs, H * (w->causal ? S * (S + 1) / 2 : S * S), 0.5);
     /* nominal FLOPs: 4·B·H·D per pair, the causal diagonal counted half */
-    if (nominal)
-      CU_ASSERT_CLOSE(flops, 4.0 * w->batch * H * w->head_dim * S * S / (w->causal ? 2 : 1), 1e-12);
+    double mask_flops = 4.0 * w->batch * H * w->head_dim * S * S / (w->causal ? 2 : 1);
+    if (nominal) CU_ASSERT_CLOSE(flops, mask_flops, 1e-12);
+    CU_ASSERT_CLOSE(model, mask_flops, 1e-12);
   }
   g_free(dq.full);
   g_free(dq.diag);
@@ -658,21 +663,37 @@ static void t_tasp_given_cycles(void) {
  * j = (i - s) mod N in a causal c x c block, with its diagonal (c(c+1)/2
  * pairs) where j <= i, without it (c(c-1)/2) where j > i; so GPU i
  * computes (i+1) c(c+1)/2 + (N-1-i) c(c-1)/2 pairs, within c of every
- * other GPU, and every hop goes to GPU i+1. */
+ * other GPU, and every hop goes to GPU i+1.  Each block is priced as the
+ * causal call it is (c x c, or (c-1) x (c-1): its area len^2 / 2), and
+ * counts in model FLOPs as the mask's pairs it holds: all of them, but
+ * half the diagonal of GPU i's own block (j = i), the only one on the
+ * sequence's diagonal; so the plan's model FLOPs are the mask's S^2 / 2
+ * exactly, where the calls' areas are N(N-1)(2c-1)/4 pairs short. */
 static void t_stripe_closed_form(void) {
   uint32_t n = 8;
   topology *t = complete_topo(n);
   workload w = shape(n, 8 * 1024, true, PASS_FWD);
   plan *p = sched_stripe.build(&w, t, false);
-  double c = (double)w.seq_len / n, pairs[8] = {0};
+  double c = (double)w.seq_len / n, pairs[8] = {0}, area = 0, model = 0;
+  double per_pair = 4.0 * w.batch * w.heads * w.head_dim;
   for (guint i = 0; i < p->tasks->len; i++) {
     const plan_task *k = plan_task_at(p, i);
     if (k->kind != TASK_COMPUTE || k->op.kind != OP_ATTN) continue;
     uint32_t j = (k->gpu + n - k->step) % n;
     CU_ASSERT_TRUE(k->op.causal);
     CU_ASSERT_DOUBLE_EQUAL(k->op.pairs, j <= k->gpu ? c * (c + 1) / 2 : c * (c - 1) / 2, 0);
+    double len = j <= k->gpu ? c : c - 1;
+    CU_ASSERT_DOUBLE_EQUAL(compute_op_flops(&k->op), per_pair * len * len / 2, 0);
+    double mask_pairs = j == k->gpu ? c * c / 2 : k->op.pairs;
+    CU_ASSERT_DOUBLE_EQUAL(layer_op_model_flops(&k->op), per_pair * mask_pairs, 0);
     pairs[k->gpu] += k->op.pairs;
+    area += compute_op_flops(&k->op);
+    model += layer_op_model_flops(&k->op);
   }
+  double S = (double)w.seq_len;
+  CU_ASSERT_CLOSE(model, per_pair * S * S / 2, 1e-15);
+  CU_ASSERT_CLOSE(area, per_pair * (S * S / 2 - n * (n - 1) * (2 * c - 1) / 4), 1e-15);
+  CU_ASSERT_CLOSE(layer_model_flops(p), model, 1e-15);
   for (uint32_t g = 0; g < n; g++)
     CU_ASSERT_DOUBLE_EQUAL(pairs[g], (g + 1) * c * (c + 1) / 2 + (n - 1 - g) * c * (c - 1) / 2, 0);
   for (guint i = 0; i < p->xfers->len; i++) {
@@ -1044,6 +1065,37 @@ static void check_varlen_calls(const plan *p, const workload *w, bool any) {
   CU_ASSERT(w->n_docs < 2 || several > 0 || any);
 }
 
+/* A ring's forward with packed documents: a step's kernels are one varlen
+ * call with one output for every document (ring_flash_attn's
+ * *_varlen_forward), so the first step's call merges nothing (its output
+ * is the first: update_out_and_lse takes it as it is) and every later
+ * step's merges each of its parts into the running output: per GPU no
+ * merge at its first step with kernels, then one per kernel. */
+static void check_doc_merges(const plan *p) {
+  uint32_t n = p->n_gpus, steps = 0;
+  for (guint i = 0; i < p->tasks->len; i++) steps = MAX(steps, plan_task_at(p, i)->step + 1);
+  g_autofree uint32_t *kernels = g_new0(uint32_t, (gsize)n * steps);
+  g_autofree uint32_t *merges = g_new0(uint32_t, (gsize)n * steps);
+  for (guint i = 0; i < p->tasks->len; i++) {
+    const plan_task *t = plan_task_at(p, i);
+    if (t->kind != TASK_COMPUTE || t->op.backward || t->gpu >= n) continue;
+    if (t->op.kind == OP_ATTN) kernels[t->gpu * steps + t->step]++;
+    if (t->op.kind == OP_MERGE) merges[t->gpu * steps + t->step]++;
+  }
+  unsigned wrong = 0;
+  for (uint32_t g = 0; g < n; g++) {
+    bool first = true;
+    for (uint32_t s = 0; s < steps; s++) {
+      uint32_t k = kernels[g * steps + s], m = merges[g * steps + s];
+      if (!k) continue;
+      wrong += m != (first ? 0 : k);
+      first = false;
+    }
+  }
+  if (wrong) fprintf(stderr, "%u GPU steps with merges not as one call's\n", wrong);
+  CU_ASSERT_EQUAL(wrong, 0);
+}
+
 static void t_docs_cover_mask(void) {
   GRand *rng = g_rand_new_with_seed(23);
   const sched_ops *runs[] = {&sched_ring, &sched_zigzag, &sched_te_p2p, &sched_ulysses,
@@ -1071,6 +1123,7 @@ static void t_docs_cover_mask(void) {
         check_doc_coverage(p, &w, true);
         check_generic(p, &w);
         check_varlen_calls(p, &w, target(runs[s]) == &sched_allgather);
+        if (target(runs[s]) != &sched_allgather) check_doc_merges(p);
         plan_free(p);
       }
       topo_free(t);

@@ -20,12 +20,18 @@
  * ring_flash_attn_varlen_func) or its two of 2N pieces of every document
  * (zigzag: zigzag_ring_flash_attn_varlen_func, TransformerEngine's THD
  * format), so each document is balanced as the whole sequence is.  At a
- * step a GPU attends each of its pieces to the held pieces of the same
- * document only: earlier pieces in full, its own causally, later ones
- * skipped (a full mask: all of them).  Each piece pair is its own task,
- * and a step's tasks are one varlen call over cu_seqlens (as the varlen
- * functions make one call a step), each priced as its share of that call
- * (sched_varlen_call; calibration/h100x1-varlen).
+ * step a GPU attends its pieces of each document to the held pieces of
+ * the same document only, as the varlen functions call the kernel without
+ * documents: its own pieces together causally (zigzag's two pieces one
+ * causal block over them, cu_seqlens giving the document's local length),
+ * another rank's in full where they come before (zigzag: all its pieces
+ * against the first held piece, or its second piece against both), later
+ * ones skipped (a full mask: all against all).  Each document's block is
+ * its own task, and a step's tasks are one varlen call over cu_seqlens
+ * (as the varlen functions make one call a step), each priced as its
+ * share of that call (sched_varlen_call; calibration/h100x1-varlen); the
+ * call has one output for every document, so the first step's call
+ * merges nothing (rotate_mark).
  *
  * Ring on linear-attention layers, as the LASP papers compare it (arXiv
  * 2404.02882, 2502.07563): KV travels the ring exactly as above, and each
@@ -59,8 +65,8 @@ static bool ring_geom_alike(const void *self, uint32_t step) {
   return !g->w->causal;
 }
 
-/* Packed documents: each piece of rank a's against each held piece of
- * rank src of the same document. */
+/* Packed documents: rank a's pieces of each document against the held
+ * pieces of rank src of the same document, one block a document. */
 static void doc_kernels(const ring_geom *g, rotate_emit *e, uint32_t a, uint32_t src,
                         uint32_t h0, uint32_t heads) {
   const workload *w = g->w;
@@ -69,12 +75,28 @@ static void doc_kernels(const ring_geom *g, rotate_emit *e, uint32_t a, uint32_t
     plan_seg q[2], k[2];
     uint32_t nq = sched_doc_layout(w, d, a, g->ranks, g->zigzag, q);
     uint32_t nk = sched_doc_layout(w, d, src, g->ranks, g->zigzag, k);
-    for (uint32_t i = 0; i < nq; i++)
-      for (uint32_t j = 0; j < nk; j++) {
-        bool after = k[j].start >= q[i].start + q[i].len, same = k[j].start == q[i].start;
-        if (w->causal && after) continue;
-        rotate_kernel_heads(e, h0, heads, w->causal && same, &q[i], 1, &k[j], 1);
-      }
+    if (!w->causal || src == a) {
+      rotate_kernel_heads(e, h0, heads, w->causal, q, nq, k, nk);
+      continue;
+    }
+    /* another rank's pieces under a causal mask: the queries that come
+     * after some of them against the keys before some query, every such
+     * key before every such query in the ring's and zigzag's layouts */
+    plan_seg qs[2], ks[2];
+    uint32_t mq = 0, mk = 0;
+    for (uint32_t i = 0; i < nq; i++) {
+      bool sees = false;
+      for (uint32_t j = 0; j < nk; j++) sees |= k[j].start + k[j].len <= q[i].start;
+      if (sees) qs[mq++] = q[i];
+    }
+    for (uint32_t j = 0; j < nk; j++) {
+      bool seen = false;
+      for (uint32_t i = 0; i < mq; i++) seen |= k[j].start + k[j].len <= qs[i].start;
+      if (seen) ks[mk++] = k[j];
+    }
+    for (uint32_t i = 0; i < mq; i++)
+      for (uint32_t j = 0; j < mk; j++) g_assert(ks[j].start + ks[j].len <= qs[i].start);
+    if (mq) rotate_kernel_heads(e, h0, heads, false, qs, mq, ks, mk);
   }
   rotate_varlen_call(e, mark); /* the step's one call over cu_seqlens */
 }

@@ -20,6 +20,10 @@ struct rotate_emit {
   int64_t grads_arrived;  /* backward: group that brought the dK/dV accumulator
                              this step adds to its own, -1 none */
   bool *started;          /* per GPU: has a kernel in this phase */
+  int call_merges;        /* while a variable-length call is open (rotate_mark
+                             to rotate_varlen_call): whether its kernels merge,
+                             the GPU having had an output before the call
+                             (1) or not (0); -1: none open */
   GArray *step_kernels;   /* kernels of the current step (uint32) */
   rotate_buf *buf;        /* what the plan allocates (rotate_buf.h) */
 };
@@ -121,15 +125,33 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
   g_array_append_val(e->step_kernels, id);
   rotate_buf_kernel(e->buf, id);
-  bool later = started_once(e);
-  if (later && !e->backward)
+  /* a variable-length call's kernels are one output for all their
+   * documents: they merge into an earlier call's, never into each other,
+   * and the backward's gradient sums start at the first call and add from
+   * the next (the first call's document parts each start theirs, so the
+   * zeroing of the dK/dV sum is counted once a document there) */
+  bool merges = started_once(e);
+  if (e->call_merges >= 0) merges = e->call_merges;
+  if (merges && !e->backward)
     rotate_buf_merge(e->buf, plan_merge(e->p, e->gpu, e->step, &shape, plan_task_at(e->p, id)->op.sq));
-  if (e->backward && e->p->n_gpus > 1) grad_sums(e, plan_task_at(e->p, id)->op, !later);
+  if (e->backward && e->p->n_gpus > 1) grad_sums(e, plan_task_at(e->p, id)->op, !merges);
 }
 
-uint32_t rotate_mark(const rotate_emit *e) { return e->p->tasks->len; }
+void rotate_kernel_diag_pairs(rotate_emit *e, double diag_pairs) {
+  g_assert(e->step_kernels->len > 0);
+  uint32_t id = g_array_index(e->step_kernels, uint32_t, e->step_kernels->len - 1);
+  plan_task_at(e->p, id)->op.diag_pairs = diag_pairs;
+}
 
-void rotate_varlen_call(rotate_emit *e, uint32_t mark) { sched_varlen_call(e->p, mark); }
+uint32_t rotate_mark(rotate_emit *e) {
+  e->call_merges = e->started[e->gpu == PLAN_ALL ? 0 : e->gpu];
+  return e->p->tasks->len;
+}
+
+void rotate_varlen_call(rotate_emit *e, uint32_t mark) {
+  e->call_merges = -1;
+  sched_varlen_call(e->p, mark);
+}
 
 void rotate_kernel_gathers(rotate_emit *e, double tokens) {
   g_assert(e->step_kernels->len > 0);
@@ -367,7 +389,7 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
 plan *rotate_build(const rotate_ops *ops, const void *self, const workload *w,
                    bool record_segs) {
   plan *p = plan_new(w->gpus, record_segs);
-  rotate_emit e = {.p = p, .w = w,
+  rotate_emit e = {.p = p, .w = w, .call_merges = -1,
                    .grad_scale = w->grad_bytes ? (double)w->grad_bytes / w->elem_bytes : 1.0,
                    .started = g_new0(bool, w->gpus), .pattern = -1, .grads_wait = -1,
                    .step_kernels = g_array_new(FALSE, FALSE, sizeof(uint32_t))};

@@ -96,10 +96,19 @@ void rotate_kernel(rotate_emit *e, bool causal, const plan_seg *q, uint32_t nq,
 void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool causal,
                          const plan_seg *q, uint32_t nq, const plan_seg *k, uint32_t nk);
 
+/* The last kernel's pairs of a token with itself (plan_op.diag_pairs)
+ * are diag_pairs, not what its segments say: for a stand-in block of the
+ * right lengths and pairs (stripe's, off the sequence's diagonal). */
+void rotate_kernel_diag_pairs(rotate_emit *e, double diag_pairs);
+
 /* Packed documents: the kernels (and their merges) emitted for this GPU's
  * step since `mark` (rotate_mark, taken before them) are one
- * variable-length call over cu_seqlens (sched_varlen_call). */
-uint32_t rotate_mark(const rotate_emit *e);
+ * variable-length call over cu_seqlens (sched_varlen_call).  The call has
+ * one output for all its documents, as ring_flash_attn's varlen forward
+ * has (a block_out per step): its kernels merge into what the GPU's
+ * earlier calls gave, not into each other, so the GPU's first call merges
+ * nothing. */
+uint32_t rotate_mark(rotate_emit *e);
 void rotate_varlen_call(rotate_emit *e, uint32_t mark);
 
 /* Memory: the last kernel's keys are a torch.cat gather of `tokens`

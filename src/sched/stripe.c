@@ -18,12 +18,22 @@
  * stripe_flash_attn_func asserts a causal mask; under a full one the
  * layout makes no difference and the blocks are Ring's full blocks.
  *
+ * FLOPs: every block is priced as the flash attention call it is, a
+ * causal c x c (or (c-1) x (c-1)) call, whose kernel area counts its own
+ * diagonal half (compute_op_flops).  The model's FLOPs count the mask's
+ * diagonal half, and only GPU i's block with its own keys (step 0) lies on
+ * it: a block between two GPUs holds c(c+1)/2 (j < i) or c(c-1)/2 (j > i)
+ * pairs of distinct tokens, all of them model work (plan_op.diag_pairs 0).
+ * Counted as their calls' areas they would leave out N(N-1)(2c-1)/4 pairs
+ * of the mask's S^2/2, about 1/c of it.
+ *
  * Kernels record their tokens one by one (a segment of one token each):
  * plan segments are contiguous, the stripe's are not.  A kernel's pairs
  * are counted over every pair of its segments, so that is done up to
  * STRIPE_MAX_RECORDED tokens in the sequence (the coverage tests' sizes);
- * past it a recording plan (the per-flow reference) gets the aligned
- * block, which has the same lengths and pairs. */
+ * past it, and in a plan that records no segments, the kernel gets the
+ * aligned block, which has the same lengths and pairs, and is told which
+ * of them lie on the sequence's diagonal (rotate_kernel_diag_pairs). */
 #define STRIPE_MAX_RECORDED 8192u
 #include "rotate.h"
 
@@ -64,6 +74,7 @@ static void stripe_kernels(const void *self, rotate_emit *e, uint32_t gpu, uint3
      * the same pairs as the stripe's */
     plan_seg q = {(uint64_t)gpu * s->c, len}, k = q;
     rotate_kernel(e, s->w->causal, &q, 1, &k, 1);
+    if (s->w->causal) rotate_kernel_diag_pairs(e, src == gpu ? (double)len : 0);
     return;
   }
   g_autofree plan_seg *q = tokens(s, gpu, shifted ? 1 : 0, len);
