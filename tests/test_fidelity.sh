@@ -139,7 +139,25 @@ memory_summary() {
 # between a step's kernel and its dK/dV hop) moved the caching allocator's
 # replay of the causal ring and TASP backward at 4K tokens per GPU on 2
 # H200: reserved 0.94 -> 0.81 GiB against 1.00 measured (-6.1% -> -18.6%,
-# TASP -8.9% -> -21.1%; allocated unchanged); the bounds hold that
+# TASP -8.9% -> -21.1%; allocated unchanged); the bounds hold that.  Not
+# a tensor the plan lacks: the measured program (calibrate.py Pass.fold)
+# makes one new float32 dK/dV a step (zeros, empty_like or clone, then
+# adds into it in place), as rotate_buf declares it.  It is a race of
+# recordStream (exec_alloc.h): the step-1 receive buffer `next_dk,
+# next_dv` (128 MiB) may take the block of the step-0 sum, freed after
+# its send, only if the host asks after that send's GPU end.  The ring's
+# GPU 1 asked at 2.57 ms of host time for a send ending at 2.70 ms (a new
+# segment: 0.94 GiB); with the sums it asks at 2.77 ms (bwd_host_us 151
+# for 100, 45 us of add issues) for a send ending at 2.57 ms (it no longer
+# shares the link with the KV hop, which it follows by the sums' 270 us):
+# the block is reused, 0.81 GiB (TASP: 2.82 for 2.89 ms, then 2.92 for
+# 2.71).  The full mask's longer first kernel ends the send at 3.41 ms and
+# keeps 0.94.  The measured 1.00, the full mask's too, fits a send not
+# done when the host asks: on an H200 a transfer makes no progress beside
+# a flash kernel (kernel_blocks_comm), and the step-0 dK/dV hop, issued
+# before step 1's kernel, may start no earlier than it (behind the KV hop
+# on the same NCCL stream); exec applies that rule to a step's own KV hop
+# only (plan_overlap), not to the dK/dV hop beside the next step's kernel
 set -- $(memory_summary)
 check "memory peaks from 4K tokens per GPU, median" "$1" 0.5
 check "memory peaks from 4K tokens per GPU, max" "$2" 5.5
