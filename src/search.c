@@ -261,12 +261,22 @@ static char *degrees_key(const search_row *c) {
   return g_strdup_printf("%u/%u/%u/%d", c->tp, c->sp, c->dp, (int)c->placement);
 }
 
-static const degrees *config_degrees(space *sp, const workload *w, const search_row *c) {
+/* degrees_key, and where the scheduler turns its SP GPUs (sched.h turn:
+ * the orbits then depend on it and its degrees, layer_orbits_sched) the
+ * method, head-parallel degree and split too. */
+static char *orbits_key(const sched_ops *s, const search_row *c) {
   g_autofree char *key = degrees_key(c);
+  if (!s->turn) return g_steal_pointer(&key);
+  return g_strdup_printf("%s/%s/%u/%u", key, s->name, c->head_parallel, c->split);
+}
+
+static const degrees *config_degrees(space *sp, const sched_ops *s, const workload *w,
+                                     const search_row *c) {
+  g_autofree char *key = orbits_key(s, c);
   degrees *x = g_hash_table_lookup(sp->degrees, key);
   if (!x) {
     x = g_new(degrees, 1);
-    x->o = layer_orbits(w, sp->o->s->topo);
+    x->o = layer_orbits_sched(s, w, sp->o->s->topo);
     x->tp_ingress_Bps = search_tp_ingress_Bps(w, sp->o->s->topo);
     g_hash_table_insert(sp->degrees, g_steal_pointer(&key), x);
   }
@@ -385,9 +395,10 @@ static void visit(uint32_t index, const sched_ops *s, const char *name, const se
   }
   /* the plan the simulation builds: a few layers where it extends them */
   workload built = o->whole_steps ? w : sim_step_replayed(&w);
-  const degrees *deg = config_degrees(sp, &w, c);
+  const degrees *deg = config_degrees(sp, s, &w, c);
   const orbits *q = deg->o;
-  if (!sched_check_tasks(&built, layer_tasks_estimate_mult(&built, q ? q->mult : 1), s->name, &e)) {
+  double mult = q ? q->mult / q->turn : 1; /* orbits.h turn: the shifts' alone */
+  if (!sched_check_tasks(&built, layer_tasks_estimate_mult(&built, mult), s->name, &e)) {
     set_excluded(c, "plan", without_name(s, e->message));
     return;
   }
@@ -451,7 +462,7 @@ static void simulate(gpointer data, gpointer user) {
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
   /* the orbits its plan estimate took (visit: every row simulated has
    * them; read only here, from several threads) */
-  g_autofree char *key = degrees_key(c);
+  g_autofree char *key = orbits_key(s, c);
   const degrees *q = g_hash_table_lookup(x->sp->degrees, key);
   exec_opts eo = {.orbits = q ? q->o : NULL};
   sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
