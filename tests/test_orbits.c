@@ -322,9 +322,54 @@ static void test_double_ring_turn(void) {
   topo_free(t4);
 }
 
+/* plan_append into a plan built for representatives (plan_quotient: GPU
+ * 0 stands for GPUs 0 and 1): GPU 0's kernels, the exchange's transfer
+ * leaving it (received by GPU 1's representative, reaching GPU 1), none
+ * of GPU 1's; a kernel of GPU 0 waiting on one of GPU 1 is no quotient
+ * (plan_append_unfit), a group waiting on one is. */
+static void test_append_representatives(void) {
+  plan_op op = {.kind = OP_COPY, .bytes = 1e6};
+  static const uint8_t sim[] = {1, 0};
+  static const uint32_t rep[] = {0, 0}, gpus[] = {0, 1};
+  for (int unfit = 0; unfit < 2; unfit++) {
+    plan *src = plan_new(2, false);
+    uint32_t k0 = plan_compute(src, 0, 0, &op), k1 = plan_compute(src, 1, 0, &op);
+    uint32_t c = plan_comm(src, 1, COMM_P2P);
+    plan_xfer_add(src, c, 0, 1, 1e6);
+    plan_xfer_add(src, c, 1, 0, 1e6);
+    plan_dep(src, k0, c);
+    plan_dep(src, k1, c);
+    uint32_t after = plan_compute(src, 0, 2, &op);
+    plan_dep(src, unfit ? k1 : c, after);
+    plan_dep(src, c, plan_compute(src, 1, 2, &op));
+    plan_finish(src);
+    plan *dst = plan_new(2, false);
+    plan_quotient(dst, sim, rep);
+    plan_append *a = plan_append_new(dst, src, gpus, 0);
+    plan_append_range(a, 0, src->tasks->len);
+    CU_ASSERT_EQUAL(plan_append_unfit(a), unfit);
+    plan_append_free(a);
+    plan_quotient_end(dst);
+    plan_finish(dst);
+    CU_ASSERT_EQUAL(compute_tasks(dst), 2);
+    CU_ASSERT_EQUAL(dst->tasks->len, 3);
+    for (guint i = 0; i < dst->tasks->len; i++) {
+      const plan_task *t = plan_task_at(dst, i);
+      if (t->kind == TASK_COMPUTE) CU_ASSERT_EQUAL(t->gpu, 0);
+      if (t->kind != TASK_COMM) continue;
+      CU_ASSERT_EQUAL_FATAL(t->n_xfer, 1);
+      plan_xfer e = plan_xfer_at(dst, t, 0);
+      CU_ASSERT(e.src == 0 && e.dst == 0 && plan_xfer_to(dst, t, 0) == 1);
+    }
+    plan_free(dst);
+    plan_free(src);
+  }
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(test_every_scheduler), TEST(test_step_options),
                                     TEST(test_topologies), TEST(test_placements), TEST(test_turn),
-                                    TEST(test_double_ring_turn), {NULL, NULL}};
+                                    TEST(test_double_ring_turn), TEST(test_append_representatives),
+                                    {NULL, NULL}};
   return test_run("orbits", cases);
 }
