@@ -99,12 +99,14 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
   bool all = o->keep_trace || o->per_flow;
   orbits *own = all || o->orbits ? NULL : layer_orbits_sched(pt->sched, &one, t);
   const orbits *q = all ? NULL : o->orbits ? o->orbits : own;
+  orbits *shifts = NULL;
   plan *p = layer_build_orbits(pt->sched, &one, t, true, false, q);
   if (!p) {
-    /* the scheduler's plan cut to its representatives is no quotient
-     * (layer.h): every GPU replayed */
-    q = NULL;
-    p = layer_build_orbits(pt->sched, &one, t, true, false, NULL);
+    /* the scheduler's plan cut to the representatives of its turn is no
+     * quotient (layer.h): the replicas' and TP ranks' shifts alone, whole
+     * SP groups (what the plan cap counted: orbits.h turn) */
+    q = shifts = layer_orbits(&one, t);
+    p = layer_build_orbits(pt->sched, &one, t, true, false, q);
   }
   exec_opts run = *o;
   run.orbits = q;
@@ -124,6 +126,7 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
   } else {
     res->attention_s = NAN;
   }
+  orbits_free(shifts);
   orbits_free(own);
   return r;
 }

@@ -10,6 +10,8 @@
 #include "layer.h"
 #include "orbits.h"
 #include "plan_buf.h"
+#include "scenario.h"
+#include "sim.h"
 #include "testutil.h"
 
 static topology *load(const char *file, const char *set) {
@@ -366,10 +368,57 @@ static void test_append_representatives(void) {
   }
 }
 
+/* A scheduler of two GPUs each of whose second kernels waits on the
+ * other GPU's first: the swap of its GPUs maps the plan onto itself, but
+ * no plan of one GPU stands for it (a kernel would wait on a GPU left
+ * out).  Its layer is replayed on every GPU, the same as the full one. */
+static plan *crossing_build(const workload *w, const topology *t, bool record_segs) {
+  (void)t;
+  plan *p = plan_new(w->gpus, record_segs);
+  plan_op op = {.kind = OP_COPY, .bytes = 1e8};
+  uint32_t first[2];
+  for (uint32_t g = 0; g < 2; g++) first[g] = plan_compute(p, g, 0, &op);
+  for (uint32_t g = 0; g < 2; g++) plan_dep(p, first[1 - g], plan_compute(p, g, 1, &op));
+  plan_finish(p);
+  return p;
+}
+
+static bool crossing_turn(const workload *w, const topology *t, uint32_t block, uint32_t *pi) {
+  (void)t;
+  if (w->gpus != 2 || (block && block != 2)) return false;
+  pi[0] = 1;
+  pi[1] = 0;
+  return true;
+}
+
+static void test_turn_no_quotient(void) {
+  static const sched_ops crossing = {.name = "crossing", .build = crossing_build,
+                                     .turn = crossing_turn};
+  topology *t = load("topologies/h100x8.json", NULL);
+  workload w = step(2, 1, 1, 32768);
+  w.scope = SCOPE_LAYER;
+  w.pass = PASS_FWD;
+  orbits *o = layer_orbits_sched(&crossing, &w, t);
+  CU_ASSERT_FATAL(o != NULL);
+  CU_ASSERT_EQUAL(o->turn, 2);
+  CU_ASSERT_PTR_NULL(layer_build_orbits(&crossing, &w, t, true, false, o));
+  orbits_free(o);
+  scenario_point pt = {w, &crossing, false, NULL};
+  exec_opts plain = {0};
+  sim_result *r = sim_run_point(t, &pt, &plain);
+  plan *full = layer_build(&crossing, &w, t, true, false);
+  exec_result *a = exec_run(full, t, &plain);
+  check_same_result(a, r->r);
+  exec_result_free(a);
+  plan_free(full);
+  sim_result_free(r);
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(test_every_scheduler), TEST(test_step_options),
                                     TEST(test_topologies), TEST(test_placements), TEST(test_turn),
                                     TEST(test_double_ring_turn), TEST(test_append_representatives),
-                                    {NULL, NULL}};
+                                    TEST(test_turn_no_quotient), {NULL, NULL}};
   return test_run("orbits", cases);
 }
