@@ -44,9 +44,10 @@ typedef struct orbits {
   uint32_t n_gpus, n_chan;
   uint32_t mult;        /* |G|: the GPUs each representative stands for */
   /* of mult, the order of the scheduler's turn (layer_orbits_sched), 1:
-   * none.  Plan-size estimates that decide what is refused (the search's
-   * and the step's plan cap) divide by mult / turn alone, as they did
-   * before the turn joined: the same configurations refused. */
+   * none.  Plan-size estimates that decide what is refused (the plan cap
+   * of a step replayed whole, sim.c) divide by mult / turn alone, as they
+   * did before the turn joined: the same configurations refused (the
+   * search counts the shifts' orbits, layer_orbits, itself). */
   uint32_t turn;
   uint32_t *rep;        /* per GPU: its class's representative (the least id) */
   uint32_t *chan_rep;   /* per channel: its orbit's canonical channel */
