@@ -1,10 +1,11 @@
 /* attn_orbits: the GPUs of an attention plan that share one timeline.
  *
  * A scheduler whose plan a permutation of its GPUs carries onto itself
- * (sched.h turn: USP's Ulysses groups under a causal mask) is replayed on
- * one GPU of each orbit of the group that permutation generates, with
- * the multiplicity its order (orbits.h: exact where the permutation is an
- * automorphism of the topology too; plan_quotient.h takes the plan). */
+ * (sched.h turn: USP's and double ring's Ulysses groups under a causal
+ * mask) is replayed on one GPU of each orbit of the group that
+ * permutation generates, with the multiplicity its order (orbits.h:
+ * exact where the permutation is an automorphism of the topology too;
+ * plan_quotient.h takes the plan). */
 #ifndef TASP_ATTN_ORBITS_H
 #define TASP_ATTN_ORBITS_H
 

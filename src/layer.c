@@ -179,7 +179,8 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
   uint32_t *placed = lb_placement(w);
   if (o) {
     /* o's representatives, in the builder's numbering (whole TP ranks of
-     * replicas: layer_orbits) */
+     * replicas, or the least SP ranks of the scheduler's turn's orbits in
+     * them: layer_orbits_sched) */
     g_autofree uint32_t *at = g_new(uint32_t, t->n_gpus);
     for (uint32_t g = 0; g < b.n; g++) at[placed[g]] = g;
     b.sim = g_new0(uint8_t, b.n);
@@ -302,8 +303,9 @@ plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *
     lb_optimizer(&b);
   }
   plan_quotient_end(b.p);
-  plan_finish(b.p);
-  if (b.phys) plan_relabel(b.p, b.phys);
+  if (b.unfit) g_clear_pointer(&b.p, plan_free);
+  if (b.p) plan_finish(b.p);
+  if (b.phys && b.p) plan_relabel(b.p, b.phys);
   g_free(b.phys);
   g_free(b.sim);
   g_free(b.rep);

@@ -114,8 +114,18 @@ plan *layer_build(const sched_ops *s, const workload *w, const topology *t, bool
  * shift is exact or there is nothing to gain (scope attention, TP 1 and
  * DP 1).  Free with orbits_free. */
 struct orbits *layer_orbits(const workload *w, const topology *t);
+/* The same, and scheduler s's turn (sched.h: USP's Ulysses groups under
+ * a causal mask) inside every SP group, of every TP rank and replica
+ * alike, where it keeps the topology and the collectives' rings: the
+ * representatives are then the least SP rank of each of the turn's
+ * orbits in each of those ranks (layer_build_orbits keeps their part of
+ * the scheduler's plan, plan_append).  s NULL: layer_orbits. */
+struct orbits *layer_orbits_sched(const sched_ops *s, const workload *w, const topology *t);
 /* layer_build's plan for o's representatives only (o NULL: every GPU):
- * exec_run it with exec_opts.orbits = o. */
+ * exec_run it with exec_opts.orbits = o.  NULL where the scheduler's
+ * plan, cut to the representatives of its SP GPUs, is not of the form a
+ * quotient takes (plan_append_unfit: a kernel waiting on another GPU's
+ * task); the caller replays every GPU then. */
 plan *layer_build_orbits(const sched_ops *s, const workload *w, const topology *t,
                          bool with_attention, bool record_segs, const struct orbits *o);
 

@@ -266,17 +266,25 @@ void lb_open_ranks(lb *b, uint32_t l) {
                  (b->pass != PASS_FWD ? PLAN_APPEND_OWN_OUTPUTS : 0);
   for (uint32_t d = 0; d < b->dp; d++)
     for (uint32_t r = 0; r < b->tp; r++) {
-      for (uint32_t s = 0; s < b->sp; s++) gpus[s] = (d * b->sp + s) * b->tp + r;
-      /* a rank of no simulated GPU: the image of one that has them */
-      b->ranks[d * b->tp + r] = lb_sim(b, gpus[0]) ? plan_append_new_shared(b->p, b->attn_src, gpus, own)
-                                                   : NULL;
+      bool any = false;
+      for (uint32_t s = 0; s < b->sp; s++) {
+        gpus[s] = (d * b->sp + s) * b->tp + r;
+        any |= lb_sim(b, gpus[s]);
+      }
+      /* a rank of no simulated GPU: the image of one that has them; of
+       * some (the scheduler's turn, layer_orbits_sched), their part of
+       * its plan (plan_append into the quotient plan) */
+      b->ranks[d * b->tp + r] = any ? plan_append_new_shared(b->p, b->attn_src, gpus, own) : NULL;
     }
 }
 
 void lb_close_ranks(lb *b) {
   if (!b->ranks) return;
   for (uint32_t i = 0; i < b->tp * b->dp; i++)
-    if (b->ranks[i]) plan_append_free(b->ranks[i]);
+    if (b->ranks[i]) {
+      b->unfit |= plan_append_unfit(b->ranks[i]);
+      plan_append_free(b->ranks[i]);
+    }
   g_clear_pointer(&b->ranks, g_free);
 }
 

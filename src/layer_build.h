@@ -70,6 +70,9 @@ typedef struct {
    * NULL: every GPU */
   uint8_t *sim;
   uint32_t *rep;
+  /* an appender kept a task of the representatives' that waited on one
+   * left out (plan_append_unfit): the plan is not the job's quotient */
+  bool unfit;
 } lb;
 
 /* Per GPU of the builder's numbering (TP rank + tp (SP rank + sp DP

@@ -10,11 +10,20 @@
  * (SP outermost: the gradient group's ring runs replica by replica inside
  * each SP rank, and its hand-over between SP ranks is no image of another
  * edge).  Every kind of group's rings are checked here: the multiset of
- * all their edges, moved by a generator, must be itself. */
+ * all their edges, moved by a generator, must be itself.
+ *
+ * With a scheduler that turns its GPUs (sched.h turn: USP's and double
+ * ring's Ulysses groups under a causal mask) the same turn of every SP
+ * group is a further generator (layer_orbits_sched), checked the same
+ * way; the representatives then hold part of each SP group, and the
+ * builder keeps their part of the scheduler's plan (plan_append into a
+ * plan built for representatives). */
 #include <string.h>
 
 #include "layer_build.h"
+#include "layers.h"
 #include "orbits.h"
+#include "sched/sched.h"
 
 static gint by_key(gconstpointer a, gconstpointer b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -72,9 +81,45 @@ static void shift(const lb *b, bool tp_dim, uint32_t k, uint32_t block, uint32_t
   }
 }
 
+/* The scheduler's turn of its SP ranks inside blocks of `block` ranks of
+ * its groups (sched.h turn) for every kind of layer the job runs, as the
+ * builder plans them (layer.c: each kind's attention workload on `view`,
+ * TP rank 0's GPUs), into pi (sp entries); false: none, kinds whose
+ * turns differ, or not a permutation of the SP ranks. */
+static bool sp_turn(const sched_ops *s, const workload *w, const topology *view, uint32_t block,
+                    uint32_t *pi) {
+  uint32_t sp = w->gpus, nv = view->n_gpus;
+  g_autofree uint32_t *kp = g_new(uint32_t, MAX(nv, sp));
+  g_autofree uint8_t *hit = g_new(uint8_t, sp);
+  bool ok = sp <= nv, any = false;
+  for (int k = 0; k < ATTN_KINDS && ok; k++) {
+    bool used = w->scope == SCOPE_MODEL ? layers_count(w, (attn_kind)k) > 0
+                                        : w->attention == (attn_kind)k;
+    if (!used) continue;
+    workload a = layers_one(w, (attn_kind)k);
+    a = layer_attention_workload(&a);
+    for (uint32_t g = 0; g < nv; g++) kp[g] = g;
+    ok = s->turn(&a, view, block, kp);
+    memset(hit, 0, sp);
+    for (uint32_t g = 0; g < sp && ok; g++) {
+      ok = kp[g] < sp && !hit[kp[g]] && (!any || kp[g] == pi[g]);
+      if (ok) hit[kp[g]] = 1;
+    }
+    if (ok && !any) memcpy(pi, kp, sp * sizeof *pi);
+    any = true;
+  }
+  return ok && any;
+}
+
 orbits *layer_orbits(const workload *w, const topology *t) {
+  return layer_orbits_sched(NULL, w, t);
+}
+
+orbits *layer_orbits_sched(const sched_ops *s, const workload *w, const topology *t) {
   uint32_t tp = layer_tp(w), dp = layer_dp(w), sp = w->gpus;
-  if (w->scope == SCOPE_ATTENTION || tp * dp < 2) return NULL;
+  if (w->scope == SCOPE_ATTENTION) return NULL;
+  bool turns = s && s->turn;
+  if (tp * dp < 2 && !turns) return NULL;
   lb b = {.t = t, .w = w, .tp = tp, .sp = sp, .dp = dp, .n = tp * sp * dp};
   b.grad_group = sp * dp;
   b.group = g_new(uint32_t, MAX(tp, b.grad_group));
@@ -87,8 +132,8 @@ orbits *layer_orbits(const workload *w, const topology *t) {
    * between nodes) */
   uint32_t n_gens = 0, N = t->n_gpus;
   g_autofree uint32_t *gb = g_new(uint32_t, b.n);
-  g_autofree uint32_t *by_gpu = g_new(uint32_t, 2 * (size_t)N);
-  const uint32_t *gens[2];
+  g_autofree uint32_t *by_gpu = g_new(uint32_t, 3 * (size_t)N);
+  const uint32_t *gens[3];
   GArray *base[2] = {NULL, NULL};
   for (int dim = 0; dim < 2; dim++) {
     uint32_t size = dim ? tp : dp;
@@ -115,15 +160,65 @@ orbits *layer_orbits(const workload *w, const topology *t) {
         found = true;
       }
   }
+  /* the scheduler's turn inside every SP group (sched.h turn: USP's
+   * Ulysses groups under a causal mask), of every TP rank of every
+   * replica alike: SP rank s of each becomes pi[s].  It carries each TP
+   * group onto another (the same TP ranks of another SP rank) and each
+   * gradient group onto itself; exact where that keeps the topology and
+   * every ring's edges, as the shifts are checked.  The rest of the layer
+   * is alike on every SP rank (the same ops on the same tokens' worth,
+   * the same buffers and checkpoints), and the scheduler's plan is the
+   * turn's own promise. */
+  bool turn_gen = false;
+  g_autofree uint32_t *pi = g_new(uint32_t, sp);
+  if (turns) {
+    layer_view view;
+    layer_view_init(&view, w, t);
+    /* the whole group first, then blocks of it, the largest first: a
+     * group across nodes is turned inside each node's part of it */
+    for (uint32_t block = sp; block >= 2 && !turn_gen; block--) {
+      if (sp % block || !sp_turn(s, w, &view.t, block, pi)) continue;
+      for (uint32_t g = 0; g < b.n; g++) {
+        uint32_t r = g % tp, srank = g / tp % sp, d = g / (tp * sp);
+        gb[g] = r + tp * (pi[srank] + sp * d);
+      }
+      uint32_t *gp = by_gpu + (size_t)n_gens * N;
+      for (uint32_t g = 0; g < N; g++) gp[g] = g;
+      for (uint32_t g = 0; g < b.n; g++) gp[phys[g]] = phys[gb[g]];
+      if (orbits_automorphism(t, gp) && rings_invariant(&b, gb, base)) {
+        gens[n_gens++] = gp;
+        turn_gen = true;
+      }
+    }
+    layer_view_clear(&view);
+  }
   for (int k = 0; k < 2; k++)
     if (base[k]) g_array_free(base[k], TRUE);
   orbits *o = n_gens ? orbits_new(t, gens, n_gens) : NULL;
-  /* the builder simulates whole ranks: each TP rank of a replica's SP
-   * GPUs all representatives or none */
+  if (!o && turn_gen) { /* not free with the turn: the shifts alone */
+    turn_gen = false;
+    o = --n_gens ? orbits_new(t, gens, n_gens) : NULL;
+  }
+  uint32_t turn_order = 1;
+  for (uint32_t x = turn_gen ? pi[0] : 0; x != 0; x = pi[x]) turn_order++;
+  if (o) o->turn = turn_order;
+  /* the builder simulates, of each TP rank of a replica, all its SP GPUs
+   * or none, or with the turn the least SP rank of each of its orbits
+   * (plan_append keeps those GPUs' part of the scheduler's plan) */
+  g_autofree uint8_t *sp_rep = g_new(uint8_t, sp);
+  for (uint32_t srank = 0; srank < sp; srank++) {
+    uint32_t least = srank;
+    for (uint32_t x = turn_gen ? pi[srank] : srank; x != srank; x = pi[x]) least = MIN(least, x);
+    sp_rep[srank] = least == srank;
+  }
   for (uint32_t rank = 0; o && rank < tp * dp; rank++) {
-    uint32_t r = rank % tp, d = rank / tp, reps = 0;
-    for (uint32_t s = 0; s < sp; s++) reps += orbits_is_rep(o, phys[r + tp * (s + sp * d)]);
-    if (reps % sp) g_clear_pointer(&o, orbits_free);
+    uint32_t r = rank % tp, d = rank / tp, reps = 0, same = 0;
+    for (uint32_t srank = 0; srank < sp; srank++) {
+      bool rep = orbits_is_rep(o, phys[r + tp * (srank + sp * d)]);
+      reps += rep;
+      same += rep == sp_rep[srank];
+    }
+    if (reps && same < sp) g_clear_pointer(&o, orbits_free);
   }
   g_free(b.group);
   g_free(b.phys);

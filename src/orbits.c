@@ -117,6 +117,7 @@ orbits *orbits_new(const topology *t, const uint32_t *const *gens, uint32_t n_ge
   orbits *o = g_new0(orbits, 1);
   o->n_gpus = n;
   o->n_chan = nc;
+  o->turn = 1;
   o->rep = g_new(uint32_t, n);
   o->chan_rep = g_new(uint32_t, nc);
   o->chan_stab = g_new(uint32_t, nc);

@@ -403,6 +403,14 @@ void plan_append_after(plan_append *a, uint32_t task);
  * one on every GPU) became; UINT32_MAX where no range appended so far has
  * touched it. */
 uint32_t plan_append_buf(const plan_append *a, uint32_t buf, uint32_t g);
+/* Into a dst built for representatives (plan_quotient), a range keeps
+ * their part of src as plan_quotient_of keeps a finished plan's: their
+ * kernels, the groups with a transfer leaving one (received by the
+ * representative of the GPU it reaches) or with none, their buffers'
+ * copies.  Whether a kept task waited on one left out (a kernel after
+ * another GPU's task, an issue place on another GPU): then the plan is
+ * not the job's quotient. */
+bool plan_append_unfit(const plan_append *a);
 void plan_append_free(plan_append *a);
 
 static inline plan_task *plan_task_at(const plan *p, uint32_t id) {

@@ -63,7 +63,11 @@ struct plan_append {
                           it, as an input the host makes; 0: none */
   uint32_t n_ranges;
   GArray **pending;    /* per dst GPU: sinks of the last range touching it */
+  bool unfit;          /* a kept task waited on one left out (dst's quotient) */
 };
+
+/* a src task left out of a dst built for representatives (plan_quotient) */
+#define DROPPED (UINT32_MAX - 1)
 
 /* The src GPUs task t runs on or moves data between, each once, in the
  * order its transfers name them. */
@@ -224,6 +228,24 @@ void plan_append_free(plan_append *a) {
   g_free(a);
 }
 
+/* Whether dst, built for representatives (sim), keeps src task t: a
+ * kernel of a representative, a group with a transfer leaving one or
+ * with none at all (a barrier). */
+static bool kept(const plan_append *a, const plan_task *t, const uint8_t *sim) {
+  if (t->kind == TASK_COMPUTE) return sim[a->gpus[t->gpu]];
+  if (!t->n_xfer) return true;
+  for (uint32_t x = 0; x < t->n_xfer; x++)
+    if (sim[a->gpus[g_array_index(a->s->src->xfers, plan_xfer, t->xfer_off + x).src]])
+      return true;
+  return false;
+}
+
+/* The dst GPU src GPU g's work stands on: its own, or in a dst built for
+ * representatives its representative's (rep; NULL: its own). */
+static uint32_t on_gpu(const plan_append *a, uint32_t g, const uint32_t *rep) {
+  return rep ? rep[a->gpus[g]] : a->gpus[g];
+}
+
 /* The dst buffer standing for src buffer b's copy on src GPU g (a
  * buffer of every GPU becomes one per GPU: the dst plan has GPUs the
  * src plan does not), new at `slot`. */
@@ -249,6 +271,10 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
   g_assert(from <= to && to <= src->tasks->len);
   const src_range *sr = range_of(s, from, to);
   uint32_t range = ++a->n_ranges;
+  /* dst built for representatives (plan_quotient): their part of src
+   * alone, as plan_quotient_of takes a finished plan's */
+  const uint8_t *sim = dst->q_sim;
+  const uint32_t *rep = dst->q_rep;
   g_autofree uint8_t *started = g_new0(uint8_t, src->n_gpus); /* GPU's compute seen in this range */
   /* the host plan's compute each GPU had issued when the range begins */
   g_autofree int64_t *issued = g_new(int64_t, dst->n_gpus);
@@ -257,6 +283,10 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     if (a->pending[g]) g_array_set_size(a->pending[g], 0);
   for (uint32_t i = from; i < to; i++) {
     const plan_task *st = plan_task_at(src, i);
+    if (sim && !kept(a, st, sim)) {
+      a->id[i] = DROPPED;
+      continue;
+    }
     uint32_t id = dst->tasks->len;
     a->id[i] = id;
     plan_task c = *st;
@@ -265,15 +295,23 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     if (st->host_at != PLAN_IN_PLACE) {
       g_assert(a->id[st->host_at] != UINT32_MAX);
       c.host_at = a->id[st->host_at];
+      if (c.host_at == DROPPED) a->unfit = true, c.host_at = PLAN_IN_PLACE;
     }
     if (st->kind == TASK_COMM) {
       c.xfer_off = dst->xfers->len;
+      c.n_xfer = 0;
       for (uint32_t x = 0; x < st->n_xfer; x++) {
         plan_xfer e = g_array_index(src->xfers, plan_xfer, st->xfer_off + x);
         e.src = a->gpus[e.src];
         e.dst = a->gpus[e.dst];
+        uint32_t reaches = e.dst;
+        /* a representative's transfer, received by the representative of
+         * the GPU it reaches (plan.h plan_quotient) */
+        if (sim && !sim[e.src]) continue;
+        if (sim) e.dst = rep[e.dst];
         g_array_append_val(dst->xfers, e);
-        if (dst->xfer_to) g_array_append_val(dst->xfer_to, e.dst);
+        if (dst->xfer_to) g_array_append_val(dst->xfer_to, reaches);
+        c.n_xfer++;
       }
     }
     if (dst->record_segs && src->record_segs && st->n_qseg + st->n_kseg) {
@@ -287,6 +325,12 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
     for (uint32_t d = 0; d < st->n_dep; d++) {
       uint32_t before = a->id[src->deps[st->dep_off + d]];
       g_assert(before != UINT32_MAX);
+      if (before == DROPPED) {
+        /* a group waits for the representatives' images too (the plan is
+         * invariant: plan_quotient.h); a kernel cannot */
+        a->unfit |= st->kind == TASK_COMPUTE;
+        continue;
+      }
       if (plan_dep_is_overlap(st, d)) plan_overlap_dep(dst, before, id);
       else plan_dep(dst, before, id);
     }
@@ -304,9 +348,9 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
       const uint32_t *touch = s->touch + s->touch_off[i];
       uint32_t k = s->touch_off[i + 1] - s->touch_off[i];
       for (uint32_t j = 0; j < k; j++) {
-        int64_t last = issued[a->gpus[touch[j]]];
+        int64_t last = issued[on_gpu(a, touch[j], rep)];
         bool seen = false;
-        for (uint32_t j2 = 0; j2 < j; j2++) seen |= issued[a->gpus[touch[j2]]] == last;
+        for (uint32_t j2 = 0; j2 < j; j2++) seen |= issued[on_gpu(a, touch[j2], rep)] == last;
         if (last >= 0 && !seen) plan_dep(dst, (uint32_t)last, id);
       }
     }
@@ -317,9 +361,13 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
    * of that range writes it, whichever runs first */
   for (guint n = 0; n < sr->uses->len; n++) {
     const range_use *use = &g_array_index(sr->uses, range_use, n);
+    if (a->id[use->task] == DROPPED) continue;
     const uint32_t *touch = s->touch + s->touch_off[use->task];
     uint32_t k = use->all ? s->touch_off[use->task + 1] - s->touch_off[use->task] : 1;
+    uint32_t own_gpu = plan_buf_at(src, use->buf)->gpu;
     for (uint32_t j = 0; j < k; j++) {
+      /* the copies on the GPUs simulated */
+      if (sim && !sim[a->gpus[use->all ? touch[j] : own_gpu]]) continue;
       uint32_t slot = use->slot + (use->all ? touch[j] : 0), b = a->bufs[slot];
       if (b == UINT32_MAX) {
         b = buf_new(a, use->buf, use->all ? touch[j] : 0, slot);
@@ -334,6 +382,7 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
   for (guint n = 0; n < sr->sinks->len; n++) {
     const uint32_t *sink = &g_array_index(sr->sinks, uint32_t, 2 * n);
     uint32_t g = a->gpus[sink[1]];
+    if (a->id[sink[0]] == DROPPED || (sim && !sim[g])) continue;
     if (!a->pending[g]) a->pending[g] = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     g_array_append_val(a->pending[g], a->id[sink[0]]);
   }
@@ -364,3 +413,5 @@ void plan_append_after(plan_append *a, uint32_t task) {
   }
   g_array_set_size(p, 0);
 }
+
+bool plan_append_unfit(const plan_append *a) { return a->unfit; }

@@ -123,9 +123,13 @@ static bool copy_bufs(quot *s) {
     plan_buf_use u = *plan_buf_use_at(p, i);
     const plan_task *t = plan_task_at(p, u.task);
     uint32_t at = s->first[u.task], b = u.buf, k = 0;
-    if (at == DROPPED || (u.gpu != PLAN_ALL && !s->sim[u.gpu])) continue;
-    if (to[b] == DROPPED) return false;
     uint32_t bgpu = plan_buf_at(p, b)->gpu;
+    /* a use on another GPU, or of another GPU's buffer (a group's on the
+     * buffer of a GPU it reaches: double ring's dK/dV hops) */
+    if (at == DROPPED || (u.gpu != PLAN_ALL && !s->sim[u.gpu]) ||
+        (bgpu != PLAN_ALL && !s->sim[bgpu]))
+      continue;
+    if (to[b] == DROPPED) return false;
     /* a compute copy's GPU, or a group's ends */
     if (t->kind == TASK_COMPUTE && t->gpu != PLAN_ALL) {
       on[k++] = t->gpu;

@@ -1,7 +1,9 @@
 /* plan_quotient: the plan of a symmetric job's representatives, taken
  * from the finished plan of every GPU (orbits.h says when replaying it is
  * exact).  The layer and model scopes build theirs directly (plan.h
- * plan_quotient while the builder runs); the attention scope takes a
+ * plan_quotient while the builder runs, plan_append keeping the
+ * representatives' part of the scheduler's plan by the same rules as
+ * here); the attention scope takes a
  * scheduler's finished plan, lockstep tasks and patterns included, and
  * keeps what the representatives do. */
 #ifndef TASP_PLAN_QUOTIENT_H

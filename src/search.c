@@ -237,6 +237,11 @@ typedef struct {
   /* "tp/sp/dp/placement" -> degrees: what depends on those alone, once
    * for every configuration of them */
   GHashTable *degrees;
+  /* "tp/sp/dp/placement/method/heads/split" -> orbits (layer_orbits_sched):
+   * the orbits with the method's turn (sched.h turn) a simulated row of a
+   * method that turns replays with, made before its round (run_rounds);
+   * its plan estimate counts the shifts' (degrees) */
+  GHashTable *turned;
   /* the view the last row's scheduler planned on (layer_view_init), for
    * the next rows of the same TP, SP, DP and placement: the enumeration
    * goes through every head-parallel degree, split, ZeRO stage and
@@ -259,6 +264,15 @@ static void degrees_free(gpointer p) {
 
 static char *degrees_key(const search_row *c) {
   return g_strdup_printf("%u/%u/%u/%d", c->tp, c->sp, c->dp, (int)c->placement);
+}
+
+static void turned_free(gpointer p) { orbits_free(p); }
+
+/* degrees_key, the method, head-parallel degree and split: what a
+ * method's turn depends on (sched.h turn, layer_orbits_sched). */
+static char *turned_key(const sched_ops *s, const search_row *c) {
+  g_autofree char *key = degrees_key(c);
+  return g_strdup_printf("%s/%s/%u/%u", key, s->name, c->head_parallel, c->split);
 }
 
 static const degrees *config_degrees(space *sp, const workload *w, const search_row *c) {
@@ -450,10 +464,17 @@ static void simulate(gpointer data, gpointer user) {
   const sched_ops *s = g_hash_table_lookup(x->at, c);
   scenario_point pt = {config_workload(x->sp, s, c), s, false, NULL};
   /* the orbits its plan estimate took (visit: every row simulated has
-   * them; read only here, from several threads) */
-  g_autofree char *key = degrees_key(c);
-  const degrees *q = g_hash_table_lookup(x->sp->degrees, key);
-  exec_opts eo = {.orbits = q ? q->o : NULL};
+   * them), or with its method's turn (run_rounds made them before the
+   * round); read only here, from several threads */
+  g_autofree char *key = s->turn ? turned_key(s, c) : degrees_key(c);
+  const orbits *q = NULL;
+  if (s->turn) {
+    q = g_hash_table_lookup(x->sp->turned, key);
+  } else {
+    const degrees *d = g_hash_table_lookup(x->sp->degrees, key);
+    q = d ? d->o : NULL;
+  }
+  exec_opts eo = {.orbits = q};
   sim_result *r = (x->sp->o->whole_steps ? sim_run_step : sim_run_step_repeating)(
       x->sp->o->s->topo, &pt, &eo);
   c->step_s = r->r->step_s;
@@ -540,6 +561,18 @@ static void run_rounds(space *sp, GArray *cands) {
       }
       g_ptr_array_add(round, c->row);
     }
+    /* the orbits with the turn of each method that turns, once per key,
+     * here in one thread (simulate reads them) */
+    for (guint k = 0; k < round->len; k++) {
+      search_row *r = round->pdata[k];
+      const sched_ops *s = g_hash_table_lookup(at, r);
+      if (!s->turn) continue;
+      g_autofree char *key = turned_key(s, r);
+      if (g_hash_table_contains(sp->turned, key)) continue;
+      workload w = config_workload(sp, s, r);
+      g_hash_table_insert(sp->turned, g_steal_pointer(&key),
+                          layer_orbits_sched(s, &w, o->s->topo));
+    }
     if (jobs > 1 && round->len > 1) {
       GThreadPool *pool = g_thread_pool_new(simulate, &x, (gint)MIN(jobs, round->len), TRUE, NULL);
       for (guint k = 0; k < round->len; k++) g_thread_pool_push(pool, round->pdata[k], NULL);
@@ -596,6 +629,7 @@ search_result *search_run(const search_opts *o, GError **err) {
   space sp = {o, res, g_ptr_array_new(), seqs, res->q.usable_gib,
               g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free),
               g_hash_table_new_full(g_str_hash, g_str_equal, g_free, degrees_free),
+              g_hash_table_new_full(g_str_hash, g_str_equal, g_free, turned_free),
               {.owned = false}, NULL};
   enumerate(o, visit, &sp);
   layer_view_clear(&sp.view);
@@ -613,5 +647,6 @@ search_result *search_run(const search_opts *o, GError **err) {
   g_ptr_array_unref(sp.ops);
   g_hash_table_unref(sp.attention);
   g_hash_table_unref(sp.degrees);
+  g_hash_table_unref(sp.turned);
   return res;
 }

@@ -88,18 +88,28 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
                      ? pt->w
                      : layers_one(&pt->w, layers_count(&pt->w, ATTN_SOFTMAX) ? ATTN_SOFTMAX
                                                                               : ATTN_LINEAR);
-  /* identical replicas and TP ranks simulated once (orbits.h); a trace
-   * shows every GPU, so it replays them all.  A caller that holds the
-   * point's orbits already passes them in o->orbits (they depend on TP,
-   * SP, DP, the placement and the topology only, so the few layers a step
-   * is extended from share them with the step: the search computes them
-   * once per point); none given, they are computed here. */
+  /* identical replicas and TP ranks, and the GPUs the scheduler's turn
+   * carries onto one another in every SP group, simulated once
+   * (orbits.h, layer_orbits_sched); a trace shows every GPU, so it
+   * replays them all.  A caller that holds the point's orbits already
+   * passes them in o->orbits (they depend on TP, SP, DP, the placement,
+   * the topology and the scheduler with its options only, so the few
+   * layers a step is extended from share them with the step: the search
+   * computes them once per point); none given, they are computed here. */
   bool all = o->keep_trace || o->per_flow;
-  orbits *own = all || o->orbits ? NULL : layer_orbits(&one, t);
+  orbits *own = all || o->orbits ? NULL : layer_orbits_sched(pt->sched, &one, t);
   const orbits *q = all ? NULL : o->orbits ? o->orbits : own;
+  orbits *shifts = NULL;
+  plan *p = layer_build_orbits(pt->sched, &one, t, true, false, q);
+  if (!p) {
+    /* the scheduler's plan cut to the representatives of its turn is no
+     * quotient (layer.h): the replicas' and TP ranks' shifts alone, whole
+     * SP groups (what the plan cap counted: orbits.h turn) */
+    q = shifts = layer_orbits(&one, t);
+    p = layer_build_orbits(pt->sched, &one, t, true, false, q);
+  }
   exec_opts run = *o;
   run.orbits = q;
-  plan *p = layer_build_orbits(pt->sched, &one, t, true, false, q);
   if (p->note->len) g_string_append(notes, p->note->str);
   res->model_flops = layer_model_flops(p) * (q ? q->mult : 1);
   exec_result *r = exec_run(p, t, &run);
@@ -116,6 +126,7 @@ static exec_result *run_layer(const topology *t, const scenario_point *pt, const
   } else {
     res->attention_s = NAN;
   }
+  orbits_free(shifts);
   orbits_free(own);
   return r;
 }
@@ -336,7 +347,7 @@ static sim_result *replayed_whole(const topology *t, const scenario_point *pt,
                                   const exec_opts *o, bool attention_part, sim_result *r,
                                   const char *line, const char *else_words) {
   g_autoptr(GError) e = NULL;
-  double mult = o->orbits ? o->orbits->mult : 1;
+  double mult = o->orbits ? o->orbits->mult / o->orbits->turn : 1;
   if (!sched_check_tasks(&pt->w, layer_tasks_estimate_mult(&pt->w, mult), pt->sched->name, &e) ||
       budget_point_bytes(pt, t, false) > budget_run_limit()) {
     g_autofree char *why = g_strconcat(line, else_words, " (--whole-steps replays every layer)",
@@ -403,7 +414,7 @@ static sim_result *run_extended(const topology *t, const scenario_point *pt, con
     return fit_decided(t, pt, o, attention_part,
                        settled(t, pt, o, attention_part, run_mbs_extended(t, pt, o, attention_part)));
   exec_opts with = *o;
-  orbits *q = layer_orbits(&pt->w, t);
+  orbits *q = layer_orbits_sched(pt->sched, &pt->w, t);
   with.orbits = q;
   const exec_opts *use = q ? &with : o;
   sim_result *r = fit_decided(

@@ -10,6 +10,8 @@
 #include "layer.h"
 #include "orbits.h"
 #include "plan_buf.h"
+#include "scenario.h"
+#include "sim.h"
 #include "testutil.h"
 
 static topology *load(const char *file, const char *set) {
@@ -41,9 +43,11 @@ static uint32_t compute_tasks(const plan *p) {
 /* The job replayed on every GPU and on its representatives: the same;
  * returns whether it had representatives. */
 static bool check(const sched_ops *s, const workload *w, const topology *t) {
-  orbits *o = layer_orbits(w, t);
+  orbits *o = layer_orbits_sched(s, w, t);
   if (!o) return false;
-  CU_ASSERT_EQUAL(layer_tp(w) * layer_dp(w) % o->mult, 0);
+  /* the shifts' classes, times the turn's inside each SP group */
+  CU_ASSERT_EQUAL(layer_tp(w) * layer_dp(w) % (o->mult / o->turn), 0);
+  CU_ASSERT_EQUAL(w->gpus % o->turn, 0);
   plan *full = layer_build(s, w, t, true, false);
   plan *q = layer_build_orbits(s, w, t, true, false, o);
   /* each representative's tasks, and only theirs */
@@ -58,6 +62,7 @@ static bool check(const sched_ops *s, const workload *w, const topology *t) {
     }
   }
   CU_ASSERT(layer_tasks_estimate(w, t) >= q->tasks->len);
+  CU_ASSERT(layer_tasks_estimate_mult(w, o->mult) >= q->tasks->len);
   CU_ASSERT_CLOSE(layer_model_flops(q) * o->mult, layer_model_flops(full), 1e-12);
   exec_opts plain = {0}, quotient = {.orbits = o};
   exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
@@ -208,8 +213,212 @@ static void test_placements(void) {
   topo_free(t);
 }
 
+/* w with scheduler s's Ulysses degree u (usp_ulysses, double_ring_ulysses). */
+static workload ulysses(workload w, const char *key, uint32_t u) {
+  sched_opt_set_num(&w, sched_option_find(key), u);
+  return w;
+}
+
+/* The orbits of s's job, with the turn's order and the multiplicity
+ * expected, replayed against every GPU. */
+static void turned(const sched_ops *s, const workload *w, const topology *t, uint32_t turn,
+                   uint32_t mult) {
+  orbits *o = layer_orbits_sched(s, w, t);
+  CU_ASSERT_FATAL(o != NULL);
+  if (o->turn != turn || o->mult != mult)
+    fprintf(stderr, "\n  %s tp %u sp %u dp %u placement %s: turn %u mult %u, expected %u %u\n",
+            s->name, layer_tp(w), w->gpus, layer_dp(w), layer_placement_name(w->placement),
+            o->turn, o->mult, turn, mult);
+  CU_ASSERT_EQUAL(o->turn, turn);
+  CU_ASSERT_EQUAL(o->mult, mult);
+  orbits_free(o);
+  CU_ASSERT(check(s, w, t));
+}
+
+/* USP's and USP-zigzag's turn (every Ulysses group's GPUs by one, sched.h
+ * turn) carried into every SP group of every TP rank and replica
+ * (layer_orbits_sched), at the model and layer scopes, on nodes over NIC
+ * rails and on one NVSwitch: the replay of the representatives equals
+ * the full one (check).  Refused where it would move a gradient ring's
+ * edges (Ulysses groups of 2 in a node's 4 SP GPUs: the swap reverses
+ * the node's part of each ring) and turned inside each node's part of a
+ * group that spans two nodes (a whole turn carries a node onto two). */
+static void test_turn(void) {
+  topology *t4 = load("topologies/h100x8x4.json", NULL);
+  topology *one = load("topologies/h100x8.json", NULL);
+  const sched_ops *ss[] = {&sched_usp, &sched_usp_zigzag};
+  for (size_t i = 0; i < G_N_ELEMENTS(ss); i++) {
+    /* TP 2 x SP 8 x DP 2: a Ulysses group of 4 fills a node (x TP 2 x DP 2) */
+    workload w = ulysses(step(8, 2, 2, 65536), "usp_ulysses", 4);
+    turned(ss[i], &w, t4, 4, 16);
+    /* groups of 2: the turn swaps a node's SP GPUs two by two, which no
+     * gradient ring of the node's 4 keeps: the shifts alone */
+    w = ulysses(step(8, 2, 2, 65536), "usp_ulysses", 2);
+    turned(ss[i], &w, t4, 1, 4);
+    /* groups of 8 over two nodes: turned inside each node's 4 */
+    w = ulysses(step(8, 2, 2, 65536), "usp_ulysses", 8);
+    turned(ss[i], &w, t4, 4, 16);
+    /* ZeRO 3 (gathers and reduce-scatters on the gradient ring), full
+     * recomputation */
+    w.zero = 3;
+    w.recompute = RECOMPUTE_FULL;
+    turned(ss[i], &w, t4, 4, 16);
+    /* scope layer, TP 1: the turn alone, a group a node; forward only */
+    w = ulysses(step(16, 1, 1, 65536), "usp_ulysses", 8);
+    w.scope = SCOPE_LAYER;
+    w.dp = 0;
+    turned(ss[i], &w, t4, 8, 8);
+    w.pass = PASS_FWD;
+    turned(ss[i], &w, t4, 8, 8);
+    /* and a group of 16 over two nodes: inside each node's 8 */
+    w = ulysses(step(16, 1, 1, 65536), "usp_ulysses", 16);
+    w.scope = SCOPE_LAYER;
+    w.dp = 0;
+    w.heads = w.kv_heads = 16;
+    turned(ss[i], &w, t4, 8, 8);
+    /* one NVSwitch: TP 2 x SP 4 (one group of 4): one GPU replayed */
+    w = ulysses(step(4, 2, 1, 32768), "usp_ulysses", 4);
+    turned(ss[i], &w, one, 4, 8);
+  }
+  /* every placement of TP 2 x SP 4 x DP 2 with groups of 4 on two nodes */
+  topology *t2 = load("topologies/h100x8x2.json", NULL);
+  uint32_t with_turn = 0;
+  for (int k = 0; k < PLACE_KINDS; k++) {
+    workload w = ulysses(step(4, 2, 2, 32768), "usp_ulysses", 4);
+    w.placement = (placement_kind)k;
+    orbits *o = layer_orbits_sched(&sched_usp_zigzag, &w, t2);
+    with_turn += o && o->turn > 1;
+    orbits_free(o);
+    CU_ASSERT(check(&sched_usp_zigzag, &w, t2));
+  }
+  CU_ASSERT(with_turn >= 4);
+  /* a full mask: no turn (its plan is lockstep already) */
+  workload w = ulysses(step(8, 2, 2, 65536), "usp_ulysses", 4);
+  w.causal = false;
+  orbits *o = layer_orbits_sched(&sched_usp, &w, t4);
+  CU_ASSERT_FATAL(o != NULL);
+  CU_ASSERT_EQUAL(o->turn, 1);
+  orbits_free(o);
+  topo_free(t2);
+  topo_free(one);
+  topo_free(t4);
+}
+
+/* Double ring with a head-parallel degree: USP's Ulysses groups around a
+ * double ring, the same turn (doublering.c dring_turn), head-first (a
+ * group of 4 x TP 2 a node) and context-first (each group across the 4
+ * nodes: the turn moves every node to the next, which keeps the rings
+ * as a shift of the replicas would). */
+static void test_double_ring_turn(void) {
+  topology *t4 = load("topologies/h100x8x4.json", NULL);
+  workload w = ulysses(step(16, 2, 1, 65536), "double_ring_ulysses", 4);
+  turned(&sched_double_ring, &w, t4, 4, 8);
+  w.zero = 3;
+  turned(&sched_double_ring, &w, t4, 4, 8);
+  w = ulysses(step(16, 2, 1, 65536), "double_ring_ulysses", 4);
+  sched_opt_set_num(&w, sched_option_find("double_ring_context_first"), 1);
+  CU_ASSERT(check(&sched_double_ring, &w, t4));
+  /* TP 1 x SP 8 x DP 4, groups of 8 (a node), an inner ring of one */
+  w = ulysses(step(8, 1, 4, 65536), "double_ring_ulysses", 8);
+  turned(&sched_double_ring, &w, t4, 8, 32);
+  topo_free(t4);
+}
+
+/* plan_append into a plan built for representatives (plan_quotient: GPU
+ * 0 stands for GPUs 0 and 1): GPU 0's kernels, the exchange's transfer
+ * leaving it (received by GPU 1's representative, reaching GPU 1), none
+ * of GPU 1's; a kernel of GPU 0 waiting on one of GPU 1 is no quotient
+ * (plan_append_unfit), a group waiting on one is. */
+static void test_append_representatives(void) {
+  plan_op op = {.kind = OP_COPY, .bytes = 1e6};
+  static const uint8_t sim[] = {1, 0};
+  static const uint32_t rep[] = {0, 0}, gpus[] = {0, 1};
+  for (int unfit = 0; unfit < 2; unfit++) {
+    plan *src = plan_new(2, false);
+    uint32_t k0 = plan_compute(src, 0, 0, &op), k1 = plan_compute(src, 1, 0, &op);
+    uint32_t c = plan_comm(src, 1, COMM_P2P);
+    plan_xfer_add(src, c, 0, 1, 1e6);
+    plan_xfer_add(src, c, 1, 0, 1e6);
+    plan_dep(src, k0, c);
+    plan_dep(src, k1, c);
+    uint32_t after = plan_compute(src, 0, 2, &op);
+    plan_dep(src, unfit ? k1 : c, after);
+    plan_dep(src, c, plan_compute(src, 1, 2, &op));
+    plan_finish(src);
+    plan *dst = plan_new(2, false);
+    plan_quotient(dst, sim, rep);
+    plan_append *a = plan_append_new(dst, src, gpus, 0);
+    plan_append_range(a, 0, src->tasks->len);
+    CU_ASSERT_EQUAL(plan_append_unfit(a), unfit);
+    plan_append_free(a);
+    plan_quotient_end(dst);
+    plan_finish(dst);
+    CU_ASSERT_EQUAL(compute_tasks(dst), 2);
+    CU_ASSERT_EQUAL(dst->tasks->len, 3);
+    for (guint i = 0; i < dst->tasks->len; i++) {
+      const plan_task *t = plan_task_at(dst, i);
+      if (t->kind == TASK_COMPUTE) CU_ASSERT_EQUAL(t->gpu, 0);
+      if (t->kind != TASK_COMM) continue;
+      CU_ASSERT_EQUAL_FATAL(t->n_xfer, 1);
+      plan_xfer e = plan_xfer_at(dst, t, 0);
+      CU_ASSERT(e.src == 0 && e.dst == 0 && plan_xfer_to(dst, t, 0) == 1);
+    }
+    plan_free(dst);
+    plan_free(src);
+  }
+}
+
+/* A scheduler of two GPUs each of whose second kernels waits on the
+ * other GPU's first: the swap of its GPUs maps the plan onto itself, but
+ * no plan of one GPU stands for it (a kernel would wait on a GPU left
+ * out).  Its layer is replayed on every GPU, the same as the full one. */
+static plan *crossing_build(const workload *w, const topology *t, bool record_segs) {
+  (void)t;
+  plan *p = plan_new(w->gpus, record_segs);
+  plan_op op = {.kind = OP_COPY, .bytes = 1e8};
+  uint32_t first[2];
+  for (uint32_t g = 0; g < 2; g++) first[g] = plan_compute(p, g, 0, &op);
+  for (uint32_t g = 0; g < 2; g++) plan_dep(p, first[1 - g], plan_compute(p, g, 1, &op));
+  plan_finish(p);
+  return p;
+}
+
+static bool crossing_turn(const workload *w, const topology *t, uint32_t block, uint32_t *pi) {
+  (void)t;
+  if (w->gpus != 2 || (block && block != 2)) return false;
+  pi[0] = 1;
+  pi[1] = 0;
+  return true;
+}
+
+static void test_turn_no_quotient(void) {
+  static const sched_ops crossing = {.name = "crossing", .build = crossing_build,
+                                     .turn = crossing_turn};
+  topology *t = load("topologies/h100x8.json", NULL);
+  workload w = step(2, 1, 1, 32768);
+  w.scope = SCOPE_LAYER;
+  w.pass = PASS_FWD;
+  orbits *o = layer_orbits_sched(&crossing, &w, t);
+  CU_ASSERT_FATAL(o != NULL);
+  CU_ASSERT_EQUAL(o->turn, 2);
+  CU_ASSERT_PTR_NULL(layer_build_orbits(&crossing, &w, t, true, false, o));
+  orbits_free(o);
+  scenario_point pt = {w, &crossing, false, NULL};
+  exec_opts plain = {0};
+  sim_result *r = sim_run_point(t, &pt, &plain);
+  plan *full = layer_build(&crossing, &w, t, true, false);
+  exec_result *a = exec_run(full, t, &plain);
+  check_same_result(a, r->r);
+  exec_result_free(a);
+  plan_free(full);
+  sim_result_free(r);
+  topo_free(t);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(test_every_scheduler), TEST(test_step_options),
-                                    TEST(test_topologies), TEST(test_placements), {NULL, NULL}};
+                                    TEST(test_topologies), TEST(test_placements), TEST(test_turn),
+                                    TEST(test_double_ring_turn), TEST(test_append_representatives),
+                                    TEST(test_turn_no_quotient), {NULL, NULL}};
   return test_run("orbits", cases);
 }

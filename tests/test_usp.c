@@ -356,11 +356,111 @@ static void t_orbits_refused(void) {
   }
 }
 
+/* A causal point of `sched` with its Ulysses option `opt` (and another
+ * option, NULL: none), 4,096 tokens per GPU. */
+static scenario *load_opts(const char *sched, const char *topo, const char *set, uint32_t sp,
+                           const char *opt, const char *opt2, const char *pass) {
+  g_autofree char *sps = g_strdup_printf("%u", sp);
+  g_autofree char *seq = g_strdup_printf("%u", sp * 4096);
+  char *sets[] = {(char *)set, NULL};
+  char *opts[] = {(char *)opt, (char *)opt2, NULL};
+  scenario_overrides ov = {.topology = topo, .sched = sched, .sp = sps, .seq = seq,
+                           .mask = "causal", .pass = pass, .set = set ? sets : NULL,
+                           .sched_opts = opts, .strict = true};
+  g_autoptr(GError) err = NULL;
+  scenario *s = scenario_load(NULL, &ov, &err);
+  if (!s) fprintf(stderr, "\n  %s %s sp %u %s: %s\n", sched, topo, sp, opt, err->message);
+  return s;
+}
+
+/* The plan of one representative per orbit of `turn` (block: the
+ * scheduler's turn inside blocks of its groups, 0: whole) replayed
+ * against every GPU: every figure within 1e-9; its representatives'
+ * tasks only.  false where the turn is refused (none, or no automorphism
+ * of the topology). */
+static bool turn_equals_full(const scenario_point *pt, const topology *t, uint32_t block,
+                             uint32_t mult) {
+  g_autofree uint32_t *pi = g_new(uint32_t, t->n_gpus);
+  for (uint32_t g = 0; g < t->n_gpus; g++) pi[g] = g;
+  if (!pt->sched->turn(&pt->w, t, block, pi)) return false;
+  const uint32_t *gens[] = {pi};
+  orbits *o = orbits_new(t, gens, 1);
+  if (!o) return false;
+  CU_ASSERT_EQUAL(o->mult, mult);
+  plan *full = pt->sched->build(&pt->w, t, false);
+  plan *q = plan_quotient_of(full, o);
+  if (!q) fprintf(stderr, "\n  %s: no quotient\n", pt->sched->name);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  CU_ASSERT_EQUAL(compute_tasks(q) * mult, compute_tasks(full));
+  for (guint k = 0; k < q->tasks->len; k++) {
+    const plan_task *x = plan_task_at(q, k);
+    if (x->kind == TASK_COMPUTE) CU_ASSERT(orbits_is_rep(o, x->gpu));
+  }
+  exec_opts plain = {0}, quotient = {.orbits = o};
+  exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
+  check_same_result(a, b);
+  exec_result_free(a);
+  exec_result_free(b);
+  plan_free(q);
+  plan_free(full);
+  orbits_free(o);
+  return true;
+}
+
+/* Double ring with a head-parallel degree is USP's Ulysses groups around
+ * a double ring (doublering.c): the same turn maps its causal plan onto
+ * itself (head-first: a group is consecutive GPUs; context-first: GPUs r
+ * apart, the turn moving each node of h100x8x4 to the next), and so does
+ * the turn inside blocks of a group, for it and for USP (what
+ * layer_orbits_sched takes where a group spans nodes); attn_orbits
+ * replays one GPU a group, refused under a full mask. */
+static void t_double_ring_turn(void) {
+  static const struct {
+    const char *sched, *topo, *set, *opt, *opt2, *pass;
+    uint32_t sp, u, block;
+  } pts[] = {
+      {"double-ring", "h100x8", NULL, "double_ring_ulysses=4", NULL, "fwdbwd", 8, 4, 0},
+      {"double-ring", "h100x8", "generator.gpus=16", "double_ring_ulysses=2",
+       "double_ring_inner=4", "fwdbwd", 16, 2, 0},
+      {"double-ring", "h100x8x4", NULL, "double_ring_ulysses=8", NULL, "fwdbwd", 32, 8, 0},
+      {"double-ring", "h100x8x4", NULL, "double_ring_ulysses=4", "double_ring_context_first=true",
+       "fwdbwd", 32, 4, 0},
+      {"double-ring", "h100x8x4", NULL, "double_ring_ulysses=8", NULL, "fwd", 32, 8, 4},
+      {"double-ring", "h100x8", "generator.gpus=16", "double_ring_ulysses=8", NULL, "bwd", 16, 8, 2},
+      {"usp", "h100x8x4", NULL, "usp_ulysses=8", NULL, "fwdbwd", 32, 8, 4},
+      {"usp-zigzag", "h100x8x4", NULL, "usp_ulysses=16", NULL, "fwdbwd", 32, 16, 8}};
+  for (size_t i = 0; i < G_N_ELEMENTS(pts); i++) {
+    scenario *s = load_opts(pts[i].sched, pts[i].topo, pts[i].set, pts[i].sp, pts[i].opt,
+                            pts[i].opt2, pts[i].pass);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+    uint32_t k = pts[i].block ? pts[i].block : pts[i].u;
+    bool ran = turn_equals_full(pt, s->topo, pts[i].block, k);
+    if (!ran) fprintf(stderr, "\n  %s %s %s: turn refused\n", pts[i].sched, pts[i].topo, pts[i].opt);
+    CU_ASSERT_TRUE(ran);
+    if (!pts[i].block) {
+      orbits *o = attn_orbits(pt->sched, &pt->w, s->topo);
+      CU_ASSERT_PTR_NOT_NULL(o);
+      if (o) CU_ASSERT_EQUAL(o->mult, pts[i].u);
+      orbits_free(o);
+    }
+    scenario_free(s);
+  }
+  /* a full mask: lockstep, no turn */
+  scenario *s = load_opts("double-ring", "h100x8", NULL, 8, "double_ring_ulysses=4", NULL, "fwd");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  scenario_point *pt = &g_array_index(s->points, scenario_point, 0);
+  pt->w.causal = false;
+  CU_ASSERT_PTR_NULL(attn_orbits(pt->sched, &pt->w, s->topo));
+  scenario_free(s);
+}
+
 int main(void) {
   static const test_case cases[] = {TEST(t_usp_lockstep_equals_per_gpu),
                                     TEST(t_ulysses_lockstep_equals_per_gpu),
                                     TEST(t_a2a_schedule), TEST(t_causal_groups_coincide),
                                     TEST(t_orbits_equal_full), TEST(t_orbits_refused),
+                                    TEST(t_double_ring_turn),
                                     {NULL, NULL}};
   return test_run("usp", cases);
 }

@@ -263,6 +263,26 @@ static plan *dring_build(const workload *w, const topology *t, bool record_segs)
   return p;
 }
 
+/* With a head-parallel degree, every Ulysses group's GPUs turned by one
+ * (the next Ulysses rank of the same context rank; with a block, the next
+ * of its block of the group), as USP's (usp.c turn): they hold the same
+ * tokens, run the same blocks on their own heads, hop around and across
+ * to the same Ulysses rank of other context ranks, and every pair of a
+ * group exchanges alike in the all-to-alls (test_usp:
+ * t_double_ring_turn).  Context-first, group h's rank a is GPU h r + a:
+ * the turn moves a GPU r on.  A full mask is lockstep already. */
+static bool dring_turn(const workload *w, const topology *t, uint32_t block, uint32_t *pi) {
+  uint32_t u = ulysses_degree(w), k = block ? block : u, r = w->gpus / u;
+  (void)t;
+  if (!w->causal || u < 2 || w->gpus % u || k < 2 || u % k) return false;
+  for (uint32_t g = 0; g < w->gpus; g++) {
+    uint32_t h = context_first(w) ? g / r : g % u, a = context_first(w) ? g % r : g / u;
+    uint32_t next = h - h % k + (h % k + 1) % k;
+    pi[g] = context_first(w) ? next * r + a : a * u + next;
+  }
+  return true;
+}
+
 const sched_ops sched_double_ring = {
     .name = "double-ring",
     .summary = "Double-Ring (LoongTrain): KV around an inner ring in a node, then across",
@@ -270,6 +290,7 @@ const sched_ops sched_double_ring = {
     .build = dring_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .opts = opts,
+    .turn = dring_turn,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h); backward's dK/dV
      * make up to P + P/2 hops (inner rings of 2): x2 2.5 */
     .size = {2.1, 0, 3, 3.5, 0, 2.5, 0, 4.2, 4.2, 8, 0, 0}};

@@ -105,8 +105,15 @@ typedef struct sched_ops {
   /* A permutation of the job's GPUs (pi: w->gpus entries, filled) that
    * carries its plan for w onto itself, every task and transfer onto
    * one of the same, where replaying one GPU of each orbit is worth it
-   * (attn_orbits.h); NULL or false: none. */
-  bool (*turn)(const workload *w, const topology *t, uint32_t *pi);
+   * (attn_orbits.h); NULL or false: none.  USP's and double ring's:
+   * every Ulysses group's GPUs turned by one; with block (a divisor of
+   * the group's size; 0: the whole group) by one inside each block of
+   * that many consecutive ranks of the group, which maps the plan onto
+   * itself too (every pair of a group exchanges alike in its
+   * all-to-alls; every other transfer keeps its Ulysses rank) and keeps
+   * a group that spans nodes node by node (layer_orbits_sched); false
+   * where block does not divide it. */
+  bool (*turn)(const workload *w, const topology *t, uint32_t block, uint32_t *pi);
 } sched_ops;
 
 #define SCHED_RUNS(kind) (1u << (kind))

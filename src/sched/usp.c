@@ -91,16 +91,17 @@ static plan *build(const workload *w, const topology *t, bool record_segs, bool 
 }
 
 /* Every Ulysses group's GPUs turned by one (GPU g to the next of its
- * group): its GPUs hold the same tokens and run the same ring steps with
- * the same ring neighbours' images on their own heads, so the turn maps
- * the plan onto itself (test_usp: t_causal_groups_coincide,
- * t_orbits_equal_full).
+ * group; with a block, the next of its block of the group): its GPUs hold
+ * the same tokens and run the same ring steps with the same ring
+ * neighbours' images on their own heads, and every pair of them
+ * exchanges alike in the all-to-alls, so the turn maps the plan onto
+ * itself (test_usp: t_causal_groups_coincide, t_orbits_equal_full).
  * Under a full mask the plan is lockstep already: one task for every GPU
  * costs less than a copy per group. */
-static bool turn(const workload *w, const topology *t, uint32_t *pi) {
-  uint32_t u = degree(w, t);
-  if (!w->causal || u < 2 || w->gpus % u) return false;
-  for (uint32_t g = 0; g < w->gpus; g++) pi[g] = g - g % u + (g % u + 1) % u;
+static bool turn(const workload *w, const topology *t, uint32_t block, uint32_t *pi) {
+  uint32_t u = degree(w, t), k = block ? block : u;
+  if (!w->causal || u < 2 || w->gpus % u || k < 2 || u % k) return false;
+  for (uint32_t g = 0; g < w->gpus; g++) pi[g] = g - g % k + (g % k + 1) % k;
   return true;
 }
 
