@@ -1441,6 +1441,57 @@ static void t_backward_gradient_sums(void) {
   topo_free(t);
 }
 
+/* Whether task `after` of finished plan p waits directly on `before`. */
+static bool waits_on(const plan *p, uint32_t after, uint32_t before) {
+  const plan_task *t = plan_task_at(p, after);
+  for (uint32_t i = 0; i < t->n_dep; i++)
+    if (p->deps[t->dep_off + i] == before) return true;
+  return false;
+}
+
+/* The ring family's backward sends its KV hops and its dK/dV hops on one
+ * communicator (calibrate.py Pass.run_backward), whose stream runs them
+ * in issue order: step t's dK/dV hop after step t's KV hop, step t+1's KV
+ * hop after step t's dK/dV hop; the double ring's dK/dV hops have a
+ * communicator of their own (dg_in), so none of its KV hops waits on one. */
+static void t_backward_hops_share_stream(void) {
+  uint32_t n = 4;
+  topology *t = complete_topo(n);
+  const sched_ops *const scheds[] = {&sched_ring, &sched_zigzag, &sched_tasp, &sched_stripe,
+                                     &sched_double_ring};
+  for (size_t s = 0; s < G_N_ELEMENTS(scheds); s++)
+    for (int causal = 0; causal < 2; causal++) {
+      if (scheds[s] == &sched_stripe && !causal) continue;
+      bool own = scheds[s] == &sched_double_ring;
+      workload w = shape(n, 64 * n, causal, PASS_BWD);
+      plan *p = scheds[s]->build(&w, t, false);
+      int64_t kv = -1, dkv = -1;
+      uint32_t kv_hops = 0, dkv_hops = 0, chained = 0;
+      for (guint i = 0; i < p->tasks->len; i++) {
+        const plan_task *k = plan_task_at(p, i);
+        if (k->kind != TASK_COMM || k->api != COMM_P2P) continue;
+        if (k->grads) {
+          /* the hop of the KV held at this step went first */
+          if (!own && kv >= 0 && plan_task_at(p, (uint32_t)kv)->step == k->step)
+            CU_ASSERT(waits_on(p, i, (uint32_t)kv));
+          dkv = i;
+          dkv_hops++;
+        } else {
+          if (dkv >= 0) {
+            CU_ASSERT_EQUAL(waits_on(p, i, (uint32_t)dkv), !own);
+            chained += waits_on(p, i, (uint32_t)dkv);
+          }
+          kv = i;
+          kv_hops++;
+        }
+      }
+      CU_ASSERT(kv_hops > 0 && dkv_hops > 0);
+      if (!own) CU_ASSERT_EQUAL(chained, n - 2); /* every KV hop but step 0's */
+      plan_free(p);
+    }
+  topo_free(t);
+}
+
 /* TASP's step is one all-to-all: every GPU sends to n-1 distinct peers,
  * along one pattern of pairs registered once; under a full mask without
  * segments every kernel is one lockstep task of all GPUs, and the plan it
@@ -1735,7 +1786,7 @@ int main(void) {
                                     TEST(t_double_ring_heads),
                                     TEST(t_te_aliases), TEST(t_docs_cover_mask), TEST(t_allgather_docs),
                                     TEST(t_backward_covers_mask), TEST(t_balance),
-                                    TEST(t_tasp_all_to_all), TEST(t_backward_gradient_sums), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
+                                    TEST(t_tasp_all_to_all), TEST(t_backward_gradient_sums), TEST(t_backward_hops_share_stream), TEST(t_tasp_causal_gathers), TEST(t_checks_refuse),
                                     TEST(t_tasp_node_chain), TEST(t_tasp_given_cycles),
                                     TEST(t_ulysses_variants), TEST(t_ulysses_heads),
                                     TEST(t_collective_rings), TEST(t_kbc_flash_only), TEST(t_blind_to_hardware),

@@ -237,7 +237,9 @@ static plan *dring_build(const workload *w, const topology *t, bool record_segs)
                     /* InternEvo casts the first window's sums to bf16 */
                     .grads_cast_step = inner > 1 && r > inner ? inner : 0,
                     .alike = dring_alike, .pairs = inner > 1 ? around : d.across,
-                    .n_pairs = r < 2 ? 0 : n, .grads_in_place = true};
+                    .n_pairs = r < 2 ? 0 : n, .grads_in_place = true,
+                    /* dg_in, not g_in (calibrate.py DoubleRing) */
+                    .grads_own_comm = true};
   if (u > 1) {
     ops.prologue = usp_mem_prologue;
     ops.epilogue = usp_mem_epilogue;

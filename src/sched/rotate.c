@@ -297,6 +297,8 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
   e->arrived = after;
   memset(e->started, 0, n * sizeof(bool));
   int64_t kv_prev = after, dkv_prev = after;
+  /* the last dK/dV hop on the KV hops' communicator (-1: none) */
+  int64_t dkv_stream = -1;
   /* the transfer in flight of ops.ahead, the step it is due at and its
    * receive buffer (-1: none) */
   int64_t ahead = -1;
@@ -348,6 +350,9 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
        * every SM leaves it none where the topology's kernel_blocks_comm
        * says so). */
       kv = add_group(ops, self, e, t, kv_prev, issued, false);
+      /* one NCCL stream with the dK/dV hops (rotate_ops.grads_own_comm):
+       * the previous step's, issued before this one, runs first */
+      if (dkv_stream >= 0) plan_dep(e->p, (uint32_t)dkv_stream, (uint32_t)kv);
       plan_overlap(e->p, e->step_kernels, (uint32_t)kv);
     }
     e->grads_wait = -1;
@@ -355,6 +360,12 @@ static int64_t build_pass(const rotate_ops *ops, const void *self, rotate_emit *
       plan_issued(e->p, issued);
       uint32_t d = add_group(ops, self, e, t, dkv_prev, issued, true);
       plan_dep_all(e->p, e->step_kernels, d);
+      if (!ops->grads_own_comm) {
+        /* behind this step's KV hop on their one stream (issued before
+         * the step's kernels) */
+        if (kv >= 0) plan_dep(e->p, (uint32_t)kv, d);
+        dkv_stream = d;
+      }
       dkv_prev = d;
       if (ops->grads_then_ahead && ops->grads_then_ahead(self, t)) {
         /* issued once d is done (the program waits for it first, and

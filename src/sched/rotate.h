@@ -77,6 +77,13 @@ typedef struct {
   /* The program holds K and V, and their dK/dV, as two tensors each, not
    * one packed tensor (rotate_buf_kv_split). */
   bool kv_split;
+  /* Backward: the dK/dV hops go through a communicator of their own, not
+   * the KV hops' (InternEvo's double ring: dg_in beside g_in).  Where not,
+   * the two share one (ring_flash_attn; calibrate.py Pass.run_backward's
+   * self.move(cur, recv) and self.move(dkv, nxt), lines 767 and 799, both
+   * Pass.exchange's dist.batch_isend_irecv on the default group), whose NCCL stream runs them in issue order: a step's
+   * dK/dV hop after its KV hop, the next step's KV hop after it. */
+  bool grads_own_comm;
 } rotate_ops;
 
 /* Whether the plan records kernels' token segments (tests); where not,
