@@ -157,7 +157,14 @@ memory_summary() {
 # a flash kernel (kernel_blocks_comm), and the step-0 dK/dV hop, issued
 # before step 1's kernel, may start no earlier than it (behind the KV hop
 # on the same NCCL stream); exec applies that rule to a step's own KV hop
-# only (plan_overlap), not to the dK/dV hop beside the next step's kernel
+# only (plan_overlap), not to the dK/dV hop beside the next step's kernel.
+# Tried (docs/validation.md, "The ring family's backward hops as the
+# programs issue them"): it gives 0.94 back (reserved max 9.1% on 2 H200)
+# but the backward passes of every data set get worse (2 H200 tool median
+# 2.40% -> 4.11%, 4 H100 1.68% -> 2.83%, max 18.5% -> 39.0%): the measured
+# passes leave the dK/dV hop progress beside a backward kernel; not kept,
+# bounds kept.  Sharing one NCCL stream between the KV and dK/dV hops
+# (rotate_ops.grads_own_comm) moves no memory figure
 set -- $(memory_summary)
 check "memory peaks from 4K tokens per GPU, median" "$1" 0.5
 check "memory peaks from 4K tokens per GPU, max" "$2" 5.5
