@@ -64,11 +64,7 @@ static bool check(const sched_ops *s, const workload *w, const topology *t) {
   CU_ASSERT(layer_tasks_estimate(w, t) >= q->tasks->len);
   CU_ASSERT(layer_tasks_estimate_mult(w, o->mult) >= q->tasks->len);
   CU_ASSERT_CLOSE(layer_model_flops(q) * o->mult, layer_model_flops(full), 1e-12);
-  exec_opts plain = {0}, quotient = {.orbits = o};
-  exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
-  check_same_result(a, b);
-  exec_result_free(a);
-  exec_result_free(b);
+  check_same_replay(full, q, t, o);
   plan_free(full);
   plan_free(q);
   orbits_free(o);

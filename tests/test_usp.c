@@ -321,11 +321,7 @@ static void t_orbits_equal_full(void) {
         CU_ASSERT_EQUAL(o->rep[plan_xfer_to(q, t, x)], e.dst);
       }
     }
-    exec_opts plain = {0}, quotient = {.orbits = o};
-    exec_result *a = exec_run(full, s->topo, &plain), *b = exec_run(q, s->topo, &quotient);
-    check_same_result(a, b);
-    exec_result_free(a);
-    exec_result_free(b);
+    check_same_replay(full, q, s->topo, o);
     plan_free(q);
     plan_free(full);
     orbits_free(o);
@@ -396,11 +392,7 @@ static bool turn_equals_full(const scenario_point *pt, const topology *t, uint32
     const plan_task *x = plan_task_at(q, k);
     if (x->kind == TASK_COMPUTE) CU_ASSERT(orbits_is_rep(o, x->gpu));
   }
-  exec_opts plain = {0}, quotient = {.orbits = o};
-  exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
-  check_same_result(a, b);
-  exec_result_free(a);
-  exec_result_free(b);
+  check_same_replay(full, q, t, o);
   plan_free(q);
   plan_free(full);
   orbits_free(o);

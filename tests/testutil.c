@@ -71,3 +71,11 @@ void check_same_result(const exec_result *full, const exec_result *q) {
     CU_ASSERT_CLOSE(a.bytes, b.bytes, 1e-12);
   }
 }
+
+void check_same_replay(const plan *full, const plan *q, const topology *t, const orbits *o) {
+  exec_opts plain = {0}, quotient = {.orbits = o};
+  exec_result *a = exec_run(full, t, &plain), *b = exec_run(q, t, &quotient);
+  check_same_result(a, b);
+  exec_result_free(a);
+  exec_result_free(b);
+}

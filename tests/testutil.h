@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "exec.h"
+#include "orbits.h"
+#include "plan.h"
 #include "topology.h"
 
 typedef struct {
@@ -28,6 +30,9 @@ topology *test_switch(uint32_t n, double bw_Bps, double chan_lat_s);
  * finish, idle and memory peaks, per channel bytes and busy time, the
  * memory errors and what is live at the peak), as CUnit assertions. */
 void check_same_result(const exec_result *full, const exec_result *q);
+/* The same for plan `full` replayed whole and its representatives' plan
+ * `q` replayed by orbits o (plan_quotient.h), both on t. */
+void check_same_replay(const plan *full, const plan *q, const topology *t, const orbits *o);
 
 #define TEST(fn) {#fn, fn}
 #define CU_ASSERT_CLOSE(a, b, rel) \
