@@ -175,7 +175,7 @@ static void mark_repeats(GArray *uses) {
     const range_use *u = &g_array_index(uses, range_use, i);
     k[i] = (use_key){((uint64_t)u->task << 33) | ((uint64_t)u->buf << 1) | u->write, i};
   }
-  qsort(k, n, sizeof *k, (GCompareFunc)by_key_then_place);
+  qsort(k, n, sizeof *k, by_key_then_place);
   /* in each run of one key, every use but the run's first and last */
   for (guint i = 1; i + 1 < n; i++)
     if (k[i].key == k[i - 1].key && k[i].key == k[i + 1].key)
