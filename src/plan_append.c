@@ -19,6 +19,8 @@
  * and which tasks are its sinks) is worked out once per src plan
  * (plan_append_src) and shared by its appenders: a model's step appends
  * one attention plan per layer, TP rank and replica. */
+#include <stdlib.h>
+
 #include "plan.h"
 #include "plan_buf.h"
 
@@ -30,6 +32,9 @@ typedef struct {
   uint32_t slot;    /* the buffer's first copy's slot */
   bool all;         /* a buffer of every GPU: a copy per GPU the task touches */
   bool write;
+  /* neither the first nor the last of the range's uses with its task,
+   * buffer and kind (read, write): not appended (range_of says why) */
+  bool repeat;
 } range_use;
 
 /* One range of src as plan_append_range met it. */
@@ -142,6 +147,41 @@ static bool is_pass_barrier(const plan *src, uint32_t task) {
   return t->kind == TASK_COMM && t->api == COMM_BARRIER;
 }
 
+/* The range's uses that repeat one before and one after them (the same
+ * task, buffer and kind), marked.  A use of src naming one GPU's copy of
+ * a buffer of every GPU (a ring's group reads each GPU's arrived
+ * gradient, a use per GPU: rotate_buf.c) is appended as a use of every
+ * copy its task touches (plan_append_range), so a group of n GPUs has n
+ * uses of each copy, n^2 in all: a causal ring's backward at SP 256 made
+ * 25 M of the 26 M uses of its decoder layer's plan.  Such a repeat
+ * changes nothing in the replay (exec_mem.c): a copy is allocated at its
+ * task's first use of it (a later one finds it live) and freed at the
+ * last (each earlier one only drops a reference the later ones still
+ * hold); what it does count, a read of a copy nothing wrote, once per
+ * use, is an error either way.  The first and the last are kept, in
+ * their places, so that each copy is made and freed where it was. */
+typedef struct { uint64_t key; uint32_t at; } use_key;
+
+static gint by_key_then_place(gconstpointer a, gconstpointer b) {
+  const use_key *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->at > y->at) - (x->at < y->at);
+}
+
+static void mark_repeats(GArray *uses) {
+  guint n = uses->len;
+  g_autofree use_key *k = g_new(use_key, n ? n : 1);
+  for (guint i = 0; i < n; i++) {
+    const range_use *u = &g_array_index(uses, range_use, i);
+    k[i] = (use_key){((uint64_t)u->task << 33) | ((uint64_t)u->buf << 1) | u->write, i};
+  }
+  qsort(k, n, sizeof *k, by_key_then_place);
+  /* in each run of one key, every use but the run's first and last */
+  for (guint i = 1; i + 1 < n; i++)
+    if (k[i].key == k[i - 1].key && k[i].key == k[i + 1].key)
+      g_array_index(uses, range_use, k[i].at).repeat = true;
+}
+
 /* Range [from, to) of src: which tasks wait on one of it, which are its
  * sinks on each GPU they touch, which buffer uses are its tasks'. */
 static const src_range *range_of(plan_append_src *s, uint32_t from, uint32_t to) {
@@ -187,6 +227,7 @@ static const src_range *range_of(plan_append_src *s, uint32_t from, uint32_t to)
                     .all = plan_buf_at(src, use->buf)->gpu == PLAN_ALL, .write = use->write};
     g_array_append_val(sr.uses, ru);
   }
+  mark_repeats(sr.uses);
   g_array_append_val(s->ranges, sr);
   return &g_array_index(s->ranges, src_range, s->ranges->len - 1);
 }
@@ -361,7 +402,7 @@ void plan_append_range(plan_append *a, uint32_t from, uint32_t to) {
    * of that range writes it, whichever runs first */
   for (guint n = 0; n < sr->uses->len; n++) {
     const range_use *use = &g_array_index(sr->uses, range_use, n);
-    if (a->id[use->task] == DROPPED) continue;
+    if (use->repeat || a->id[use->task] == DROPPED) continue;
     const uint32_t *touch = s->touch + s->touch_off[use->task];
     uint32_t k = use->all ? s->touch_off[use->task + 1] - s->touch_off[use->task] : 1;
     uint32_t own_gpu = plan_buf_at(src, use->buf)->gpu;

@@ -1395,6 +1395,68 @@ static void test_append_exact(void) {
   plan_free(src);
 }
 
+/* A group's uses naming one GPU's copy each of a buffer of every GPU (a
+ * ring's backward reads each GPU's arrived dK/dV so: rotate_buf.c), as
+ * plan_append copies them: each such use stands for every copy the group
+ * touches, so of the n uses of an n-GPU group only the first and the last
+ * are appended, each copy's first and last in their places (the replay
+ * makes a copy at its task's first use and frees it at the last; those
+ * between change nothing), n^2 uses becoming 2n.  The appended plan
+ * replays as its source does, every figure within 1e-9. */
+static void test_append_repeats(void) {
+  enum { N = 4 };
+  plan *src = plan_new(N, false);
+  uint32_t b = plan_buf_new(src, PLAN_ALL, 1e6, "arrived");
+  uint32_t groups[2];
+  for (int i = 0; i < 2; i++) {
+    groups[i] = plan_comm(src, (uint32_t)i, COMM_P2P);
+    for (uint32_t g = 0; g < N; g++) plan_xfer_add(src, groups[i], g, (g + 1) % N, 1e6);
+    plan_issue(src, groups[i], NULL, -1, false);
+  }
+  plan_dep(src, groups[0], groups[1]);
+  plan_buf_writes(src, groups[0], b);
+  for (uint32_t g = 0; g < N; g++)
+    plan_buf_use_on(src, groups[1], b, g, false, PLAN_BUF_DURING);
+  plan_finish(src);
+  plan *dst = plan_new(N, false);
+  const uint32_t same[N] = {0, 1, 2, 3};
+  plan_append *a = plan_append_new(dst, src, same, 0);
+  plan_append_range(a, 0, src->tasks->len);
+  plan_append_free(a);
+  plan_finish(dst);
+  CU_ASSERT_EQUAL_FATAL(dst->tasks->len, 2);
+  /* the read: 2N uses, N distinct copies (one per GPU) and then the same
+   * N again in the same order */
+  uint32_t reads[4 * N], n_reads = 0, writes = 0;
+  for (uint32_t u = 0; u < plan_buf_use_count(dst); u++) {
+    const plan_buf_use *use = plan_buf_use_at(dst, u);
+    if (use->task == 1 && !use->write && n_reads < 4 * N) reads[n_reads++] = use->buf;
+    writes += use->task == 0 && use->write;
+  }
+  CU_ASSERT_EQUAL(writes, N);
+  CU_ASSERT_EQUAL_FATAL(n_reads, 2 * N);
+  unsigned gpus_seen = 0;
+  for (uint32_t i = 0; i < N; i++) {
+    CU_ASSERT_EQUAL(reads[i], reads[N + i]);
+    gpus_seen |= 1u << plan_buf_at(dst, reads[i])->gpu;
+  }
+  CU_ASSERT_EQUAL(gpus_seen, (1u << N) - 1);
+  topology *t = test_switch(N, 100e9, 1e-6);
+  exec_opts o = {0};
+  exec_result *rs = exec_run(src, t, &o), *rd = exec_run(dst, t, &o);
+  CU_ASSERT_DOUBLE_EQUAL(rd->step_s, rs->step_s, 1e-9 * rs->step_s);
+  CU_ASSERT(rs->peak_bytes >= 1e6);
+  for (uint32_t g = 0; g < N; g++)
+    CU_ASSERT_DOUBLE_EQUAL(rd->gpu_peak_bytes[g], rs->gpu_peak_bytes[g], 1e-9 * rs->peak_bytes);
+  CU_ASSERT_EQUAL(rd->mem_errors, 0);
+  CU_ASSERT_EQUAL(rs->mem_errors, 0);
+  exec_result_free(rs);
+  exec_result_free(rd);
+  topo_free(t);
+  plan_free(dst);
+  plan_free(src);
+}
+
 int main(void) {
   const test_case cases[] = {TEST(test_step_repeating), TEST(test_step_phase_peaks), TEST(test_step_not_extended),TEST(test_op_flops),        TEST(test_model_flops),
                              TEST(test_sum_of_parts),    TEST(test_sum_of_parts_tp),
@@ -1407,7 +1469,7 @@ int main(void) {
                              TEST(test_budget_covers),   TEST(test_model_every_scheduler),
                              TEST(test_view),            TEST(test_micro_batches), TEST(test_placement), TEST(test_amp),
                              TEST(test_unfused_saved_and_bf16), TEST(test_fp8),
-                             TEST(test_grad_rings_follow_nodes), TEST(test_append_exact),
+                             TEST(test_grad_rings_follow_nodes), TEST(test_append_exact), TEST(test_append_repeats),
                              {NULL, NULL}};
   return test_run("layer", cases);
 }
