@@ -55,6 +55,7 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
                                 (causal ? z->t1c : z->t1f) * p) + SLACK;
   out->xfers = passes * (z->x3 * p * p * p + z->x2 * p * p + z->x1 * p) + SLACK;
   out->stored = z->xs2 || z->xs1 ? passes * (z->xs2 * p * p + z->xs1 * p) + SLACK : 0;
+  out->launched = z->xl1f && !causal ? z->xl1f * p + SLACK : 0;
   out->spans = passes * docs * ((causal ? z->s2c : z->s2f) * p * p + z->s1 * p) + SLACK;
   /* A head-parallel option (USP's, double ring's degree) changes the
    * plan's shape from the defaults the coefficients were fitted to.
@@ -116,6 +117,7 @@ bool budget_counts_of(const scenario_point *pt, const topology *t, budget_counts
     out->tasks = copies * (fmax(out->tasks, out->spans) + 64 * p) + SLACK;
     out->xfers = copies * (out->xfers + 16 * p * layer_tp(&pt->w)) + SLACK;
     out->stored = 0; /* appended expanded (plan_append): every transfer listed */
+    out->launched = 0;
     out->spans = out->tasks;
   }
   /* a transfer starts and ends its flow on the two ports it crosses
@@ -130,8 +132,13 @@ static double trace_bytes(const budget_counts *k) {
 }
 
 static double plan_bytes(const budget_counts *k) {
-  return k->tasks * BUDGET_TASK_BYTES +
-         (k->stored ? k->stored * BUDGET_PAIR_BYTES : k->xfers * BUDGET_XFER_BYTES);
+  /* stored pairs, each with its launch unless the plan holds only some
+   * launches at once */
+  double pairs = !k->stored ? k->xfers * BUDGET_XFER_BYTES
+                 : k->launched ? k->stored * BUDGET_STORED_PAIR_BYTES +
+                                     fmin(k->launched, k->stored) * BUDGET_PAIR_BYTES
+                               : k->stored * BUDGET_PAIR_BYTES;
+  return k->tasks * BUDGET_TASK_BYTES + pairs;
 }
 
 double budget_point_bytes(const scenario_point *pt, const topology *t, bool trace) {

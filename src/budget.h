@@ -59,6 +59,11 @@
  * its channel uses in the net shape, and the sort into kinds (flow_kind,
  * 32) at its first launch. */
 #define BUDGET_PAIR_BYTES 112.0
+/* Of those, what a stored pair costs without its launch: the pair (8)
+ * and its share of the pattern's per-GPU lists, with room (a pattern of
+ * freed launches: TokenRing's full mask, 1.05 M pairs at 1,024 GPUs,
+ * 15 MB above the topology's own for both passes). */
+#define BUDGET_STORED_PAIR_BYTES 16.0
 /* A listed transfer: 51 bytes measured (a 1,024-GPU Ulysses, 4.2 M
  * transfers in a few thousand tasks, 215 MB): its plan_xfer (24) and its
  * member and route while its group is in flight. */
@@ -76,6 +81,8 @@ typedef struct {
                             along patterns: listed, and each pattern's
                             pairs once (sched_size's xs2, xs1); 0: it
                             lists every transfer (xfers) */
+  double launched;       /* of those, the pairs whose launches are held at
+                            once (sched_size's xl1f); 0: every one */
   double spans, rates;   /* trace: spans and channel rate changes */
 } budget_counts;
 

@@ -195,9 +195,13 @@ static void t_bytes_bound_measured_peaks(void) {
        * minutes on one NVSwitch): its estimate does not depend on the
        * topology.  Full: lockstep, its N-1 shift patterns stored once for
        * both passes, where the one stored coefficient bounds the causal
-       * plan's listed transfers (2 P^2 a pass): within 6 times */
+       * plan's listed transfers (2 P^2 a pass), and only a few patterns'
+       * launches held at once (xl1f; pricing every pair's launch was 26
+       * times the peak and refused 8,192 GPUs at 28 GiB, 1.1 GB measured):
+       * within 6 times */
       {"tokenring", "causal", "fwdbwd", NULL, 1969884, 3},
-      {"tokenring", "full", "fwdbwd", NULL, 91676, 6},
+      {"tokenring", "full", "fwd", NULL, 24156, 6},
+      {"tokenring", "full", "fwdbwd", NULL, 25680, 6},
       /* through tasp-sim (two threads: its ring baseline point beside) */
       {"tasp", "full", "fwd", NULL, 107908, 3},
       {"tasp", "causal", "fwd", NULL, 2173024, 3},

@@ -74,11 +74,17 @@ typedef struct sched_opt {
  * (plan_pattern) stores fewer: xs2 P^2 + xs1 P per pass, those listed one
  * by one and each pattern's pairs once (exec_comm.c replays a pattern's
  * transfers from one copy of its pairs: pattern_launch), both 0 where
- * every transfer is listed.  budget.c reads them; tests/test_budget.c
+ * every transfer is listed.  A pattern's launch (its members, routes and
+ * net shape) is freed after its last group, and between uses where its
+ * groups lie further apart than its pairs (exec_comm.c): a full-mask plan
+ * whose patterns each serve a step or two holds the launches of only
+ * xl1f P pairs at once (0: every stored pair's launch kept, as a pattern
+ * reused every step is).  budget.c reads them; tests/test_budget.c
  * checks them against the plans built at P = 8 and 32. */
 typedef struct {
   double t2c, t2f, t1c, t1f, x3, x2, x1, s2c, s2f, s1;
   double xs2, xs1;
+  double xl1f;
 } sched_size;
 
 typedef struct sched_ops {

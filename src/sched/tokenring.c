@@ -305,7 +305,10 @@ const sched_ops sched_tokenring = {
     .check = tokenring_check,
     .build = tokenring_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
-    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h): a full mask is
-     * lockstep (about 4 tasks a step) along the N-1 shift patterns, stored
-     * once (P^2 pairs); causal lists its 2 P^2 transfers */
-    .size = {2.2, 0, 3, 4, 0, 2, 0, 4, 4, 8, 2, 0}};
+    /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 xl1f (sched.h): a full
+     * mask is lockstep (about 4 tasks a step) along the N-1 shift patterns,
+     * stored once (P^2 pairs), each step launching the hand-on's pattern
+     * (kept: used every step) and one hand-back's (freed after it): 2 P
+     * pairs launched at once, 4 P with room; causal lists its 2 P^2
+     * transfers */
+    .size = {2.2, 0, 3, 4, 0, 2, 0, 4, 4, 8, 2, 0, 4}};
