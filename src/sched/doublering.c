@@ -295,4 +295,4 @@ const sched_ops sched_double_ring = {
     .turn = dring_turn,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h); backward's dK/dV
      * make up to P + P/2 hops (inner rings of 2): x2 2.5 */
-    .size = {2.1, 0, 3, 3.5, 0, 2.5, 0, 4.2, 4.2, 8, 0, 0}};
+    .size = {2.1, 0, 3, 3.5, 0, 2.5, 0, 4.2, 4.2, 8, 0, 0, 0}};

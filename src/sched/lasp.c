@@ -148,4 +148,4 @@ const sched_ops sched_lasp = {
     .build = build,
     .attention = SCHED_RUNS(ATTN_LINEAR),
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {0, 0, 8, 8, 0, 0, 2, 0, 0, 8, 0, 0}};
+    .size = {0, 0, 8, 8, 0, 0, 2, 0, 0, 8, 0, 0, 0}};

@@ -139,4 +139,4 @@ const sched_ops sched_lasp2 = {
     .build = build,
     .attention = SCHED_RUNS(ATTN_LINEAR),
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {0, 0, 6, 3.2, 0, 0.5, 0, 0, 0, 7, 0, 0}};
+    .size = {0, 0, 6, 3.2, 0, 0.5, 0, 0, 0, 7, 0, 0, 0}};

@@ -182,7 +182,7 @@ const sched_ops sched_ring = {
     .docs = true,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h): the KV moves
      * along one pattern of P pairs */
-    .size = {1.2, 0, 3, 3.5, 0, 2, 0, 3.2, 4, 8, 0, 1}};
+    .size = {1.2, 0, 3, 3.5, 0, 2, 0, 3.2, 4, 8, 0, 1, 0}};
 const sched_ops sched_zigzag = {
     .name = "zigzag",
     .summary = "Zigzag-Ring: 2N chunks, GPU i holds i and 2N-1-i; balanced causal",
@@ -191,4 +191,4 @@ const sched_ops sched_zigzag = {
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     .docs = true,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {2.1, 0, 3, 3.5, 0, 2, 0, 4, 4, 8, 0, 1}};
+    .size = {2.1, 0, 3, 3.5, 0, 2, 0, 4, 4, 8, 0, 1, 0}};

@@ -106,4 +106,4 @@ const sched_ops sched_stripe = {
     .build = stripe_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {2.1, 0, 3, 3.5, 0, 2, 0, 4, 4, 8, 0, 0}};
+    .size = {2.1, 0, 3, 3.5, 0, 2, 0, 4, 4, 8, 0, 0, 0}};

@@ -420,7 +420,7 @@ const sched_ops sched_tasp = {
      * two kernels and two merges per GPU and step (check_any's bound;
      * 3.77 P^2 built at P = 1,024); every step's chunks move along one
      * pattern of the P (P - 1) pairs of the cycles */
-    .size = {4, 0, 3, 3.5, 2, 0, 0, 5.6, 4, 8, 1, 0}};
+    .size = {4, 0, 3, 3.5, 2, 0, 0, 5.6, 4, 8, 1, 0, 0}};
 const sched_ops sched_tasp_mkm = {
     .name = "tasp-mkm",
     .summary = "TASP over (m-K_m-m)^u: Hamiltonian paths in each node chained through the NICs",
@@ -430,4 +430,4 @@ const sched_ops sched_tasp_mkm = {
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h): on one node
      * the plan is tasp's (3.77 P^2 causal tasks at P = 1,024), its
      * transfers one pattern of at most P (P - 1) pairs */
-    .size = {4, 0, 3, 3.5, 0, 16, 0, 5, 4, 8, 1, 0}};
+    .size = {4, 0, 3, 3.5, 0, 16, 0, 5, 4, 8, 1, 0, 0}};

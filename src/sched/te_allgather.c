@@ -216,4 +216,4 @@ const sched_ops sched_te_all_gather = {
     .build = te_ag_build,
     .attention = SCHED_RUNS(ATTN_SOFTMAX),
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {0, 0, 12, 12, 0, 1, 0, 0, 0, 16, 0, 0}};
+    .size = {0, 0, 12, 12, 0, 1, 0, 0, 0, 16, 0, 0, 0}};

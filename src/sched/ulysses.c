@@ -295,4 +295,4 @@ const sched_ops sched_ulysses = {
     .opts = ulysses_opts,
     .docs = true,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {0, 0, 6, 6, 0, 4, 0, 0, 0, 10, 0, 0}};
+    .size = {0, 0, 6, 6, 0, 4, 0, 0, 0, 10, 0, 0, 0}};

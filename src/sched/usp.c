@@ -130,7 +130,7 @@ const sched_ops sched_usp = {
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h): a full mask
      * is lockstep, a few tasks a ring step; a causal one a kernel per GPU
      * and step, and a gather copy per GPU */
-    .size = {0.5, 0, 4, 2.8, 0, 3.5, 0, 1.5, 1.5, 20, 1, 0}};
+    .size = {0.5, 0, 4, 2.8, 0, 3.5, 0, 1.5, 1.5, 20, 1, 0, 0}};
 const sched_ops sched_usp_zigzag = {
     .name = "usp-zigzag",
     .summary = "USP with Zigzag-Ring as its ring part (balanced causal)",
@@ -141,4 +141,4 @@ const sched_ops sched_usp_zigzag = {
     .docs = true,
     .turn = turn,
     /* t2c t2f t1c t1f x3 x2 x1 s2c s2f s1 xs2 xs1 (sched.h) */
-    .size = {0.5, 0, 4, 2.8, 0, 3.5, 0, 1.5, 1.5, 20, 1, 0}};
+    .size = {0.5, 0, 4, 2.8, 0, 3.5, 0, 1.5, 1.5, 20, 1, 0, 0}};
