@@ -76,6 +76,12 @@ static uint32_t sum_copy(rotate_emit *e, double bytes, uint32_t ops, bool mixed)
   return id;
 }
 
+/* Elements of K and V (each in the inputs' dtype) of `tokens` tokens, the
+ * `share` of the KV heads a kernel holds. */
+static double kv_elems_of(const workload *w, double tokens, double share) {
+  return workload_kv_bytes(w, tokens) * share / w->elem_bytes;
+}
+
 /* The gradient sums around one backward kernel of a ring of two GPUs or
  * more (one GPU runs one flash call, as a layer without SP does), as ring_flash_attn's
  * backward runs them (scripts/calibrate/calibrate.py RingPass.run_backward
@@ -97,11 +103,11 @@ static void grad_sums(rotate_emit *e, plan_op k, bool first) {
   double eb = sh->elem_bytes, gb = e->grad_scale * eb;
   double q_elems = sh->batch * sh->sq * sh->heads * (double)sh->head_dim;
   double share = (double)sh->heads / w->heads; /* of the KV heads, in a head-split kernel */
-  double kv_elems = workload_kv_bytes(w, sh->sk) * share / w->elem_bytes;
+  double kv_elems = kv_elems_of(w, sh->sk, share);
   double adds = kv_elems * (2 * gb + eb); /* dK's and dV's */
   uint32_t id;
   if (first) {
-    double chunk = workload_kv_bytes(w, (double)w->seq_len / w->gpus) * share / w->elem_bytes;
+    double chunk = kv_elems_of(w, (double)w->seq_len / w->gpus, share);
     sum_copy(e, q_elems * (eb + F32_BYTES) + chunk * gb, 2, false);
     id = sum_copy(e, adds, 2, gb != eb);
   } else {
@@ -280,7 +286,7 @@ static void cast_results(rotate_emit *e, bool backward, int64_t dkv_last) {
       plan_copy(e->p, gpu, e->step, 2 * F32_BYTES * w->batch * w->heads * tokens);
       continue;
     }
-    uint32_t id = plan_copy(e->p, gpu, e->step, workload_kv_bytes(w, tokens) / eb * (gb + eb));
+    uint32_t id = plan_copy(e->p, gpu, e->step, kv_elems_of(w, tokens, 1) * (gb + eb));
     if (dkv_last >= 0) plan_dep(e->p, (uint32_t)dkv_last, id);
   }
 }
