@@ -51,13 +51,20 @@ static bool started_once(rotate_emit *e) {
   return was;
 }
 
-/* A task of the step beside its kernels: after what they wait for, and
- * before the step's dK/dV hop.  The gradient sums' buffers are rotate_buf's
- * (declared with the kernels), so these do not pass through it. */
-static void sum_task(rotate_emit *e, uint32_t id) {
+/* A task of the step, a kernel or one beside them: after what the step
+ * waits for, and before the step's dK/dV hop.  The gradient sums' buffers
+ * are rotate_buf's, declared with the kernels, so they stop here. */
+static void step_task(rotate_emit *e, uint32_t id) {
   if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
   if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
   g_array_append_val(e->step_kernels, id);
+}
+
+/* A kernel of the step (or a task whose buffers rotate_buf declares as a
+ * kernel's): a step task through rotate_buf. */
+static void step_kernel(rotate_emit *e, uint32_t id) {
+  step_task(e, id);
+  rotate_buf_kernel(e->buf, id);
 }
 
 /* Bytes of a float32 accumulator's elements per element of the inputs'
@@ -72,7 +79,7 @@ static uint32_t sum_copy(rotate_emit *e, double bytes, uint32_t ops, bool mixed)
   uint32_t id = plan_copy(e->p, e->gpu, e->step, bytes);
   plan_task_at(e->p, id)->op.block = ops;
   plan_task_at(e->p, id)->op.mixed = mixed;
-  sum_task(e, id);
+  step_task(e, id);
   return id;
 }
 
@@ -127,10 +134,7 @@ void rotate_kernel_heads(rotate_emit *e, uint32_t head_off, uint32_t heads, bool
   shape.head_off = head_off;
   shape.heads = heads;
   uint32_t id = plan_attn(e->p, e->gpu, e->step, &shape, q, nq, k, nk);
-  if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
-  if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
-  g_array_append_val(e->step_kernels, id);
-  rotate_buf_kernel(e->buf, id);
+  step_kernel(e, id);
   /* a variable-length call's kernels are one output for all their
    * documents: they merge into an earlier call's, never into each other,
    * and the backward's gradient sums start at the first call and add from
@@ -168,12 +172,6 @@ void rotate_kernel_gathers(rotate_emit *e, double tokens) {
   if (last != id && plan_task_at(e->p, last)->op.kind == OP_MERGE) plan_buf_reads(e->p, last, buf);
 }
 
-static void step_task(rotate_emit *e, uint32_t id) {
-  if (e->arrived >= 0) plan_dep(e->p, (uint32_t)e->arrived, id);
-  if (e->grads_wait >= 0) plan_dep(e->p, (uint32_t)e->grads_wait, id);
-  g_array_append_val(e->step_kernels, id);
-  rotate_buf_kernel(e->buf, id);
-}
 
 static double seg_tokens(const plan_seg *s, uint32_t n) {
   double t = 0;
@@ -197,21 +195,21 @@ static void linear_grad_steps(rotate_emit *e, const plan_op *shape, bool needed,
   double row = (double)shape->batch * shape->heads * shape->head_dim;
   double acc = 2 * k_tokens * row; /* accumulator elements */
   if (before) {
-    step_task(e, plan_copy(e->p, e->gpu, e->step, acc * gb));
+    step_kernel(e, plan_copy(e->p, e->gpu, e->step, acc * gb));
     return;
   }
   /* float32 += bf16: two dtypes, which compute prices slower per byte */
   if (needed) {
     uint32_t id = plan_copy(e->p, e->gpu, e->step, acc * (2 * gb + eb));
     plan_task_at(e->p, id)->op.mixed = gb != eb;
-    step_task(e, id);
+    step_kernel(e, id);
   }
-  if (needed && !own) step_task(e, plan_copy(e->p, e->gpu, e->step, 3 * eb * q_tokens * row));
+  if (needed && !own) step_kernel(e, plan_copy(e->p, e->gpu, e->step, 3 * eb * q_tokens * row));
   if (e->grads_arrived >= 0) {
     uint32_t id = plan_copy(e->p, e->gpu, e->step, acc * 3 * gb);
     plan_task_at(e->p, id)->on_arrival = true;
     plan_dep(e->p, (uint32_t)e->grads_arrived, id);
-    step_task(e, id);
+    step_kernel(e, id);
   }
 }
 
@@ -220,19 +218,19 @@ static void linear_kernels(rotate_emit *e, const plan_op *sh, bool own, const pl
                            uint32_t nq, const plan_seg *k, uint32_t nk) {
   plan_op shape = *sh;
   if (own) {
-    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_INTRA, q, nq, k, nk));
+    step_kernel(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_INTRA, q, nq, k, nk));
   } else if (!e->backward) {
     /* forward: M = K^T V of the arrived chunk, then O += Q M */
     shape.causal = false;
-    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, NULL, 0, k, nk));
+    step_kernel(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, NULL, 0, k, nk));
     shape.into = true; /* into what the earlier steps gave */
-    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
+    step_kernel(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
   } else {
     /* backward: dQ from M (cached in forward) and dM = Q^T dO, then the
      * arrived keys' dK, dV from dM: what the dK/dV accumulators carry on */
     shape.causal = false;
-    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
-    step_task(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, q, nq, k, nk));
+    step_kernel(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_APPLY, q, nq, k, nk));
+    step_kernel(e, plan_linear(e->p, e->gpu, e->step, &shape, OP_LIN_STATE, q, nq, k, nk));
   }
 }
 
